@@ -1,0 +1,49 @@
+"""Every on-disk name ptd reads or writes, in one place.
+
+The names shared with tensordict 0.15 are fixed by its format (see
+``shared/reference/format.md``); the ``__ptd_*`` names are ptd's own extensions, which tensordict
+ignores.
+"""
+
+from __future__ import annotations
+
+# --- shared with tensordict ------------------------------------------------------------------
+#: group attribute holding ``{"batch_size": [...], "version": 1[, "names": [...]]}``
+TD_META_ATTR = "__tensordict__"
+TD_META_VERSION = 1
+#: h5 dataset attribute marking a string that tensordict (or ptd) wrote
+TD_STR_ATTR = "__tensordict_str__"
+#: attribute marking a NonTensorStack; its value is the stack shape
+TD_STACK_ATTR = "__tensordict_stack__"
+#: zarr array attribute marking a JSON/pickle payload: ``{"encoding": "json" | "pickle"}``
+TD_NON_TENSOR_ATTR = "__tensordict_non_tensor__"
+ENCODING_JSON = "json"
+ENCODING_PICKLE = "pickle"
+
+# --- ptd extensions --------------------------------------------------------------------------
+#: dataset/array attribute naming the torch dtype when the stored numpy dtype differs from it
+#: (bfloat16 stored as uint16 bits, float8 as uint8 bits)
+PTD_DTYPE_ATTR = "__ptd_dtype__"
+#: h5 string dataset attribute (``True``) marking a value ptd stored as JSON text (None, dicts,
+#: lists of non-numbers...), since h5 has no payload arrays; tensordict reads it as the string
+PTD_JSON_ATTR = "__ptd_json__"
+
+#: attributes ptd manages itself; user attributes are everything else
+RESERVED_ATTRS = frozenset(
+    {TD_META_ATTR, TD_STR_ATTR, TD_STACK_ATTR, TD_NON_TENSOR_ATTR, PTD_DTYPE_ATTR, PTD_JSON_ATTR}
+)
+
+# --- memmap directories ----------------------------------------------------------------------
+MEMMAP_META = "meta.json"
+MEMMAP_SUFFIX = ".memmap"
+MEMMAP_FORMAT_VERSION = 1
+MEMMAP_TD_TYPE = "<class 'tensordict._td.TensorDict'>"
+MEMMAP_TD_CLASS = "tensordict:TensorDict"
+MEMMAP_NON_TENSOR_TYPE = "<class 'tensordict.tensorclass.NonTensorData'>"
+MEMMAP_NON_TENSOR_STACK_TYPE = "<class 'tensordict.tensorclass.NonTensorStack'>"
+MEMMAP_NON_TENSOR_STACK_CLASS = "tensordict:NonTensorStack"
+MEMMAP_PICKLE_FILE = "other.pickle"
+
+# --- format detection ------------------------------------------------------------------------
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+ZARR_JSON = "zarr.json"

@@ -1,0 +1,745 @@
+"""The HDF5 backend (h5py), on-disk compatible with tensordict 0.15's ``backend="h5"``.
+
+Layout (see ``shared/reference/format.md`` §1): a nested key ``("a", "b")`` is the HDF5 path
+``a/b``; groups are nested tensordicts, datasets are leaves. Non-tensors follow tensordict's
+conventions (vlen UTF-8 strings marked ``__tensordict_str__``, opaque bytes/numbers, stacks
+marked ``__tensordict_stack__``) plus one ptd extension: values that have no HDF5 form (None,
+dicts, lists of non-numbers) are stored as their JSON text in a string dataset marked
+``__ptd_json__`` (tensordict reads such an entry as the ``bytes`` of that text). Nothing is ever
+pickled on h5.
+
+This is the only module of ptd that imports h5py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import h5py
+import numpy as np
+
+from .._format import PTD_JSON_ATTR, TD_STACK_ATTR, TD_STR_ATTR
+from .._payload import all_of_type, encode_json, nested_to_array
+from ..dtypes import torch_dtype_of
+from ..errors import (
+    ClosedStoreError,
+    CorruptStoreError,
+    PtdKeyError,
+    PtdTypeError,
+    PtdValueError,
+    ReadOnlyError,
+    StoreExistsError,
+    StoreLockedError,
+    StoreNotFoundError,
+)
+from .base import (
+    ArrayMeta,
+    Backend,
+    NodeKind,
+    NonTensorPayload,
+    Path,
+    Selection,
+    ValueKind,
+    check_mode,
+    check_write_shape,
+    selection_shape,
+)
+
+__all__ = ["H5Backend"]
+
+#: dataset creation options that a scalar (or unchunkable) dataset cannot take
+_CHUNK_OPTIONS = frozenset(
+    {"chunks", "compression", "compression_opts", "shuffle", "fletcher32", "scaleoffset",
+     "maxshape"}
+)
+#: reads of at least this many bytes go straight into a new array (one copy less)
+_DIRECT_READ_BYTES = 1 << 20
+#: an index array is read as the span between its first and last row when that span is at
+#: most this many bytes, or at most this many times the rows asked (h5py point selection is slow)
+_SPAN_BYTES = 8 << 20
+_SPAN_RATIO = 4
+
+_STACK_TYPE_ERROR = (
+    "Cannot write a NonTensorStack to h5 unless its elements are all str, bytes, bool, int or "
+    "float, of a single type. Use zarr, or a TensorDict saved with memmap, for other values."
+)
+_NUL_ERROR = (
+    "Cannot write a NonTensorStack of str that contains a NUL character to h5: h5 strings cannot "
+    "hold it. Use bytes, zarr, or a TensorDict saved with memmap."
+)
+_STR_WARNING = (
+    "The h5 backend of PersistentTensorDict reads the string {name!r}, which tensordict wrote, "
+    "as bytes. Starting with TensorDict 0.17, the default will change to reading it as str, as "
+    "the other backends do. To support both, decode only bytes: "
+    "`value.decode() if isinstance(value, bytes) else value`."
+)
+_FILTER_NAMES = {
+    h5py.h5z.FILTER_DEFLATE: "gzip",
+    h5py.h5z.FILTER_SHUFFLE: "shuffle",
+    h5py.h5z.FILTER_FLETCHER32: "fletcher32",
+    h5py.h5z.FILTER_SZIP: "szip",
+    h5py.h5z.FILTER_NBIT: "nbit",
+    h5py.h5z.FILTER_SCALEOFFSET: "scaleoffset",
+    h5py.h5z.FILTER_LZF: "lzf",
+}
+
+
+def _plain(value: Any) -> Any:
+    """An attribute value as plain python (numpy scalars/arrays -> python/lists)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, h5py.Empty):
+        return None
+    if isinstance(value, str) and value.startswith("{"):
+        # dicts are stored as JSON object text (see set_attrs)
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return value
+        return decoded if isinstance(decoded, dict) else value
+    return value
+
+
+def _attr_value(value: Any) -> Any:
+    """A python attribute value in a form h5py can store (dicts become JSON object text)."""
+    if isinstance(value, Mapping):
+        return json.dumps(dict(value))
+    if isinstance(value, (list, tuple)):
+        return np.asarray(value)
+    return value
+
+
+def _is_non_tensor_dtype(dt: np.dtype) -> bool:
+    """tensordict's test: string, vlen, enum or opaque (h5py's own type metadata)."""
+    return bool(
+        dt.kind in "OSU"
+        or h5py.check_string_dtype(dt)
+        or h5py.check_vlen_dtype(dt)
+        or h5py.check_enum_dtype(dt)
+        or h5py.check_opaque_dtype(dt)
+    )
+
+
+def _opaque(arr: np.ndarray) -> np.ndarray:
+    return arr.astype(h5py.opaque_dtype(arr.dtype))
+
+
+class H5Backend(Backend):
+    """One open HDF5 file (or a group inside a user's ``h5py.File``)."""
+
+    name = "h5"
+
+    def __init__(
+        self,
+        root: h5py.Group,
+        *,
+        path: str | None,
+        owns_file: bool,
+        locking: Any = None,
+        read_only: bool = False,
+    ) -> None:
+        self._root = root
+        self._path = path
+        self._owns_file = owns_file
+        self._locking = locking
+        self._closed = False
+        # mode "r" stays read-only even when HDF5 shares an already writable handle
+        self._writable = root.file.mode == "r+" and not read_only
+        self._ds_cache: dict[Path, h5py.Dataset] = {}
+        if path is not None:
+            self._location = path
+        else:
+            name = root.file.filename
+            self._location = name if root.name == "/" else f"{name}:{root.name}"
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls, target: Any, mode: str = "r", *, locking: Any = None, **_: Any
+    ) -> H5Backend:
+        """Open an HDF5 file by path, or wrap an open ``h5py.File``/``h5py.Group``.
+
+        A user's file or group is used as the root (``mode`` is then ignored) and is not closed
+        by :meth:`close`. ``locking`` goes to ``h5py.File``.
+        """
+        check_mode(mode)
+        if isinstance(target, (h5py.File, h5py.Group)):
+            if not target.id.valid:
+                raise ClosedStoreError(f"the h5py object {target!r} is closed")
+            return cls(target, path=None, owns_file=False, locking=locking)
+        try:
+            path = os.fspath(target)
+        except TypeError:
+            raise PtdTypeError(
+                f"cannot open {target!r} with the h5 backend: expected a path, an h5py.File or "
+                "an h5py.Group"
+            ) from None
+        path = os.fsdecode(path)
+        if os.path.isdir(path):
+            raise CorruptStoreError(f"{path} is a directory, not an HDF5 file")
+        exists = os.path.exists(path)
+        if mode in ("r", "r+") and not exists:
+            raise StoreNotFoundError(f"HDF5 file {path} does not exist")
+        if mode in ("w-", "x") and exists:
+            raise StoreExistsError(
+                f"HDF5 file {path} already exists (mode {mode!r}); use mode 'w' to overwrite it "
+                "or 'a' to append"
+            )
+        try:
+            file = h5py.File(path, mode, locking=locking)
+        except FileNotFoundError:
+            raise StoreNotFoundError(f"HDF5 file {path} does not exist") from None
+        except FileExistsError:
+            raise StoreExistsError(f"HDF5 file {path} already exists (mode {mode!r})") from None
+        except PermissionError as err:
+            raise ReadOnlyError(f"cannot open {path} in mode {mode!r}: {err}") from None
+        except OSError as err:
+            msg = str(err)
+            if "lock" in msg or "already open" in msg:
+                raise StoreLockedError(
+                    f"cannot open {path} in mode {mode!r}: it is locked or already open "
+                    f"({msg}). Close the other handle, or pass locking=False (or set "
+                    "HDF5_USE_FILE_LOCKING=FALSE) if the file system does not support locks."
+                ) from None
+            raise CorruptStoreError(f"{path} is not a readable HDF5 file: {msg}") from None
+        return cls(file, path=path, owns_file=True, locking=locking, read_only=mode == "r")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._ds_cache.clear()
+        if self._owns_file:
+            try:
+                self._root.file.close()
+            except Exception:  # noqa: BLE001 - closing an already invalid file
+                pass
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or not self._root.id.valid
+
+    @property
+    def writable(self) -> bool:
+        return self._writable and not self.closed
+
+    @property
+    def location(self) -> str:
+        return self._location
+
+    @property
+    def reopen_spec(self) -> dict[str, Any] | None:
+        if self._path is None:
+            return None
+        # never "w"/"w-": reopening must not truncate (nor fail on) the file we made
+        return {
+            "target": self._path,
+            "backend": self.name,
+            "mode": "r+" if self._writable else "r",
+            "locking": self._locking,
+        }
+
+    # --- helpers -----------------------------------------------------------------------------
+    def _check_open(self, key: str = "/") -> None:
+        if self.closed:
+            raise ClosedStoreError(f"cannot access key {key!r}: {self._location} is closed")
+
+    def _check_writable(self, key: str) -> None:
+        self._check_open(key)
+        if not self._writable:
+            raise ReadOnlyError(
+                f"cannot write key {key!r}: {self._location} is opened read-only (mode 'r')"
+            )
+
+    def _node(self, path: Path) -> h5py.Group | h5py.Dataset:
+        key = self.key_str(path)
+        self._check_open(key)
+        if not path:
+            return self._root
+        try:
+            return self._root["/".join(path)]
+        except (KeyError, ValueError, TypeError):
+            raise PtdKeyError(f"key {key!r} not found in {self._location}") from None
+
+    def _dataset(self, path: Path) -> h5py.Dataset:
+        ds = self._ds_cache.get(path)
+        if ds is not None and not self._closed:
+            return ds
+        node = self._node(path)
+        if not isinstance(node, h5py.Dataset):
+            raise PtdKeyError(f"key {self.key_str(path)!r} in {self._location} is a group, not an array")
+        self._ds_cache[path] = node
+        return node
+
+    def _group(self, path: Path) -> h5py.Group:
+        node = self._node(path)
+        if not isinstance(node, h5py.Group):
+            raise PtdKeyError(f"key {self.key_str(path)!r} in {self._location} is an array, not a group")
+        return node
+
+    def _parent_for_create(self, path: Path) -> tuple[h5py.Group, str]:
+        """The (created) parent group of ``path`` and the last name; an existing node at
+        ``path`` is deleted first (creation replaces)."""
+        key = self.key_str(path)
+        self._check_writable(key)
+        if not path:
+            raise PtdValueError(f"cannot create an array at the root of {self._location}")
+        for part in path:
+            if not part or part in (".", "..") or "/" in part:
+                raise PtdKeyError(f"invalid key {key!r} for {self._location}: bad name {part!r}")
+        parent = self._root
+        try:
+            for i, part in enumerate(path[:-1]):
+                child = parent.get(part)
+                if child is None:
+                    child = parent.create_group(part)
+                elif not isinstance(child, h5py.Group):
+                    raise PtdKeyError(
+                        f"cannot create key {key!r} in {self._location}: "
+                        f"{self.key_str(path[: i + 1])!r} is an array"
+                    )
+                parent = child
+            if path[-1] in parent:
+                del parent[path[-1]]
+                self._ds_cache.clear()
+        except (OSError, ValueError, KeyError) as err:
+            if isinstance(err, PtdKeyError):
+                raise
+            raise PtdValueError(f"cannot create key {key!r} in {self._location}: {err}") from None
+        self._ds_cache.pop(path, None)
+        return parent, path[-1]
+
+    def _attrs_of(self, obj: h5py.HLObject) -> dict[str, Any]:
+        if not h5py.h5a.get_num_attrs(obj.id):
+            return {}
+        return {k: _plain(v) for k, v in obj.attrs.items()}
+
+    def _meta(self, path: Path, ds: h5py.Dataset) -> ArrayMeta:
+        dsid = ds.id
+        dt = dsid.dtype
+        attrs = self._attrs_of(ds)
+        dcpl = dsid.get_create_plist()
+        chunks = dcpl.get_chunk() if dcpl.get_layout() == h5py.h5d.CHUNKED else None
+        compression = None
+        if chunks is not None and dcpl.get_nfilters():
+            names = []
+            for i in range(dcpl.get_nfilters()):
+                code, _flags, values, _name = dcpl.get_filter(i)
+                name = _FILTER_NAMES.get(code, f"filter{code}")
+                if code == h5py.h5z.FILTER_DEFLATE and values:
+                    name = f"gzip({values[0]})"
+                names.append(name)
+            compression = "+".join(names)
+        torch_dtype = None
+        non_tensor_kind = None
+        stack_shape = None
+        if _is_non_tensor_dtype(dt):
+            kind = ValueKind.NON_TENSOR
+            if attrs.get(PTD_JSON_ATTR):
+                non_tensor_kind = "json"
+            elif h5py.check_opaque_dtype(dt):
+                non_tensor_kind = "bytes" if dt.kind in "SV" else "opaque"
+            elif h5py.check_string_dtype(dt) is not None:
+                non_tensor_kind = "str"
+            elif dt.kind in "SU":
+                non_tensor_kind = "str"
+            else:
+                non_tensor_kind = "other"
+            if TD_STACK_ATTR in attrs:
+                stack_shape = tuple(int(s) for s in np.ravel(attrs[TD_STACK_ATTR]))
+        else:
+            tdt = torch_dtype_of(dt, attrs)
+            if tdt is None:
+                kind = ValueKind.UNSUPPORTED
+            else:
+                kind = ValueKind.NUMERIC
+                torch_dtype = str(tdt).removeprefix("torch.")
+        return ArrayMeta(
+            path=path,
+            shape=dsid.shape,
+            dtype=dt,
+            kind=kind,
+            torch_dtype=torch_dtype,
+            attrs=attrs,
+            chunks=chunks,
+            compression=compression,
+            stored_nbytes=dsid.get_storage_size(),
+            non_tensor_kind=non_tensor_kind,
+            stack_shape=stack_shape,
+        )
+
+    # --- structure ---------------------------------------------------------------------------
+    def kind(self, path: Path) -> NodeKind | None:
+        self._check_open(self.key_str(path))
+        if not path:
+            return NodeKind.GROUP
+        try:
+            cls = self._root.get("/".join(path), getclass=True)
+        except (KeyError, ValueError, TypeError):
+            return None
+        if cls is h5py.Dataset:
+            return NodeKind.ARRAY
+        if cls is h5py.Group:
+            return NodeKind.GROUP
+        return None
+
+    def children(self, path: Path) -> list[tuple[str, NodeKind]]:
+        group = self._group(path)
+        out = []
+        for name in group:
+            try:
+                cls = group.get(name, getclass=True)
+            except (KeyError, ValueError):  # a dangling link
+                continue
+            if cls is h5py.Dataset:
+                out.append((name, NodeKind.ARRAY))
+            elif cls is h5py.Group:
+                out.append((name, NodeKind.GROUP))
+        return out
+
+    def array_meta(self, path: Path) -> ArrayMeta:
+        return self._meta(path, self._dataset(path))
+
+    def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
+        """One ``H5Ovisit`` pass (name order, parents first), opening only the datasets."""
+        group = self._group(path)
+        gid = group.id
+        out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
+        h5o = h5py.h5o
+
+        def visit(name: bytes, info: Any) -> None:
+            if name == b".":
+                return
+            p = path + tuple(name.decode("utf-8").split("/"))
+            if info.type == h5o.TYPE_GROUP:
+                out.append((p, NodeKind.GROUP, None))
+            elif info.type == h5o.TYPE_DATASET:
+                ds = h5py.Dataset(h5o.open(gid, name))
+                out.append((p, NodeKind.ARRAY, self._meta(p, ds)))
+
+        h5o.visit(gid, visit, info=True)
+        return out
+
+    def create_group(self, path: Path, attrs: Mapping[str, Any] | None = None) -> None:
+        key = self.key_str(path)
+        self._check_writable(key)
+        try:
+            group = self._root.require_group("/".join(path)) if path else self._root
+        except TypeError:
+            raise PtdKeyError(
+                f"cannot create group {key!r} in {self._location}: an array is in the way"
+            ) from None
+        except ValueError as err:
+            raise PtdValueError(f"cannot create group {key!r} in {self._location}: {err}") from None
+        if attrs:
+            self._set_attrs(group, attrs, key)
+
+    def create_array(
+        self,
+        path: Path,
+        *,
+        shape: Sequence[int],
+        dtype: np.dtype,
+        data: np.ndarray | None = None,
+        attrs: Mapping[str, Any] | None = None,
+        chunks: Sequence[int] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Create a dataset (an existing node at ``path`` is replaced).
+
+        With no ``chunks``/``options`` the dataset is contiguous, like tensordict's. A
+        ``chunks`` option that is an int or a tuple shorter than the array covers its leading
+        dims (the rest stay whole). Chunk/filter options are dropped for 0-d datasets, and
+        explicit chunks for zero-size ones, which HDF5 cannot chunk.
+        """
+        parent, name = self._parent_for_create(path)
+        shape = tuple(int(s) for s in shape)
+        opts = dict(options or {})
+        if chunks is not None:
+            opts["chunks"] = tuple(chunks)
+        self._create_dataset(parent, name, path, shape, np.dtype(dtype), data, opts, attrs)
+
+    def _create_dataset(
+        self,
+        parent: h5py.Group,
+        name: str,
+        path: Path,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        data: Any,
+        opts: dict[str, Any],
+        attrs: Mapping[str, Any] | None,
+    ) -> h5py.Dataset:
+        key = self.key_str(path)
+        size = int(np.prod(shape)) if shape else 1
+        if not shape:
+            opts = {k: v for k, v in opts.items() if k not in _CHUNK_OPTIONS}
+        elif "chunks" in opts and opts["chunks"] not in (None, True, False):
+            if size == 0:
+                opts.pop("chunks")
+            else:
+                c = opts["chunks"]
+                c = (c,) if isinstance(c, (int, np.integer)) else tuple(c)
+                c = c[: len(shape)] + shape[len(c):]
+                opts["chunks"] = tuple(min(max(1, int(x)), s) for x, s in zip(c, shape, strict=True))
+        try:
+            ds = parent.create_dataset(name, shape=shape, dtype=dtype, data=data, **opts)
+        except (ValueError, TypeError) as err:
+            if size == 0 and any(k in _CHUNK_OPTIONS for k in opts):
+                opts = {k: v for k, v in opts.items() if k not in _CHUNK_OPTIONS}
+                ds = parent.create_dataset(name, shape=shape, dtype=dtype, data=data, **opts)
+            else:
+                raise PtdValueError(
+                    f"cannot create key {key!r} in {self._location} (shape {list(shape)}, dtype "
+                    f"{dtype}, options {opts}): {err}"
+                ) from None
+        if attrs:
+            self._set_attrs(ds, attrs, key)
+        return ds
+
+    def delete(self, path: Path) -> None:
+        key = self.key_str(path)
+        self._check_writable(key)
+        if not path:
+            raise PtdValueError(f"cannot delete the root group of {self._location}")
+        try:
+            del self._root["/".join(path)]
+        except (KeyError, ValueError):
+            raise PtdKeyError(f"key {key!r} not found in {self._location}") from None
+        self._ds_cache.clear()
+
+    def move(self, src: Path, dst: Path) -> None:
+        skey, dkey = self.key_str(src), self.key_str(dst)
+        self._check_writable(skey)
+        if self.kind(src) is None:
+            raise PtdKeyError(f"key {skey!r} not found in {self._location}")
+        if self.kind(dst) is not None:
+            raise PtdKeyError(f"key {dkey!r} already present in {self._location}")
+        if not src or not dst or dst[: len(src)] == src:
+            raise PtdValueError(f"cannot move {skey!r} to {dkey!r} in {self._location}")
+        if len(dst) > 1:
+            self.create_group(dst[:-1])
+        try:
+            self._root.move("/".join(src), "/".join(dst))
+        except (KeyError, ValueError) as err:
+            raise PtdValueError(f"cannot move {skey!r} to {dkey!r} in {self._location}: {err}") from None
+        self._ds_cache.clear()
+
+    # --- attributes --------------------------------------------------------------------------
+    def get_attrs(self, path: Path) -> dict[str, Any]:
+        return self._attrs_of(self._node(path))
+
+    def set_attrs(self, path: Path, attrs: Mapping[str, Any]) -> None:
+        key = self.key_str(path)
+        self._check_writable(key)
+        self._set_attrs(self._node(path), attrs, key)
+
+    def _set_attrs(self, obj: h5py.HLObject, attrs: Mapping[str, Any], key: str) -> None:
+        for name, value in attrs.items():
+            try:
+                obj.attrs[name] = _attr_value(value)
+            except (TypeError, ValueError) as err:
+                raise PtdTypeError(
+                    f"cannot store attribute {name!r}={value!r} on key {key!r} in "
+                    f"{self._location}: {err}"
+                ) from None
+
+    # --- data --------------------------------------------------------------------------------
+    def read(self, path: Path, selection: Selection = ()) -> np.ndarray:
+        ds = self._dataset(path)
+        try:
+            if not selection:
+                dsid = ds.id
+                if not dsid.shape:
+                    return ds[...]
+                if ds.size * dsid.dtype.itemsize >= _DIRECT_READ_BYTES:
+                    out = np.empty(dsid.shape, dsid.dtype)
+                    dsid.read(h5py.h5s.ALL, h5py.h5s.ALL, out)
+                    return out
+                return ds[()]
+            return self._read_selection(ds, selection)
+        except (OSError, ValueError, TypeError, IndexError) as err:
+            raise PtdValueError(
+                f"cannot read key {self.key_str(path)!r} of {self._location} at {selection}: {err}"
+            ) from None
+
+    def _read_selection(self, ds: h5py.Dataset, selection: Selection) -> np.ndarray:
+        shape = ds.shape
+        out_shape = selection_shape(shape, selection)
+        if 0 in out_shape:
+            return np.empty(out_shape, ds.dtype)
+        for pos, item in enumerate(selection):
+            if isinstance(item, np.ndarray):
+                n = item.shape[0]
+                lo, hi = int(item[0]), int(item[-1]) + 1
+                span = slice(lo, hi)
+                if hi - lo == n:  # consecutive: a plain slice
+                    return ds[selection[:pos] + (span,) + selection[pos + 1:]]
+                row_bytes = ds.dtype.itemsize * int(np.prod(shape[pos + 1:], dtype=np.int64))
+                if (hi - lo) * row_bytes <= _SPAN_BYTES or hi - lo <= _SPAN_RATIO * n:
+                    block = ds[selection[:pos] + (span,) + selection[pos + 1:]]
+                    axis = sum(1 for s in selection[:pos] if not isinstance(s, (int, np.integer)))
+                    return np.take(block, item - lo, axis=axis)
+                return ds[selection]
+        return ds[selection]
+
+    def write(self, path: Path, selection: Selection, value: np.ndarray) -> None:
+        key = self.key_str(path)
+        self._check_writable(key)
+        ds = self._dataset(path)
+        target = selection_shape(ds.shape, selection)
+        value = np.asarray(value)
+        check_write_shape(value.shape, target, key, self._location)
+        if 0 in target:
+            return
+        if value.shape != target:
+            # h5py broadcasts element by element: expand in memory first
+            value = np.ascontiguousarray(np.broadcast_to(value, target))
+        try:
+            ds[selection if selection else ()] = value
+        except (OSError, ValueError, TypeError) as err:
+            if "no write intent" in str(err):
+                raise ReadOnlyError(f"cannot write key {key!r}: {self._location} is read-only") from None
+            raise PtdValueError(f"cannot write key {key!r} of {self._location}: {err}") from None
+
+    # --- non-tensor entries ------------------------------------------------------------------
+    def write_non_tensor(
+        self,
+        path: Path,
+        value: Any,
+        *,
+        stack_shape: tuple[int, ...] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        key = self.key_str(path)
+        if stack_shape is not None:
+            arr, attrs = self._encode_stack(value, tuple(stack_shape), key)
+            opts = dict(options or {})
+        else:
+            arr, attrs = self._encode_value(value, key)
+            opts = {}  # scalar datasets take no chunk/filter options (tensordict's bug §6.13)
+        parent, name = self._parent_for_create(path)
+        self._create_dataset(parent, name, path, arr.shape, arr.dtype, arr, opts, None)
+        ds = parent[name]
+        for k, v in attrs.items():
+            ds.attrs[k] = v
+
+    def _encode_value(self, value: Any, key: str) -> tuple[np.ndarray, dict[str, Any]]:
+        if isinstance(value, str):
+            if "\x00" in value:
+                raise PtdValueError(
+                    f"Cannot write the str {key!r} to h5: it contains a NUL character, which h5 "
+                    "strings cannot hold. Use bytes, zarr, or a TensorDict saved with memmap."
+                )
+            return np.array(value, dtype=h5py.string_dtype()), {TD_STR_ATTR: np.True_}
+        if isinstance(value, bytes):
+            if value.endswith(b"\x00"):
+                # numpy's S type drops trailing NULs: keep them as raw opaque bytes
+                return _opaque(np.array(np.void(bytes(value)))), {}
+            return _opaque(np.array(value)), {}
+        if isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.object_):
+            try:
+                arr = np.array(value)
+            except OverflowError:
+                arr = np.array(None)
+            if arr.dtype.kind in "biufcSUV":
+                return _opaque(arr), {}
+        elif isinstance(value, np.ndarray):
+            if value.dtype.kind in "biufcSU" and value.dtype.fields is None:
+                return _opaque(np.ascontiguousarray(value)), {}
+            raise PtdTypeError(
+                f"Cannot write {key!r} to h5: numpy arrays of dtype {value.dtype} cannot be "
+                "stored as opaque data. Use zarr, or a TensorDict saved with memmap."
+            )
+        elif isinstance(value, (list, tuple)) and value:
+            try:
+                arr = np.array(value)
+            except (ValueError, OverflowError):
+                arr = np.array(None)
+            if arr.dtype.kind in "biufc":
+                return _opaque(arr), {}
+        text = encode_json(value)
+        if text is None:
+            raise PtdTypeError(
+                f"Cannot write {key!r} to h5: a {type(value).__name__} value is stored as JSON "
+                "on h5, and this one does not round-trip through JSON (h5 never pickles). Use "
+                "zarr, or a TensorDict saved with memmap."
+            )
+        return np.array(text, dtype=h5py.string_dtype()), {PTD_JSON_ATTR: np.True_}
+
+    def _encode_stack(
+        self, values: Any, shape: tuple[int, ...], key: str
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        attrs = {TD_STACK_ATTR: np.asarray(shape, dtype=np.int64)}
+        ndim = len(shape)
+        if all_of_type(values, ndim, str):
+            arr = nested_to_array(values, shape, key=key, location=self._location)
+            if any("\x00" in v for v in arr.reshape(-1)):
+                raise PtdValueError(f"{key!r}: {_NUL_ERROR}")
+            return arr.astype(h5py.string_dtype()), attrs
+        for cls in (bytes, bool, int, float):
+            if all_of_type(values, ndim, cls):
+                arr = nested_to_array(values, shape, key=key, location=self._location)
+                try:
+                    arr = np.array(arr.tolist()) if arr.size else arr.astype(
+                        {bytes: "S1", bool: bool, int: np.int64, float: np.float64}[cls]
+                    )
+                except OverflowError:
+                    break
+                if arr.dtype.kind == "O" or arr.shape != shape:
+                    break
+                return _opaque(arr), attrs
+        raise PtdTypeError(f"{key!r}: {_STACK_TYPE_ERROR}")
+
+    def read_non_tensor(
+        self,
+        path: Path,
+        selection: Selection = (),
+        *,
+        allow_pickle: bool | None = None,
+        as_stack: bool = False,
+    ) -> NonTensorPayload:
+        """Decode a non-tensor dataset (h5 never pickles: ``allow_pickle`` is not used)."""
+        ds = self._dataset(path)
+        key = self.key_str(path)
+        attrs = self._attrs_of(ds)
+        dt = ds.dtype
+        opaque = h5py.check_opaque_dtype(dt)
+        is_str = not opaque and h5py.check_string_dtype(dt) is not None
+        try:
+            if TD_STACK_ATTR in attrs:
+                src = ds.asstr() if is_str else ds
+                data = src[selection] if selection else src[()]
+                data = np.asarray(data)
+                if data.ndim == 0:
+                    return NonTensorPayload(data.tolist())
+                return NonTensorPayload(data.tolist(), is_stack=True, stack_shape=data.shape)
+            if attrs.get(PTD_JSON_ATTR):
+                text = ds[()]
+                try:
+                    return NonTensorPayload(json.loads(text))
+                except (ValueError, TypeError) as err:
+                    raise PtdValueError(
+                        f"Corrupt JSON value (key {key!r} in {self._location}): {err}"
+                    ) from None
+            if as_stack and ds.ndim and not opaque:
+                data = self._read_selection(ds, selection) if selection else ds[()]
+                return NonTensorPayload(data.tolist(), is_stack=True, stack_shape=data.shape)
+            value = ds[()]
+        except (OSError, ValueError, TypeError, IndexError) as err:
+            if isinstance(err, PtdValueError):
+                raise
+            raise PtdValueError(f"cannot read key {key!r} of {self._location}: {err}") from None
+        if is_str and isinstance(value, (bytes, np.bytes_)):
+            value = bytes(value)
+            if attrs.get(TD_STR_ATTR):
+                warnings.warn(_STR_WARNING.format(name=ds.name), FutureWarning, stacklevel=3)
+        elif isinstance(value, np.void) and dt.kind == "V" and dt.fields is None:
+            value = bytes(value)
+        return NonTensorPayload(value)

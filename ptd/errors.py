@@ -1,0 +1,108 @@
+"""The ptd error classes.
+
+Every error ptd raises on purpose derives from :class:`PtdError`, and also from the builtin
+exception a user would catch anyway, so ``except KeyError`` keeps working::
+
+    >>> from ptd.errors import PtdKeyError, PtdError
+    >>> err = PtdKeyError("key 'a' not found in data.h5")
+    >>> isinstance(err, KeyError), isinstance(err, PtdError)
+    (True, True)
+
+Messages name the file (or store), the key and what was expected.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PtdError",
+    "PtdKeyError",
+    "BatchSizeError",
+    "PtdValueError",
+    "PtdTypeError",
+    "PtdIndexError",
+    "StoreNotFoundError",
+    "StoreExistsError",
+    "ReadOnlyError",
+    "CorruptStoreError",
+    "UnsupportedDtypeError",
+    "UnsupportedOperationError",
+    "PickleRefusedError",
+    "ClosedStoreError",
+    "StoreLockedError",
+    "UnknownBackendError",
+]
+
+
+class PtdError(Exception):
+    """Root of every error that ptd raises on purpose."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; we want it plain.
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
+
+
+class PtdKeyError(PtdError, KeyError):
+    """A key is missing (or already present when it must not be)."""
+
+
+class PtdValueError(PtdError, ValueError):
+    """A value does not fit what the store or container expects."""
+
+
+class BatchSizeError(PtdValueError):
+    """A leaf's leading dims do not match the batch size."""
+
+
+class PtdTypeError(PtdError, TypeError):
+    """An argument or value has the wrong type."""
+
+
+class PtdIndexError(PtdError, IndexError):
+    """An index is out of bounds or of a kind ptd cannot apply."""
+
+
+class StoreNotFoundError(PtdError, FileNotFoundError):
+    """The file or store does not exist."""
+
+
+class StoreExistsError(PtdError, FileExistsError):
+    """The file or store exists and the mode forbids overwriting it."""
+
+
+class ReadOnlyError(PtdError, PermissionError):
+    """A write was attempted on a store opened read-only."""
+
+
+class CorruptStoreError(PtdError, OSError):
+    """The file or store cannot be read: truncated, corrupt, or not of the expected format."""
+
+
+class UnsupportedDtypeError(PtdTypeError):
+    """A dtype that neither the store nor ptd can represent."""
+
+
+class UnsupportedOperationError(PtdError, RuntimeError):
+    """An operation a file-backed tensordict cannot do (the message names the fix)."""
+
+
+class PickleRefusedError(PtdError, RuntimeError):
+    """A pickled entry was found and ``allow_pickle=False`` forbids decoding it."""
+
+
+class ClosedStoreError(PtdKeyError):
+    """The store was closed; reading from it is no longer possible."""
+
+
+class StoreLockedError(PtdError, OSError):
+    """The file is locked by another process (see the ``locking=`` option)."""
+
+
+class UnknownBackendError(PtdError, NotImplementedError):
+    """A backend name that ptd does not know (the reference raises NotImplementedError)."""
+
+
+class NotSupportedError(UnsupportedOperationError, NotImplementedError):
+    """An operation a file-backed tensordict does not implement (NotImplementedError)."""
+
+
+class ArgumentError(PtdError, ValueError, RuntimeError):
+    """Arguments that contradict each other (caught as ValueError or RuntimeError)."""

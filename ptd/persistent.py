@@ -1,0 +1,822 @@
+"""PersistentTensorDict: a tensordict whose entries live in an HDF5 file or a Zarr v3 store.
+
+Reads load from the store into new tensors; writes and in-place methods go to the store.
+Indexing (``p[3:9]``, ``p[idx]``, ``p[mask]``) gives a lazy view that reads only the rows asked
+for, and views of views compose without touching the file.
+
+>>> import os, tempfile, torch
+>>> from ptd import PersistentTensorDict
+>>> with tempfile.TemporaryDirectory() as tmpdir:
+...     path = os.path.join(tmpdir, "data.h5")
+...     data = PersistentTensorDict(filename=path, batch_size=[3], mode="w")
+...     data["a", "b"] = torch.zeros(3, 4)
+...     data["a", "b"] += 1
+...     print(type(data["a"]).__name__, data["a", "b"][0])
+...     data.close()
+PersistentTensorDict tensor([1., 1., 1., 1.])
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path as FsPath
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import _indexing as ix
+from ._batch import as_batch_size, fits
+from ._format import TD_META_ATTR, TD_META_VERSION
+from ._tree import StoreTree
+from .backends import get_backend
+from .backends.base import Backend, NodeKind, Path, ValueKind
+from .base import EntryMeta, TensorDictBase, pick_operand, unravel_key
+from .dtypes import dtype_from_str, from_storage, storage_dtype, to_storage
+from .errors import (
+    ArgumentError,
+    BatchSizeError,
+    ClosedStoreError,
+    NotSupportedError,
+    PtdTypeError,
+    PtdValueError,
+    UnsupportedDtypeError,
+    UnsupportedOperationError,
+)
+from .nontensor import NonTensorData, NonTensorStack
+
+__all__ = ["PersistentTensorDict"]
+
+_MODES = ("r", "r+", "w", "w-", "x", "a")
+#: bytes per slab when a leaf is streamed (in-place ops, copies between stores)
+SLAB_BYTES = 64 << 20
+
+
+class _Store:
+    """What a PersistentTensorDict, its nested groups and its views share."""
+
+    def __init__(self, backend: Backend, *, filename: Any, mode: str, backend_name: str,
+                 dataset_kwargs: dict[str, Any], allow_pickle: bool | None, non_tensor_as_stack: bool):
+        self.backend = backend
+        self.tree = StoreTree(backend)
+        self.filename = filename
+        self.mode = mode
+        self.backend_name = backend_name
+        self.dataset_kwargs = dataset_kwargs
+        self.allow_pickle = allow_pickle
+        self.non_tensor_as_stack = non_tensor_as_stack
+        self.pid = os.getpid()
+
+    def where(self) -> str:
+        return self.backend.location
+
+
+def _check_allow_pickle(value: Any) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise PtdTypeError("allow_pickle must be a bool or None.")
+
+
+class PersistentTensorDict(TensorDictBase):
+    """A tensordict whose entries live in an HDF5 file (``backend="h5"``) or a Zarr v3 store
+    (``backend="zarr"``). See the module docstring and the README for the full behaviour.
+
+    Keyword Args:
+        batch_size: the leading dims every entry shares (default ``[]``).
+        filename: path of the h5 file or zarr store (zarr: a ``zarr.abc.store.Store`` too).
+            Exclusive with ``group``.
+        group: an open ``h5py.File``/``h5py.Group`` or ``zarr.Group``. Exclusive with ``filename``.
+        mode: ``"r"``, ``"r+"``, ``"w"``, ``"w-"``/``"x"``, ``"a"`` as in ``h5py.File``.
+        backend: ``"h5"`` or ``"zarr"``.
+        device: the device entries are cast to when read (default: CPU, ``device`` is None).
+        validate_batch_size: check the batch size against every stored array.
+        non_tensor_as_stack: read foreign string columns whose leading dims are the batch size
+            as a NonTensorStack of their rows.
+        allow_pickle: zarr only: False refuses pickled entries, None reads them with a
+            FutureWarning, True reads them silently.
+        **kwargs: passed to ``h5py.Group.create_dataset`` / ``zarr.Group.create_array`` when an
+            entry is created.
+    """
+
+    _setitem_inplace = True
+
+    def __init__(
+        self,
+        *,
+        batch_size: Sequence[int] | torch.Size | None = None,
+        filename: Any = None,
+        group: Any = None,
+        mode: str = "r",
+        backend: str = "h5",
+        device: Any = None,
+        validate_batch_size: bool = True,
+        non_tensor_as_stack: bool = False,
+        allow_pickle: bool | None = None,
+        locking: bool | str | None = None,
+        **kwargs: Any,
+    ):
+        cls = get_backend(backend)
+        _check_allow_pickle(allow_pickle)
+        if filename is None and group is None:
+            raise ArgumentError(
+                "Either group or filename must be provided, and not both. Got group=None and filename=None."
+            )
+        if filename is not None and group is not None:
+            raise ArgumentError(
+                "Either group or filename must be provided, and not both: got both "
+                f"filename={filename!r} and group={group!r}."
+            )
+        if mode not in _MODES:
+            raise PtdValueError(f"Invalid mode {mode!r}; must be one of {', '.join(_MODES)}")
+        if isinstance(filename, FsPath):
+            filename = str(filename)
+        opts: dict[str, Any] = {}
+        if locking is not None:
+            opts["locking"] = locking
+        target = group if group is not None else filename
+        be = cls.open(target, mode, **opts)
+        store = _Store(be, filename=filename, mode=mode, backend_name=cls.name,
+                       dataset_kwargs=dict(kwargs), allow_pickle=allow_pickle,
+                       non_tensor_as_stack=non_tensor_as_stack)
+        bs = as_batch_size(batch_size) if not isinstance(batch_size, int) else None
+        if bs is None:
+            raise PtdTypeError(f"batch_size must be a list or torch.Size, not an int ({batch_size!r})")
+        try:
+            if validate_batch_size:
+                store.tree.load_all()
+                store.tree.validate((), bs, be.location)
+                store.tree.infer((), use_attrs=True)
+            if mode in ("w", "w-", "x") and be.writable:
+                be.set_attrs((), {TD_META_ATTR: {"batch_size": list(bs), "version": TD_META_VERSION}})
+        except BaseException:
+            if group is None:
+                be.close()
+            raise
+        self._init_view(store, (), bs, None, torch.device(device) if device is not None else None)
+        store.tree.set_group_batch((), bs)
+
+    def _init_view(self, store: _Store, path: Path, stored_batch: torch.Size,
+                   entries: tuple[ix.Entry, ...] | None, device: torch.device | None) -> None:
+        self._store = store
+        self._path = path
+        self._stored_batch = stored_batch
+        self._entries = entries
+        self._batch = stored_batch if entries is None else torch.Size(ix.view_shape(entries))
+        self._device = device
+        self._nested: dict[str, PersistentTensorDict] = {}
+        self._is_locked = False
+        self._names = None
+
+    @classmethod
+    def _view(cls, store: _Store, path: Path, stored_batch: torch.Size,
+              entries: tuple[ix.Entry, ...] | None, device: torch.device | None) -> PersistentTensorDict:
+        out = cls.__new__(cls)
+        out._init_view(store, path, stored_batch, entries, device)
+        return out
+
+    # ---------------------------------------------------------------- public attributes
+    @property
+    def filename(self) -> Any:
+        return self._store.filename
+
+    @property
+    def mode(self) -> str:
+        return self._store.mode
+
+    @property
+    def backend(self) -> str:
+        return self._store.backend_name
+
+    @property
+    def file(self) -> Any:
+        """The underlying h5py Group/File or zarr Group of this node."""
+        return self._store.backend.raw_group(self._path)
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        warnings.warn(
+            "PersistentTensorDict.kwargs is deprecated and will be removed in a future release.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self._store.dataset_kwargs
+
+    @property
+    def batch_size(self) -> torch.Size:
+        return self._batch
+
+    @batch_size.setter
+    def batch_size(self, value: Sequence[int]) -> None:
+        new = as_batch_size(value)
+        if self._entries is not None:
+            raise UnsupportedOperationError("Cannot change the batch size of an indexed view; call to_tensordict() first")
+        try:
+            self._tree.validate(self._path, new, self._location())
+        except BatchSizeError as err:
+            raise BatchSizeError(str(err)) from None
+        self._stored_batch = self._batch = new
+        self._tree.set_group_batch(self._path, new)
+        self._nested.clear()
+        if self._store.backend.writable:
+            self._write_meta(self._path, new)
+
+    @property
+    def device(self) -> torch.device | None:
+        return self._device
+
+    @property
+    def _tree(self) -> StoreTree:
+        return self._store.tree
+
+    @property
+    def _backend(self) -> Backend:
+        be = self._store.backend
+        if be.closed:
+            raise ClosedStoreError(f"the store {be.location} is closed")
+        return be
+
+    def _location(self) -> str:
+        be = self._store.backend
+        where = "<closed store>" if be.closed else be.location
+        key = "/".join(self._path)
+        return f"PersistentTensorDict {where}" + (f" (group {key!r})" if key else "")
+
+    def _missing(self, key: Any) -> ClosedStoreError | Any:
+        if self._store.backend.closed:
+            return ClosedStoreError(f"key {key!r} not found in PersistentTensorDict <closed {self._store.backend.location}>")
+        return super()._missing(key)
+
+    # ---------------------------------------------------------------- factories
+    @classmethod
+    def from_h5(cls, filename: Any, *, mode: str = "r", auto_batch_size: bool = False,
+                batch_dims: int | None = None, batch_size: Sequence[int] | None = None,
+                non_tensor_as_stack: bool = False, **kwargs: Any) -> PersistentTensorDict:
+        """Open an HDF5 file; the batch size is the one given, else the recorded one, else
+        the longest leading shape all entries share."""
+        return cls._open_infer(filename, "h5", mode, auto_batch_size, batch_dims, batch_size,
+                               non_tensor_as_stack, kwargs, "from_h5")
+
+    @classmethod
+    def from_zarr(cls, filename: Any, *, mode: str = "r", auto_batch_size: bool = False,
+                  batch_dims: int | None = None, batch_size: Sequence[int] | None = None,
+                  non_tensor_as_stack: bool = False, allow_pickle: bool | None = None,
+                  **kwargs: Any) -> PersistentTensorDict:
+        """Open a Zarr v3 store (path, ``Store`` or ``zarr.Group``), like :meth:`from_h5`."""
+        return cls._open_infer(filename, "zarr", mode, auto_batch_size, batch_dims, batch_size,
+                               non_tensor_as_stack, dict(kwargs, allow_pickle=allow_pickle), "from_zarr")
+
+    @classmethod
+    def _open_infer(cls, filename: Any, backend: str, mode: str, auto_batch_size: bool,
+                    batch_dims: int | None, batch_size: Any, non_tensor_as_stack: bool,
+                    kwargs: dict[str, Any], fname: str) -> PersistentTensorDict:
+        if auto_batch_size and batch_size is not None:
+            raise ArgumentError(f"Conflicting batch sizes in {fname}: batch_size and auto_batch_size cannot be both specified.")
+        if batch_dims is not None and not auto_batch_size:
+            warnings.warn(f"{fname} ignores batch_dims={batch_dims} without auto_batch_size=True.", FutureWarning, stacklevel=3)
+            batch_dims = None
+        is_group = not isinstance(filename, (str, os.PathLike)) and _looks_like_group(filename)
+        target = {"group": filename} if is_group else {"filename": filename}
+        out = cls(batch_size=[], mode=mode, backend=backend, validate_batch_size=False,
+                  non_tensor_as_stack=non_tensor_as_stack, **target, **kwargs)
+        tree = out._tree
+        try:
+            tree.load_all()
+            if batch_size is None:
+                inferred = tree.infer((), batch_dims, use_attrs=not auto_batch_size)
+                bs = inferred if inferred is not None else torch.Size([])
+            else:
+                bs = as_batch_size(batch_size)
+            tree.validate((), bs, out._backend.location)
+        except BaseException:
+            out.close()
+            raise
+        out._stored_batch = out._batch = bs
+        tree.set_group_batch((), bs)
+        return out
+
+    @classmethod
+    def from_dict(cls, input_dict: Mapping[str, Any] | TensorDictBase, filename: Any, *,
+                  auto_batch_size: bool = False, batch_size: Sequence[int] | None = None,
+                  device: Any = None, backend: str = "h5", batch_dims: int | None = None,
+                  allow_pickle: bool | None = None, **kwargs: Any) -> PersistentTensorDict:
+        """Write a dict or tensordict (a PersistentTensorDict too: it is streamed slab by slab)
+        to a new file or store, and return it open for reading and writing."""
+        from ._write import batch_size_of, write_all
+
+        get_backend(backend)
+        _check_allow_pickle(allow_pickle)
+        if batch_size is not None and batch_dims is not None:
+            raise ArgumentError("Cannot pass both batch_size and batch_dims to `from_dict`.")
+        bs = batch_size_of(input_dict, batch_size, batch_dims)
+        if isinstance(filename, FsPath):
+            filename = str(filename)
+        out = cls(batch_size=bs, filename=filename, mode="w", backend=backend, device=device,
+                  validate_batch_size=False, allow_pickle=True if allow_pickle is None else allow_pickle,
+                  **kwargs)
+        try:
+            write_all(out, input_dict)
+            out._backend.finalize()
+        except BaseException:
+            out.close()
+            raise
+        out._store.mode = "r+"
+        out._store.allow_pickle = allow_pickle if allow_pickle is not None else True
+        return out
+
+    # ---------------------------------------------------------------- primitives
+    def _keys_str(self) -> list[str]:
+        self._backend
+        return list(self._tree.children(self._path))
+
+    def _entries_full(self) -> tuple[ix.Entry, ...]:
+        return self._entries if self._entries is not None else ix.full_entries(self._stored_batch)
+
+    def _meta_str(self, key: str) -> EntryMeta:
+        path = self._path + (key,)
+        kind = self._tree.kind(path)
+        if kind is None:
+            raise self._missing(key)
+        if kind is NodeKind.GROUP:
+            return EntryMeta("nested", self._get_str(key).batch_size)
+        meta = self._tree.meta(path)
+        if meta.kind is ValueKind.NUMERIC and meta.torch_dtype is not None:
+            shape = torch.Size(tuple(self._batch) + tuple(meta.shape[len(self._stored_batch):]))
+            return EntryMeta("tensor", shape, dtype_from_str(meta.torch_dtype))
+        if meta.kind is ValueKind.UNSUPPORTED:
+            return EntryMeta("non_tensor", self._batch, None, "Unsupported")
+        return EntryMeta("non_tensor", self._batch, None,
+                         "NonTensorStack" if self._reads_as_stack(meta) else "NonTensorData")
+
+    def _reads_as_stack(self, meta: Any) -> bool:
+        if meta.stack_shape is not None:
+            return True
+        return (self._store.non_tensor_as_stack and meta.non_tensor_kind in ("str", "bytes", "other")
+                and len(self._stored_batch) > 0 and fits(meta.shape, self._stored_batch))
+
+    def _get_str(self, key: str) -> Any:
+        path = self._path + (key,)
+        be = self._backend
+        kind = self._tree.kind(path)
+        if kind is None:
+            raise self._missing(key)
+        if kind is NodeKind.GROUP:
+            return self._nested_view(key)
+        meta = self._tree.meta(path)
+        if meta.kind is ValueKind.NUMERIC and meta.torch_dtype is not None:
+            return self._read_leaf(path, meta)
+        if meta.kind is ValueKind.UNSUPPORTED:
+            raise UnsupportedDtypeError(f"key {'/'.join(path)!r} in {be.location} has dtype {meta.dtype}, which has no torch equivalent")
+        as_stack = self._reads_as_stack(meta)
+        sel: tuple[Any, ...] = ()
+        if as_stack and self._entries is not None:
+            return self._read_stack_view(path, meta)
+        payload = be.read_non_tensor(path, sel, allow_pickle=self._store.allow_pickle,
+                                     as_stack=as_stack and meta.stack_shape is None)
+        if payload.is_stack:
+            return NonTensorStack.from_list(payload.value, payload.stack_shape)
+        return NonTensorData(payload.value, self._batch)
+
+    def _read_stack_view(self, path: Path, meta: Any) -> Any:
+        payload = self._backend.read_non_tensor(path, (), allow_pickle=self._store.allow_pickle,
+                                                as_stack=meta.stack_shape is None)
+        full = NonTensorStack.from_list(payload.value, payload.stack_shape)
+        index = tuple(_entry_as_index(e) for e in self._entries_full())
+        return _stack_pick(full, index)
+
+    def _nested_view(self, key: str) -> PersistentTensorDict:
+        cached = self._nested.get(key)
+        if cached is not None:
+            return cached
+        path = self._path + (key,)
+        nested_batch = self._tree.group_batch(path, self._stored_batch)
+        entries = None
+        if self._entries is not None:
+            entries = self._entries + ix.full_entries(nested_batch[len(self._stored_batch):])
+        out = type(self)._view(self._store, path, nested_batch, entries, self._device)
+        if self._entries is None:
+            self._nested[key] = out
+        return out
+
+    def _read_leaf(self, path: Path, meta: Any, entries: tuple[ix.Entry, ...] | None = None) -> torch.Tensor:
+        dtype = dtype_from_str(meta.torch_dtype)
+        entries = entries if entries is not None else self._entries
+        be = self._backend
+        if entries is None:
+            arr = be.read(path, ())
+        else:
+            vshape = ix.view_shape(entries)
+            feat = tuple(meta.shape[ix.stored_ndim(entries):])
+            if 0 in vshape:
+                return torch.empty(vshape + feat, dtype=dtype, device=self._device)
+            row = int(np.prod(meta.shape[1:])) * meta.dtype.itemsize if meta.shape else 1
+            plan = ix.plan_read(entries, row)
+            arr = ix.apply_post(be.read(path, plan.selection), plan.post)
+        t = from_storage(np.asarray(arr), meta.attrs, dtype)
+        return t if self._device is None else t.to(self._device)
+
+    def _leaf_view_shape(self, meta: Any) -> tuple[int, ...]:
+        return tuple(self._batch) + tuple(meta.shape[len(self._stored_batch):])
+
+    def _write_leaf(self, path: Path, meta: Any, value: Any) -> None:
+        """Write ``value`` (tensor or number) into the selected rows of an existing leaf."""
+        key = "/".join(path)
+        dtype = dtype_from_str(meta.torch_dtype)
+        if not isinstance(value, torch.Tensor):
+            value = torch.as_tensor(value)
+        if value.requires_grad:
+            value = value.detach()
+        target = self._leaf_view_shape(meta)
+        try:
+            value = torch.broadcast_to(value.to(dtype), target)
+        except RuntimeError:
+            raise PtdValueError(
+                f"cannot write a value of shape {list(value.shape)} into key {key!r} of "
+                f"{self._backend.location}: the selection has shape {list(target)}. To replace "
+                f"the entry, use set(key, value, inplace=False)."
+            ) from None
+        arr, _ = to_storage(value.contiguous(), key)
+        be = self._backend
+        if self._entries is None:
+            be.write(path, (), arr)
+            return
+        if 0 in self._batch:
+            return
+        row = int(np.prod(meta.shape[1:])) * meta.dtype.itemsize if meta.shape else 1
+        plan = ix.plan_write(self._entries, row)
+        if not plan.box:
+            if plan.take is not None:
+                arr = np.take(arr, plan.take[1], axis=plan.take[0])
+            be.write(path, plan.selection, arr)
+            return
+        assert plan.post is not None
+        box = be.read(path, plan.selection)
+        be.write(path, plan.selection, ix.box_assign(box, plan.post, arr))
+
+    def _set_str(self, key: str, value: Any, *, inplace: bool) -> None:
+        path = self._path + (key,)
+        be = self._backend
+        kind = self._tree.kind(path)
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            raise UnsupportedOperationError(
+                f"Cannot set a tensor that has requires_grad=True (key {key!r} in {be.location}); detach() it first."
+            )
+        if kind is NodeKind.ARRAY:
+            meta = self._tree.meta(path)
+            if isinstance(value, torch.Tensor) and meta.kind is ValueKind.NUMERIC and (inplace or self._entries is not None):
+                self._write_leaf(path, meta, value)
+                return
+            if self._entries is not None:
+                if isinstance(value, (NonTensorData, NonTensorStack)):
+                    return self._write_non_tensor_rows(path, meta, value)
+                raise UnsupportedOperationError(
+                    f"cannot replace key {key!r} of {be.location} through an indexed view; index assignment writes rows of existing entries only"
+                )
+            self._delete(path)
+        elif kind is NodeKind.GROUP:
+            if isinstance(value, TensorDictBase) and (inplace or self._entries is not None):
+                self._get_str(key).update(value, inplace=True)
+                return
+            if self._entries is not None:
+                raise UnsupportedOperationError(f"cannot replace group {key!r} of {be.location} through an indexed view")
+            if not isinstance(value, TensorDictBase):
+                raise PtdTypeError(
+                    f"cannot store a {type(value).__name__} over the nested tensordict {key!r} in {be.location}; delete it first"
+                )
+            self._delete(path)
+        elif self._entries is not None:
+            raise UnsupportedOperationError(
+                f"cannot create key {key!r} through an indexed view of {be.location}; set it on the full tensordict"
+            )
+        self._create(path, value)
+
+    def _write_non_tensor_rows(self, path: Path, meta: Any, value: Any) -> None:
+        """Rows of a stack through a view: read the stack, change the rows, write it back."""
+        if not self._reads_as_stack(meta):
+            return self._create_after_delete(path, value)
+        payload = self._backend.read_non_tensor(path, (), allow_pickle=self._store.allow_pickle, as_stack=meta.stack_shape is None)
+        from .tensordict import _assign_nested
+
+        grid = payload.value
+        index = tuple(_entry_as_index(e) for e in self._entries_full())
+        _assign_nested(grid, tuple(payload.stack_shape), index, value)
+        self._backend.write_non_tensor(path, grid, stack_shape=tuple(payload.stack_shape), options=self._store.dataset_kwargs)
+        self._tree.invalidate(path)
+
+    def _create_after_delete(self, path: Path, value: Any) -> None:
+        self._delete(path)
+        self._create(path, value)
+
+    def _create(self, path: Path, value: Any) -> None:
+        from ._write import write_value
+
+        write_value(self, path, value)
+
+    def _delete(self, path: Path) -> None:
+        self._backend.delete(path)
+        self._tree.invalidate(path)
+        self._nested.pop(path[-1], None)
+
+    def _write_meta(self, path: Path, batch: torch.Size) -> None:
+        self._backend.set_attrs(path, {TD_META_ATTR: {"batch_size": list(batch), "version": TD_META_VERSION}})
+
+    def _del_str(self, key: str) -> None:
+        if self._entries is not None:
+            raise UnsupportedOperationError(f"cannot delete key {key!r} through an indexed view of {self._backend.location}")
+        self._delete(self._path + (key,))
+
+    def _new_nested(self, key: str) -> TensorDictBase:
+        if self._entries is not None:
+            raise UnsupportedOperationError(f"cannot create group {key!r} through an indexed view of {self._backend.location}")
+        path = self._path + (key,)
+        self._backend.create_group(path, {TD_META_ATTR: {"batch_size": list(self._stored_batch), "version": TD_META_VERSION}})
+        self._tree.invalidate(path)
+        self._tree.set_group_batch(path, self._stored_batch)
+        return self._nested_view(key)
+
+    def _rename(self, old: tuple[str, ...], new: tuple[str, ...]) -> None:
+        if self._entries is not None:
+            raise UnsupportedOperationError("cannot rename keys through an indexed view")
+        src, dst = self._path + old, self._path + new
+        be = self._backend
+        if len(dst) > 1 and self._tree.kind(dst[:-1]) is None:
+            self._walk(new, create=True)
+        be.move(src, dst)
+        self._tree.invalidate(src)
+        self._tree.invalidate(dst)
+        self._nested.clear()
+
+    def _index(self, index: Any) -> PersistentTensorDict:
+        self._backend
+        entries = ix.compose(self._entries_full(), self._batch, index)
+        return type(self)._view(self._store, self._path, self._stored_batch, entries, self._device)
+
+    def _set_at(self, index: Any, value: Any) -> None:
+        view = self._index(index)
+        if isinstance(value, Mapping):
+            from .tensordict import TensorDict
+
+            value = TensorDict(dict(value), batch_size=[])
+        if isinstance(value, TensorDictBase):
+            vb = value.batch_size
+            if not (fits(view.batch_size, vb) or _broadcastable(vb, view.batch_size)):
+                raise BatchSizeError(
+                    f"Cannot broadcast the tensordict of batch size {list(vb)} to the shape "
+                    f"{list(view.batch_size)} of the indexed persistent tensordict in {self._backend.location}"
+                )
+            view._write_from(value)
+            return
+        for parts, meta in view._tensor_leaf_metas():
+            node, last = view._walk(parts)
+            node._write_leaf(node._path + (last,), node._tree.meta(node._path + (last,)), value)
+
+    def _write_from(self, value: TensorDictBase) -> None:
+        """Write every entry of ``value`` that exists here into the selected rows."""
+        for key in value._keys_str():
+            if key not in self._keys_str():
+                continue
+            v = value._get_str(key)
+            path = self._path + (key,)
+            if isinstance(v, TensorDictBase):
+                sub = self._get_str(key)
+                if isinstance(sub, PersistentTensorDict):
+                    sub._write_from(v)
+            elif isinstance(v, torch.Tensor):
+                meta = self._tree.meta(path)
+                if meta.kind is ValueKind.NUMERIC:
+                    self._write_leaf(path, meta, v)
+            elif self._tree.kind(path) is NodeKind.ARRAY:
+                self._write_non_tensor_rows(path, self._tree.meta(path), v)
+
+    def _tensor_leaf_metas(self) -> list[tuple[tuple[str, ...], EntryMeta]]:
+        return [(p, m) for p, m in self._metas(True) if m.kind == "tensor"]
+
+    def _reads_copy(self) -> bool:
+        return True
+
+    def _detached(self, value: TensorDictBase) -> TensorDictBase:
+        return value.to_tensordict() if isinstance(value, PersistentTensorDict) else value
+
+    def _non_tensor_token(self, key: str, meta: EntryMeta) -> str:
+        return meta.non_tensor or "NonTensorData"
+
+    def _nested_prefix(self) -> str:
+        return type(self).__name__
+
+    # ---------------------------------------------------------------- streaming in-place ops
+    def _map_inplace(self, fn: Callable[[torch.Tensor, Any], torch.Tensor | None], other: Any = None) -> PersistentTensorDict:
+        """Apply ``fn`` leaf by leaf and, for large leaves, slab by slab along the first batch
+        dim, writing each result back: memory stays bounded by the slab size."""
+        for parts, meta in self._tensor_leaf_metas():
+            nbytes = int(np.prod(meta.shape)) * (meta.dtype.itemsize if meta.dtype else 8)
+            n = self._batch[0] if self._batch else 0
+            slabs: list[slice | None] = [None]
+            if self._batch and nbytes > SLAB_BYTES and n > 1:
+                rows = max(1, int(n * SLAB_BYTES // nbytes))
+                slabs = [slice(s, min(n, s + rows)) for s in range(0, n, rows)]
+            for sl in slabs:
+                view = self if sl is None else self._index(sl)
+                node, last = view._walk(parts)
+                path = node._path + (last,)
+                leaf_meta = node._tree.meta(path)
+                operand = pick_operand(other, parts, sl)
+                if sl is not None:
+                    operand = _cut_tensor_operand(operand, sl, len(meta.shape))
+                result = fn(node._read_leaf(path, leaf_meta), operand)
+                if result is not None:
+                    node._write_leaf(path, leaf_meta, result)
+        return self
+
+    # ---------------------------------------------------------------- life cycle
+    def close(self) -> None:
+        """Close the file or store. Afterwards, reading an entry raises KeyError."""
+        if self._path == () and self._entries is None:
+            self._store.backend.close()
+        else:
+            self._store.backend.close()
+
+    def __enter__(self) -> PersistentTensorDict:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # the file is not closed when the object goes out of scope
+        pass
+
+    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
+        self._backend
+        return super().to_tensordict()
+
+    def clone(self, recurse: bool = True, *, filename: Any = None, **kwargs: Any) -> TensorDictBase:
+        """``clone(False)``/``copy()``: a new PersistentTensorDict on the same open store (the
+        store is never reopened, so a store created with mode ``"w"`` is never wiped).
+        ``clone()``: a copy in a new file (``filename``, or a temporary one with a warning)."""
+        if not recurse:
+            out = type(self)._view(self._store, self._path, self._stored_batch, self._entries, self._device)
+            return out
+        if filename is None:
+            import tempfile
+
+            warnings.warn(
+                "A destination should be provided when cloning a PersistentTensorDict. A temporary file will be used instead.",
+                UserWarning, stacklevel=2,
+            )
+            suffix = ".h5" if self.backend == "h5" else ".zarr"
+            filename = tempfile.mkdtemp(prefix="ptd-clone-") + "/clone" + suffix
+        return type(self).from_dict(self, filename, backend=self.backend, device=self._device, **self._store.dataset_kwargs)
+
+    def to(self, *args: Any, **kwargs: Any) -> TensorDictBase:
+        """``to(device)`` gives a new PersistentTensorDict on the same store reading onto that
+        device (no data read); ``to(dtype)`` gives an in-memory TensorDict."""
+        from ._ops import _parse_to
+
+        if kwargs.pop("inplace", False):
+            raise PtdTypeError("Cannot use inplace=True with PersistentTensorDict.to().")
+        if kwargs.pop("non_blocking_pin", False):
+            raise UnsupportedOperationError("Cannot use non_blocking_pin=True PersistentTensorDict.to(). Call `to_tensordict()` before executing this code.")
+        device, dtype = _parse_to(args, kwargs)
+        if dtype is not None:
+            out = self.to_tensordict().to(dtype)
+            return out.to(device) if device is not None else out
+        if device is None:
+            return self
+        return type(self)._view(self._store, self._path, self._stored_batch, self._entries, device)
+
+    def __getstate__(self) -> dict[str, Any]:
+        spec = self._store.backend.reopen_spec if not self._store.backend.closed else None
+        if spec is None:
+            raise UnsupportedOperationError(
+                f"cannot pickle a PersistentTensorDict on {self._store.backend.location}: the store "
+                "is closed or cannot be reopened by name (in-memory store or a user's object)"
+            )
+        return {
+            "spec": spec, "backend": self.backend, "mode": self.mode, "path": self._path,
+            "stored_batch": list(self._stored_batch), "entries": self._entries,
+            "device": self._device, "dataset_kwargs": self._store.dataset_kwargs,
+            "allow_pickle": self._store.allow_pickle, "non_tensor_as_stack": self._store.non_tensor_as_stack,
+            "filename": self._store.filename,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        cls = get_backend(state["backend"])
+        spec = dict(state["spec"])
+        target = spec.pop("target")
+        mode = spec.pop("mode", "r")
+        be = cls.open(target, mode, **spec)
+        store = _Store(be, filename=state["filename"], mode=state["mode"], backend_name=state["backend"],
+                       dataset_kwargs=state["dataset_kwargs"], allow_pickle=state["allow_pickle"],
+                       non_tensor_as_stack=state["non_tensor_as_stack"])
+        self._init_view(store, state["path"], torch.Size(state["stored_batch"]), state["entries"], state["device"])
+        store.tree.set_group_batch(state["path"], torch.Size(state["stored_batch"]))
+
+    # ---------------------------------------------------------------- refused operations
+    def _refuse(self, name: str, fix: str = "Call `to_tensordict()` first.") -> UnsupportedOperationError:
+        return UnsupportedOperationError(f"Cannot call `{name}` on a PersistentTensorDict. {fix}")
+
+    def view(self, *args: Any, **kwargs: Any) -> TensorDictBase:
+        raise self._refuse("view", "Call `to_tensordict()` first.")
+
+    def reshape(self, *args: Any, **kwargs: Any) -> TensorDictBase:
+        raise self._refuse("reshape")
+
+    def permute(self, *args: Any, **kwargs: Any) -> TensorDictBase:
+        raise self._refuse("permute")
+
+    def transpose(self, *args: Any, **kwargs: Any) -> TensorDictBase:
+        raise self._refuse("transpose")
+
+    def unsqueeze(self, *args: Any, **kwargs: Any) -> TensorDictBase:
+        raise self._refuse("unsqueeze")
+
+    def squeeze(self, dim: int | None = None) -> TensorDictBase:
+        if dim is not None and self._batch and self._batch[self._dim(dim)] != 1:
+            return self
+        if dim is None and 1 not in self._batch:
+            return self
+        raise self._refuse("squeeze")
+
+    def select(self, *keys: Any, **kwargs: Any) -> TensorDictBase:
+        raise NotSupportedError("Cannot call select on a PersistentTensorDict. Call to_tensordict() first.")
+
+    def exclude(self, *keys: Any, **kwargs: Any) -> TensorDictBase:
+        raise NotSupportedError("Cannot call exclude on a PersistentTensorDict. Call to_tensordict() first.")
+
+    def rename_keys(self, *args: Any, **kwargs: Any) -> TensorDictBase:
+        raise NotSupportedError("Cannot call rename_keys on a PersistentTensorDict. Call to_tensordict() first.")
+
+    def set_non_tensor(self, *args: Any, **kwargs: Any) -> TensorDictBase:
+        raise NotSupportedError("set_non_tensor is not compatible with PersistentTensorDict: set the value with ptd[key] = value.")
+
+    def share_memory_(self) -> TensorDictBase:
+        raise NotSupportedError("Cannot call share_memory_ on a PersistentTensorDict. Call `to_tensordict()` first.")
+
+    def pin_memory(self, *args: Any, **kwargs: Any) -> TensorDictBase:
+        raise UnsupportedOperationError("Cannot pin memory of a PersistentTensorDict. Call to_tensordict() before making this call.")
+
+    def memmap_(self, *args: Any, **kwargs: Any) -> TensorDictBase:
+        raise UnsupportedOperationError("Cannot build a memmap TensorDict in-place from a PersistentTensorDict. Use `td.memmap()` instead.")
+
+    def flatten_keys(self, separator: str = ".", inplace: bool = False, is_leaf: Any = None) -> TensorDictBase:
+        """An in-memory copy whose nested keys are joined by ``separator``."""
+        if inplace:
+            raise ArgumentError("Cannot call flatten_keys in_place with a PersistentTensorDict.")
+        return super().flatten_keys(separator)
+
+    def unflatten_keys(self, separator: str = ".", inplace: bool = False) -> TensorDictBase:
+        if inplace:
+            raise ArgumentError("Cannot call unflatten_keys in_place with a PersistentTensorDict.")
+        return super().unflatten_keys(separator)
+
+    def is_memmap(self) -> bool:
+        return False
+
+    def is_shared(self) -> bool:
+        return False
+
+
+def _cut_tensor_operand(operand: Any, rows: slice, leaf_ndim: int) -> Any:
+    """A plain tensor operand that carries the batch dims (full leaf ndim) is cut to ``rows``."""
+    if isinstance(operand, tuple):
+        return tuple(_cut_tensor_operand(o, rows, leaf_ndim) for o in operand)
+    if isinstance(operand, torch.Tensor) and operand.ndim == leaf_ndim and operand.ndim > 0:
+        return operand[rows]
+    return operand
+
+
+def _broadcastable(a: Sequence[int], b: Sequence[int]) -> bool:
+    try:
+        torch.broadcast_shapes(tuple(a), tuple(b))
+        return True
+    except RuntimeError:
+        return False
+
+
+def _entry_as_index(e: ix.Entry) -> Any:
+    if isinstance(e, ix.Points):
+        if len(e.arrays) != 1:
+            raise UnsupportedOperationError("joint index arrays over a non-tensor stack are not supported lazily")
+        return torch.as_tensor(e.arrays[0])
+    return e
+
+
+def _stack_pick(stack: NonTensorStack, index: tuple[Any, ...]) -> Any:
+    # orthogonal indexing, one dim at a time (each entry indexes its own dim)
+    out: Any = stack
+    dim = 0
+    for e in index:
+        pre = (slice(None),) * dim
+        out = out[pre + (e,)]
+        if not isinstance(e, int):
+            dim += 1
+        if isinstance(out, NonTensorData):
+            return out
+    return out
+
+
+def _looks_like_group(obj: Any) -> bool:
+    mod = type(obj).__module__
+    return mod.startswith("h5py") or (mod.startswith("zarr") and type(obj).__name__ in ("Group", "AsyncGroup"))
+
+
+_ = (storage_dtype, unravel_key)

@@ -1,0 +1,72 @@
+"""The ``ptd`` Typer application: global options only.
+
+Commands live one per module under :mod:`ptd_cli.commands` and are registered on :data:`app`.
+This module imports only typer and rich (plus the standard library): the :mod:`ptd` library is
+imported lazily inside commands, and by :func:`get_version` only when metadata is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import metadata
+
+import typer
+
+__all__ = ["CliState", "app", "get_version"]
+
+app = typer.Typer(
+    name="ptd",
+    help="Inspect, validate and convert persistent tensor dicts (HDF5 files and Zarr v3 stores).",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@dataclass
+class CliState:
+    """Options shared by every command, kept in ``ctx.obj``."""
+
+    #: show full tracebacks on errors instead of a one-line message
+    debug: bool = False
+
+
+def get_version() -> str:
+    """The installed distribution's version, or ``ptd.__version__`` when not installed."""
+    try:
+        return metadata.version("ptd")
+    except metadata.PackageNotFoundError:
+        import ptd  # lazily: only when the package metadata is missing (e.g. a bare checkout)
+
+        return str(ptd.__version__)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"ptd {get_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    debug: bool = typer.Option(
+        False,
+        "--debug",
+        help="Show full tracebacks on errors.",
+    ),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_version_callback,
+        is_eager=True,
+        help="Show the version and exit.",
+    ),
+) -> None:
+    """[bold]ptd[/bold]: batched torch tensors stored in HDF5 files and Zarr v3 stores."""
+    ctx.obj = CliState(debug=debug)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()
