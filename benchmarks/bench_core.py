@@ -402,6 +402,13 @@ def bench_backend(
                 f"{args.batches} batches of {bs} unsorted unique rows, 5 leaves",
             )
         )
+        if backend == "zarr":
+            c = max(1, min(args.zarr_chunk_rows, rows_n))
+            touched = statistics.mean(len(np.unique(i // c)) for i in idxs)
+            out[-1].detail += (
+                f"; each batch touches {touched:.1f} of {-(-rows_n // c)} chunks per leaf, "
+                f"and zarr reads whole chunks ({c:,} rows each)"
+            )
 
         # -- sequential slices
         k = min(args.slice_rows, rows_n)

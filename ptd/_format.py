@@ -43,6 +43,12 @@ MEMMAP_NON_TENSOR_TYPE = "<class 'tensordict.tensorclass.NonTensorData'>"
 MEMMAP_NON_TENSOR_STACK_TYPE = "<class 'tensordict.tensorclass.NonTensorStack'>"
 MEMMAP_NON_TENSOR_STACK_CLASS = "tensordict:NonTensorStack"
 MEMMAP_PICKLE_FILE = "other.pickle"
+MEMMAP_PTD_TYPE = "<class 'tensordict.persistent.PersistentTensorDict'>"
+MEMMAP_PTD_CLASS = "tensordict:PersistentTensorDict"
+#: the pickle a NonTensorStack dir holds when its data is not JSON (meta "data" names it)
+MEMMAP_STACK_PICKLE_FILE = "pickle.pkl"
+#: the fields of a tensordict node's meta.json; a key with one of these names cannot be saved
+MEMMAP_NODE_FIELDS = frozenset({"shape", "device", "_type", "_format_version", "_class", "_names"})
 
 # --- format detection ------------------------------------------------------------------------
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"

@@ -114,8 +114,10 @@ def _as_index_array(obj: Any) -> np.ndarray | None:
     return None
 
 
-def _split_index(index: Any, ndim: int) -> list[Any]:
-    """A user index as one item per view dim it consumes (bool masks expanded to arrays)."""
+def _split_index(index: Any, shape: tuple[int, ...]) -> list[Any]:
+    """A user index as a list of items: int, slice, 1-D int array, or ``("mask", bool_array)``
+    (which consumes ``mask.ndim`` dims); Ellipsis expanded, missing trailing dims added."""
+    ndim = len(shape)
     items = list(index) if isinstance(index, tuple) else [index]
     out: list[Any] = []
     for it in items:
@@ -163,14 +165,21 @@ def _split_index(index: Any, ndim: int) -> list[Any]:
         out[pos : pos + 1] = [slice(None)] * (ndim - consumed)
     else:
         out.extend([slice(None)] * (ndim - consumed))
-    # expand masks into per-dim coordinate arrays, marked as one joint group
-    expanded: list[Any] = []
+    # check masks against the dims they cover
+    vdim = 0
     for it in out:
         if isinstance(it, tuple):
-            expanded.append(("joint", tuple(np.nonzero(it[1]))))
+            mask = it[1]
+            covered = shape[vdim : vdim + mask.ndim]
+            if tuple(mask.shape) != tuple(covered):
+                raise PtdIndexError(
+                    f"the shape of the mask {list(mask.shape)} at index {vdim} does not match "
+                    f"the shape of the indexed tensordict {list(covered)}"
+                )
+            vdim += mask.ndim
         else:
-            expanded.append(it)
-    return expanded
+            vdim += 1
+    return out
 
 
 def _check_bounds(arr: np.ndarray, size: int, dim: int) -> np.ndarray:
@@ -193,8 +202,10 @@ def _apply_to_entry(entry: Entry, item: Any, size: int, dim: int) -> list[Entry]
     if isinstance(item, slice):
         if isinstance(entry, slice):
             r = range(entry.start, entry.stop, entry.step)[item]
+            if not len(r):
+                return [slice(entry.start, entry.start, 1)]
             if r.step > 0:
-                return [slice(r.start, max(r.stop, r.start) if len(r) else r.start, r.step)]
+                return [slice(r.start, r[-1] + 1, r.step)]
             return [Points((np.arange(r.start, r.stop, r.step, dtype=np.int64),))]
         assert isinstance(entry, Points)
         return [Points(tuple(a[item] for a in entry.arrays))]
@@ -205,23 +216,49 @@ def _apply_to_entry(entry: Entry, item: Any, size: int, dim: int) -> list[Entry]
     return [Points(tuple(a[arr] for a in entry.arrays))]
 
 
+def _group_advanced(items: list[Any]) -> list[Any]:
+    """Apply numpy's rule for advanced indices: several arrays/masks (and the ints between
+    them) broadcast together into one dim. Layouts whose numpy result is not the orthogonal
+    one (advanced indices separated by a slice) are refused."""
+    adv = [i for i, it in enumerate(items) if isinstance(it, np.ndarray) or isinstance(it, tuple)]
+    if not adv:
+        return items
+    ints = [i for i, it in enumerate(items) if isinstance(it, int)]
+    every = sorted(adv + ints)
+    contiguous = every == list(range(every[0], every[-1] + 1))
+    slice_before = any(isinstance(items[j], slice) for j in range(adv[0]))
+    single_1d = len(adv) == 1 and isinstance(items[adv[0]], np.ndarray)
+    if not contiguous and (len(adv) > 1 or slice_before):
+        raise PtdIndexError(
+            "advanced indices (index arrays, masks and ints) separated by a slice cannot index a "
+            "file-backed tensordict lazily (numpy would move their dim first); call "
+            "to_tensordict() first"
+        )
+    if single_1d:
+        return items
+    lo, hi = (every[0], every[-1] + 1) if contiguous else (adv[0], adv[0] + 1)
+    coords: list[np.ndarray] = []
+    for it in items[lo:hi]:
+        if isinstance(it, tuple):
+            coords.extend(np.nonzero(it[1]))
+        elif isinstance(it, np.ndarray):
+            coords.append(it)
+        else:
+            coords.append(np.asarray(it, dtype=np.int64))
+    try:
+        coords = [c.astype(np.int64, copy=False) for c in np.broadcast_arrays(*coords)]
+    except ValueError as err:
+        raise PtdIndexError(f"shape mismatch: index arrays could not be broadcast together: {err}") from None
+    if coords and coords[0].ndim != 1:
+        raise PtdIndexError("index arrays must broadcast to 1-D to index a file-backed tensordict lazily")
+    return items[:lo] + [("joint", tuple(coords))] + items[hi:]
+
+
 def compose(entries: Sequence[Entry], shape: Sequence[int], index: Any) -> tuple[Entry, ...]:
     """Apply a user ``index`` to the view ``entries`` (whose batch shape is ``shape``)."""
     shape = tuple(shape)
-    items = _split_index(index, len(shape))
-    # joint groups: bool masks (several dims) and several array indices (numpy's pointwise rule)
-    array_pos = [i for i, it in enumerate(items) if isinstance(it, np.ndarray)]
-    if len(array_pos) > 1:
-        if array_pos != list(range(array_pos[0], array_pos[-1] + 1)):
-            raise PtdIndexError(
-                "index arrays separated by slices cannot index a file-backed tensordict lazily; "
-                "call to_tensordict() first"
-            )
-        try:
-            arrays = np.broadcast_arrays(*[items[i] for i in array_pos])
-        except ValueError as err:
-            raise PtdIndexError(f"shape mismatch: index arrays could not be broadcast together: {err}") from None
-        items[array_pos[0] : array_pos[-1] + 1] = [("joint", tuple(arrays))]
+    items = _split_index(index, shape)
+    items = _group_advanced(items)
     # walk view dims alongside items
     view_entries = [i for i, e in enumerate(entries) if not isinstance(e, int)]
     new: list[Entry] = list(entries)

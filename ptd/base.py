@@ -101,6 +101,8 @@ class TensorDictBase(OpsMixin, ShapeMixin):
 
     _is_locked: bool = False
     _names: list[str | None] | None = None
+    #: whether ``td[key] = value`` writes into an existing entry (file-backed) or replaces it
+    _setitem_inplace: bool = False
 
     # ------------------------------------------------------------------ primitives
     @property
@@ -236,9 +238,9 @@ class TensorDictBase(OpsMixin, ShapeMixin):
     def _has(self, parts: tuple[str, ...]) -> bool:
         try:
             node, last = self._walk(parts)
+            return last in node._keys_str()
         except KeyError:
             return False
-        return last in node._keys_str()
 
     # ------------------------------------------------------------------ read access
     def get(self, key: NestedKey, default: Any = _NO_DEFAULT) -> Any:
@@ -397,7 +399,7 @@ class TensorDictBase(OpsMixin, ShapeMixin):
 
     def __setitem__(self, index: Any, value: Any) -> None:
         if is_key_index(index):
-            self.set(index, value)
+            self.set(index, value, inplace=self._setitem_inplace)
             return
         self._set_at(index, value)
 

@@ -147,7 +147,9 @@ def from_storage(
         arr = arr.astype(arr.dtype.newbyteorder("="))
     if not arr.flags.writeable:
         arr = arr.copy()
-    t = torch.from_numpy(np.ascontiguousarray(arr))
+    if not arr.flags.c_contiguous:
+        arr = arr.copy(order="C")
+    t = torch.from_numpy(arr)
     if dtype in _BITS:
         t = t.view(dtype)
     return t

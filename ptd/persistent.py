@@ -774,6 +774,23 @@ class PersistentTensorDict(TensorDictBase):
     def is_shared(self) -> bool:
         return False
 
+    # ---------------------------------------------------------------- memmap (ptd/memmap.py)
+    def memmap(self, prefix: Any = None, *, existsok: bool = False, overwrite: bool = False,
+               progress: Callable[[int], Any] | None = None) -> TensorDictBase:
+        """Stream every entry into the memmap directory ``prefix`` (tensordict 0.15's layout),
+        slab by slab, and return a locked in-memory TensorDict whose leaves are mapped from its
+        files. An existing non-empty ``prefix`` is refused unless ``existsok``/``overwrite``."""
+        from .memmap import memmap_tensordict
+
+        return memmap_tensordict(self, prefix, overwrite=existsok or overwrite, progress=progress)
+
+    @staticmethod
+    def load_memmap(prefix: Any, *, mode: str = "r+", allow_pickle: bool | None = False) -> TensorDictBase:
+        """Load a memmap directory as an in-memory TensorDict (as the reference does)."""
+        from .memmap import load_memmap
+
+        return load_memmap(prefix, mode=mode, allow_pickle=allow_pickle)
+
 
 def _cut_tensor_operand(operand: Any, rows: slice, leaf_ndim: int) -> Any:
     """A plain tensor operand that carries the batch dims (full leaf ndim) is cut to ``rows``."""

@@ -193,6 +193,28 @@ class TensorDict(TensorDictBase):
         out = self.apply(lambda t: t.to(device), device=device)
         return out  # type: ignore[return-value]
 
+    # ---------------------------------------------------------------- memmap (ptd/memmap.py)
+    def memmap(self, prefix: Any = None, *, existsok: bool = False, overwrite: bool = False) -> TensorDict:
+        """Save to the memmap directory ``prefix`` (tensordict 0.15's layout) and return a
+        locked TensorDict whose leaves are mapped from its files. An existing non-empty
+        ``prefix`` is refused unless ``existsok``/``overwrite`` (it is then replaced)."""
+        from .memmap import memmap_tensordict
+
+        return memmap_tensordict(self, prefix, overwrite=existsok or overwrite)
+
+    def memmap_(self, prefix: Any = None, *, existsok: bool = False, overwrite: bool = False) -> TensorDict:
+        """Like :meth:`memmap`, but swap this TensorDict's own leaves for the mapped ones."""
+        from .memmap import memmap_inplace
+
+        return memmap_inplace(self, prefix, overwrite=existsok or overwrite)
+
+    @classmethod
+    def load_memmap(cls, prefix: Any, *, mode: str = "r+", allow_pickle: bool | None = False) -> TensorDict:
+        """Load a memmap directory (ptd's or tensordict 0.15's); see :func:`ptd.memmap.load_memmap`."""
+        from .memmap import load_memmap
+
+        return load_memmap(prefix, mode=mode, allow_pickle=allow_pickle)
+
 
 def _assign_nested(grid: Any, shape: tuple[int, ...], idx: Any, new: Any) -> None:
     """``grid[idx] = new`` on a nested list (used for NonTensorStack rows)."""

@@ -43,7 +43,7 @@ __all__ = [
     "MODES",
     "check_mode",
     "selection_shape",
-    "check_write_shape",
+    "fit_write_value",
 ]
 
 #: the open modes every backend accepts (``"x"`` == ``"w-"``)
@@ -72,23 +72,30 @@ def selection_shape(shape: Sequence[int], selection: Selection) -> tuple[int, ..
     return tuple(out)
 
 
-def check_write_shape(
-    value_shape: tuple[int, ...], target_shape: tuple[int, ...], key: str, location: str
-) -> None:
-    """Raise PtdValueError unless ``value_shape`` broadcasts to ``target_shape`` (numpy rules)."""
+def fit_write_value(
+    value: Any, target_shape: tuple[int, ...], key: str, location: str
+) -> np.ndarray:
+    """``value`` as an array of ``target_shape`` (a broadcast view when it is smaller).
+
+    Numpy's assignment rules: the value broadcasts to the target, and extra leading dims of
+    size 1 are dropped. Anything else raises PtdValueError naming the key and both shapes.
+    """
     from ..errors import PtdValueError
 
-    if value_shape == target_shape:
-        return
+    value = np.asarray(value)
+    if value.shape == target_shape:
+        return value
+    shape = value.shape
+    extra = value.ndim - len(target_shape)
+    if extra > 0 and all(d == 1 for d in value.shape[:extra]):
+        value = value.reshape(value.shape[extra:])
     try:
-        ok = np.broadcast_shapes(value_shape, target_shape) == tuple(target_shape)
+        return np.broadcast_to(value, target_shape)
     except ValueError:
-        ok = False
-    if not ok:
         raise PtdValueError(
-            f"cannot write a value of shape {list(value_shape)} into key {key!r} of "
+            f"cannot write a value of shape {list(shape)} into key {key!r} of "
             f"{location}: the selected region has shape {list(target_shape)}"
-        )
+        ) from None
 
 
 class NodeKind(enum.Enum):

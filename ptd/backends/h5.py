@@ -6,7 +6,13 @@ conventions (vlen UTF-8 strings marked ``__tensordict_str__``, opaque bytes/numb
 marked ``__tensordict_stack__``) plus one ptd extension: values that have no HDF5 form (None,
 dicts, lists of non-numbers) are stored as their JSON text in a string dataset marked
 ``__ptd_json__`` (tensordict reads such an entry as the ``bytes`` of that text). Nothing is ever
-pickled on h5.
+pickled on h5. ``bytes`` ending in NUL bytes, which numpy's ``S`` type would cut, are stored as
+raw opaque bytes (``|V<n>``; tensordict reads them as ``np.void``).
+
+Reads follow tensordict 0.15: a string that tensordict (or ptd) wrote, marked
+``__tensordict_str__``, reads as ``bytes`` with tensordict's ``FutureWarning``; foreign strings
+read as ``bytes`` silently; opaque values as the numpy scalar/array h5py returns. Group and
+dataset attributes that are dicts are stored as JSON object text and decoded on read.
 
 This is the only module of ptd that imports h5py.
 """
@@ -28,6 +34,7 @@ from ..dtypes import torch_dtype_of
 from ..errors import (
     ClosedStoreError,
     CorruptStoreError,
+    PtdError,
     PtdKeyError,
     PtdTypeError,
     PtdValueError,
@@ -45,7 +52,7 @@ from .base import (
     Selection,
     ValueKind,
     check_mode,
-    check_write_shape,
+    fit_write_value,
     selection_shape,
 )
 
@@ -53,8 +60,15 @@ __all__ = ["H5Backend"]
 
 #: dataset creation options that a scalar (or unchunkable) dataset cannot take
 _CHUNK_OPTIONS = frozenset(
-    {"chunks", "compression", "compression_opts", "shuffle", "fletcher32", "scaleoffset",
-     "maxshape"}
+    {
+        "chunks",
+        "compression",
+        "compression_opts",
+        "shuffle",
+        "fletcher32",
+        "scaleoffset",
+        "maxshape",
+    }
 )
 #: reads of at least this many bytes go straight into a new array (one copy less)
 _DIRECT_READ_BYTES = 1 << 20
@@ -88,6 +102,10 @@ _FILTER_NAMES = {
 }
 
 
+#: a cached dataset: (dataset, shape, dtype, nbytes)
+_Entry = tuple[h5py.Dataset, tuple[int, ...], np.dtype, int]
+
+
 def _plain(value: Any) -> Any:
     """An attribute value as plain python (numpy scalars/arrays -> python/lists)."""
     if isinstance(value, np.ndarray):
@@ -107,11 +125,19 @@ def _plain(value: Any) -> Any:
 
 
 def _attr_value(value: Any) -> Any:
-    """A python attribute value in a form h5py can store (dicts become JSON object text)."""
+    """A python attribute value in a form h5py can store: dicts become JSON object text,
+    lists of str vlen string arrays, None an empty attribute."""
+    if value is None:
+        return h5py.Empty("f")
     if isinstance(value, Mapping):
         return json.dumps(dict(value))
     if isinstance(value, (list, tuple)):
-        return np.asarray(value)
+        if value and all(isinstance(v, str) for v in value):
+            return np.array(value, dtype=h5py.string_dtype())
+        arr = np.asarray(value)
+        if arr.dtype.kind in "OU":
+            raise TypeError("only lists of numbers or of str can be stored (dicts as JSON)")
+        return arr
     return value
 
 
@@ -151,7 +177,7 @@ class H5Backend(Backend):
         self._closed = False
         # mode "r" stays read-only even when HDF5 shares an already writable handle
         self._writable = root.file.mode == "r+" and not read_only
-        self._ds_cache: dict[Path, h5py.Dataset] = {}
+        self._ds_cache: dict[Path, _Entry] = {}
         if path is not None:
             self._location = path
         else:
@@ -160,9 +186,7 @@ class H5Backend(Backend):
 
     # --- lifecycle ---------------------------------------------------------------------------
     @classmethod
-    def open(
-        cls, target: Any, mode: str = "r", *, locking: Any = None, **_: Any
-    ) -> H5Backend:
+    def open(cls, target: Any, mode: str = "r", *, locking: Any = None, **_: Any) -> H5Backend:
         """Open an HDF5 file by path, or wrap an open ``h5py.File``/``h5py.Group``.
 
         A user's file or group is used as the root (``mode`` is then ignored) and is not closed
@@ -201,7 +225,7 @@ class H5Backend(Backend):
             raise ReadOnlyError(f"cannot open {path} in mode {mode!r}: {err}") from None
         except OSError as err:
             msg = str(err)
-            if "lock" in msg or "already open" in msg:
+            if "unable to lock" in msg or "already open" in msg or "locking" in msg:
                 raise StoreLockedError(
                     f"cannot open {path} in mode {mode!r}: it is locked or already open "
                     f"({msg}). Close the other handle, or pass locking=False (or set "
@@ -267,20 +291,31 @@ class H5Backend(Backend):
         except (KeyError, ValueError, TypeError):
             raise PtdKeyError(f"key {key!r} not found in {self._location}") from None
 
-    def _dataset(self, path: Path) -> h5py.Dataset:
-        ds = self._ds_cache.get(path)
-        if ds is not None and not self._closed:
-            return ds
+    def _entry(self, path: Path) -> _Entry:
+        """``(dataset, shape, dtype, nbytes)``, cached (ptd never resizes a dataset)."""
+        entry = self._ds_cache.get(path)
+        if entry is not None and not self._closed:
+            return entry
         node = self._node(path)
         if not isinstance(node, h5py.Dataset):
-            raise PtdKeyError(f"key {self.key_str(path)!r} in {self._location} is a group, not an array")
-        self._ds_cache[path] = node
-        return node
+            raise PtdKeyError(
+                f"key {self.key_str(path)!r} in {self._location} is a group, not an array"
+            )
+        dsid = node.id
+        shape, dtype = dsid.shape, dsid.dtype
+        entry = (node, shape, dtype, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+        self._ds_cache[path] = entry
+        return entry
+
+    def _dataset(self, path: Path) -> h5py.Dataset:
+        return self._entry(path)[0]
 
     def _group(self, path: Path) -> h5py.Group:
         node = self._node(path)
         if not isinstance(node, h5py.Group):
-            raise PtdKeyError(f"key {self.key_str(path)!r} in {self._location} is an array, not a group")
+            raise PtdKeyError(
+                f"key {self.key_str(path)!r} in {self._location} is an array, not a group"
+            )
         return node
 
     def _parent_for_create(self, path: Path) -> tuple[h5py.Group, str]:
@@ -486,8 +521,10 @@ class H5Backend(Backend):
             else:
                 c = opts["chunks"]
                 c = (c,) if isinstance(c, (int, np.integer)) else tuple(c)
-                c = c[: len(shape)] + shape[len(c):]
-                opts["chunks"] = tuple(min(max(1, int(x)), s) for x, s in zip(c, shape, strict=True))
+                c = c[: len(shape)] + shape[len(c) :]
+                opts["chunks"] = tuple(
+                    min(max(1, int(x)), s) for x, s in zip(c, shape, strict=True)
+                )
         try:
             ds = parent.create_dataset(name, shape=shape, dtype=dtype, data=data, **opts)
         except (ValueError, TypeError) as err:
@@ -528,7 +565,9 @@ class H5Backend(Backend):
         try:
             self._root.move("/".join(src), "/".join(dst))
         except (KeyError, ValueError) as err:
-            raise PtdValueError(f"cannot move {skey!r} to {dkey!r} in {self._location}: {err}") from None
+            raise PtdValueError(
+                f"cannot move {skey!r} to {dkey!r} in {self._location}: {err}"
+            ) from None
         self._ds_cache.clear()
 
     # --- attributes --------------------------------------------------------------------------
@@ -552,60 +591,69 @@ class H5Backend(Backend):
 
     # --- data --------------------------------------------------------------------------------
     def read(self, path: Path, selection: Selection = ()) -> np.ndarray:
-        ds = self._dataset(path)
+        ds, shape, dtype, nbytes = self._entry(path)
         try:
             if not selection:
-                dsid = ds.id
-                if not dsid.shape:
-                    return ds[...]
-                if ds.size * dsid.dtype.itemsize >= _DIRECT_READ_BYTES:
-                    out = np.empty(dsid.shape, dsid.dtype)
-                    dsid.read(h5py.h5s.ALL, h5py.h5s.ALL, out)
+                if not shape:
+                    return np.asarray(ds[()])
+                if nbytes >= _DIRECT_READ_BYTES:
+                    out = np.empty(shape, dtype)
+                    ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, out)
                     return out
                 return ds[()]
-            return self._read_selection(ds, selection)
+            for item in selection:
+                if isinstance(item, np.ndarray):
+                    return self._read_selection(ds, shape, dtype, selection)
+            out = ds[selection]  # ints and slices: h5py's fast path
+            return out if type(out) is np.ndarray else np.asarray(out)
         except (OSError, ValueError, TypeError, IndexError) as err:
+            self._check_open(self.key_str(path))
             raise PtdValueError(
                 f"cannot read key {self.key_str(path)!r} of {self._location} at {selection}: {err}"
             ) from None
 
-    def _read_selection(self, ds: h5py.Dataset, selection: Selection) -> np.ndarray:
-        shape = ds.shape
+    @staticmethod
+    def _read_selection(
+        ds: h5py.Dataset, shape: tuple[int, ...], dtype: np.dtype, selection: Selection
+    ) -> np.ndarray:
+        """``ds[selection]``; an index array is read as the span it covers, then taken from,
+        when that span is small or dense (h5py's point selection is slow)."""
         out_shape = selection_shape(shape, selection)
         if 0 in out_shape:
-            return np.empty(out_shape, ds.dtype)
+            return np.empty(out_shape, dtype)
         for pos, item in enumerate(selection):
             if isinstance(item, np.ndarray):
                 n = item.shape[0]
                 lo, hi = int(item[0]), int(item[-1]) + 1
-                span = slice(lo, hi)
+                spanned = selection[:pos] + (slice(lo, hi),) + selection[pos + 1 :]
                 if hi - lo == n:  # consecutive: a plain slice
-                    return ds[selection[:pos] + (span,) + selection[pos + 1:]]
-                row_bytes = ds.dtype.itemsize * int(np.prod(shape[pos + 1:], dtype=np.int64))
+                    return ds[spanned]
+                row_bytes = dtype.itemsize * int(np.prod(shape[pos + 1 :], dtype=np.int64))
                 if (hi - lo) * row_bytes <= _SPAN_BYTES or hi - lo <= _SPAN_RATIO * n:
-                    block = ds[selection[:pos] + (span,) + selection[pos + 1:]]
                     axis = sum(1 for s in selection[:pos] if not isinstance(s, (int, np.integer)))
-                    return np.take(block, item - lo, axis=axis)
+                    return np.take(ds[spanned], item - lo, axis=axis)
                 return ds[selection]
         return ds[selection]
 
     def write(self, path: Path, selection: Selection, value: np.ndarray) -> None:
         key = self.key_str(path)
         self._check_writable(key)
-        ds = self._dataset(path)
-        target = selection_shape(ds.shape, selection)
-        value = np.asarray(value)
-        check_write_shape(value.shape, target, key, self._location)
+        ds, shape, _dtype, _nbytes = self._entry(path)
+        target = selection_shape(shape, selection)
+        value = fit_write_value(value, target, key, self._location)
         if 0 in target:
             return
-        if value.shape != target:
+        if value.shape != target or not value.flags.c_contiguous:
             # h5py broadcasts element by element: expand in memory first
             value = np.ascontiguousarray(np.broadcast_to(value, target))
         try:
             ds[selection if selection else ()] = value
         except (OSError, ValueError, TypeError) as err:
+            self._check_open(key)
             if "no write intent" in str(err):
-                raise ReadOnlyError(f"cannot write key {key!r}: {self._location} is read-only") from None
+                raise ReadOnlyError(
+                    f"cannot write key {key!r}: {self._location} is read-only"
+                ) from None
             raise PtdValueError(f"cannot write key {key!r} of {self._location}: {err}") from None
 
     # --- non-tensor entries ------------------------------------------------------------------
@@ -683,17 +731,21 @@ class H5Backend(Backend):
             if any("\x00" in v for v in arr.reshape(-1)):
                 raise PtdValueError(f"{key!r}: {_NUL_ERROR}")
             return arr.astype(h5py.string_dtype()), attrs
-        for cls in (bytes, bool, int, float):
+        for cls, np_dtype in (
+            (bytes, None),
+            (bool, np.bool_),
+            (int, np.int64),
+            (float, np.float64),
+        ):
             if all_of_type(values, ndim, cls):
-                arr = nested_to_array(values, shape, key=key, location=self._location)
+                flat = nested_to_array(values, shape, key=key, location=self._location)
                 try:
-                    arr = np.array(arr.tolist()) if arr.size else arr.astype(
-                        {bytes: "S1", bool: bool, int: np.int64, float: np.float64}[cls]
-                    )
+                    arr = np.array(flat.reshape(-1).tolist(), dtype=np_dtype).reshape(shape)
                 except OverflowError:
-                    break
-                if arr.dtype.kind == "O" or arr.shape != shape:
-                    break
+                    raise PtdTypeError(
+                        f"{key!r}: an int of this NonTensorStack does not fit in int64, which h5 "
+                        "stacks of int use. Use zarr, or a TensorDict saved with memmap."
+                    ) from None
                 return _opaque(arr), attrs
         raise PtdTypeError(f"{key!r}: {_STACK_TYPE_ERROR}")
 
@@ -729,11 +781,11 @@ class H5Backend(Backend):
                         f"Corrupt JSON value (key {key!r} in {self._location}): {err}"
                     ) from None
             if as_stack and ds.ndim and not opaque:
-                data = self._read_selection(ds, selection) if selection else ds[()]
+                data = self._read_selection(ds, ds.shape, dt, selection) if selection else ds[()]
                 return NonTensorPayload(data.tolist(), is_stack=True, stack_shape=data.shape)
             value = ds[()]
         except (OSError, ValueError, TypeError, IndexError) as err:
-            if isinstance(err, PtdValueError):
+            if isinstance(err, PtdError):
                 raise
             raise PtdValueError(f"cannot read key {key!r} of {self._location}: {err}") from None
         if is_str and isinstance(value, (bytes, np.bytes_)):

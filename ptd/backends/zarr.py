@@ -17,6 +17,8 @@ This is the only module of ptd that imports zarr.
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import shutil
 import warnings
@@ -26,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import zarr
+from zarr.abc.codec import BytesBytesCodec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import LocalStore, ZipStore
@@ -36,6 +39,7 @@ from ..dtypes import torch_dtype_of
 from ..errors import (
     ClosedStoreError,
     CorruptStoreError,
+    PtdError,
     PtdKeyError,
     PtdTypeError,
     PtdValueError,
@@ -53,7 +57,7 @@ from .base import (
     Selection,
     ValueKind,
     check_mode,
-    check_write_shape,
+    fit_write_value,
     selection_shape,
 )
 
@@ -78,7 +82,7 @@ def _jsonable(value: Any) -> Any:
 def _leading_chunks(spec: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
     """tensordict's ``chunks=`` option: an int or tuple covering the leading dims (§2.1)."""
     c = (int(spec),) if isinstance(spec, (int, np.integer)) else tuple(int(x) for x in spec)
-    c = c[: len(shape)] + tuple(shape[len(c):])
+    c = c[: len(shape)] + tuple(shape[len(c) :])
     return tuple(max(1, x) for x in c)
 
 
@@ -93,6 +97,11 @@ def _describe_codec(codec: Any) -> str:
         return f"blosc({conf['cname']},{conf.get('clevel')})"
     level = conf.get("level", conf.get("clevel"))
     return f"{name}({level})" if level is not None else str(name)
+
+
+@functools.lru_cache(maxsize=64)
+def _torch_dtype_cached(dt: np.dtype) -> Any:
+    return torch_dtype_of(dt)
 
 
 def _is_string_dtype(dt: np.dtype) -> bool:
@@ -160,6 +169,11 @@ class ZarrBackend(Backend):
                 ) from None
             location = path
             store = path
+            if storage_options is not None and "://" not in path:
+                raise PtdValueError(
+                    f"storage_options only apply to fsspec URLs (like 's3://...'), not to the "
+                    f"local path {path}"
+                )
             if "://" not in path:
                 store = cls._local_store(path, mode)
                 owns = isinstance(store, ZipStore)
@@ -184,7 +198,9 @@ class ZarrBackend(Backend):
             ) from None
         except (zarr.errors.ContainsGroupError, zarr.errors.ContainsArrayError) as err:
             if mode in ("w-", "x") and isinstance(err, zarr.errors.ContainsGroupError):
-                raise StoreExistsError(f"zarr store {location} already exists (mode {mode!r})") from None
+                raise StoreExistsError(
+                    f"zarr store {location} already exists (mode {mode!r})"
+                ) from None
             raise CorruptStoreError(f"{location} holds a zarr array, not a group") from None
         except zarr.errors.GroupNotFoundError:
             if isinstance(store, str) or (mode in ("r", "r+") and not _store_has_data(store)):
@@ -318,7 +334,9 @@ class ZarrBackend(Backend):
         if node is None:
             raise PtdKeyError(f"key {self.key_str(path)!r} not found in {self._location}")
         if not isinstance(node, zarr.Array):
-            raise PtdKeyError(f"key {self.key_str(path)!r} in {self._location} is a group, not an array")
+            raise PtdKeyError(
+                f"key {self.key_str(path)!r} in {self._location} is a group, not an array"
+            )
         return node
 
     def _group(self, path: Path) -> zarr.Group:
@@ -326,7 +344,9 @@ class ZarrBackend(Backend):
         if node is None:
             raise PtdKeyError(f"key {self.key_str(path)!r} not found in {self._location}")
         if not isinstance(node, zarr.Group):
-            raise PtdKeyError(f"key {self.key_str(path)!r} in {self._location} is an array, not a group")
+            raise PtdKeyError(
+                f"key {self.key_str(path)!r} in {self._location} is an array, not a group"
+            )
         return node
 
     def _forget(self, path: Path) -> None:
@@ -388,13 +408,20 @@ class ZarrBackend(Backend):
 
     def _meta(self, path: Path, arr: zarr.Array) -> ArrayMeta:
         md = arr.metadata
-        dt = arr.dtype
         attrs = dict(md.attributes)
-        compressors = arr.compressors
+        if md.zarr_format == 3:
+            dt = md.data_type.to_native_dtype()
+            chunks = tuple(getattr(md.chunk_grid, "chunk_shape", None) or arr.chunks)
+            compressors: Any = [c for c in md.codecs if isinstance(c, BytesBytesCodec)]
+        else:
+            dt, chunks, compressors = arr.dtype, tuple(arr.chunks), arr.compressors
         compression = "+".join(_describe_codec(c) for c in compressors) if compressors else None
         torch_dtype = non_tensor_kind = stack_shape = None
         marker = attrs.get(TD_NON_TENSOR_ATTR)
-        tdt = None if marker is not None else torch_dtype_of(dt, attrs)
+        if marker is None:
+            tdt = torch_dtype_of(dt, attrs) if attrs else _torch_dtype_cached(dt)
+        else:
+            tdt = None
         if tdt is not None:
             kind = ValueKind.NUMERIC
             torch_dtype = str(tdt).removeprefix("torch.")
@@ -420,7 +447,7 @@ class ZarrBackend(Backend):
             kind=kind,
             torch_dtype=torch_dtype,
             attrs=attrs,
-            chunks=tuple(arr.chunks),
+            chunks=chunks,
             compression=compression,
             stored_nbytes=None,
             non_tensor_kind=non_tensor_kind,
@@ -569,7 +596,7 @@ class ZarrBackend(Backend):
                 async for k in store.list_prefix(s + "/"):
                     buf = await store.get(k, prototype=proto)
                     if buf is not None:
-                        await store.set(d + k[len(s):], buf)
+                        await store.set(d + k[len(s) :], buf)
                 await store.delete_dir(s)
 
             sync(copy())
@@ -582,7 +609,7 @@ class ZarrBackend(Backend):
         node = self._get(path)
         if node is None:
             raise PtdKeyError(f"key {self.key_str(path)!r} not found in {self._location}")
-        return dict(node.metadata.attributes)
+        return copy.deepcopy(dict(node.metadata.attributes))
 
     def set_attrs(self, path: Path, attrs: Mapping[str, Any]) -> None:
         key = self.key_str(path)
@@ -591,10 +618,14 @@ class ZarrBackend(Backend):
         if node is None:
             raise PtdKeyError(f"key {key!r} not found in {self._location}")
         try:
-            new = node.update_attributes(_jsonable(dict(attrs)))
+            with warnings.catch_warnings():
+                # a zip store appends a second zarr.json entry (the last one is read)
+                warnings.filterwarnings("ignore", "Duplicate name", UserWarning)
+                new = node.update_attributes(_jsonable(dict(attrs)))
         except (TypeError, ValueError) as err:
-            raise PtdTypeError(f"cannot store attributes {dict(attrs)!r} on key {key!r} in "
-                               f"{self._location}: {err}") from None
+            raise PtdTypeError(
+                f"cannot store attributes {dict(attrs)!r} on key {key!r} in {self._location}: {err}"
+            ) from None
         self._cache[path] = new if new is not None else node
         if not path:
             self._root = self._cache[path]
@@ -626,12 +657,9 @@ class ZarrBackend(Backend):
         self._check_writable(key)
         arr = self._array(path)
         target = selection_shape(arr.shape, selection)
-        value = np.asarray(value)
-        check_write_shape(value.shape, target, key, self._location)
+        value = fit_write_value(value, target, key, self._location)
         if 0 in target:
             return
-        if value.shape != target:
-            value = np.broadcast_to(value, target)
         try:
             if any(isinstance(s, np.ndarray) for s in selection):
                 arr.oindex[selection] = value
@@ -693,7 +721,10 @@ class ZarrBackend(Backend):
                         f"a 1-D uint8 array, got {raw.dtype} of shape {list(raw.shape)}"
                     )
                 value = decode_payload(
-                    raw.tobytes(), encoding, allow_pickle=allow_pickle, key=key,
+                    raw.tobytes(),
+                    encoding,
+                    allow_pickle=allow_pickle,
+                    key=key,
                     location=self._location,
                 )
                 if stack is None:
@@ -708,7 +739,7 @@ class ZarrBackend(Backend):
                 return NonTensorPayload(data.tolist(), is_stack=True, stack_shape=data.shape)
             value = arr[...] if arr.ndim else arr[()]
         except (ValueError, TypeError, IndexError) as err:
-            if isinstance(err, PtdValueError):
+            if isinstance(err, PtdError):
                 raise
             raise PtdValueError(f"cannot read key {key!r} of {self._location}: {err}") from None
         if isinstance(value, np.ndarray) and value.dtype.kind == "T":
