@@ -18,6 +18,12 @@ from .errors import PtdError
 from .nontensor import NonTensorData, NonTensorStack
 from .tensordict import TensorDict
 
+# Imported eagerly (about 20 ms, no h5py/zarr): ``ptd.convert`` etc. are functions that share
+# their submodule's name, and a lazy import would let ``import ptd.convert`` shadow the function.
+from .convert import ConvertResult, convert  # noqa: E402
+from .info import StoreInfo, info  # noqa: E402
+from .validate import ValidationReport, validate  # noqa: E402
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -30,6 +36,12 @@ __all__ = [
     "PtdError",
     "errors",
     "is_leaf_nontensor",
+    "convert",
+    "info",
+    "validate",
+    "ConvertResult",
+    "StoreInfo",
+    "ValidationReport",
     "__version__",
 ]
 

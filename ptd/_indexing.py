@@ -161,7 +161,7 @@ def _split_index(index: Any, shape: tuple[int, ...]) -> list[Any]:
             f"too many indices for tensordict: batch is {ndim}-dimensional, but {consumed} were indexed"
         )
     if n_ellipsis:
-        pos = out.index(Ellipsis)
+        pos = next(i for i, it in enumerate(out) if it is Ellipsis)
         out[pos : pos + 1] = [slice(None)] * (ndim - consumed)
     else:
         out.extend([slice(None)] * (ndim - consumed))

@@ -103,7 +103,9 @@ def stored_batch(attrs: dict[str, Any]) -> tuple[list[int] | None, str]:
     return list(bs), ""
 
 
-def _walk_tolerant(be: Backend, path: Path, errors: dict[Path, str]) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
+def _walk_tolerant(
+    be: Backend, path: Path, errors: dict[Path, str]
+) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
     """Like ``Backend.walk`` but node by node, recording unreadable nodes in ``errors``."""
     out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
     try:
@@ -124,8 +126,14 @@ def _walk_tolerant(be: Backend, path: Path, errors: dict[Path, str]) -> list[tup
     return out
 
 
-def scan(be: Backend, fmt: str, *, tolerant: bool = False, batch_size: torch.Size | None = None,
-         batch_dims: int | None = None) -> Scan:
+def scan(
+    be: Backend,
+    fmt: str,
+    *,
+    tolerant: bool = False,
+    batch_size: torch.Size | None = None,
+    batch_dims: int | None = None,
+) -> Scan:
     """Walk the whole store once and work out every group's batch size.
 
     ``batch_size`` (the root's, given by the user) and ``batch_dims`` (infer the root's batch
@@ -187,7 +195,11 @@ def _batches(s: Scan, given: torch.Size | None, batch_dims: int | None) -> None:
                 gb = GroupBatch(torch.Size(given), GIVEN, st, problem)
             else:
                 found = inferred.get((), torch.Size([]))
-                src = STORED if st is not None and list(found) == st and batch_dims is None else INFERRED
+                src = (
+                    STORED
+                    if st is not None and list(found) == st and batch_dims is None
+                    else INFERRED
+                )
                 if st is not None and src != STORED and batch_dims is None and not problem:
                     problem = f"the stored batch_size {st} does not fit the entries"
                 gb = GroupBatch(found, src, st, problem)

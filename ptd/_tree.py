@@ -98,6 +98,14 @@ class StoreTree:
                 return None
         return None
 
+    def stored_names(self, path: Path, ndim: int) -> list[str | None] | None:
+        """Dim names recorded in the ``__tensordict__`` attribute, when they fit ``ndim``."""
+        meta: Any = self.backend.get_attrs(path).get(TD_META_ATTR)
+        names = meta.get("names") if isinstance(meta, dict) else None
+        if isinstance(names, list) and len(names) == ndim and all(n is None or isinstance(n, str) for n in names):
+            return names
+        return None
+
     def infer(self, path: Path = (), batch_dims: int | None = None, use_attrs: bool = True) -> torch.Size | None:
         """Infer the batch size of the group at ``path`` (and of every group below it).
 

@@ -80,24 +80,28 @@ def batch_size_of(source: Any, batch_size: Sequence[int] | None, batch_dims: int
     return inferred if inferred is not None else torch.Size([])
 
 
-def write_all(dst: PersistentTensorDict, source: Mapping[str, Any] | TensorDictBase) -> None:
-    """Write every entry of ``source`` into the (empty) group of ``dst``."""
+def write_all(dst: PersistentTensorDict, source: Mapping[str, Any] | TensorDictBase, batch_dims: int | None = None) -> None:
+    """Write every entry of ``source`` into the (empty) group of ``dst``; nested dicts get
+    their own inferred batch size, cut to ``batch_dims`` dims."""
     from .persistent import PersistentTensorDict
 
+    if isinstance(source, TensorDictBase) and source._names is not None and dst._path == ():
+        dst._names = list(source._names)
+        dst._backend.set_attrs((), _meta_attrs(dst.batch_size, source._names))
     if isinstance(source, PersistentTensorDict):
         _copy_group(dst, dst._path, source)
         return
     items = source.items() if isinstance(source, Mapping) else ((k, source._get_str(k)) for k in source._keys_str())
     for key, value in items:
         if isinstance(value, Mapping) and not isinstance(value, TensorDictBase):
-            sub_bs = _infer_dict(value, None)
+            sub_bs = _infer_dict(value, batch_dims)
             bs = sub_bs if sub_bs is not None and fits(sub_bs, dst.batch_size) else dst.batch_size
             parts = (key,) if isinstance(key, str) else tuple(key)
             node, last = dst._walk(parts, create=True)
             node._backend.create_group(node._path + (last,), _meta_attrs(bs))
             node._tree.invalidate(node._path + (last,))
             node._tree.set_group_batch(node._path + (last,), bs)
-            write_all(node._get_str(last), value)
+            write_all(node._get_str(last), value, batch_dims)
             continue
         dst.set(key, value)
 

@@ -32,7 +32,7 @@ from ._batch import as_batch_size, fits
 from ._indexing import is_key_index
 from ._ops import OpsMixin, ShapeMixin
 from .dtypes import dtype_abbrev
-from .errors import BatchSizeError, PtdKeyError, PtdTypeError, UnsupportedOperationError
+from .errors import BatchSizeError, ClosedStoreError, PtdKeyError, PtdTypeError, UnsupportedOperationError
 from .nontensor import NonTensorData, NonTensorStack
 
 __all__ = ["TensorDictBase", "EntryMeta", "NestedKey", "unravel_key", "is_leaf_nontensor"]
@@ -254,9 +254,11 @@ class TensorDictBase(OpsMixin, ShapeMixin):
             if last not in node._keys_str():
                 raise self._missing(key)
             return node._get_str(last)
-        except KeyError:
+        except KeyError as err:
             if default is not _NO_DEFAULT:
                 return default
+            if isinstance(err, ClosedStoreError):
+                raise self._missing(key) from None
             raise
 
     def leaf_meta(self, key: NestedKey) -> EntryMeta:

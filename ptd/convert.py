@@ -1,7 +1,7 @@
 """``ptd.convert(src, dst)``: HDF5 to Zarr v3, Zarr to HDF5, or a re-chunk within one format.
 
 The copy is streamed: each tensor leaf is read and written a slab of rows at a time (about
-64 MB, aligned to the destination's chunks), so memory stays bounded whatever the store's size.
+32 MB, aligned to the destination's chunks), so memory stays bounded whatever the store's size.
 Everything is kept: every leaf's dtype (bfloat16/float8 bits and their ``__ptd_dtype__`` marker
 too), every group's ``__tensordict__`` batch-size attribute, non-tensor entries, string columns
 and user attributes.
@@ -59,7 +59,6 @@ from ._format import (
     TD_STR_ATTR,
 )
 from ._scan import Scan, fspath, open_backend, path_nbytes, scan
-from ._write import SLAB_BYTES
 from .backends import BACKENDS, get_backend
 from .backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from .errors import (
@@ -78,21 +77,32 @@ __all__ = [
     "ConvertError",
     "COMPRESSIONS",
     "default_destination",
+    "resolve_destination",
     "format_of_suffix",
 ]
 
 #: the ``compression=`` names
 COMPRESSIONS = ("none", "gzip", "zstd", "blosc", "lz4")
 _DEFAULT_LEVEL = {"gzip": 4, "zstd": 3, "blosc": 5, "lz4": 5}
-_LEVELS = {"gzip": (0, 9), "zstd": (1, 22), "blosc": (0, 9), "lz4": (0, 9)}
+_LEVELS = {"gzip": (0, 9), "zstd": (0, 22), "blosc": (0, 9), "lz4": (0, 9)}
 #: registered HDF5 filter ids of the plugin codecs
 _H5_FILTER = {"zstd": 32015, "blosc": 32001, "lz4": 32004}
 _H5_FILTER_NAMES = {f"filter{v}": k for k, v in _H5_FILTER.items()}
+#: bytes of a leaf read and written at a time (a slab of rows, aligned to the chunks); with
+#: zarr's per-chunk buffers a copy holds about twice this, on top of what torch etc. take
+SLAB_BYTES = 32 << 20
 #: target size of an automatic chunk, and the largest source chunk that is kept as is
 CHUNK_TARGET = 8 << 20
 CHUNK_MAX = 64 << 20
 
-_SUFFIXES = {".h5": "h5", ".hdf5": "h5", ".hdf": "h5", ".he5": "h5", ".zarr": "zarr", ".zip": "zarr"}
+_SUFFIXES = {
+    ".h5": "h5",
+    ".hdf5": "h5",
+    ".hdf": "h5",
+    ".he5": "h5",
+    ".zarr": "zarr",
+    ".zip": "zarr",
+}
 _DEFAULT_SUFFIX = {"h5": ".h5", "zarr": ".zarr"}
 _TMP_TAG = ".ptd-tmp-"
 
@@ -130,6 +140,8 @@ class ConvertResult:
     #: what the source and the destination occupy on disk (dst: None for a dry run)
     src_bytes: int | None = None
     dst_bytes: int | None = None
+    #: bytes the destination's tensors occupy (None for a dry run, or when unknown)
+    stored_nbytes: int | None = None
     seconds: float = 0.0
     dry_run: bool = False
     overwritten: bool = False
@@ -142,10 +154,10 @@ class ConvertResult:
 
     @property
     def ratio(self) -> float | None:
-        """Logical tensor bytes per byte the destination occupies."""
-        if not self.dst_bytes:
+        """Logical tensor bytes per stored tensor byte in the destination (compression)."""
+        if not self.stored_nbytes:
             return None
-        return self.nbytes / self.dst_bytes
+        return self.nbytes / self.stored_nbytes
 
     @property
     def throughput(self) -> float | None:
@@ -174,6 +186,21 @@ def default_destination(src: str, to: str) -> str:
     if ext.lower() not in _SUFFIXES:
         root = src
     return root + _DEFAULT_SUFFIX[to]
+
+
+def resolve_destination(src: Any, dst: Any = None, to: str | None = None) -> tuple[str, str]:
+    """``(dst path, dst format)`` as :func:`convert` chooses them (reads ``src``'s format)."""
+    from .backends import detect_backend
+
+    src_p = fspath(src)
+    if to is None:
+        to = (format_of_suffix(fspath(dst)) if dst is not None else None) or (
+            "zarr" if detect_backend(src_p) == "h5" else "h5"
+        )
+    if to not in BACKENDS:
+        raise PtdValueError(f"unknown format {to!r}; choose one of {', '.join(BACKENDS)}")
+    dst_p = fspath(dst) if dst is not None else default_destination(src_p, to)
+    return dst_p.rstrip("/\\") or dst_p, to
 
 
 def _tmp_sibling(dst: str) -> str:
@@ -267,7 +294,10 @@ def _codec_options(fmt: str, name: str | None, level: int | None) -> dict[str, A
         if name == "zstd":
             return {"compression": _H5_FILTER["zstd"], "compression_opts": (level,)}
         if name == "blosc":  # cd_values: reserved x4, clevel, shuffle, compressor (5: zstd)
-            return {"compression": _H5_FILTER["blosc"], "compression_opts": (0, 0, 0, 0, level, 1, 5)}
+            return {
+                "compression": _H5_FILTER["blosc"],
+                "compression_opts": (0, 0, 0, 0, level, 1, 5),
+            }
         return {"compression": _H5_FILTER["lz4"], "compression_opts": (0,)}
     if name == "gzip":
         codec: dict[str, Any] = {"name": "gzip", "configuration": {"level": level}}
@@ -275,7 +305,10 @@ def _codec_options(fmt: str, name: str | None, level: int | None) -> dict[str, A
         codec = {"name": "zstd", "configuration": {"level": level, "checksum": False}}
     else:
         cname = "lz4" if name == "lz4" else "zstd"
-        codec = {"name": "blosc", "configuration": {"cname": cname, "clevel": level, "shuffle": "shuffle"}}
+        codec = {
+            "name": "blosc",
+            "configuration": {"cname": cname, "clevel": level, "shuffle": "shuffle"},
+        }
     return {"compressors": [codec]}
 
 
@@ -286,7 +319,9 @@ def _describe(name: str | None, level: int | None) -> str | None:
 
 
 # ----------------------------------------------------------------------------- chunks
-def _dst_chunks(meta: ArrayMeta, rows: int | None, dst_fmt: str, compressed: bool) -> tuple[int, ...] | None:
+def _dst_chunks(
+    meta: ArrayMeta, rows: int | None, dst_fmt: str, compressed: bool
+) -> tuple[int, ...] | None:
     shape = tuple(meta.shape)
     if not shape or 0 in shape:
         return None
@@ -365,10 +400,20 @@ def _is_column(meta: ArrayMeta, src_fmt: str) -> bool:
 
 # ----------------------------------------------------------------------------- the copy
 class _Copier:
-    def __init__(self, s: Scan, dst: Backend, dst_fmt: str, *, rows: int | None,
-                 compression: str | None, level: int | None, allow_pickle: bool,
-                 progress: Callable[[int, int], None] | None, total: int,
-                 result: ConvertResult):
+    def __init__(
+        self,
+        s: Scan,
+        dst: Backend,
+        dst_fmt: str,
+        *,
+        rows: int | None,
+        compression: str | None,
+        level: int | None,
+        allow_pickle: bool,
+        progress: Callable[[int, int], None] | None,
+        total: int,
+        result: ConvertResult,
+    ):
         self.s = s
         self.src = s.backend
         self.dst = dst
@@ -390,8 +435,11 @@ class _Copier:
             return None, None
         name, level = parsed
         if self.fmt == "h5" and name != "gzip":
-            note = (f"{meta.compression} has no built-in HDF5 filter: leaves compressed with it "
-                    "were written uncompressed (pass --compression gzip to compress)")
+            note = (
+                f"{name} has no built-in HDF5 filter: the leaves compressed with it were "
+                "written uncompressed (pass compression='gzip' / --compression gzip to "
+                "compress them)"
+            )
             if note not in self.result.notes:
                 self.result.notes.append(note)
             return None, None
@@ -421,10 +469,21 @@ class _Copier:
         chunks = _dst_chunks(meta, self.rows, self.fmt, compressed)
         options = _codec_options(self.fmt, name, level) if shape and 0 not in shape else {}
         if self.fmt == "h5" and compressed and chunks is None and shape and 0 not in shape:
-            chunks = (min(shape[0], max(1, CHUNK_TARGET // max(1, math.prod(shape[1:]) * meta.dtype.itemsize))),) + shape[1:]
+            chunks = (
+                min(
+                    shape[0],
+                    max(1, CHUNK_TARGET // max(1, math.prod(shape[1:]) * meta.dtype.itemsize)),
+                ),
+            ) + shape[1:]
         try:
-            self.dst.create_array(path, shape=shape, dtype=meta.dtype, attrs=_attrs_for(self.fmt, dict(meta.attrs)),
-                                  chunks=chunks, options=options)
+            self.dst.create_array(
+                path,
+                shape=shape,
+                dtype=meta.dtype,
+                attrs=_attrs_for(self.fmt, dict(meta.attrs)),
+                chunks=chunks,
+                options=options,
+            )
         except PtdValueError as err:
             if self.fmt == "h5" and name in _H5_FILTER:
                 raise ConvertError(
@@ -474,7 +533,9 @@ class _Copier:
                 stack = tuple(payload.stack_shape) if payload.is_stack else tuple(meta.stack_shape)
                 self.dst.write_non_tensor(path, value, stack_shape=stack)
             elif _is_column(meta, self.s.format):
-                payload = self.src.read_non_tensor(path, allow_pickle=self.allow_pickle, as_stack=True)
+                payload = self.src.read_non_tensor(
+                    path, allow_pickle=self.allow_pickle, as_stack=True
+                )
                 value = payload.value
                 if meta.non_tensor_kind == "str":
                     value = _decode_str(value)
@@ -483,8 +544,10 @@ class _Copier:
                     self.dst.write_non_tensor(path, value, stack_shape=tuple(meta.shape))
                 else:
                     self.dst.write_non_tensor(path, value, stack_shape=None)
-                    note = (f"string column {key!r} {list(meta.shape)} does not fit its group's "
-                            "batch size: kept as one value (a list)")
+                    note = (
+                        f"string column {key!r} {list(meta.shape)} does not fit its group's "
+                        "batch size: kept as one value (a list)"
+                    )
                     self.result.notes.append(note)
             else:
                 payload = self.src.read_non_tensor(path, allow_pickle=self.allow_pickle)
@@ -520,7 +583,7 @@ def convert(
         chunks: rows per chunk along the first dim of every tensor.
         compression: ``"none"``, ``"gzip"``, ``"zstd"``, ``"blosc"`` or ``"lz4"``; default:
             keep each leaf's codec where the destination has it.
-        level: the compression level (gzip/blosc/lz4 0-9, zstd 1-22).
+        level: the compression level (gzip/blosc/lz4 0-9, zstd 0-22; 0 is zstd's default).
         overwrite: replace an existing ``dst`` (only once the new one is complete).
         dry_run: plan only: nothing is written.
         allow_pickle: decode (and re-encode) pickled zarr entries; refused otherwise.
@@ -547,8 +610,7 @@ def convert(
             to = (format_of_suffix(fspath(dst)) if dst is not None else None) or (
                 "zarr" if src_fmt == "h5" else "h5"
             )
-        dst_p = fspath(dst) if dst is not None else default_destination(src_p, to)
-        dst_p = dst_p.rstrip("/\\") or dst_p
+        dst_p, to = resolve_destination(src_p, dst, to)
         exists = os.path.lexists(dst_p)
         if exists and not overwrite:
             raise StoreExistsError(
@@ -558,14 +620,32 @@ def convert(
         if not os.path.isdir(parent):
             raise StoreNotFoundError(f"cannot write {dst_p}: the directory {parent} does not exist")
         if not dry_run and not os.access(parent, os.W_OK | os.X_OK):
-            raise ReadOnlyError(f"cannot write {dst_p}: permission denied on the directory {parent}")
+            raise ReadOnlyError(
+                f"cannot write {dst_p}: permission denied on the directory {parent}"
+            )
         s = scan(be, src_fmt)
-        result = ConvertResult(src=src_p, dst=dst_p, src_format=src_fmt, dst_format=to,
-                               dry_run=dry_run, overwritten=exists,
-                               src_bytes=path_nbytes(src_p))
+        result = ConvertResult(
+            src=src_p,
+            dst=dst_p,
+            src_format=src_fmt,
+            dst_format=to,
+            dry_run=dry_run,
+            overwritten=exists,
+            src_bytes=path_nbytes(src_p),
+        )
         total = 0
-        planner = _Copier(s, be, to, rows=chunks, compression=comp, level=lvl,
-                          allow_pickle=allow_pickle, progress=None, total=0, result=result)
+        planner = _Copier(
+            s,
+            be,
+            to,
+            rows=chunks,
+            compression=comp,
+            level=lvl,
+            allow_pickle=allow_pickle,
+            progress=None,
+            total=0,
+            result=result,
+        )
         for path, kind, meta in s.nodes:
             key = "/".join(path)
             if kind is NodeKind.GROUP:
@@ -580,13 +660,19 @@ def convert(
             nbytes = math.prod(meta.shape) * meta.dtype.itemsize
             name, lv = planner.codec(meta)
             dchunks = _dst_chunks(meta, chunks, to, name not in (None, "none"))
-            result.plan.append(LeafPlan(
-                key, "tensor" if meta.kind is ValueKind.NUMERIC else "unsupported",
-                shape=list(meta.shape), dtype=meta.torch_dtype or str(meta.dtype), nbytes=nbytes,
-                src_chunks=list(meta.chunks) if meta.chunks else None,
-                dst_chunks=list(dchunks) if dchunks else None,
-                src_compression=meta.compression, dst_compression=_describe(name, lv),
-            ))
+            result.plan.append(
+                LeafPlan(
+                    key,
+                    "tensor" if meta.kind is ValueKind.NUMERIC else "unsupported",
+                    shape=list(meta.shape),
+                    dtype=meta.torch_dtype or str(meta.dtype),
+                    nbytes=nbytes,
+                    src_chunks=list(meta.chunks) if meta.chunks else None,
+                    dst_chunks=list(dchunks) if dchunks else None,
+                    src_compression=meta.compression,
+                    dst_compression=_describe(name, lv),
+                )
+            )
             result.tensors += 1
             total += nbytes
         result.nbytes = total
@@ -598,9 +684,18 @@ def convert(
         out: Backend | None = None
         try:
             out = get_backend(to).open(tmp, "w-")
-            copier = _Copier(s, out, to, rows=chunks, compression=comp, level=lvl,
-                             allow_pickle=allow_pickle, progress=progress, total=total,
-                             result=result)
+            copier = _Copier(
+                s,
+                out,
+                to,
+                rows=chunks,
+                compression=comp,
+                level=lvl,
+                allow_pickle=allow_pickle,
+                progress=progress,
+                total=total,
+                result=result,
+            )
             if progress is not None:
                 progress(0, total)
             copier.run()
@@ -622,8 +717,16 @@ def convert(
     except BaseException as err:
         _remove(tmp)
         if isinstance(err, OSError):
-            raise ConvertError(f"cannot move the converted store into place at {dst_p}: {err}") from err
+            raise ConvertError(
+                f"cannot move the converted store into place at {dst_p}: {err}"
+            ) from err
         raise
-    result.dst_bytes = path_nbytes(dst_p)
     result.seconds = time.perf_counter() - t0
+    result.dst_bytes = path_nbytes(dst_p)
+    try:
+        from .info import info
+
+        result.stored_nbytes = info(dst_p, depth=0).totals.stored_nbytes
+    except PtdError:  # pragma: no cover - the store we just wrote is readable
+        pass
     return result

@@ -72,6 +72,9 @@ def dtype_from_str(name: str) -> torch.dtype:
     >>> dtype_from_str("torch.int64")
     torch.int64
     """
+    found = _BY_NAME.get(name)
+    if found is not None:
+        return found
     try:
         return _BY_NAME[name.removeprefix("torch.")]
     except KeyError:
@@ -143,12 +146,11 @@ def from_storage(
         dtype = torch_dtype_of(arr.dtype, attrs)
         if dtype is None:
             raise UnsupportedDtypeError(f"stored dtype {arr.dtype} has no torch equivalent")
-    if not arr.dtype.isnative:
-        arr = arr.astype(arr.dtype.newbyteorder("="))
-    if not arr.flags.writeable:
-        arr = arr.copy()
-    if not arr.flags.c_contiguous:
-        arr = arr.copy(order="C")
+    flags = arr.flags
+    if not (flags.writeable and flags.c_contiguous and arr.dtype.isnative):
+        if not arr.dtype.isnative:
+            arr = arr.astype(arr.dtype.newbyteorder("="))
+        arr = np.array(arr, order="C", copy=True) if not (arr.flags.writeable and arr.flags.c_contiguous) else arr
     t = torch.from_numpy(arr)
     if dtype in _BITS:
         t = t.view(dtype)

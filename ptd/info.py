@@ -4,7 +4,7 @@
 >>> import ptd
 >>> with tempfile.TemporaryDirectory() as d:
 ...     path = os.path.join(d, "x.h5")
-...     ptd.PersistentTensorDict.from_dict({"obs": torch.zeros(4, 3)}, path).close()
+...     ptd.PersistentTensorDict.from_dict({"obs": torch.zeros(4, 3)}, path, batch_size=[4]).close()
 ...     info = ptd.info(path)
 >>> info.format, info.batch_size, info.batch_size_source
 ('h5', [4], 'stored')
@@ -215,23 +215,34 @@ def info(path: Any, *, depth: int | None = None, attrs: bool = False) -> StoreIn
                 totals.groups += 1
                 if listed:
                     gb = s.batches[q]
-                    entries.append(EntryInfo(
-                        key=key, name=q[-1], depth=d, kind="group",
-                        batch_size=list(gb.batch), batch_size_source=gb.source,
-                        stored_batch_size=gb.stored,
-                        attrs=user_attrs(s.group_attrs.get(q, {})) if attrs else None,
-                    ))
+                    entries.append(
+                        EntryInfo(
+                            key=key,
+                            name=q[-1],
+                            depth=d,
+                            kind="group",
+                            batch_size=list(gb.batch),
+                            batch_size_source=gb.source,
+                            stored_batch_size=gb.stored,
+                            attrs=user_attrs(s.group_attrs.get(q, {})) if attrs else None,
+                        )
+                    )
                 continue
             assert meta is not None
             group_batch = s.batches[q[:-1]].batch
             shape = leaf_shape(meta)
             stored = meta.stored_nbytes if meta.stored_nbytes is not None else stored_sizes.get(q)
             e = EntryInfo(
-                key=key, name=q[-1], depth=d, kind="tensor", shape=shape,
+                key=key,
+                name=q[-1],
+                depth=d,
+                kind="tensor",
+                shape=shape,
                 batch_dims=len(group_batch) if fits(shape, group_batch) else 0,
                 storage_dtype=str(meta.dtype),
                 chunks=list(meta.chunks) if meta.chunks is not None else None,
-                compression=meta.compression, stored_nbytes=stored,
+                compression=meta.compression,
+                stored_nbytes=stored,
                 attrs=user_attrs(dict(meta.attrs)) if attrs else None,
             )
             if meta.kind is ValueKind.NUMERIC:
@@ -259,7 +270,13 @@ def info(path: Any, *, depth: int | None = None, attrs: bool = False) -> StoreIn
         totals.file_bytes = path_nbytes(p) if os.path.exists(p) else None
         root = s.batches[()]
         return StoreInfo(
-            path=p, format=fmt, batch_size=list(root.batch), batch_size_source=root.source,
-            stored_batch_size=root.stored, entries=entries, totals=totals, depth=depth,
+            path=p,
+            format=fmt,
+            batch_size=list(root.batch),
+            batch_size_source=root.source,
+            stored_batch_size=root.stored,
+            entries=entries,
+            totals=totals,
+            depth=depth,
             attrs=user_attrs(s.group_attrs.get((), {})) if attrs else None,
         )

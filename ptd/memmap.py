@@ -107,7 +107,7 @@ __all__ = [
 ]
 
 #: bytes read from a store per slab when a leaf is streamed into its file
-SLAB_BYTES = 32 << 20
+SLAB_BYTES = 8 << 20
 _MODES = {"r+": True, "r": False}
 
 _UNSAFE = set('/<>:"|?*\\ \0%') | {chr(i) for i in range(32)} | {chr(127)}

@@ -238,13 +238,16 @@ class PersistentTensorDict(TensorDictBase):
 
     def _location(self) -> str:
         be = self._store.backend
-        where = "<closed store>" if be.closed else be.location
+        where = f"<closed {be.location}>" if be.closed else be.location
         key = "/".join(self._path)
         return f"PersistentTensorDict {where}" + (f" (group {key!r})" if key else "")
 
     def _missing(self, key: Any) -> ClosedStoreError | Any:
         if self._store.backend.closed:
-            return ClosedStoreError(f"key {key!r} not found in PersistentTensorDict <closed {self._store.backend.location}>")
+            return ClosedStoreError(
+                f"key {key!r} not found in PersistentTensorDict <closed {self._store.backend.location}>: "
+                "the store was closed"
+            )
         return super()._missing(key)
 
     # ---------------------------------------------------------------- factories
@@ -293,6 +296,7 @@ class PersistentTensorDict(TensorDictBase):
             raise
         out._stored_batch = out._batch = bs
         tree.set_group_batch((), bs)
+        out._names = tree.stored_names((), len(bs))
         return out
 
     @classmethod
@@ -315,7 +319,7 @@ class PersistentTensorDict(TensorDictBase):
                   validate_batch_size=False, allow_pickle=True if allow_pickle is None else allow_pickle,
                   **kwargs)
         try:
-            write_all(out, input_dict)
+            write_all(out, input_dict, batch_dims)
             out._backend.finalize()
         except BaseException:
             out.close()
@@ -326,7 +330,9 @@ class PersistentTensorDict(TensorDictBase):
 
     # ---------------------------------------------------------------- primitives
     def _keys_str(self) -> list[str]:
-        self._backend
+        be = self._store.backend
+        if be.closed:
+            raise ClosedStoreError(f"cannot list the keys of {self._location()}: the store is closed")
         return list(self._tree.children(self._path))
 
     def _entries_full(self) -> tuple[ix.Entry, ...]:
@@ -356,13 +362,16 @@ class PersistentTensorDict(TensorDictBase):
 
     def _get_str(self, key: str) -> Any:
         path = self._path + (key,)
-        be = self._backend
-        kind = self._tree.kind(path)
+        be = self._store.backend
+        if be.closed:
+            raise self._missing(key)
+        tree = self._store.tree
+        kind = tree.kind(path)
         if kind is None:
             raise self._missing(key)
         if kind is NodeKind.GROUP:
             return self._nested_view(key)
-        meta = self._tree.meta(path)
+        meta = tree.meta(path)
         if meta.kind is ValueKind.NUMERIC and meta.torch_dtype is not None:
             return self._read_leaf(path, meta)
         if meta.kind is ValueKind.UNSUPPORTED:
@@ -400,20 +409,34 @@ class PersistentTensorDict(TensorDictBase):
 
     def _read_leaf(self, path: Path, meta: Any, entries: tuple[ix.Entry, ...] | None = None) -> torch.Tensor:
         dtype = dtype_from_str(meta.torch_dtype)
-        entries = entries if entries is not None else self._entries
-        be = self._backend
+        be = self._store.backend
+        if entries is None:
+            entries = self._entries
+            simple = self._simple_selection()
+        else:
+            simple = entries if all(not isinstance(e, ix.Points) for e in entries) else None
         if entries is None:
             arr = be.read(path, ())
+        elif simple is not None:
+            arr = be.read(path, simple)
         else:
             vshape = ix.view_shape(entries)
-            feat = tuple(meta.shape[ix.stored_ndim(entries):])
             if 0 in vshape:
+                feat = tuple(meta.shape[ix.stored_ndim(entries):])
                 return torch.empty(vshape + feat, dtype=dtype, device=self._device)
-            row = int(np.prod(meta.shape[1:])) * meta.dtype.itemsize if meta.shape else 1
-            plan = ix.plan_read(entries, row)
+            plan = ix.plan_read(entries, _row_nbytes(meta))
             arr = ix.apply_post(be.read(path, plan.selection), plan.post)
-        t = from_storage(np.asarray(arr), meta.attrs, dtype)
+        t = from_storage(arr, meta.attrs, dtype)
         return t if self._device is None else t.to(self._device)
+
+    def _simple_selection(self) -> tuple[Any, ...] | None:
+        """The view's entries when they are only ints and slices (cached): a direct read."""
+        sel = self.__dict__.get("_simple_sel", False)
+        if sel is False:
+            entries = self._entries
+            sel = entries if entries is not None and all(not isinstance(e, ix.Points) for e in entries) else None
+            self._simple_sel = sel
+        return sel
 
     def _leaf_view_shape(self, meta: Any) -> tuple[int, ...]:
         return tuple(self._batch) + tuple(meta.shape[len(self._stored_batch):])
@@ -442,8 +465,7 @@ class PersistentTensorDict(TensorDictBase):
             return
         if 0 in self._batch:
             return
-        row = int(np.prod(meta.shape[1:])) * meta.dtype.itemsize if meta.shape else 1
-        plan = ix.plan_write(self._entries, row)
+        plan = ix.plan_write(self._entries, _row_nbytes(meta))
         if not plan.box:
             if plan.take is not None:
                 arr = np.take(arr, plan.take[1], axis=plan.take[0])
@@ -455,7 +477,9 @@ class PersistentTensorDict(TensorDictBase):
 
     def _set_str(self, key: str, value: Any, *, inplace: bool) -> None:
         path = self._path + (key,)
-        be = self._backend
+        be = self._store.backend
+        if be.closed:
+            raise ClosedStoreError(f"cannot write key {key!r}: the store {be.location} is closed")
         kind = self._tree.kind(path)
         if isinstance(value, torch.Tensor) and value.requires_grad:
             raise UnsupportedOperationError(
@@ -799,6 +823,14 @@ def _cut_tensor_operand(operand: Any, rows: slice, leaf_ndim: int) -> Any:
     if isinstance(operand, torch.Tensor) and operand.ndim == leaf_ndim and operand.ndim > 0:
         return operand[rows]
     return operand
+
+
+def _row_nbytes(meta: Any) -> int:
+    """Bytes of one index along the first dim of an array (for choosing fancy vs span reads)."""
+    n = meta.dtype.itemsize
+    for d in meta.shape[1:]:
+        n *= d
+    return max(1, n)
 
 
 def _broadcastable(a: Sequence[int], b: Sequence[int]) -> bool:

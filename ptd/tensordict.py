@@ -30,7 +30,7 @@ def _expand_index(index: Any, ndim: int) -> Any:
     """Replace Ellipsis so that the index covers the batch dims only, and turn lists into
     tensors (so it can be applied unchanged to leaves with more dims)."""
     items = list(index) if isinstance(index, tuple) else [index]
-    items = [torch.as_tensor(i) if isinstance(i, list) else i for i in items]
+    items = [(torch.as_tensor(i) if i else torch.zeros(0, dtype=torch.long)) if isinstance(i, list) else i for i in items]
     if any(i is Ellipsis for i in items):
         consumed = sum(
             (i.ndim if isinstance(i, torch.Tensor) and i.dtype == torch.bool else 1)

@@ -74,8 +74,8 @@ _CHUNK_OPTIONS = frozenset(
 _DIRECT_READ_BYTES = 1 << 20
 #: an index array is read as the span between its first and last row when that span is at
 #: most this many bytes, or at most this many times the rows asked (h5py point selection is slow)
-_SPAN_BYTES = 8 << 20
-_SPAN_RATIO = 4
+_SPAN_BYTES = 256 << 10
+_SPAN_RATIO = 2
 
 _STACK_TYPE_ERROR = (
     "Cannot write a NonTensorStack to h5 unless its elements are all str, bytes, bool, int or "
