@@ -62,8 +62,10 @@ def expected() -> dict:
         "empty": torch.zeros(2, 0),
         "scalar": torch.tensor([1.5, -2.5]),
         "sp ace/x": torch.tensor([10, 20]),
-        "nested": {"deep": {"v": torch.tensor([[1, 2], [3, 4]], dtype=torch.int32)},
-                   "w": torch.tensor([0.25, 0.75])},
+        "nested": {
+            "deep": {"v": torch.tensor([[1, 2], [3, 4]], dtype=torch.int32)},
+            "w": torch.tensor([0.25, 0.75]),
+        },
         "text": "hello memmap",
         "number": 42,
         "mapping": {"k": [1, 2], "s": "v"},
@@ -73,9 +75,8 @@ def expected() -> dict:
 
 
 def main() -> None:
-    from tensordict import NonTensorData, NonTensorStack, TensorDict  # the oracle
-
     import tensordict
+    from tensordict import NonTensorData, NonTensorStack, TensorDict  # the oracle
 
     if tensordict.__version__ != "0.15.3":
         sys.exit(f"tensordict 0.15.3 is required, found {tensordict.__version__}")
