@@ -1,7 +1,7 @@
 """``ptd.convert(src, dst)``: HDF5 to Zarr v3, Zarr to HDF5, or a re-chunk within one format.
 
 The copy is streamed: each tensor leaf is read and written a slab of rows at a time (about
-32 MB, aligned to the destination's chunks), so memory stays bounded whatever the store's size.
+16 MB, aligned to the destination's chunks), so memory stays bounded whatever the store's size.
 Everything is kept: every leaf's dtype (bfloat16/float8 bits and their ``__ptd_dtype__`` marker
 too), every group's ``__tensordict__`` batch-size attribute, non-tensor entries, string columns
 and user attributes.
@@ -90,7 +90,7 @@ _H5_FILTER = {"zstd": 32015, "blosc": 32001, "lz4": 32004}
 _H5_FILTER_NAMES = {f"filter{v}": k for k, v in _H5_FILTER.items()}
 #: bytes of a leaf read and written at a time (a slab of rows, aligned to the chunks); with
 #: zarr's per-chunk buffers a copy holds about twice this, on top of what torch etc. take
-SLAB_BYTES = 32 << 20
+SLAB_BYTES = 16 << 20
 #: target size of an automatic chunk, and the largest source chunk that is kept as is
 CHUNK_TARGET = 8 << 20
 CHUNK_MAX = 64 << 20

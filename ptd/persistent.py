@@ -274,7 +274,7 @@ class PersistentTensorDict(TensorDictBase):
                     batch_dims: int | None, batch_size: Any, non_tensor_as_stack: bool,
                     kwargs: dict[str, Any], fname: str) -> PersistentTensorDict:
         if auto_batch_size and batch_size is not None:
-            raise ArgumentError(f"Conflicting batch sizes in {fname}: batch_size and auto_batch_size cannot be both specified.")
+            raise PtdTypeError(f"Conflicting batch sizes in {fname}: batch_size and auto_batch_size cannot be both specified.")
         if batch_dims is not None and not auto_batch_size:
             warnings.warn(f"{fname} ignores batch_dims={batch_dims} without auto_batch_size=True.", FutureWarning, stacklevel=3)
             batch_dims = None
@@ -791,6 +791,12 @@ class PersistentTensorDict(TensorDictBase):
         if inplace:
             raise ArgumentError("Cannot call unflatten_keys in_place with a PersistentTensorDict.")
         return super().unflatten_keys(separator)
+
+    def __repr__(self) -> str:
+        be = self._store.backend
+        if be.closed:
+            return f"PersistentTensorDict(batch_size={list(self._batch)}, <closed {be.location}>)".replace(" ", "", 1)
+        return super().__repr__()
 
     def is_memmap(self) -> bool:
         return False

@@ -68,5 +68,11 @@ def main(
     ctx.obj = CliState(debug=debug)
 
 
+# the commands, one module each under ptd_cli/commands (they import the library lazily)
+from ptd_cli.commands import register as _register  # noqa: E402
+
+_register(app)
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

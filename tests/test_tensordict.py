@@ -30,7 +30,10 @@ def raw() -> dict:
     return {
         "a": torch.randn(3, 4, generator=g),
         "b": torch.arange(3),
-        "n": {"c": torch.arange(6, dtype=torch.int32).reshape(3, 2), "m": {"d": torch.tensor([True, False, True])}},
+        "n": {
+            "c": torch.arange(6, dtype=torch.int32).reshape(3, 2),
+            "m": {"d": torch.tensor([True, False, True])},
+        },
     }
 
 
@@ -48,7 +51,11 @@ def td() -> TensorDict:
 def td2d() -> TensorDict:
     g = torch.Generator().manual_seed(1)
     return TensorDict(
-        {"x": torch.randn(2, 3, 4, generator=g), "y": torch.arange(6).reshape(2, 3), "n": {"z": torch.randn(2, 3, 5, generator=g)}},
+        {
+            "x": torch.randn(2, 3, 4, generator=g),
+            "y": torch.arange(6).reshape(2, 3),
+            "n": {"z": torch.randn(2, 3, 5, generator=g)},
+        },
         batch_size=[2, 3],
     )
 
@@ -162,14 +169,27 @@ def test_kwargs_entries() -> None:
 
 def test_keys_variants(td) -> None:
     assert list(td.keys()) == ["a", "b", "n"]
-    assert set(td.keys(include_nested=True)) == {"a", "b", "n", ("n", "c"), ("n", "m"), ("n", "m", "d")}
-    assert set(td.keys(include_nested=True, leaves_only=True)) == {"a", "b", ("n", "c"), ("n", "m", "d")}
+    assert set(td.keys(include_nested=True)) == {
+        "a",
+        "b",
+        "n",
+        ("n", "c"),
+        ("n", "m"),
+        ("n", "m", "d"),
+    }
+    assert set(td.keys(include_nested=True, leaves_only=True)) == {
+        "a",
+        "b",
+        ("n", "c"),
+        ("n", "m", "d"),
+    }
     assert set(td.keys(leaves_only=True)) == {"a", "b"}
     assert len(td.keys(True, True)) == 4
     assert ("n", "c") in td.keys(True)
     assert ("n", "c") not in td.keys()
 
 
+@pytest.mark.interop
 def test_keys_match_tensordict_oracle(td) -> None:
     tensordict = pytest.importorskip("tensordict")
     ref = tensordict.TensorDict(raw(), batch_size=[3])
@@ -200,8 +220,18 @@ def test_string_and_tuple_keys(td) -> None:
 
 @pytest.mark.parametrize(
     ("key", "present"),
-    [("a", True), ("n", True), (("n",), True), (("n", "c"), True), (("n", "m", "d"), True),
-     ("c", False), (("n", "x"), False), (("a", "x"), False), (("x", "y"), False), ("", False)],
+    [
+        ("a", True),
+        ("n", True),
+        (("n",), True),
+        (("n", "c"), True),
+        (("n", "m", "d"), True),
+        ("c", False),
+        (("n", "x"), False),
+        (("a", "x"), False),
+        (("x", "y"), False),
+        ("", False),
+    ],
 )
 def test_contains(td, key, present) -> None:
     assert (key in td) is present
@@ -239,7 +269,12 @@ def test_del_and_pop(td) -> None:
 
 
 def test_update(td) -> None:
-    td.update({"a": torch.zeros(3, 4), "n": {"c": torch.zeros(3, 2, dtype=torch.int32), "new": torch.ones(3)}})
+    td.update(
+        {
+            "a": torch.zeros(3, 4),
+            "n": {"c": torch.zeros(3, 2, dtype=torch.int32), "new": torch.ones(3)},
+        }
+    )
     assert torch.equal(td["a"], torch.zeros(3, 4))
     assert torch.equal(td["n", "c"], torch.zeros(3, 2, dtype=torch.int32))
     assert ("n", "new") in td
@@ -303,9 +338,24 @@ def test_len_and_iteration(td, td2d) -> None:
 # --------------------------------------------------------------------------------------------
 
 INDICES_1D = [
-    0, -1, 2, slice(None), slice(1, None), slice(0, 3, 2), slice(2, 1), [2, 0], [1, 1, 0],
-    torch.tensor([2, 0, 2]), torch.tensor(1), torch.tensor([True, False, True]), [True, False, True],
-    ..., None, (None, 0), (..., 1), (slice(None), None),
+    0,
+    -1,
+    2,
+    slice(None),
+    slice(1, None),
+    slice(0, 3, 2),
+    slice(2, 1),
+    [2, 0],
+    [1, 1, 0],
+    torch.tensor([2, 0, 2]),
+    torch.tensor(1),
+    torch.tensor([True, False, True]),
+    [True, False, True],
+    ...,
+    None,
+    (None, 0),
+    (..., 1),
+    (slice(None), None),
 ]
 
 
@@ -320,10 +370,20 @@ def test_index_1d_matches_torch(td, idx) -> None:
 
 
 INDICES_2D = [
-    (0, 1), (1,), (slice(None), 2), (..., 0), (0, ...), (slice(None), [2, 0]), ([1, 0], slice(1, 3)),
-    ([0, 1], [2, 0]), (torch.tensor([[True, False, True], [False, True, False]]),),
-    (torch.tensor([True, False]), slice(None)), (slice(None), torch.tensor([True, False, True])),
-    (None, 1, ...), (1, None), (..., None),
+    (0, 1),
+    (1,),
+    (slice(None), 2),
+    (..., 0),
+    (0, ...),
+    (slice(None), [2, 0]),
+    ([1, 0], slice(1, 3)),
+    ([0, 1], [2, 0]),
+    (torch.tensor([[True, False, True], [False, True, False]]),),
+    (torch.tensor([True, False]), slice(None)),
+    (slice(None), torch.tensor([True, False, True])),
+    (None, 1, ...),
+    (1, None),
+    (..., None),
 ]
 
 
@@ -336,6 +396,17 @@ def test_index_2d_matches_torch(td2d, idx) -> None:
         assert torch.equal(sub[k], td2d[k][batch_index(idx, 2)]), k
 
 
+def test_index_empty_list(td) -> None:
+    sub = td[[]]
+    assert sub.batch_size == torch.Size([0])
+    assert sub["a"].shape == (0, 4)
+
+
+def test_index_mask_of_wrong_length(td) -> None:
+    with pytest.raises(IndexError):
+        td[torch.tensor([True, False])]
+
+
 def test_index_out_of_bounds(td) -> None:
     with pytest.raises(IndexError):
         td[3]
@@ -346,7 +417,9 @@ def test_index_out_of_bounds(td) -> None:
 
 
 @pytest.mark.parametrize(
-    "idx", [1, slice(0, 2), [2, 0], torch.tensor([0, 2]), torch.tensor([True, False, True]), ...], ids=repr
+    "idx",
+    [1, slice(0, 2), [2, 0], torch.tensor([0, 2]), torch.tensor([True, False, True]), ...],
+    ids=repr,
 )
 def test_index_assignment_scalar(td, idx) -> None:
     exp = flat_raw()
@@ -356,11 +429,17 @@ def test_index_assignment_scalar(td, idx) -> None:
     assert_leaves(td, exp)
 
 
-@pytest.mark.parametrize("idx", [1, slice(1, 3), [2, 0], torch.tensor([True, False, True])], ids=repr)
+@pytest.mark.parametrize(
+    "idx", [1, slice(1, 3), [2, 0], torch.tensor([True, False, True])], ids=repr
+)
 def test_index_assignment_tensordict(td, idx) -> None:
     n = torch.empty(3)[idx].shape
     value = TensorDict(
-        {"a": torch.full(n + (4,), 7.0), "b": torch.full(n, 8), "n": {"c": torch.full(n + (2,), 9, dtype=torch.int32)}},
+        {
+            "a": torch.full(n + (4,), 7.0),
+            "b": torch.full(n, 8),
+            "n": {"c": torch.full(n + (2,), 9, dtype=torch.int32)},
+        },
         batch_size=n,
     )
     exp = flat_raw()
@@ -452,22 +531,36 @@ def test_to_dict(td) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("op", [operator.add, operator.sub, operator.mul, operator.truediv], ids=lambda o: o.__name__)
+@pytest.mark.parametrize(
+    "op", [operator.add, operator.sub, operator.mul, operator.truediv], ids=lambda o: o.__name__
+)
 def test_arithmetic_with_scalar_and_td(op) -> None:
-    x = TensorDict({"a": torch.arange(1.0, 7.0).reshape(3, 2), "n": {"b": torch.arange(1.0, 4.0)}}, batch_size=[3])
-    y = TensorDict({"a": torch.full((3, 2), 2.0), "n": {"b": torch.full((3,), 4.0)}}, batch_size=[3])
+    x = TensorDict(
+        {"a": torch.arange(1.0, 7.0).reshape(3, 2), "n": {"b": torch.arange(1.0, 4.0)}},
+        batch_size=[3],
+    )
+    y = TensorDict(
+        {"a": torch.full((3, 2), 2.0), "n": {"b": torch.full((3,), 4.0)}}, batch_size=[3]
+    )
     out = op(x, 2.0)
     assert isinstance(out, TensorDict)
-    assert torch.equal(out["a"], op(x["a"], 2.0)) and torch.equal(out["n", "b"], op(x["n", "b"], 2.0))
+    assert torch.equal(out["a"], op(x["a"], 2.0)) and torch.equal(
+        out["n", "b"], op(x["n", "b"], 2.0)
+    )
     out = op(x, y)
-    assert torch.equal(out["a"], op(x["a"], y["a"])) and torch.equal(out["n", "b"], op(x["n", "b"], y["n", "b"]))
+    assert torch.equal(out["a"], op(x["a"], y["a"])) and torch.equal(
+        out["n", "b"], op(x["n", "b"], y["n", "b"])
+    )
     out = op(3.0, x)
     assert torch.equal(out["a"], op(3.0, x["a"]))
 
 
 @pytest.mark.parametrize("name", ["add_", "sub_", "mul_", "div_"])
 def test_inplace_arithmetic(name) -> None:
-    x = TensorDict({"a": torch.arange(1.0, 7.0).reshape(3, 2), "n": {"b": torch.arange(1.0, 4.0)}}, batch_size=[3])
+    x = TensorDict(
+        {"a": torch.arange(1.0, 7.0).reshape(3, 2), "n": {"b": torch.arange(1.0, 4.0)}},
+        batch_size=[3],
+    )
     a = x["a"]
     expected = getattr(x["a"].clone(), name)(2.0)
     assert getattr(x, name)(2.0) is x
@@ -504,7 +597,9 @@ def test_clamp_min_max() -> None:
     assert torch.equal(x["a"], torch.linspace(-2, 2, 5).clamp(-1.0, 0.5))
 
 
-@pytest.mark.parametrize("op", [operator.eq, operator.ne, operator.lt, operator.ge], ids=lambda o: o.__name__)
+@pytest.mark.parametrize(
+    "op", [operator.eq, operator.ne, operator.lt, operator.ge], ids=lambda o: o.__name__
+)
 def test_comparisons(td, op) -> None:
     other = td.clone()
     other["a"][0] = 5.0
@@ -528,7 +623,9 @@ def test_equality_all_any(td) -> None:
 
 
 def test_all_any_values() -> None:
-    t = TensorDict({"a": torch.ones(2, 2, dtype=torch.bool), "n": {"b": torch.tensor([1, 1])}}, batch_size=[2])
+    t = TensorDict(
+        {"a": torch.ones(2, 2, dtype=torch.bool), "n": {"b": torch.tensor([1, 1])}}, batch_size=[2]
+    )
     assert t.all() is True or t.all() == True  # noqa: E712
     t["n", "b"][0] = 0
     assert not t.all()
@@ -585,7 +682,9 @@ def test_torch_stack(td2d, dim) -> None:
     assert isinstance(out, TensorDict)
     assert out.batch_size == torch.stack([td2d["y"], other["y"]], dim).shape
     for k in ("x", "y", ("n", "z")):
-        assert torch.equal(out[k], torch.stack([td2d[k], other[k]], dim if dim >= 0 else dim - td2d[k].ndim + 2))
+        assert torch.equal(
+            out[k], torch.stack([td2d[k], other[k]], dim if dim >= 0 else dim - td2d[k].ndim + 2)
+        )
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
@@ -610,9 +709,18 @@ def test_stack_mismatch_raises(td2d) -> None:
 # --------------------------------------------------------------------------------------------
 
 SHAPE_OPS = [
-    ("reshape", (6,)), ("reshape", (3, 2)), ("reshape", (-1,)), ("view", (3, 2)), ("view", (6, 1)),
-    ("unsqueeze", (0,)), ("unsqueeze", (2,)), ("unsqueeze", (-1,)), ("permute", (1, 0)),
-    ("transpose", (0, 1)), ("expand", (4, 2, 3)), ("flatten", (0, 1)),
+    ("reshape", (6,)),
+    ("reshape", (3, 2)),
+    ("reshape", (-1,)),
+    ("view", (3, 2)),
+    ("view", (6, 1)),
+    ("unsqueeze", (0,)),
+    ("unsqueeze", (2,)),
+    ("unsqueeze", (-1,)),
+    ("permute", (1, 0)),
+    ("transpose", (0, 1)),
+    ("expand", (4, 2, 3)),
+    ("flatten", (0, 1)),
 ]
 
 
@@ -649,6 +757,7 @@ def test_squeeze() -> None:
     assert t.squeeze(1).batch_size == torch.Size([1, 3, 1])
 
 
+@pytest.mark.interop
 def test_shape_ops_match_tensordict_oracle(td2d) -> None:
     tensordict = pytest.importorskip("tensordict")
     ref = tensordict.TensorDict(td2d.to_dict(), batch_size=[2, 3])
@@ -690,6 +799,7 @@ def test_flatten_unflatten_keys(td, sep) -> None:
     assert_leaves(u, flat_raw())
 
 
+@pytest.mark.interop
 def test_flatten_keys_matches_tensordict_oracle(td) -> None:
     tensordict = pytest.importorskip("tensordict")
     ref = tensordict.TensorDict(raw(), batch_size=[3]).flatten_keys("_")
@@ -716,18 +826,36 @@ def test_is_empty_numel_ndim(td, td2d) -> None:
 
 REPR_CASES = [
     (lambda: TensorDict({}, batch_size=[]), "TensorDict(batch_size=[], fields={})"),
-    (lambda: TensorDict({"key1": torch.zeros(3), "key2": torch.zeros(3)}, batch_size=[3]),
-     "TensorDict(batch_size=[3], fields={key1: f32[], key2: f32[]})"),
-    (lambda: TensorDict({"a": torch.zeros(3, 4), "n": {"b": torch.arange(3)}}, batch_size=[3]),
-     "TensorDict(batch_size=[3], fields={a: f32[4], n: {b: i64[]}})"),
-    (lambda: TensorDict({"z": torch.zeros(2, 3, 5, dtype=torch.bool), "c": torch.zeros(2, 3, dtype=torch.complex64),
-                         "u": torch.zeros(2, 3, dtype=torch.uint8), "h": torch.zeros(2, 3, 1, dtype=torch.bfloat16)},
-                        batch_size=[2, 3]),
-     "TensorDict(batch_size=[2,3], fields={c: c64[], h: bf16[1], u: u8[], z: bool[5]})"),
-    (lambda: TensorDict({"a": torch.zeros(3)}, batch_size=[3], device="cpu"),
-     "TensorDict(batch_size=[3], device=cpu, fields={a: f32[]})"),
-    (lambda: TensorDict({"n": TensorDict({"b": torch.zeros(3, 5)}, batch_size=[3, 5])}, batch_size=[3]),
-     "TensorDict(batch_size=[3], fields={n: [5]{b: f32[]}})"),
+    (
+        lambda: TensorDict({"key1": torch.zeros(3), "key2": torch.zeros(3)}, batch_size=[3]),
+        "TensorDict(batch_size=[3], fields={key1: f32[], key2: f32[]})",
+    ),
+    (
+        lambda: TensorDict({"a": torch.zeros(3, 4), "n": {"b": torch.arange(3)}}, batch_size=[3]),
+        "TensorDict(batch_size=[3], fields={a: f32[4], n: {b: i64[]}})",
+    ),
+    (
+        lambda: TensorDict(
+            {
+                "z": torch.zeros(2, 3, 5, dtype=torch.bool),
+                "c": torch.zeros(2, 3, dtype=torch.complex64),
+                "u": torch.zeros(2, 3, dtype=torch.uint8),
+                "h": torch.zeros(2, 3, 1, dtype=torch.bfloat16),
+            },
+            batch_size=[2, 3],
+        ),
+        "TensorDict(batch_size=[2,3], fields={c: c64[], h: bf16[1], u: u8[], z: bool[5]})",
+    ),
+    (
+        lambda: TensorDict({"a": torch.zeros(3)}, batch_size=[3], device="cpu"),
+        "TensorDict(batch_size=[3], device=cpu, fields={a: f32[]})",
+    ),
+    (
+        lambda: TensorDict(
+            {"n": TensorDict({"b": torch.zeros(3, 5)}, batch_size=[3, 5])}, batch_size=[3]
+        ),
+        "TensorDict(batch_size=[3], fields={n: [5]{b: f32[]}})",
+    ),
 ]
 
 
@@ -747,15 +875,24 @@ def test_repr_multiline_above_80_columns() -> None:
     )
 
 
+@pytest.mark.interop
 def test_repr_matches_tensordict_oracle() -> None:
     tensordict = pytest.importorskip("tensordict")
     cases = [
-        ({"b": torch.zeros(3, 2), "a": {"x": torch.arange(3), "y": torch.zeros(3, 1, dtype=torch.float16)}}, [3]),
+        (
+            {
+                "b": torch.zeros(3, 2),
+                "a": {"x": torch.arange(3), "y": torch.zeros(3, 1, dtype=torch.float16)},
+            },
+            [3],
+        ),
         ({f"a_long_key_{i}": torch.zeros(3, 2) for i in range(4)}, [3]),
         ({"x": torch.zeros(2, 4, dtype=torch.int8)}, [2, 4]),
     ]
     for data, bs in cases:
-        assert repr(TensorDict(data, batch_size=bs)) == repr(tensordict.TensorDict(data, batch_size=bs))
+        assert repr(TensorDict(data, batch_size=bs)) == repr(
+            tensordict.TensorDict(data, batch_size=bs)
+        )
 
 
 def test_public_api() -> None:

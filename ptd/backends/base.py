@@ -187,6 +187,11 @@ class Backend(ABC):
         """What it takes to reopen this store in another process (``{"target": path, ...}``),
         or None when the store cannot be reopened by name (in-memory store, user's object)."""
 
+    @abstractmethod
+    def raw_group(self, path: Path) -> Any:
+        """The library's own group object at ``path`` (``h5py.Group`` / ``zarr.Group``), for
+        users who need to reach past ptd (``PersistentTensorDict.file``)."""
+
     # --- structure ---------------------------------------------------------------------------
     @abstractmethod
     def kind(self, path: Path) -> NodeKind | None:

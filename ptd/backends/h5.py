@@ -310,6 +310,9 @@ class H5Backend(Backend):
     def _dataset(self, path: Path) -> h5py.Dataset:
         return self._entry(path)[0]
 
+    def raw_group(self, path: Path) -> Any:
+        return self._group(path)
+
     def _group(self, path: Path) -> h5py.Group:
         node = self._node(path)
         if not isinstance(node, h5py.Group):

@@ -339,6 +339,9 @@ class ZarrBackend(Backend):
             )
         return node
 
+    def raw_group(self, path: Path) -> Any:
+        return self._group(path)
+
     def _group(self, path: Path) -> zarr.Group:
         node = self._get(path)
         if node is None:

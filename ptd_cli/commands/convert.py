@@ -1,0 +1,164 @@
+"""``ptd convert SRC [DST]``: HDF5 <-> Zarr v3 (or re-chunk), streamed, never half-written."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from .._common import (
+    errors_handled,
+    fail,
+    format_ratio,
+    human_bytes,
+    out_console,
+    plural,
+    print_json,
+)
+from ._progress import byte_progress
+
+SHORT_HELP = "Convert HDF5 <-> Zarr v3 (or re-chunk), streamed and never half-written."
+
+HELP = """Convert an HDF5 file to a Zarr v3 store or back (or re-chunk within one format).
+
+DST defaults to SRC with its suffix swapped (data.h5 -> data.zarr). The copy is streamed chunk by chunk in bounded memory and keeps every leaf's dtype, the batch-size metadata, non-tensor entries, string columns and user attributes. It is written to a temporary sibling and renamed into place only on success, so DST is never half-written; an existing DST is refused unless --overwrite. Without --compression each leaf keeps its codec where the target has it."""
+
+
+class Format(enum.StrEnum):
+    h5 = "h5"
+    zarr = "zarr"
+
+
+class Compression(enum.StrEnum):
+    none = "none"
+    gzip = "gzip"
+    zstd = "zstd"
+    blosc = "blosc"
+    lz4 = "lz4"
+
+
+def convert(
+    ctx: typer.Context,
+    src: str = typer.Argument(..., help="The HDF5 file or Zarr store to read.", show_default=False),
+    dst: str | None = typer.Argument(
+        None, help="Where to write (default: SRC with its suffix swapped).", show_default=False
+    ),
+    to: Annotated[
+        Format | None,
+        typer.Option(
+            "--to", help="Target format (default: from DST's suffix, else the other one)."
+        ),
+    ] = None,
+    chunks: int | None = typer.Option(
+        None, "--chunks", min=1, metavar="ROWS", help="Rows per chunk along the first dim."
+    ),
+    compression: Annotated[
+        Compression | None,
+        typer.Option("--compression", help="Codec (default: keep each leaf's where possible)."),
+    ] = None,
+    level: int | None = typer.Option(None, "--level", metavar="N", help="Compression level."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing DST."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; write nothing."),
+    allow_pickle: bool = typer.Option(
+        False, "--allow-pickle", help="Decode pickled zarr entries (trusted files only)."
+    ),
+    json_: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    if level is not None and compression is None:
+        raise fail("--level needs --compression (gzip, zstd, blosc or lz4)")
+    with errors_handled(ctx, dst or src):
+        import ptd
+        from ptd.convert import resolve_destination
+        from ptd.errors import PickleRefusedError
+
+        target, _ = resolve_destination(src, dst, to.value if to else None)
+    with errors_handled(
+        ctx, target, interrupted=f"{target} was not written (nothing was left behind)"
+    ):
+        with byte_progress("converting", enabled=not dry_run and not json_) as update:
+            try:
+                result = ptd.convert(
+                    src,
+                    dst,
+                    to=to.value if to else None,
+                    chunks=chunks,
+                    compression=compression.value if compression else None,
+                    level=level,
+                    overwrite=overwrite,
+                    dry_run=dry_run,
+                    allow_pickle=allow_pickle,
+                    progress=update,
+                )
+            except PickleRefusedError as err:
+                raise fail(f"{src}: {err} (ptd convert --allow-pickle)") from None
+    if json_:
+        print_json(result.to_dict())
+        return
+    console = out_console()
+    if dry_run:
+        table = Table(box=None, pad_edge=False, header_style="bold dim")
+        for col in ("key", "kind", "shape", "dtype", "chunks", "codec", "size"):
+            table.add_column(col, no_wrap=True, justify="right" if col == "size" else "left")
+        for p in result.plan:
+            if p.kind == "group":
+                table.add_row(p.key + "/", "group", "", "", "", "", "")
+                continue
+            table.add_row(
+                p.key,
+                p.kind,
+                str(p.shape),
+                p.dtype or "",
+                f"{_c(p.src_chunks)} -> {_c(p.dst_chunks)}" if p.kind != "non_tensor" else "",
+                f"{p.src_compression or '-'} -> {p.dst_compression or '-'}"
+                if p.kind != "non_tensor"
+                else "",
+                human_bytes(p.nbytes) if p.nbytes else "",
+            )
+        console.print(
+            Text(
+                f"{result.src} ({result.src_format}) -> {result.dst} ({result.dst_format})",
+                style="bold",
+            )
+        )
+        console.print(table)
+        console.print(
+            f"dry run: would copy {plural(result.leaves, 'leaf', 'leaves')} "
+            f"({plural(result.tensors, 'tensor')}, {plural(result.non_tensors, 'non-tensor')}) "
+            f"in {plural(result.groups, 'group')}, "
+            f"{human_bytes(result.nbytes)} of tensor data"
+            + ("; DST exists and would be replaced" if result.overwritten else "")
+            + ". Nothing was written.",
+            markup=False,
+        )
+        return
+    print_summary(console, result)
+
+
+def print_summary(console: Any, result: Any, name: Callable[[str], str] = str) -> None:
+    """The summary of a finished conversion (``name`` shortens the paths shown)."""
+    line = Text()
+    line.append("converted ", style="bold green")
+    line.append(
+        f"{name(result.src)} ({result.src_format}) -> {name(result.dst)} ({result.dst_format})"
+    )
+    console.print(line)
+    rate = result.throughput
+    console.print(
+        f"  {plural(result.leaves, 'leaf', 'leaves')} ({plural(result.tensors, 'tensor')}, "
+        f"{plural(result.non_tensors, 'non-tensor')}), {plural(result.groups, 'group')}; "
+        f"{human_bytes(result.nbytes)} of tensor data stored in {human_bytes(result.stored_nbytes)} "
+        f"(ratio {format_ratio(result.ratio)}); {human_bytes(result.src_bytes)} -> "
+        f"{human_bytes(result.dst_bytes)} on disk; {result.seconds:.2f} s"
+        + (f" ({human_bytes(rate)}/s)" if rate else ""),
+        markup=False,
+    )
+    for note in result.notes:
+        console.print(f"  note: {note}", markup=False)
+
+
+def _c(chunks: list[int] | None) -> str:
+    return "contiguous" if chunks is None else "[" + ", ".join(map(str, chunks)) + "]"
