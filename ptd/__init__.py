@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from . import errors
 from .base import EntryMeta, TensorDictBase, is_leaf_nontensor
-from .errors import PtdError
-from .nontensor import NonTensorData, NonTensorStack
-from .tensordict import TensorDict
 
 # Imported eagerly (about 20 ms, no h5py/zarr): ``ptd.convert`` etc. are functions that share
 # their submodule's name, and a lazy import would let ``import ptd.convert`` shadow the function.
 from .convert import ConvertResult, convert  # noqa: E402
+from .errors import PtdError
 from .info import StoreInfo, info  # noqa: E402
+from .nontensor import NonTensorData, NonTensorStack
+from .tensordict import TensorDict
 from .validate import ValidationReport, validate  # noqa: E402
 
 __version__ = "0.1.0"

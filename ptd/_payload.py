@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import pickle
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,8 @@ __all__ = [
     "all_of_type",
     "nested_to_array",
     "select_nested",
+    "parse_stack_shape",
+    "has_nested_shape",
 ]
 
 #: the reference's messages, per source format
@@ -178,3 +180,35 @@ def select_nested(value: Any, selection: Sequence[Any]) -> Any:
     if isinstance(head, slice):
         return [select_nested(v, rest) for v in value[head]]
     return [select_nested(value[int(i)], rest) for i in np.asarray(head).reshape(-1)]
+
+
+def parse_stack_shape(value: Any) -> tuple[int, ...] | None:
+    """The stack shape a ``__tensordict_stack__`` attribute holds, or None when it is not a
+    list of non-negative ints (a corrupt or foreign attribute: it is then not trusted).
+
+    >>> parse_stack_shape([3, 2]), parse_stack_shape("abc"), parse_stack_shape([-1])
+    ((3, 2), None, None)
+    """
+    if isinstance(value, (str, bytes, Mapping)):
+        return None
+    try:
+        items = list(np.ravel(np.asarray(value, dtype=object)))
+    except (TypeError, ValueError):
+        return None
+    out = []
+    for item in items:
+        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
+            return None
+        if item < 0:
+            return None
+        out.append(int(item))
+    return tuple(out)
+
+
+def has_nested_shape(value: Any, shape: Sequence[int]) -> bool:
+    """Whether ``value`` is a nested list (or tuple) of exactly ``shape``."""
+    if not shape:
+        return True
+    if not isinstance(value, (list, tuple)) or len(value) != shape[0]:
+        return False
+    return all(has_nested_shape(v, shape[1:]) for v in value)

@@ -110,8 +110,10 @@ def _walk_tolerant(
     out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
     try:
         kids = be.children(path)
-    except PtdError as err:
-        errors[path] = str(err)
+    except (PtdError, OSError, ValueError, TypeError, KeyError) as err:
+        if not path:
+            raise  # the root itself: the store is unreadable
+        errors[path] = str(err) or type(err).__name__
         return out
     for name, kind in kids:
         p = path + (name,)
@@ -141,13 +143,19 @@ def scan(
     ``tolerant``: record unreadable nodes in :attr:`Scan.errors` instead of raising.
     """
     errors: dict[Path, str] = {}
-    if tolerant:
+    try:
         try:
             nodes = be.walk(())
         except (PtdError, OSError, ValueError, TypeError, KeyError):
+            if not tolerant:
+                raise
             nodes = _walk_tolerant(be, (), errors)
-    else:
-        nodes = be.walk(())
+    except PtdError:
+        raise
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        raise CorruptStoreError(
+            f"cannot read the metadata of {be.location}: {type(err).__name__}: {err}"
+        ) from None
     tree = StoreTree(be)
     # fill the tree's cache from our walk (the same thing StoreTree.load_all does)
     children: dict[Path, list[str]] = {(): []}

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .backends.base import Path
     from .persistent import PersistentTensorDict
 
-__all__ = ["batch_size_of", "write_all", "write_value", "slab_rows", "SLAB_BYTES"]
+__all__ = ["batch_size_of", "check_dtypes", "write_all", "write_value", "slab_rows", "SLAB_BYTES"]
 
 #: target size of one slab when streaming a leaf
 SLAB_BYTES = 64 << 20
@@ -78,6 +78,29 @@ def batch_size_of(source: Any, batch_size: Sequence[int] | None, batch_dims: int
         return source.batch_size
     inferred = _infer_dict(source, batch_dims)
     return inferred if inferred is not None else torch.Size([])
+
+
+def check_dtypes(source: Any, prefix: tuple[str, ...] = ()) -> None:
+    """Raise UnsupportedDtypeError (naming the key and the dtype) for the first tensor of
+    ``source`` whose dtype cannot be stored, before anything is written (so that a failing
+    ``from_dict`` leaves no partial file behind). A PersistentTensorDict source holds only
+    storable dtypes and is not read."""
+    from .persistent import PersistentTensorDict
+
+    if isinstance(source, PersistentTensorDict):
+        return
+    if isinstance(source, TensorDictBase):
+        items: Any = ((k, source._get_str(k)) for k in source._keys_str())
+    elif isinstance(source, Mapping):
+        items = source.items()
+    else:
+        return
+    for key, value in items:
+        parts = prefix + ((key,) if isinstance(key, str) else tuple(key))
+        if isinstance(value, torch.Tensor):
+            storage_dtype(value.dtype, "/".join(parts))
+        elif isinstance(value, (Mapping, TensorDictBase)):
+            check_dtypes(value, parts)
 
 
 def write_all(dst: PersistentTensorDict, source: Mapping[str, Any] | TensorDictBase, batch_dims: int | None = None) -> None:

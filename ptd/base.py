@@ -32,7 +32,13 @@ from ._batch import as_batch_size, fits
 from ._indexing import is_key_index
 from ._ops import OpsMixin, ShapeMixin
 from .dtypes import dtype_abbrev
-from .errors import BatchSizeError, ClosedStoreError, PtdKeyError, PtdTypeError, UnsupportedOperationError
+from .errors import (
+    BatchSizeError,
+    ClosedStoreError,
+    PtdKeyError,
+    PtdTypeError,
+    UnsupportedOperationError,
+)
 from .nontensor import NonTensorData, NonTensorStack
 
 __all__ = ["TensorDictBase", "EntryMeta", "NestedKey", "unravel_key", "is_leaf_nontensor"]

@@ -1,7 +1,9 @@
 """``ptd.convert(src, dst)``: HDF5 to Zarr v3, Zarr to HDF5, or a re-chunk within one format.
 
 The copy is streamed: each tensor leaf is read and written a slab of rows at a time (about
-16 MB, aligned to the destination's chunks), so memory stays bounded whatever the store's size.
+16 MB, aligned to the chunks), so memory stays bounded whatever the store's size (by the slab,
+or by one source chunk when the source has larger ones: a zarr array stored as a single chunk,
+tensordict's default, is decoded whole once).
 Everything is kept: every leaf's dtype (bfloat16/float8 bits and their ``__ptd_dtype__`` marker
 too), every group's ``__tensordict__`` batch-size attribute, non-tensor entries, string columns
 and user attributes.
@@ -338,15 +340,20 @@ def _dst_chunks(
 
 
 def _slab_rows(shape: tuple[int, ...], itemsize: int, src_c: int | None, dst_c: int | None) -> int:
+    """Rows copied at a time: about SLAB_BYTES, a multiple of the destination's chunk rows (each
+    destination chunk written once) and never less than a source chunk (each source chunk
+    decoded once: a source chunk larger than the slab sets the memory bound)."""
     row = max(1, math.prod(shape[1:]) * itemsize)
     rows = max(1, SLAB_BYTES // row)
-    align = dst_c or src_c
-    if dst_c and src_c and dst_c != src_c:
-        lcm = math.lcm(dst_c, src_c)
-        if lcm * row <= 2 * SLAB_BYTES:
+    if src_c and dst_c:
+        lcm = math.lcm(src_c, dst_c)
+        if lcm * row <= max(2 * SLAB_BYTES, src_c * row):
             align = lcm
-    if align:
-        rows = max(align, rows // align * align)
+        else:
+            align = src_c if src_c > rows else dst_c
+    else:
+        align = src_c or dst_c or 1
+    rows = max(align, rows // align * align)
     return min(rows, max(1, shape[0]))
 
 
@@ -468,13 +475,6 @@ class _Copier:
         compressed = name not in (None, "none")
         chunks = _dst_chunks(meta, self.rows, self.fmt, compressed)
         options = _codec_options(self.fmt, name, level) if shape and 0 not in shape else {}
-        if self.fmt == "h5" and compressed and chunks is None and shape and 0 not in shape:
-            chunks = (
-                min(
-                    shape[0],
-                    max(1, CHUNK_TARGET // max(1, math.prod(shape[1:]) * meta.dtype.itemsize)),
-                ),
-            ) + shape[1:]
         try:
             self.dst.create_array(
                 path,

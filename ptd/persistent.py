@@ -229,6 +229,11 @@ class PersistentTensorDict(TensorDictBase):
     def _tree(self) -> StoreTree:
         return self._store.tree
 
+    def _check_open(self) -> None:
+        be = self._store.backend
+        if be.closed:
+            raise ClosedStoreError(f"{self._location()}: the store is closed")
+
     @property
     def _backend(self) -> Backend:
         be = self._store.backend
@@ -306,13 +311,14 @@ class PersistentTensorDict(TensorDictBase):
                   allow_pickle: bool | None = None, **kwargs: Any) -> PersistentTensorDict:
         """Write a dict or tensordict (a PersistentTensorDict too: it is streamed slab by slab)
         to a new file or store, and return it open for reading and writing."""
-        from ._write import batch_size_of, write_all
+        from ._write import batch_size_of, check_dtypes, write_all
 
         get_backend(backend)
         _check_allow_pickle(allow_pickle)
         if batch_size is not None and batch_dims is not None:
             raise ArgumentError("Cannot pass both batch_size and batch_dims to `from_dict`.")
         bs = batch_size_of(input_dict, batch_size, batch_dims)
+        check_dtypes(input_dict)  # before the file is created: no partial file on failure
         if isinstance(filename, FsPath):
             filename = str(filename)
         out = cls(batch_size=bs, filename=filename, mode="w", backend=backend, device=device,
@@ -380,18 +386,37 @@ class PersistentTensorDict(TensorDictBase):
         sel: tuple[Any, ...] = ()
         if as_stack and self._entries is not None:
             return self._read_stack_view(path, meta)
+        foreign = as_stack and meta.stack_shape is None
         payload = be.read_non_tensor(path, sel, allow_pickle=self._store.allow_pickle,
-                                     as_stack=as_stack and meta.stack_shape is None)
+                                     as_stack=foreign)
         if payload.is_stack:
-            return NonTensorStack.from_list(payload.value, payload.stack_shape)
+            return _payload_stack(payload, len(self._stored_batch) if foreign else None)
         return NonTensorData(payload.value, self._batch)
 
     def _read_stack_view(self, path: Path, meta: Any) -> Any:
-        payload = self._backend.read_non_tensor(path, (), allow_pickle=self._store.allow_pickle,
-                                                as_stack=meta.stack_shape is None)
-        full = NonTensorStack.from_list(payload.value, payload.stack_shape)
-        index = tuple(_entry_as_index(e) for e in self._entries_full())
-        return _stack_pick(full, index)
+        """The rows of a stack that the view selects. The backend reads only those rows
+        (a JSON/pickle payload is decoded whole, then cut); the view's order and repeats are
+        applied in memory."""
+        entries = self._entries_full()
+        foreign = meta.stack_shape is None
+        allow = self._store.allow_pickle
+        stack_ndim = len(meta.shape if foreign else meta.stack_shape)
+        if stack_ndim < len(entries) or any(isinstance(e, ix.Points) and len(e.arrays) > 1 for e in entries):
+            # joint index arrays, or a stack shorter than the batch: read it whole and pick
+            payload = self._backend.read_non_tensor(path, (), allow_pickle=allow, as_stack=foreign)
+            full = _payload_stack(payload, len(self._stored_batch) if foreign else None)
+            index = tuple(_entry_as_index(e) for e in entries)
+            return _stack_pick(full, index)
+        # variable-length rows have no known size: read a span only when it is dense
+        row = _row_nbytes(meta) if meta.dtype.kind != "O" else 1 << 18
+        plan = ix.plan_read(entries, row)
+        payload = self._backend.read_non_tensor(path, plan.selection, allow_pickle=allow, as_stack=foreign)
+        if not payload.is_stack:
+            return NonTensorData(payload.value, ())
+        stack = _payload_stack(payload, plan.ndim if foreign else None)
+        if plan.post is None or not isinstance(stack, NonTensorStack):
+            return stack
+        return _stack_pick(stack, tuple(slice(None) if p is None else torch.as_tensor(p) for p in plan.post))
 
     def _nested_view(self, key: str) -> PersistentTensorDict:
         cached = self._nested.get(key)
@@ -571,7 +596,7 @@ class PersistentTensorDict(TensorDictBase):
         self._nested.clear()
 
     def _index(self, index: Any) -> PersistentTensorDict:
-        self._backend
+        self._check_open()
         entries = ix.compose(self._entries_full(), self._batch, index)
         return type(self)._view(self._store, self._path, self._stored_batch, entries, self._device)
 
@@ -590,7 +615,7 @@ class PersistentTensorDict(TensorDictBase):
                 )
             view._write_from(value)
             return
-        for parts, meta in view._tensor_leaf_metas():
+        for parts, _ in view._tensor_leaf_metas():
             node, last = view._walk(parts)
             node._write_leaf(node._path + (last,), node._tree.meta(node._path + (last,)), value)
 
@@ -669,7 +694,8 @@ class PersistentTensorDict(TensorDictBase):
         pass
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
-        self._backend
+        """Read every entry into an in-memory :class:`ptd.TensorDict` (one copy of the data)."""
+        self._check_open()
         return super().to_tensordict()
 
     def clone(self, recurse: bool = True, *, filename: Any = None, **kwargs: Any) -> TensorDictBase:
@@ -853,6 +879,17 @@ def _entry_as_index(e: ix.Entry) -> Any:
             raise UnsupportedOperationError("joint index arrays over a non-tensor stack are not supported lazily")
         return torch.as_tensor(e.arrays[0])
     return e
+
+
+def _payload_stack(payload: Any, batch_ndim: int | None) -> NonTensorStack | NonTensorData:
+    """A read stack payload as a NonTensorStack. A foreign column (``batch_ndim`` given) is a
+    stack of its rows along the batch dims: dims past them stay inside each element."""
+    shape = tuple(payload.stack_shape)
+    if batch_ndim is not None:
+        shape = shape[:batch_ndim]
+        if not shape:
+            return NonTensorData(payload.value, ())
+    return NonTensorStack.from_list(payload.value, shape)
 
 
 def _stack_pick(stack: NonTensorStack, index: tuple[Any, ...]) -> Any:

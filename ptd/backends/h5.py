@@ -29,7 +29,7 @@ import h5py
 import numpy as np
 
 from .._format import PTD_JSON_ATTR, TD_STACK_ATTR, TD_STR_ATTR
-from .._payload import all_of_type, encode_json, nested_to_array
+from .._payload import all_of_type, encode_json, nested_to_array, parse_stack_shape
 from ..dtypes import torch_dtype_of
 from ..errors import (
     ClosedStoreError,
@@ -356,7 +356,17 @@ class H5Backend(Backend):
     def _attrs_of(self, obj: h5py.HLObject) -> dict[str, Any]:
         if not h5py.h5a.get_num_attrs(obj.id):
             return {}
-        return {k: _plain(v) for k, v in obj.attrs.items()}
+        attrs = obj.attrs
+        out = {}
+        for k in attrs:
+            try:
+                dt = attrs.get_id(k).dtype
+            except (TypeError, ValueError, KeyError):
+                continue  # a type numpy cannot represent: not one of ours, ignored
+            if dt.hasobject and h5py.check_opaque_dtype(dt):
+                continue  # an opaque tag naming python objects: reading it would crash h5py
+            out[k] = _plain(attrs[k])
+        return out
 
     def _meta(self, path: Path, ds: h5py.Dataset) -> ArrayMeta:
         dsid = ds.id
@@ -390,7 +400,9 @@ class H5Backend(Backend):
             else:
                 non_tensor_kind = "other"
             if TD_STACK_ATTR in attrs:
-                stack_shape = tuple(int(s) for s in np.ravel(attrs[TD_STACK_ATTR]))
+                stack_shape = parse_stack_shape(attrs[TD_STACK_ATTR])
+                if stack_shape != tuple(dsid.shape):
+                    stack_shape = None  # a corrupt marker is not trusted (reading it raises)
         else:
             tdt = torch_dtype_of(dt, attrs)
             if tdt is None:
@@ -459,7 +471,19 @@ class H5Backend(Backend):
                 out.append((p, NodeKind.GROUP, None))
             elif info.type == h5o.TYPE_DATASET:
                 ds = h5py.Dataset(h5o.open(gid, name))
-                out.append((p, NodeKind.ARRAY, self._meta(p, ds)))
+                try:
+                    meta = self._meta(p, ds)
+                except (TypeError, ValueError):
+                    # a type h5py cannot map to numpy (e.g. an opaque tag naming no dtype):
+                    # listed, and reading it raises an error naming the key
+                    meta = ArrayMeta(
+                        path=p,
+                        shape=ds.id.shape,
+                        dtype=np.dtype(f"V{ds.id.get_type().get_size()}"),
+                        kind=ValueKind.UNSUPPORTED,
+                        torch_dtype=None,
+                    )
+                out.append((p, NodeKind.ARRAY, meta))
 
         h5o.visit(gid, visit, info=True)
         return out
@@ -767,8 +791,20 @@ class H5Backend(Backend):
         dt = ds.dtype
         opaque = h5py.check_opaque_dtype(dt)
         is_str = not opaque and h5py.check_string_dtype(dt) is not None
+        if opaque and dt.hasobject:
+            # an opaque tag naming python objects: h5py would turn stored bytes into pointers
+            raise PtdValueError(
+                f"cannot read key {key!r} of {self._location}: its opaque type {dt} holds python "
+                "objects, which cannot be read from a file safely"
+            )
         try:
             if TD_STACK_ATTR in attrs:
+                if parse_stack_shape(attrs[TD_STACK_ATTR]) != tuple(ds.shape):
+                    raise PtdValueError(
+                        f"Corrupt non-tensor stack (key {key!r} in {self._location}): its "
+                        f"{TD_STACK_ATTR} attribute {attrs[TD_STACK_ATTR]!r} is not the dataset's "
+                        f"shape {list(ds.shape)}"
+                    )
                 src = ds.asstr() if is_str else ds
                 data = src[selection] if selection else src[()]
                 data = np.asarray(data)
@@ -785,6 +821,9 @@ class H5Backend(Backend):
                     ) from None
             if as_stack and ds.ndim and not opaque:
                 data = self._read_selection(ds, ds.shape, dt, selection) if selection else ds[()]
+                data = np.asarray(data)
+                if data.ndim == 0:
+                    return NonTensorPayload(data.tolist())
                 return NonTensorPayload(data.tolist(), is_stack=True, stack_shape=data.shape)
             value = ds[()]
         except (OSError, ValueError, TypeError, IndexError) as err:

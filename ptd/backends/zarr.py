@@ -34,7 +34,15 @@ from zarr.core.sync import sync
 from zarr.storage import LocalStore, ZipStore
 
 from .._format import TD_NON_TENSOR_ATTR, TD_STACK_ATTR, ZARR_JSON
-from .._payload import all_of_type, decode_payload, encode_payload, nested_to_array, select_nested
+from .._payload import (
+    all_of_type,
+    decode_payload,
+    encode_payload,
+    has_nested_shape,
+    nested_to_array,
+    parse_stack_shape,
+    select_nested,
+)
 from ..dtypes import torch_dtype_of
 from ..errors import (
     ClosedStoreError,
@@ -442,7 +450,9 @@ class ZarrBackend(Backend):
             else:
                 non_tensor_kind = "other"
             if TD_STACK_ATTR in attrs:
-                stack_shape = tuple(int(s) for s in attrs[TD_STACK_ATTR])
+                stack_shape = parse_stack_shape(attrs[TD_STACK_ATTR])
+                if marker is None and stack_shape != tuple(md.shape):
+                    stack_shape = None  # a corrupt marker is not trusted (reading it raises)
         return ArrayMeta(
             path=path,
             shape=tuple(md.shape),
@@ -714,6 +724,15 @@ class ZarrBackend(Backend):
         attrs = arr.metadata.attributes
         marker = attrs.get(TD_NON_TENSOR_ATTR)
         stack = attrs.get(TD_STACK_ATTR)
+        stack_shape: tuple[int, ...] | None = None
+        if stack is not None:
+            stack_shape = parse_stack_shape(stack)
+            if stack_shape is None or (marker is None and stack_shape != tuple(arr.shape)):
+                raise PtdValueError(
+                    f"Corrupt non-tensor stack (key {key!r} in {self._location}): its "
+                    f"{TD_STACK_ATTR} attribute {stack!r} is not a shape"
+                    + ("" if marker is not None else f" equal to the array's {list(arr.shape)}")
+                )
         try:
             if marker is not None:
                 encoding = marker.get("encoding") if isinstance(marker, dict) else None
@@ -730,9 +749,14 @@ class ZarrBackend(Backend):
                     key=key,
                     location=self._location,
                 )
-                if stack is None:
+                if stack_shape is None:
                     return NonTensorPayload(value)
-                shape = selection_shape(tuple(int(s) for s in stack), selection)
+                if not has_nested_shape(value, stack_shape):
+                    raise PtdValueError(
+                        f"Corrupt non-tensor stack (key {key!r} in {self._location}): the decoded "
+                        f"value is not a nested list of shape {list(stack_shape)}"
+                    )
+                shape = selection_shape(stack_shape, selection)
                 value = select_nested(value, selection)
                 return NonTensorPayload(value, is_stack=bool(shape), stack_shape=shape)
             if stack is not None or (as_stack and arr.ndim):

@@ -43,9 +43,14 @@ class Compression(enum.StrEnum):
 
 def convert(
     ctx: typer.Context,
-    src: str = typer.Argument(..., help="The HDF5 file or Zarr store to read.", show_default=False),
+    src: str = typer.Argument(
+        ..., metavar="SRC", help="The HDF5 file or Zarr store to read.", show_default=False
+    ),
     dst: str | None = typer.Argument(
-        None, help="Where to write (default: SRC with its suffix swapped).", show_default=False
+        None,
+        metavar="DST",
+        help="Where to write (default: SRC with its suffix swapped).",
+        show_default=False,
     ),
     to: Annotated[
         Format | None,

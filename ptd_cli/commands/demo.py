@@ -57,7 +57,7 @@ def demo(
     ctx: typer.Context,
     directory: str | None = typer.Argument(
         None,
-        metavar="[DIR]",
+        metavar="DIR",
         help="Where to write the files (default: a temporary directory).",
         show_default=False,
     ),

@@ -28,7 +28,9 @@ HELP = """Show what an HDF5 file or Zarr v3 store holds, from its metadata only 
 
 def inspect(
     ctx: typer.Context,
-    path: str = typer.Argument(..., help="An HDF5 file or a Zarr v3 store.", show_default=False),
+    path: str = typer.Argument(
+        ..., metavar="PATH", help="An HDF5 file or a Zarr v3 store.", show_default=False
+    ),
     json_: bool = typer.Option(False, "--json", help="Print one JSON document to stdout."),
     depth: int | None = typer.Option(
         None, "--depth", min=0, help="List entries down to this many levels (totals cover all)."

@@ -18,8 +18,12 @@ HELP = """Export an HDF5 file or Zarr store to a memory-mapped directory in tens
 
 def memmap(
     ctx: typer.Context,
-    src: str = typer.Argument(..., help="The HDF5 file or Zarr store to read.", show_default=False),
-    dst: str = typer.Argument(..., help="The directory to create.", show_default=False),
+    src: str = typer.Argument(
+        ..., metavar="SRC", help="The HDF5 file or Zarr store to read.", show_default=False
+    ),
+    dst: str = typer.Argument(
+        ..., metavar="DST", help="The directory to create.", show_default=False
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing DST."),
     allow_pickle: bool = typer.Option(
         False, "--allow-pickle", help="Decode pickled zarr entries (trusted files only)."
@@ -28,7 +32,7 @@ def memmap(
 ) -> None:
     with errors_handled(ctx, dst):
         import ptd
-        from ptd.errors import PickleRefusedError
+        from ptd.errors import PickleRefusedError, StoreExistsError
         from ptd.memmap import export_memmap
 
         total = ptd.info(src).totals.nbytes
@@ -46,6 +50,10 @@ def memmap(
                 )
             except PickleRefusedError as err:
                 raise fail(f"{src}: {err} (ptd memmap --allow-pickle)") from None
+            except StoreExistsError:
+                raise fail(
+                    f"{dst} already exists and is not empty; pass --overwrite to replace it"
+                ) from None
     if json_:
         from dataclasses import asdict
 

@@ -29,7 +29,8 @@ HELP = """Check that every leaf's leading dims match the batch size (the stored 
 def validate(
     ctx: typer.Context,
     paths: Annotated[
-        list[str], typer.Argument(help="HDF5 files or Zarr stores.", show_default=False)
+        list[str],
+        typer.Argument(metavar="PATH", help="HDF5 files or Zarr stores.", show_default=False),
     ],
     batch_size: str | None = typer.Option(
         None, "--batch-size", metavar="N[,M...]", help="The batch size every leaf must start with."

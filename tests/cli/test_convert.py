@@ -463,3 +463,27 @@ def test_sample_td_dtypes_are_covered() -> None:
         torch.int32,
         torch.complex64,
     } <= dtypes
+
+
+def test_single_chunk_source_is_decoded_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ptd/tensordict's zarr default is one chunk per array: a slab smaller than that chunk
+    # would decode the whole chunk for every slab; the copy reads it once instead
+    conv = sys.modules["ptd.convert"]
+    monkeypatch.setattr(conv, "SLAB_BYTES", 4096)
+    src = tmp_path / "one.zarr"
+    data = {"x": torch.arange(2000 * 16, dtype=torch.float32).reshape(2000, 16)}
+    ptd.PersistentTensorDict.from_dict(data, str(src), backend="zarr").close()
+    assert ptd.info(src).entries[0].chunks == [2000, 16]
+    reads: list[tuple] = []
+    original = ZarrBackend.read
+
+    def read(self, path, selection=()):
+        reads.append(selection)
+        return original(self, path, selection)
+
+    monkeypatch.setattr(ZarrBackend, "read", read)
+    ptd.convert(src, tmp_path / "one.h5")
+    assert len(reads) == 1
+    assert torch.equal(read_all(tmp_path / "one.h5")["x"], data["x"])

@@ -278,3 +278,13 @@ def test_tensordict_written_is_valid(ptd_cli, tmp_path: Path, fmt: str) -> None:
     assert run.code == 0, run
     assert run.json["reports"][0]["batch_size"] == [4]
     assert ptd_cli("validate", path, "--batch-size", "2").code == 1
+
+
+def test_unreadable_node_is_a_problem(ptd_cli, tmp_path: Path) -> None:
+    path = make_plain_zarr(tmp_path / "p.zarr")  # no consolidated metadata
+    (path / "sub" / "flags" / "zarr.json").write_text("{broken")
+    run = ptd_cli("validate", path, "--json")
+    assert run.code == 1, run
+    assert problems(run.json)["sub"][0]["code"] == "unreadable"
+    # inspect needs the whole tree: one line, exit 2
+    assert_one_line_error(ptd_cli("inspect", path), str(path), "metadata")
