@@ -43,6 +43,7 @@ __all__ = [
     "view_shape",
     "compose",
     "plan_read",
+    "direct_selection",
     "plan_write",
     "ReadPlan",
     "is_key_index",
@@ -311,6 +312,22 @@ def _unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return a, np.arange(len(a))
     u, inv = np.unique(a, return_inverse=True)
     return u, inv.reshape(-1)
+
+
+def direct_selection(entries: Sequence[Entry]) -> tuple[Any, ...] | None:
+    """The entries as a selection for ``Backend.read_direct`` (ints, slices and the one index
+    array as asked: unsorted, repeats kept), or None when they hold several index arrays."""
+    out: list[Any] = []
+    seen = False
+    for e in entries:
+        if isinstance(e, Points):
+            if seen or len(e.arrays) != 1:
+                return None
+            seen = True
+            out.append(e.arrays[0])
+        else:
+            out.append(e)
+    return tuple(out)
 
 
 def plan_read(entries: Sequence[Entry], row_nbytes: int) -> ReadPlan:

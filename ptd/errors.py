@@ -30,6 +30,7 @@ __all__ = [
     "ClosedStoreError",
     "StoreLockedError",
     "UnknownBackendError",
+    "RemoteAccessError",
 ]
 
 
@@ -106,3 +107,8 @@ class NotSupportedError(UnsupportedOperationError, NotImplementedError):
 
 class ArgumentError(PtdError, ValueError, RuntimeError):
     """Arguments that contradict each other (caught as ValueError or RuntimeError)."""
+
+
+class RemoteAccessError(PtdError, PermissionError):
+    """A remote store (``s3://``, ``gs://``...) cannot be reached: missing or refused
+    credentials, an unreachable endpoint (the message names the storage option to fix)."""

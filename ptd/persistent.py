@@ -95,6 +95,12 @@ class PersistentTensorDict(TensorDictBase):
             as a NonTensorStack of their rows.
         allow_pickle: zarr only: False refuses pickled entries, None reads them with a
             FutureWarning, True reads them silently.
+        locking: h5 only: passed to ``h5py.File``.
+        fast_path: read uncompressed, contiguous arrays (h5 contiguous datasets, zarr chunks
+            with only the ``bytes`` codec on a local directory) from read-only memory maps.
+            None (default): on, unless the environment variable ``PTD_FAST_PATH=0``.
+        storage_options: for a URL ``filename`` (``s3://bucket/data.zarr``; HDF5 read-only):
+            passed to the fsspec filesystem (``endpoint_url``, ``key``/``secret``, ``anon``...).
         **kwargs: passed to ``h5py.Group.create_dataset`` / ``zarr.Group.create_array`` when an
             entry is created.
     """
@@ -114,6 +120,8 @@ class PersistentTensorDict(TensorDictBase):
         non_tensor_as_stack: bool = False,
         allow_pickle: bool | None = None,
         locking: bool | str | None = None,
+        fast_path: bool | None = None,
+        storage_options: dict[str, Any] | None = None,
         **kwargs: Any,
     ):
         cls = get_backend(backend)
@@ -134,6 +142,10 @@ class PersistentTensorDict(TensorDictBase):
         opts: dict[str, Any] = {}
         if locking is not None:
             opts["locking"] = locking
+        if fast_path is not None:
+            opts["fast_path"] = bool(fast_path)
+        if storage_options is not None:
+            opts["storage_options"] = dict(storage_options)
         target = group if group is not None else filename
         be = cls.open(target, mode, **opts)
         store = _Store(be, filename=filename, mode=mode, backend_name=cls.name,
@@ -259,20 +271,22 @@ class PersistentTensorDict(TensorDictBase):
     @classmethod
     def from_h5(cls, filename: Any, *, mode: str = "r", auto_batch_size: bool = False,
                 batch_dims: int | None = None, batch_size: Sequence[int] | None = None,
-                non_tensor_as_stack: bool = False, **kwargs: Any) -> PersistentTensorDict:
+                non_tensor_as_stack: bool = False, fast_path: bool | None = None,
+                **kwargs: Any) -> PersistentTensorDict:
         """Open an HDF5 file; the batch size is the one given, else the recorded one, else
-        the longest leading shape all entries share."""
+        the longest leading shape all entries share. ``fast_path``: see the class doc."""
         return cls._open_infer(filename, "h5", mode, auto_batch_size, batch_dims, batch_size,
-                               non_tensor_as_stack, kwargs, "from_h5")
+                               non_tensor_as_stack, dict(kwargs, fast_path=fast_path), "from_h5")
 
     @classmethod
     def from_zarr(cls, filename: Any, *, mode: str = "r", auto_batch_size: bool = False,
                   batch_dims: int | None = None, batch_size: Sequence[int] | None = None,
                   non_tensor_as_stack: bool = False, allow_pickle: bool | None = None,
-                  **kwargs: Any) -> PersistentTensorDict:
+                  fast_path: bool | None = None, **kwargs: Any) -> PersistentTensorDict:
         """Open a Zarr v3 store (path, ``Store`` or ``zarr.Group``), like :meth:`from_h5`."""
         return cls._open_infer(filename, "zarr", mode, auto_batch_size, batch_dims, batch_size,
-                               non_tensor_as_stack, dict(kwargs, allow_pickle=allow_pickle), "from_zarr")
+                               non_tensor_as_stack, dict(kwargs, allow_pickle=allow_pickle, fast_path=fast_path),
+                               "from_zarr")
 
     @classmethod
     def _open_infer(cls, filename: Any, backend: str, mode: str, auto_batch_size: bool,
@@ -386,11 +400,10 @@ class PersistentTensorDict(TensorDictBase):
         sel: tuple[Any, ...] = ()
         if as_stack and self._entries is not None:
             return self._read_stack_view(path, meta)
-        foreign = as_stack and meta.stack_shape is None
         payload = be.read_non_tensor(path, sel, allow_pickle=self._store.allow_pickle,
-                                     as_stack=foreign)
+                                     as_stack=as_stack and meta.stack_shape is None)
         if payload.is_stack:
-            return _payload_stack(payload, len(self._stored_batch) if foreign else None)
+            return NonTensorStack.from_list(payload.value, payload.stack_shape)
         return NonTensorData(payload.value, self._batch)
 
     def _read_stack_view(self, path: Path, meta: Any) -> Any:
@@ -402,19 +415,20 @@ class PersistentTensorDict(TensorDictBase):
         allow = self._store.allow_pickle
         stack_ndim = len(meta.shape if foreign else meta.stack_shape)
         if stack_ndim < len(entries) or any(isinstance(e, ix.Points) and len(e.arrays) > 1 for e in entries):
-            # joint index arrays, or a stack shorter than the batch: read it whole and pick
+            # a stack shorter than the batch: read it whole and pick (joint index arrays
+            # over several dims are refused by _entry_as_index)
             payload = self._backend.read_non_tensor(path, (), allow_pickle=allow, as_stack=foreign)
-            full = _payload_stack(payload, len(self._stored_batch) if foreign else None)
+            full = NonTensorStack.from_list(payload.value, payload.stack_shape)
             index = tuple(_entry_as_index(e) for e in entries)
             return _stack_pick(full, index)
         # variable-length rows have no known size: read a span only when it is dense
-        row = _row_nbytes(meta) if meta.dtype.kind != "O" else 1 << 18
+        row = _row_nbytes(meta) if meta.dtype.kind not in "OT" else 1 << 18
         plan = ix.plan_read(entries, row)
         payload = self._backend.read_non_tensor(path, plan.selection, allow_pickle=allow, as_stack=foreign)
         if not payload.is_stack:
             return NonTensorData(payload.value, ())
-        stack = _payload_stack(payload, plan.ndim if foreign else None)
-        if plan.post is None or not isinstance(stack, NonTensorStack):
+        stack = NonTensorStack.from_list(payload.value, payload.stack_shape)
+        if plan.post is None:
             return stack
         return _stack_pick(stack, tuple(slice(None) if p is None else torch.as_tensor(p) for p in plan.post))
 
@@ -449,8 +463,11 @@ class PersistentTensorDict(TensorDictBase):
             if 0 in vshape:
                 feat = tuple(meta.shape[ix.stored_ndim(entries):])
                 return torch.empty(vshape + feat, dtype=dtype, device=self._device)
-            plan = ix.plan_read(entries, _row_nbytes(meta))
-            arr = ix.apply_post(be.read(path, plan.selection), plan.post)
+            direct = ix.direct_selection(entries)
+            arr = be.read_direct(path, direct) if direct is not None else None
+            if arr is None:  # sorted, de-duplicated read, then re-ordered
+                plan = ix.plan_read(entries, _row_nbytes(meta))
+                arr = ix.apply_post(be.read(path, plan.selection), plan.post)
         t = from_storage(arr, meta.attrs, dtype)
         return t if self._device is None else t.to(self._device)
 
@@ -879,17 +896,6 @@ def _entry_as_index(e: ix.Entry) -> Any:
             raise UnsupportedOperationError("joint index arrays over a non-tensor stack are not supported lazily")
         return torch.as_tensor(e.arrays[0])
     return e
-
-
-def _payload_stack(payload: Any, batch_ndim: int | None) -> NonTensorStack | NonTensorData:
-    """A read stack payload as a NonTensorStack. A foreign column (``batch_ndim`` given) is a
-    stack of its rows along the batch dims: dims past them stay inside each element."""
-    shape = tuple(payload.stack_shape)
-    if batch_ndim is not None:
-        shape = shape[:batch_ndim]
-        if not shape:
-            return NonTensorData(payload.value, ())
-    return NonTensorStack.from_list(payload.value, shape)
 
 
 def _stack_pick(stack: NonTensorStack, index: tuple[Any, ...]) -> Any:

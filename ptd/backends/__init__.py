@@ -65,11 +65,41 @@ def _has_hdf5_signature(path: str) -> bool:
     return False
 
 
-def detect_backend(target: Any) -> str:
+def _detect_remote(url: str, storage_options: dict[str, Any] | None) -> str:
+    """:func:`detect_backend` for a remote URL: a prefix with ``zarr.json`` is zarr, a file
+    with the HDF5 signature (in its first 64 kB) h5."""
+    from .. import _url
+
+    fs, path, kind = _url.probe(url, storage_options, marker=ZARR_JSON)
+    if kind == "marker":
+        return "zarr"
+    if kind is None:
+        _url.check_bucket(fs, path, url)
+        raise StoreNotFoundError(f"{url} does not exist")
+    try:
+        if kind == "dir":
+            if fs.exists(f"{path.rstrip('/')}/.zgroup"):
+                return "zarr"
+            raise CorruptStoreError(f"{url} has no {ZARR_JSON}: not a zarr store")
+        head = fs.cat_file(path, start=0, end=64 << 10)
+    except CorruptStoreError:
+        raise
+    except Exception as err:  # noqa: BLE001 - translated to one line
+        raise _url.remote_error(err, url) from None
+    offset = 0
+    while offset + len(HDF5_SIGNATURE) <= len(head):
+        if head[offset : offset + len(HDF5_SIGNATURE)] == HDF5_SIGNATURE:
+            return "h5"
+        offset = 512 if offset == 0 else offset * 2
+    raise CorruptStoreError(f"{url} is neither an HDF5 file nor a zarr store")
+
+
+def detect_backend(target: Any, storage_options: dict[str, Any] | None = None) -> str:
     """The backend name for an existing ``target``, judged by its content.
 
     h5py objects and HDF5 files (by signature) give ``"h5"``; zarr groups/stores, directories
-    holding ``zarr.json`` (or a zarr v2 ``.zgroup``), zip files and URLs give ``"zarr"``.
+    holding ``zarr.json`` (or a zarr v2 ``.zgroup``) and zip files give ``"zarr"``; URLs
+    (``s3://...``, with ``storage_options``) are told apart the same way, by their content.
     A missing path raises StoreNotFoundError; anything else CorruptStoreError naming it.
     """
     module = type(target).__module__ or ""
@@ -84,6 +114,11 @@ def detect_backend(target: Any) -> str:
             f"cannot tell the format of {target!r}: expected a path, an h5py object or a zarr "
             "group/store"
         ) from None
+    from .._url import is_remote, normalize
+
+    path = normalize(path)  # file:// -> a local path
+    if is_remote(path):
+        return _detect_remote(path, storage_options)
     if "://" in path:
         return "zarr"
     if not os.path.exists(path):

@@ -265,6 +265,13 @@ class Backend(ABC):
     def read(self, path: Path, selection: Selection = ()) -> np.ndarray:
         """Read a numeric array (or a part of it) into a new numpy array of the stored dtype."""
 
+    def read_direct(self, path: Path, selection: Selection) -> np.ndarray | None:
+        """Optional: :meth:`read`, where the selection's index array may also be unsorted and
+        hold repeats (the result follows its order), or None when this array cannot be read
+        that way cheaply (callers then :meth:`read` a sorted selection and re-order). The
+        default is None; backends override it for memory-mapped arrays."""
+        return None
+
     @abstractmethod
     def write(self, path: Path, selection: Selection, value: np.ndarray) -> None:
         """Write ``value`` (already of the stored dtype and of the selected shape, or

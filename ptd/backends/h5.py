@@ -43,6 +43,7 @@ from ..errors import (
     StoreLockedError,
     StoreNotFoundError,
 )
+from . import _mmap
 from .base import (
     ArrayMeta,
     Backend,
@@ -70,6 +71,8 @@ _CHUNK_OPTIONS = frozenset(
         "maxshape",
     }
 )
+#: block size of the cache of an HDF5 file read from a URL
+_REMOTE_BLOCK = 4 << 20
 #: reads of at least this many bytes go straight into a new array (one copy less)
 _DIRECT_READ_BYTES = 1 << 20
 #: an index array is read as the span between its first and last row when that span is at
@@ -152,6 +155,26 @@ def _is_non_tensor_dtype(dt: np.dtype) -> bool:
     )
 
 
+def _holds_raw_objects(dt: np.dtype) -> bool:
+    """Whether h5py would turn stored bytes into python object pointers when reading ``dt``
+    (an opaque type tagged as a numpy object dtype, also inside a vlen, array or compound
+    type): reading such data crashes the interpreter, so ptd never does."""
+    if not dt.hasobject:
+        return False
+    if h5py.check_opaque_dtype(dt):
+        return True
+    if h5py.check_string_dtype(dt) is not None or h5py.check_ref_dtype(dt) is not None:
+        return False
+    base = h5py.check_vlen_dtype(dt)
+    if base is not None:
+        return _holds_raw_objects(base)
+    if dt.subdtype is not None:
+        return _holds_raw_objects(dt.subdtype[0])
+    if dt.fields:
+        return any(_holds_raw_objects(field[0]) for field in dt.fields.values())
+    return False
+
+
 def _opaque(arr: np.ndarray) -> np.ndarray:
     return arr.astype(h5py.opaque_dtype(arr.dtype))
 
@@ -169,6 +192,7 @@ class H5Backend(Backend):
         owns_file: bool,
         locking: Any = None,
         read_only: bool = False,
+        fast_path: bool | None = None,
     ) -> None:
         self._root = root
         self._path = path
@@ -178,6 +202,9 @@ class H5Backend(Backend):
         # mode "r" stays read-only even when HDF5 shares an already writable handle
         self._writable = root.file.mode == "r+" and not read_only
         self._ds_cache: dict[Path, _Entry] = {}
+        # the fast path: contiguous datasets read from a memory map (ptd/backends/_mmap.py)
+        self._fast_path = fast_path
+        self._maps = _mmap.H5Maps.create(root.file, fast_path)
         if path is not None:
             self._location = path
         else:
@@ -186,17 +213,27 @@ class H5Backend(Backend):
 
     # --- lifecycle ---------------------------------------------------------------------------
     @classmethod
-    def open(cls, target: Any, mode: str = "r", *, locking: Any = None, **_: Any) -> H5Backend:
+    def open(
+        cls,
+        target: Any,
+        mode: str = "r",
+        *,
+        locking: Any = None,
+        fast_path: bool | None = None,
+        storage_options: dict[str, Any] | None = None,
+        **_: Any,
+    ) -> H5Backend:
         """Open an HDF5 file by path, or wrap an open ``h5py.File``/``h5py.Group``.
 
         A user's file or group is used as the root (``mode`` is then ignored) and is not closed
-        by :meth:`close`. ``locking`` goes to ``h5py.File``.
+        by :meth:`close`. ``locking`` goes to ``h5py.File``. ``fast_path``: read contiguous
+        datasets from a memory map (None: on unless ``PTD_FAST_PATH=0``; see ``_mmap``).
         """
         check_mode(mode)
         if isinstance(target, (h5py.File, h5py.Group)):
             if not target.id.valid:
                 raise ClosedStoreError(f"the h5py object {target!r} is closed")
-            return cls(target, path=None, owns_file=False, locking=locking)
+            return cls(target, path=None, owns_file=False, locking=locking, fast_path=fast_path)
         try:
             path = os.fspath(target)
         except TypeError:
@@ -205,6 +242,15 @@ class H5Backend(Backend):
                 "an h5py.Group"
             ) from None
         path = os.fsdecode(path)
+        from .. import _url
+
+        path = _url.normalize(path)  # file:// -> a local path
+        if _url.is_remote(path):
+            return cls._open_remote(path, mode, storage_options)
+        if storage_options is not None:
+            raise PtdValueError(
+                f"storage_options only apply to URLs (like 's3://...'), not to the local path {path}"
+            )
         if os.path.isdir(path):
             raise CorruptStoreError(f"{path} is a directory, not an HDF5 file")
         exists = os.path.exists(path)
@@ -232,18 +278,71 @@ class H5Backend(Backend):
                     "HDF5_USE_FILE_LOCKING=FALSE) if the file system does not support locks."
                 ) from None
             raise CorruptStoreError(f"{path} is not a readable HDF5 file: {msg}") from None
-        return cls(file, path=path, owns_file=True, locking=locking, read_only=mode == "r")
+        return cls(
+            file,
+            path=path,
+            owns_file=True,
+            locking=locking,
+            read_only=mode == "r",
+            fast_path=fast_path,
+        )
+
+    @classmethod
+    def _open_remote(
+        cls, url: str, mode: str, storage_options: dict[str, Any] | None
+    ) -> H5Backend:
+        """A read-only HDF5 file at an fsspec URL (``s3://bucket/data.h5``), read through an
+        fsspec file object with a block cache."""
+        from .. import _url
+        from ..errors import UnsupportedOperationError
+
+        if mode != "r":
+            raise UnsupportedOperationError(
+                f"cannot open {url} in mode {mode!r}: HDF5 files at URLs are read-only; write a "
+                "local file and upload it, or write zarr to the URL (s3://.../data.zarr)"
+            )
+        fs, fpath, kind = _url.probe(url, storage_options)
+        if kind is None:
+            _url.check_bucket(fs, fpath, url)
+            raise StoreNotFoundError(f"HDF5 file {url} does not exist")
+        if kind != "file":
+            raise CorruptStoreError(f"{url} is a directory, not an HDF5 file")
+        try:
+            try:
+                fobj = fs.open(fpath, "rb", block_size=_REMOTE_BLOCK, cache_type="blockcache")
+            except TypeError:  # a filesystem without block caches (memory://)
+                fobj = fs.open(fpath, "rb")
+        except Exception as err:  # noqa: BLE001 - translated to one line
+            raise _url.remote_error(err, url) from None
+        try:
+            file = h5py.File(fobj, "r")
+        except Exception as err:  # noqa: BLE001 - not HDF5, or the connection failed
+            fobj.close()
+            if isinstance(err, OSError) and not isinstance(err, PermissionError):
+                raise CorruptStoreError(f"{url} is not a readable HDF5 file: {err}") from None
+            raise _url.remote_error(err, url) from None
+        be = cls(file, path=url, owns_file=True, read_only=True)
+        be._fileobj = fobj
+        be._storage_options = storage_options
+        return be
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._ds_cache.clear()
+        if self._maps is not None:
+            self._maps.close()
+            self._maps = None
         if self._owns_file:
             try:
                 self._root.file.close()
             except Exception:  # noqa: BLE001 - closing an already invalid file
                 pass
+        fileobj = getattr(self, "_fileobj", None)
+        if fileobj is not None:  # a remote file's fsspec file object, after h5py's file
+            self._fileobj = None
+            fileobj.close()
 
     @property
     def closed(self) -> bool:
@@ -267,6 +366,12 @@ class H5Backend(Backend):
             "backend": self.name,
             "mode": "r+" if self._writable else "r",
             "locking": self._locking,
+            **({} if self._fast_path is None else {"fast_path": self._fast_path}),
+            **(
+                {"storage_options": so}
+                if (so := getattr(self, "_storage_options", None)) is not None
+                else {}
+            ),
         }
 
     # --- helpers -----------------------------------------------------------------------------
@@ -363,7 +468,7 @@ class H5Backend(Backend):
                 dt = attrs.get_id(k).dtype
             except (TypeError, ValueError, KeyError):
                 continue  # a type numpy cannot represent: not one of ours, ignored
-            if dt.hasobject and h5py.check_opaque_dtype(dt):
+            if _holds_raw_objects(dt):
                 continue  # an opaque tag naming python objects: reading it would crash h5py
             out[k] = _plain(attrs[k])
         return out
@@ -620,6 +725,10 @@ class H5Backend(Backend):
     def read(self, path: Path, selection: Selection = ()) -> np.ndarray:
         ds, shape, dtype, nbytes = self._entry(path)
         try:
+            if self._maps is not None:
+                src = self._maps.source(path, ds)
+                if src is not None:
+                    return _mmap.read_selection(src, selection)
             if not selection:
                 if not shape:
                     return np.asarray(ds[()])
@@ -633,6 +742,20 @@ class H5Backend(Backend):
                     return self._read_selection(ds, shape, dtype, selection)
             out = ds[selection]  # ints and slices: h5py's fast path
             return out if type(out) is np.ndarray else np.asarray(out)
+        except (OSError, ValueError, TypeError, IndexError) as err:
+            self._check_open(self.key_str(path))
+            raise PtdValueError(
+                f"cannot read key {self.key_str(path)!r} of {self._location} at {selection}: {err}"
+            ) from None
+
+    def read_direct(self, path: Path, selection: Selection) -> np.ndarray | None:
+        """A memory-mapped dataset read with any index array (unsorted, repeats); else None."""
+        if self._maps is None:
+            return None
+        ds = self._entry(path)[0]
+        try:
+            src = self._maps.source(path, ds)
+            return None if src is None else _mmap.read_selection(src, selection)
         except (OSError, ValueError, TypeError, IndexError) as err:
             self._check_open(self.key_str(path))
             raise PtdValueError(
@@ -791,10 +914,10 @@ class H5Backend(Backend):
         dt = ds.dtype
         opaque = h5py.check_opaque_dtype(dt)
         is_str = not opaque and h5py.check_string_dtype(dt) is not None
-        if opaque and dt.hasobject:
+        if _holds_raw_objects(dt):
             # an opaque tag naming python objects: h5py would turn stored bytes into pointers
             raise PtdValueError(
-                f"cannot read key {key!r} of {self._location}: its opaque type {dt} holds python "
+                f"cannot read key {key!r} of {self._location}: its type {dt} holds opaque python "
                 "objects, which cannot be read from a file safely"
             )
         try:

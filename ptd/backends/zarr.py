@@ -33,6 +33,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import LocalStore, ZipStore
 
+from .. import _url
 from .._format import TD_NON_TENSOR_ATTR, TD_STACK_ATTR, ZARR_JSON
 from .._payload import (
     all_of_type,
@@ -56,6 +57,7 @@ from ..errors import (
     StoreNotFoundError,
     UnsupportedOperationError,
 )
+from . import _mmap
 from .base import (
     ArrayMeta,
     Backend,
@@ -129,6 +131,7 @@ class ZarrBackend(Backend):
         spec: dict[str, Any] | None,
         owns_store: bool,
         fresh: bool,
+        fast_path: bool | None = None,
     ) -> None:
         self._root = root
         self._store = root.store
@@ -141,6 +144,8 @@ class ZarrBackend(Backend):
         # whether the store carries consolidated metadata (None: not checked yet)
         self._consolidated: bool | None = False if fresh else None
         self._dirty = False
+        # the fast path: uncompressed chunks read from memory maps (ptd/backends/_mmap.py)
+        self._maps = _mmap.ZarrMaps.create(root.store, self._writable, fast_path)
 
     # --- lifecycle ---------------------------------------------------------------------------
     @classmethod
@@ -150,17 +155,22 @@ class ZarrBackend(Backend):
         mode: str = "r",
         *,
         storage_options: dict[str, Any] | None = None,
+        fast_path: bool | None = None,
         **_: Any,
     ) -> ZarrBackend:
         """Open a zarr group: a path (a directory, a ``.zip`` file or an fsspec URL), a
         ``zarr.abc.store.Store``, or an open ``zarr.Group`` (used as is; ``mode`` ignored).
 
-        Stores and groups passed in are not closed by :meth:`close`.
+        Stores and groups passed in are not closed by :meth:`close`. ``fast_path``: read
+        uncompressed chunks of a local store from memory maps (None: on unless
+        ``PTD_FAST_PATH=0``; see ``_mmap``).
         """
         check_mode(mode)
         if isinstance(target, zarr.Group):
             loc = f"{target.store}" + (f"/{target.path}" if target.path else "")
-            return cls(target, location=loc, spec=None, owns_store=False, fresh=False)
+            return cls(
+                target, location=loc, spec=None, owns_store=False, fresh=False, fast_path=fast_path
+            )
         zmode = "w-" if mode == "x" else mode
         spec: dict[str, Any] | None = None
         owns = False
@@ -175,24 +185,27 @@ class ZarrBackend(Backend):
                     f"cannot open {target!r} with the zarr backend: expected a path, a zarr "
                     "store or a zarr.Group"
                 ) from None
+            path = _url.normalize(path)  # file:// -> a local path
             location = path
-            store = path
-            if storage_options is not None and "://" not in path:
+            remote = _url.is_remote(path)
+            if storage_options is not None and not remote:
                 raise PtdValueError(
                     f"storage_options only apply to fsspec URLs (like 's3://...'), not to the "
                     f"local path {path}"
                 )
-            if "://" not in path:
+            if remote:
+                store = cls._remote_store(path, mode, storage_options)
+            else:
                 store = cls._local_store(path, mode)
                 owns = isinstance(store, ZipStore)
             spec = {"target": path, "backend": "zarr", "mode": "r" if mode == "r" else "r+"}
             if storage_options is not None:
                 spec["storage_options"] = storage_options
+            if fast_path is not None:
+                spec["fast_path"] = fast_path
         kwargs: dict[str, Any] = {"mode": zmode}
         if mode != "r":
             kwargs["use_consolidated"] = False
-        if storage_options is not None:
-            kwargs["storage_options"] = storage_options
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -217,9 +230,42 @@ class ZarrBackend(Backend):
         except ValueError as err:  # JSONDecodeError, invalid metadata
             raise CorruptStoreError(f"{location} is not a readable zarr store: {err}") from None
         except OSError as err:
+            if spec is not None and _url.is_remote(location):
+                raise _url.remote_error(err, location) from None
             raise CorruptStoreError(f"cannot open zarr store {location}: {err}") from None
         fresh = mode == "w" or (mode in ("w-", "x"))
-        return cls(root, location=location, spec=spec, owns_store=owns, fresh=fresh)
+        return cls(
+            root, location=location, spec=spec, owns_store=owns, fresh=fresh, fast_path=fast_path
+        )
+
+    @staticmethod
+    def _remote_store(url: str, mode: str, storage_options: dict[str, Any] | None) -> Any:
+        """An fsspec URL (``s3://``, ``gs://``, ``memory://``...): a zarr ``FsspecStore``.
+
+        The URL is probed first (with ``storage_options``), so missing credentials, a missing
+        bucket or store, or an existing store in mode ``w-`` are one clear error."""
+        from zarr.storage import FsspecStore
+
+        fs, path, kind = _url.probe(url, storage_options, marker=ZARR_JSON)
+        if kind is None:
+            _url.check_bucket(fs, path, url)
+            if mode in ("r", "r+"):
+                raise StoreNotFoundError(f"zarr store {url} does not exist")
+        elif kind == "file":
+            raise CorruptStoreError(f"{url} is a file, not a zarr store (a prefix with {ZARR_JSON})")
+        elif kind == "marker" and mode in ("w-", "x"):
+            raise StoreExistsError(
+                f"zarr store {url} already exists (mode {mode!r}); use mode 'w' to overwrite it "
+                "or 'a' to append"
+            )
+        elif kind == "dir" and mode in ("r", "r+"):
+            raise CorruptStoreError(f"{url} is not a zarr store: it has no {ZARR_JSON}")
+        try:
+            return FsspecStore.from_url(
+                url, storage_options=dict(storage_options or {}), read_only=mode == "r"
+            )
+        except Exception as err:  # noqa: BLE001 - translated to one line
+            raise _url.remote_error(err, url) from None
 
     @staticmethod
     def _local_store(path: str, mode: str) -> Any:
@@ -251,6 +297,9 @@ class ZarrBackend(Backend):
         finally:
             self._closed = True
             self._cache.clear()
+            if self._maps is not None:
+                self._maps.close()
+                self._maps = None
             if self._owns_store:
                 self._store.close()
 
@@ -648,7 +697,24 @@ class ZarrBackend(Backend):
     def read(self, path: Path, selection: Selection = ()) -> np.ndarray:
         arr = self._array(path)
         try:
+            if self._maps is not None:
+                out = self._maps.read(path, arr, selection)
+                if out is not None:
+                    return out
             return self._read(arr, selection)
+        except (ValueError, TypeError, IndexError) as err:
+            raise PtdValueError(
+                f"cannot read key {self.key_str(path)!r} of {self._location} at {selection}: {err}"
+            ) from None
+
+    def read_direct(self, path: Path, selection: Selection) -> np.ndarray | None:
+        """Uncompressed chunks read from maps with any index array (unsorted, repeats); else
+        None."""
+        if self._maps is None:
+            return None
+        arr = self._array(path)
+        try:
+            return self._maps.read(path, arr, selection)
         except (ValueError, TypeError, IndexError) as err:
             raise PtdValueError(
                 f"cannot read key {self.key_str(path)!r} of {self._location} at {selection}: {err}"
