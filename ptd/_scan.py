@@ -19,6 +19,7 @@ import torch
 from ._batch import fits
 from ._format import TD_META_ATTR, ZARR_JSON
 from ._tree import StoreTree
+from ._url import filesystem, is_remote, normalize, remote_nbytes
 from .backends import detect_backend, get_backend
 from .backends.base import ArrayMeta, Backend, NodeKind, Path
 from .errors import CorruptStoreError, PtdError, StoreNotFoundError
@@ -75,13 +76,25 @@ def fspath(target: Any) -> str:
 
 
 @contextmanager
-def open_backend(path: Any, fmt: str | None = None, mode: str = "r") -> Iterator[Backend]:
-    """Open an existing store read-only (format detected from its content unless ``fmt``)."""
-    p = fspath(path)
-    if not os.path.exists(p) and "://" not in p:
-        raise StoreNotFoundError(f"{p} does not exist")
-    name = fmt or detect_backend(p)
-    be = get_backend(name).open(p, mode)
+def open_backend(
+    path: Any,
+    fmt: str | None = None,
+    mode: str = "r",
+    storage_options: dict[str, Any] | None = None,
+) -> Iterator[Backend]:
+    """Open an existing store read-only (format detected from its content unless ``fmt``).
+
+    ``path`` may be a URL (``s3://...``, read with ``storage_options``; they are ignored for
+    local paths, so one set of options serves a local source and a remote destination)."""
+    p = normalize(fspath(path))
+    if is_remote(p):
+        name = fmt or detect_backend(p, storage_options)
+        be = get_backend(name).open(p, mode, storage_options=storage_options)
+    else:
+        if not os.path.exists(p) and "://" not in p:
+            raise StoreNotFoundError(f"{p} does not exist")
+        name = fmt or detect_backend(p)
+        be = get_backend(name).open(p, mode)
     try:
         yield be
     finally:
@@ -229,8 +242,11 @@ def _batches(s: Scan, given: torch.Size | None, batch_dims: int | None) -> None:
         s.batches[path] = GroupBatch(found, src, st, problem)
 
 
-def path_nbytes(path: str) -> int | None:
-    """Bytes a file or directory tree occupies (sum of file sizes), None when unknown."""
+def path_nbytes(path: str, storage_options: dict[str, Any] | None = None) -> int | None:
+    """Bytes a file or directory tree (or everything under a URL) occupies, None when
+    unknown."""
+    if is_remote(path):
+        return remote_nbytes(path, storage_options)
     try:
         if os.path.isfile(path):
             return os.path.getsize(path)
@@ -246,11 +262,13 @@ def path_nbytes(path: str) -> int | None:
         return None
 
 
-def zarr_array_nbytes(store_path: str, arrays: list[Path]) -> dict[Path, int]:
-    """Chunk bytes of each array of a local zarr store (directory or zip), from file sizes.
+def zarr_array_nbytes(
+    store_path: str, arrays: list[Path], storage_options: dict[str, Any] | None = None
+) -> dict[Path, int]:
+    """Chunk bytes of each array of a zarr store (directory, zip or URL), from file sizes.
 
     zarr reports no stored size; this sums the sizes of the files under each array's prefix,
-    except its ``zarr.json``. Unknown stores (URLs...) give an empty dict.
+    except its ``zarr.json``. Stores that cannot be listed give an empty dict.
     """
     if not arrays:
         return {}
@@ -282,5 +300,17 @@ def zarr_array_nbytes(store_path: str, arrays: list[Path]) -> dict[Path, int]:
         with zipfile.ZipFile(store_path) as z:
             for info in z.infolist():
                 account(info.filename, info.compress_size)
+        return sizes
+    if is_remote(store_path):
+        try:
+            fs, root = filesystem(store_path, storage_options)
+            root = root.rstrip("/")
+            if hasattr(fs, "invalidate_cache"):
+                fs.invalidate_cache(root)
+            for name, detail in fs.find(root, detail=True).items():
+                if name.startswith(root + "/"):
+                    account(name[len(root) + 1 :], int(detail.get("size") or 0))
+        except Exception:  # noqa: BLE001 - sizes are informative only
+            return {}
         return sizes
     return {}

@@ -11,7 +11,12 @@ and user attributes.
 The destination is written to a temporary sibling (``.ptd-tmp-*``) and renamed into place only
 when the copy succeeded, so ``dst`` is never half-written: a failure or an interrupt leaves
 nothing behind, and an existing ``dst`` is refused unless ``overwrite=True`` (then it is
-replaced only after the new one is complete).
+replaced only after the new one is complete). A URL destination (``s3://bucket/x.zarr``: zarr
+only) cannot be renamed into place: it is written directly and removed again on failure.
+
+``workers=N`` copies N chunk regions at a time on a thread pool (each thread reads through its
+own source handle; memory stays about N slabs); ``scheduler=`` runs one task per chunk region
+on a Dask cluster (:mod:`ptd.distributed`). Both give the store a plain conversion gives.
 
 >>> import os, tempfile, torch
 >>> import ptd
@@ -45,9 +50,12 @@ import os
 import re
 import secrets
 import shutil
+import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +69,7 @@ from ._format import (
     TD_STR_ATTR,
 )
 from ._scan import Scan, fspath, open_backend, path_nbytes, scan
+from ._url import check_bucket, filesystem, is_remote, normalize, probe
 from .backends import BACKENDS, get_backend
 from .backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from .errors import (
@@ -147,6 +156,12 @@ class ConvertResult:
     seconds: float = 0.0
     dry_run: bool = False
     overwritten: bool = False
+    #: threads that copied chunk regions (``workers=``); 0 for a distributed conversion
+    workers: int = 1
+    #: the Dask scheduler's address for a distributed conversion, else None
+    scheduler: str | None = None
+    #: chunk regions copied (one task each when distributed)
+    regions: int = 0
     plan: list[LeafPlan] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -190,18 +205,25 @@ def default_destination(src: str, to: str) -> str:
     return root + _DEFAULT_SUFFIX[to]
 
 
-def resolve_destination(src: Any, dst: Any = None, to: str | None = None) -> tuple[str, str]:
-    """``(dst path, dst format)`` as :func:`convert` chooses them (reads ``src``'s format)."""
+def resolve_destination(
+    src: Any,
+    dst: Any = None,
+    to: str | None = None,
+    *,
+    storage_options: dict[str, Any] | None = None,
+) -> tuple[str, str]:
+    """``(dst path, dst format)`` as :func:`convert` chooses them (reads ``src``'s format;
+    a URL ``src`` with ``storage_options``)."""
     from .backends import detect_backend
 
-    src_p = fspath(src)
+    src_p = normalize(fspath(src))
     if to is None:
         to = (format_of_suffix(fspath(dst)) if dst is not None else None) or (
-            "zarr" if detect_backend(src_p) == "h5" else "h5"
+            "zarr" if detect_backend(src_p, storage_options) == "h5" else "h5"
         )
     if to not in BACKENDS:
         raise PtdValueError(f"unknown format {to!r}; choose one of {', '.join(BACKENDS)}")
-    dst_p = fspath(dst) if dst is not None else default_destination(src_p, to)
+    dst_p = normalize(fspath(dst)) if dst is not None else default_destination(src_p, to)
     return dst_p.rstrip("/\\") or dst_p, to
 
 
@@ -406,6 +428,14 @@ def _is_column(meta: ArrayMeta, src_fmt: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- the copy
+def copy_region(src: Backend, dst: Backend, path: Path, start: int, stop: int) -> int:
+    """Copy rows ``start:stop`` of the array at ``path``; returns the bytes copied."""
+    sl = (slice(start, stop),)
+    block = src.read(path, sl)
+    dst.write(path, sl, block)
+    return int(block.nbytes)
+
+
 class _Copier:
     def __init__(
         self,
@@ -455,20 +485,104 @@ class _Copier:
             level = min(max(level, lo), hi)
         return name, level
 
-    def run(self) -> None:
+    def create(self) -> list[tuple[Path, int, int]]:
+        """Write everything but the tensor data: attributes, groups, non-tensor entries,
+        scalars and the (empty) arrays. Returns ``(path, rows per region, rows)`` of each array
+        whose data is still to copy, region by region (:meth:`regions`)."""
         root_attrs = self.s.group_attrs.get((), {})
         if root_attrs:
             self.dst.set_attrs((), _attrs_for(self.fmt, root_attrs))
+        arrays: list[tuple[Path, int, int]] = []
         for path, kind, meta in self.s.nodes:
             if kind is NodeKind.GROUP:
                 self.dst.create_group(path, _attrs_for(self.fmt, self.s.group_attrs.get(path, {})))
             elif meta is not None and meta.kind is ValueKind.NON_TENSOR:
                 self.copy_non_tensor(path, meta)
             elif meta is not None:
-                self.copy_array(path, meta)
+                job = self.create_array(path, meta)
+                if job is not None:
+                    arrays.append(job)
+        return arrays
+
+    @staticmethod
+    def regions(arrays: list[tuple[Path, int, int]]) -> list[tuple[Path, int, int]]:
+        """``(path, start, stop)`` row ranges: one slab each, aligned to the chunks."""
+        return [
+            (path, start, min(n, start + rows))
+            for path, rows, n in arrays
+            for start in range(0, n, rows)
+        ]
+
+    def run(self, workers: int = 1) -> None:
+        regions = self.regions(self.create())
+        self.result.regions = len(regions)
+        if workers <= 1 or len(regions) <= 1:
+            for path, start, stop in regions:
+                self._advance(copy_region(self.src, self.dst, path, start, stop))
+        else:
+            self._run_threads(regions, workers)
         self.dst.finalize()
 
-    def copy_array(self, path: Path, meta: ArrayMeta) -> None:
+    def _run_threads(self, regions: list[tuple[Path, int, int]], workers: int) -> None:
+        """Copy the regions on ``workers`` threads, at most ``workers`` regions in flight (so at
+        most ``workers`` slabs in memory). Each thread reads through its own source handle
+        (the backends' read caches are not shared between threads)."""
+        local = threading.local()
+        opened: list[Backend] = []
+        lock = threading.Lock()
+        spec = self.src.reopen_spec
+
+        def reader() -> Backend:
+            be = getattr(local, "be", None)
+            if be is None:
+                if spec is None:
+                    return self.src  # reads are serialised below
+                opts = dict(spec)
+                target = opts.pop("target")
+                opts.pop("backend", None)
+                opts.pop("mode", None)
+                be = get_backend(self.src.name).open(target, "r", **opts)
+                with lock:
+                    opened.append(be)
+                local.be = be
+            return be
+
+        def task(path: Path, start: int, stop: int) -> int:
+            src = reader()
+            if src is self.src:
+                with lock:
+                    block = src.read(path, (slice(start, stop),))
+                self.dst.write(path, (slice(start, stop),), block)
+                return int(block.nbytes)
+            return copy_region(src, self.dst, path, start, stop)
+
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ptd-convert")
+        pending: set[Future[int]] = set()
+        try:
+            for region in regions:
+                if len(pending) >= workers:
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for f in done:
+                        self._advance(f.result())
+                pending.add(pool.submit(task, *region))
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in done:
+                    self._advance(f.result())
+        finally:
+            for f in pending:
+                f.cancel()
+            pool.shutdown(wait=True, cancel_futures=True)
+            for be in opened:
+                try:
+                    be.close()
+                except Exception:  # noqa: BLE001 - read-only handles
+                    pass
+
+    def create_array(self, path: Path, meta: ArrayMeta) -> tuple[Path, int, int] | None:
+        """Create the array at ``path`` like the source's, with the destination's chunks and
+        codec; a scalar is copied at once. Returns ``(path, rows per region, rows)`` when
+        there is data left to copy."""
         key = "/".join(path)
         shape = tuple(meta.shape)
         name, level = self.codec(meta)
@@ -499,21 +613,14 @@ class _Copier:
             raise
         nbytes = math.prod(shape) * meta.dtype.itemsize
         if nbytes == 0:
-            return
+            return None
         if not shape:
             self.dst.write(path, (), self.src.read(path, ()))
             self._advance(nbytes)
-            return
+            return None
         src_c = meta.chunks[0] if meta.chunks else None
         dst_c = chunks[0] if chunks else None
-        rows = _slab_rows(shape, meta.dtype.itemsize, src_c, dst_c)
-        row_bytes = nbytes // shape[0]
-        for start in range(0, shape[0], rows):
-            sl = (slice(start, min(shape[0], start + rows)),)
-            block = self.src.read(path, sl)
-            self.dst.write(path, sl, block)
-            del block
-            self._advance((sl[0].stop - start) * row_bytes)
+        return path, _slab_rows(shape, meta.dtype.itemsize, src_c, dst_c), shape[0]
 
     def _advance(self, n: int) -> None:
         self.done += n
@@ -561,68 +668,113 @@ class _Copier:
 
 
 # ----------------------------------------------------------------------------- entry point
-def convert(
-    src: Any,
-    dst: Any = None,
-    *,
-    to: str | None = None,
-    chunks: int | None = None,
-    compression: str | None = None,
-    level: int | None = None,
-    overwrite: bool = False,
-    dry_run: bool = False,
-    allow_pickle: bool = False,
-    progress: Callable[[int, int], None] | None = None,
-) -> ConvertResult:
-    """Copy the store ``src`` to ``dst`` in format ``to`` (see the module doc).
+@dataclass
+class _Target:
+    """Where the copy is written: a local temporary sibling (renamed into place at the end)
+    or, for a URL, the destination itself (removed again if the copy fails)."""
 
-    Args:
-        src: an HDF5 file or a Zarr v3 store (the format is read from its content).
-        dst: the destination; default ``src`` with its suffix swapped (``x.h5`` -> ``x.zarr``).
-        to: ``"h5"`` or ``"zarr"``; default: from ``dst``'s suffix, else the other format.
-        chunks: rows per chunk along the first dim of every tensor.
-        compression: ``"none"``, ``"gzip"``, ``"zstd"``, ``"blosc"`` or ``"lz4"``; default:
-            keep each leaf's codec where the destination has it.
-        level: the compression level (gzip/blosc/lz4 0-9, zstd 0-22; 0 is zstd's default).
-        overwrite: replace an existing ``dst`` (only once the new one is complete).
-        dry_run: plan only: nothing is written.
-        allow_pickle: decode (and re-encode) pickled zarr entries; refused otherwise.
-        progress: called as ``progress(bytes_done, bytes_total)`` after every slab.
+    dst: str
+    path: str
+    remote: bool
+    storage_options: dict[str, Any] | None
 
-    Raises:
-        StoreNotFoundError, CorruptStoreError: ``src`` is missing or unreadable.
-        StoreExistsError: ``dst`` exists and ``overwrite`` is False.
-        PtdValueError: bad arguments. ConvertError: the copy failed (``dst`` untouched).
-    """
-    t0 = time.perf_counter()
-    src_p = fspath(src)
-    if not os.path.exists(src_p):
-        raise StoreNotFoundError(f"{src_p} does not exist")
+    def open(self, fmt: str, mode: str) -> Backend:
+        if self.remote:
+            return get_backend(fmt).open(self.path, mode, storage_options=self.storage_options)
+        return get_backend(fmt).open(self.path, mode)
+
+    def discard(self) -> None:
+        if not self.remote:
+            _remove(self.path)
+            return
+        try:
+            fs, root = filesystem(self.path, self.storage_options)
+            fs.rm(root, recursive=True)
+        except Exception:  # noqa: BLE001 - best effort: the original error matters
+            pass
+
+
+@dataclass
+class _Job:
+    """A planned conversion, its source open (see :func:`_planned`)."""
+
+    scan: Scan
+    result: ConvertResult
+    target: _Target
+    copier_args: dict[str, Any]
+    t0: float
+
+    def copier(self, dst: Backend, progress: Callable[[int, int], None] | None) -> _Copier:
+        return _Copier(
+            self.scan,
+            dst,
+            self.result.dst_format,
+            progress=progress,
+            total=self.result.nbytes,
+            result=self.result,
+            **self.copier_args,
+        )
+
+
+def _check_args(chunks: Any, compression: Any, level: Any, to: Any) -> tuple[Any, Any]:
     if chunks is not None and (isinstance(chunks, bool) or int(chunks) < 1):
         raise PtdValueError(f"chunks must be a positive number of rows, got {chunks!r}")
     comp, lvl = _check_compression(compression, level)
     if to is not None and to not in BACKENDS:
         raise PtdValueError(f"unknown format {to!r}; choose one of {', '.join(BACKENDS)}")
+    return comp, lvl
 
-    with open_backend(src_p) as be:
+
+@contextmanager
+def _planned(
+    src: Any,
+    dst: Any,
+    *,
+    to: str | None,
+    chunks: int | None,
+    compression: str | None,
+    level: int | None,
+    overwrite: bool,
+    dry_run: bool,
+    allow_pickle: bool,
+    storage_options: dict[str, Any] | None,
+    dst_storage_options: dict[str, Any] | None,
+) -> Iterator[_Job]:
+    """Open ``src``, check the destination and plan the copy (shared by the local and the
+    distributed conversion); the source stays open while the context is."""
+    t0 = time.perf_counter()
+    src_p = normalize(fspath(src))
+    if not is_remote(src_p) and not os.path.exists(src_p):
+        raise StoreNotFoundError(f"{src_p} does not exist")
+    comp, lvl = _check_args(chunks, compression, level, to)
+    dst_so = storage_options if dst_storage_options is None else dst_storage_options
+
+    with open_backend(src_p, storage_options=storage_options) as be:
         src_fmt = be.name
         if to is None:
             to = (format_of_suffix(fspath(dst)) if dst is not None else None) or (
                 "zarr" if src_fmt == "h5" else "h5"
             )
-        dst_p, to = resolve_destination(src_p, dst, to)
-        exists = os.path.lexists(dst_p)
+        dst_p, to = resolve_destination(src_p, dst, to, storage_options=storage_options)
+        remote = is_remote(dst_p)
+        if remote:
+            exists = _check_remote_destination(dst_p, src_p, to, dst_so)
+        else:
+            exists = os.path.lexists(dst_p)
         if exists and not overwrite:
             raise StoreExistsError(
                 f"{dst_p} already exists; pass overwrite=True (ptd convert --overwrite) to replace it"
             )
-        parent = os.path.dirname(os.path.abspath(dst_p))
-        if not os.path.isdir(parent):
-            raise StoreNotFoundError(f"cannot write {dst_p}: the directory {parent} does not exist")
-        if not dry_run and not os.access(parent, os.W_OK | os.X_OK):
-            raise ReadOnlyError(
-                f"cannot write {dst_p}: permission denied on the directory {parent}"
-            )
+        if not remote:
+            parent = os.path.dirname(os.path.abspath(dst_p))
+            if not os.path.isdir(parent):
+                raise StoreNotFoundError(
+                    f"cannot write {dst_p}: the directory {parent} does not exist"
+                )
+            if not dry_run and not os.access(parent, os.W_OK | os.X_OK):
+                raise ReadOnlyError(
+                    f"cannot write {dst_p}: permission denied on the directory {parent}"
+                )
         s = scan(be, src_fmt)
         result = ConvertResult(
             src=src_p,
@@ -631,21 +783,11 @@ def convert(
             dst_format=to,
             dry_run=dry_run,
             overwritten=exists,
-            src_bytes=path_nbytes(src_p),
+            src_bytes=path_nbytes(src_p, storage_options),
         )
+        args = dict(rows=chunks, compression=comp, level=lvl, allow_pickle=allow_pickle)
+        planner = _Copier(s, be, to, progress=None, total=0, result=result, **args)
         total = 0
-        planner = _Copier(
-            s,
-            be,
-            to,
-            rows=chunks,
-            compression=comp,
-            level=lvl,
-            allow_pickle=allow_pickle,
-            progress=None,
-            total=0,
-            result=result,
-        )
         for path, kind, meta in s.nodes:
             key = "/".join(path)
             if kind is NodeKind.GROUP:
@@ -676,57 +818,171 @@ def convert(
             result.tensors += 1
             total += nbytes
         result.nbytes = total
-        if dry_run:
-            result.seconds = time.perf_counter() - t0
-            return result
+        target = _Target(dst_p, dst_p if remote else _tmp_sibling(dst_p), remote, dst_so)
+        yield _Job(s, result, target, args, t0)
 
-        tmp = _tmp_sibling(dst_p)
-        out: Backend | None = None
+
+def _check_remote_destination(
+    dst: str, src: str, to: str, storage_options: dict[str, Any] | None
+) -> bool:
+    """A URL destination: zarr only, not the source itself, its bucket present. Returns
+    whether something is there already."""
+    if to != "zarr":
+        raise PtdValueError(
+            f"cannot write {dst}: HDF5 destinations must be local paths (h5py writes local "
+            "files); convert to zarr (--to zarr), or write the HDF5 file locally and upload it"
+        )
+    if dst.rstrip("/") == src.rstrip("/"):
+        raise PtdValueError(f"cannot convert {src} onto itself: choose another destination")
+    fs, path, kind = probe(dst, storage_options)
+    if kind is None:
+        check_bucket(fs, path, dst)
+    return kind is not None
+
+
+def _finish(job: _Job, tmp_installed: bool = False) -> ConvertResult:
+    """Move a local destination into place (the source is closed by now) and fill in the
+    sizes."""
+    result, target = job.result, job.target
+    if not target.remote and not tmp_installed:
         try:
-            out = get_backend(to).open(tmp, "w-")
-            copier = _Copier(
-                s,
-                out,
-                to,
-                rows=chunks,
-                compression=comp,
-                level=lvl,
-                allow_pickle=allow_pickle,
-                progress=progress,
-                total=total,
-                result=result,
-            )
-            if progress is not None:
-                progress(0, total)
-            copier.run()
-            out.close()
-            out = None
+            _install(target.path, target.dst)
         except BaseException as err:
-            if out is not None:
-                try:
-                    out.close()
-                except BaseException:  # noqa: BLE001 - the original error matters
-                    pass
-            _remove(tmp)
-            if isinstance(err, OSError) and not isinstance(err, PtdError):
-                raise ConvertError(f"cannot write {dst_p}: {err}") from err
+            _remove(target.path)
+            if isinstance(err, OSError):
+                raise ConvertError(
+                    f"cannot move the converted store into place at {target.dst}: {err}"
+                ) from err
             raise
-    # the source is closed: now the destination may replace it (same-format re-chunk in place)
-    try:
-        _install(tmp, dst_p)
-    except BaseException as err:
-        _remove(tmp)
-        if isinstance(err, OSError):
-            raise ConvertError(
-                f"cannot move the converted store into place at {dst_p}: {err}"
-            ) from err
-        raise
-    result.seconds = time.perf_counter() - t0
-    result.dst_bytes = path_nbytes(dst_p)
+    result.seconds = time.perf_counter() - job.t0
+    result.dst_bytes = path_nbytes(target.dst, target.storage_options)
     try:
         from .info import info
 
-        result.stored_nbytes = info(dst_p, depth=0).totals.stored_nbytes
+        result.stored_nbytes = info(
+            target.dst, depth=0, storage_options=target.storage_options if target.remote else None
+        ).totals.stored_nbytes
     except PtdError:  # pragma: no cover - the store we just wrote is readable
         pass
     return result
+
+
+def _failed(err: BaseException, target: _Target, out: Backend | None) -> BaseException:
+    """Clean up after a failed copy; the error to raise."""
+    if out is not None:
+        try:
+            out.close()
+        except BaseException:  # noqa: BLE001 - the original error matters
+            pass
+    target.discard()
+    if isinstance(err, OSError) and not isinstance(err, PtdError):
+        return ConvertError(f"cannot write {target.dst}: {err}")
+    return err
+
+
+def convert(
+    src: Any,
+    dst: Any = None,
+    *,
+    to: str | None = None,
+    chunks: int | None = None,
+    compression: str | None = None,
+    level: int | None = None,
+    overwrite: bool = False,
+    dry_run: bool = False,
+    allow_pickle: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    workers: int = 1,
+    scheduler: Any = None,
+    storage_options: dict[str, Any] | None = None,
+    dst_storage_options: dict[str, Any] | None = None,
+) -> ConvertResult:
+    """Copy the store ``src`` to ``dst`` in format ``to`` (see the module doc).
+
+    Args:
+        src: an HDF5 file or a Zarr v3 store (the format is read from its content); a path or
+            a URL (``s3://bucket/data.zarr``, ``s3://bucket/data.h5``, ``gs://``, ``memory://``,
+            ``file://``).
+        dst: the destination; default ``src`` with its suffix swapped (``x.h5`` -> ``x.zarr``).
+            A URL destination must be zarr; it is written in place (removed again if the copy
+            fails) since object stores cannot rename.
+        to: ``"h5"`` or ``"zarr"``; default: from ``dst``'s suffix, else the other format.
+        chunks: rows per chunk along the first dim of every tensor.
+        compression: ``"none"``, ``"gzip"``, ``"zstd"``, ``"blosc"`` or ``"lz4"``; default:
+            keep each leaf's codec where the destination has it.
+        level: the compression level (gzip/blosc/lz4 0-9, zstd 0-22; 0 is zstd's default).
+        overwrite: replace an existing ``dst`` (a local one only once the new one is complete).
+        dry_run: plan only: nothing is written.
+        allow_pickle: decode (and re-encode) pickled zarr entries; refused otherwise.
+        progress: called as ``progress(bytes_done, bytes_total)`` after every slab.
+        workers: copy this many chunk regions at a time on a thread pool (memory: about
+            ``workers`` slabs of 16 MB, or of one source chunk when those are larger).
+        scheduler: a Dask scheduler address (``"tcp://host:8786"``), ``distributed.Client``
+            or cluster: run the copy there, one task per chunk region (see
+            :func:`ptd.distributed.convert_distributed`; needs ``ptd[distributed]``).
+        storage_options: fsspec options for URLs (``endpoint_url``, ``key``, ``secret``,
+            ``anon``...); ignored for local paths.
+        dst_storage_options: options for a URL ``dst`` when they differ from ``src``'s.
+
+    Raises:
+        StoreNotFoundError, CorruptStoreError: ``src`` is missing or unreadable.
+        StoreExistsError: ``dst`` exists and ``overwrite`` is False.
+        RemoteAccessError: a URL cannot be reached (credentials, endpoint).
+        PtdValueError: bad arguments. ConvertError: the copy failed (``dst`` untouched).
+    """
+    if scheduler is not None:
+        from .distributed import convert_distributed
+
+        return convert_distributed(
+            src,
+            dst,
+            scheduler=scheduler,
+            to=to,
+            chunks=chunks,
+            compression=compression,
+            level=level,
+            overwrite=overwrite,
+            dry_run=dry_run,
+            allow_pickle=allow_pickle,
+            progress=progress,
+            storage_options=storage_options,
+            dst_storage_options=dst_storage_options,
+        )
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise PtdValueError(f"workers must be a positive number of threads, got {workers!r}")
+    with _planned(
+        src,
+        dst,
+        to=to,
+        chunks=chunks,
+        compression=compression,
+        level=level,
+        overwrite=overwrite,
+        dry_run=dry_run,
+        allow_pickle=allow_pickle,
+        storage_options=storage_options,
+        dst_storage_options=dst_storage_options,
+    ) as job:
+        result = job.result
+        result.workers = workers
+        if dry_run:
+            result.seconds = time.perf_counter() - job.t0
+            return result
+        target = job.target
+        out: Backend | None = None
+        try:
+            # a URL destination is written in place: "w" replaces what is there (overwrite)
+            out = target.open(result.dst_format, "w" if target.remote else "w-")
+            copier = job.copier(out, progress)
+            if progress is not None:
+                progress(0, result.nbytes)
+            copier.run(workers)
+            out.close()
+            out = None
+        except BaseException as err:
+            exc = _failed(err, target, out)
+            if exc is err:
+                raise
+            raise exc from err
+    # the source is closed: now the destination may replace it (same-format re-chunk in place)
+    return _finish(job)

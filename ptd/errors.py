@@ -31,6 +31,8 @@ __all__ = [
     "StoreLockedError",
     "UnknownBackendError",
     "RemoteAccessError",
+    "StoreIOError",
+    "PtdMemoryError",
 ]
 
 
@@ -112,3 +114,13 @@ class ArgumentError(PtdError, ValueError, RuntimeError):
 class RemoteAccessError(PtdError, PermissionError):
     """A remote store (``s3://``, ``gs://``...) cannot be reached: missing or refused
     credentials, an unreachable endpoint (the message names the storage option to fix)."""
+
+
+class StoreIOError(PtdError, OSError):
+    """The operating system failed a read or write of the store: disk full, file too large,
+    I/O error. Entries not being written are left as they were."""
+
+
+class PtdMemoryError(PtdError, MemoryError):
+    """A read needs more memory than this machine has (often the absurd shape of a damaged
+    store); nothing was allocated."""

@@ -62,6 +62,7 @@ import numpy as np
 from ._batch import fits
 from ._format import PTD_JSON_ATTR, RESERVED_ATTRS, TD_NON_TENSOR_ATTR
 from ._scan import fspath, open_backend, path_nbytes, scan, zarr_array_nbytes
+from ._url import is_remote, normalize
 from .backends.base import ArrayMeta, NodeKind, ValueKind
 
 __all__ = ["info", "StoreInfo", "EntryInfo", "Totals", "FORMAT_VERSION", "jsonable"]
@@ -190,19 +191,28 @@ def leaf_shape(meta: ArrayMeta) -> list[int]:
     return list(meta.shape)
 
 
-def info(path: Any, *, depth: int | None = None, attrs: bool = False) -> StoreInfo:
-    """Describe the store at ``path`` (an HDF5 file or a Zarr v3 store, told apart by content).
+def info(
+    path: Any,
+    *,
+    depth: int | None = None,
+    attrs: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> StoreInfo:
+    """Describe the store at ``path`` (an HDF5 file or a Zarr v3 store, told apart by content;
+    a URL such as ``s3://bucket/data.zarr`` is read with ``storage_options``).
 
     ``depth`` limits the listed entries to that many levels (totals always cover everything);
     ``attrs`` adds every node's user attributes. Only metadata is read.
     """
-    p = fspath(path)
-    with open_backend(p) as be:
+    p = normalize(fspath(path))
+    with open_backend(p, storage_options=storage_options) as be:
         fmt = be.name
         s = scan(be, fmt)
         stored_sizes: dict[tuple[str, ...], int] = {}
         if fmt == "zarr":
-            stored_sizes = zarr_array_nbytes(p, [q for q, k, _ in s.nodes if k is NodeKind.ARRAY])
+            stored_sizes = zarr_array_nbytes(
+                p, [q for q, k, _ in s.nodes if k is NodeKind.ARRAY], storage_options
+            )
         entries: list[EntryInfo] = []
         totals = Totals()
         t_stored = 0
@@ -267,7 +277,9 @@ def info(path: Any, *, depth: int | None = None, attrs: bool = False) -> StoreIn
         if any_stored:
             totals.stored_nbytes = t_stored
             totals.ratio = _ratio(totals.nbytes, t_stored)
-        totals.file_bytes = path_nbytes(p) if os.path.exists(p) else None
+        totals.file_bytes = (
+            path_nbytes(p, storage_options) if is_remote(p) or os.path.exists(p) else None
+        )
         root = s.batches[()]
         return StoreInfo(
             path=p,

@@ -403,7 +403,8 @@ def _write(src: TensorDictBase, dst: str | None, *, overwrite: bool,
 
 def export_memmap(src: Any, dst: str | os.PathLike[str], *, overwrite: bool = False,
                   progress: Callable[[int], Any] | None = None, allow_pickle: bool | None = None,
-                  slab_bytes: int = SLAB_BYTES) -> MemmapSummary:
+                  slab_bytes: int = SLAB_BYTES,
+                  storage_options: dict[str, Any] | None = None) -> MemmapSummary:
     """Write ``src`` as a memmap directory at ``dst`` and return what was written.
 
     Args:
@@ -414,18 +415,22 @@ def export_memmap(src: Any, dst: str | os.PathLike[str], *, overwrite: bool = Fa
         progress: called with the byte count of every slab written.
         allow_pickle: for a zarr path: the store's pickled entries policy (see from_zarr).
         slab_bytes: about how many bytes of a leaf are read at a time.
+        storage_options: for a URL ``src`` (``s3://...``): the fsspec options.
     """
     check_allow_pickle(allow_pickle)
     if isinstance(src, TensorDictBase):
         return _write(src, os.fspath(dst), overwrite=overwrite, progress=progress, slab_bytes=slab_bytes)[1]
+    from ._url import is_remote, normalize
     from .backends import detect_backend
     from .persistent import PersistentTensorDict
 
-    backend = detect_backend(src)
+    src = normalize(src)
+    backend = detect_backend(src, storage_options)
+    extra = {"storage_options": storage_options} if is_remote(src) and storage_options else {}
     if backend == "h5":
-        store = PersistentTensorDict.from_h5(src, mode="r")
+        store = PersistentTensorDict.from_h5(src, mode="r", **extra)
     else:
-        store = PersistentTensorDict.from_zarr(src, mode="r", allow_pickle=allow_pickle)
+        store = PersistentTensorDict.from_zarr(src, mode="r", allow_pickle=allow_pickle, **extra)
     try:
         return _write(store, os.fspath(dst), overwrite=overwrite, progress=progress, slab_bytes=slab_bytes)[1]
     finally:

@@ -30,6 +30,7 @@ import torch
 from . import _indexing as ix
 from ._batch import as_batch_size, fits
 from ._format import TD_META_ATTR, TD_META_VERSION
+from ._limits import check_chunks, check_read, nbytes_of, physical_memory
 from ._tree import StoreTree
 from .backends import get_backend
 from .backends.base import Backend, NodeKind, Path, ValueKind
@@ -40,6 +41,7 @@ from .errors import (
     BatchSizeError,
     ClosedStoreError,
     NotSupportedError,
+    PtdKeyError,
     PtdTypeError,
     PtdValueError,
     UnsupportedDtypeError,
@@ -54,13 +56,23 @@ _MODES = ("r", "r+", "w", "w-", "x", "a")
 SLAB_BYTES = 64 << 20
 
 
+#: backends inherited from a parent process: kept referenced (never closed nor collected) in
+#: the child, because closing a writable HDF5 handle there would write to the parent's file
+_INHERITED: list[Any] = []
+
+
 class _Store:
-    """What a PersistentTensorDict, its nested groups and its views share."""
+    """What a PersistentTensorDict, its nested groups and its views share.
+
+    ``backend`` and ``tree`` check the process id: the first use in a forked child (a
+    DataLoader worker) reopens the store by name, so no HDF5 handle (nor zip file, nor remote
+    session) is ever shared with the parent. See :meth:`_after_fork`.
+    """
 
     def __init__(self, backend: Backend, *, filename: Any, mode: str, backend_name: str,
                  dataset_kwargs: dict[str, Any], allow_pickle: bool | None, non_tensor_as_stack: bool):
-        self.backend = backend
-        self.tree = StoreTree(backend)
+        self._backend = backend
+        self._tree = StoreTree(backend)
         self.filename = filename
         self.mode = mode
         self.backend_name = backend_name
@@ -69,8 +81,110 @@ class _Store:
         self.non_tensor_as_stack = non_tensor_as_stack
         self.pid = os.getpid()
 
+    @property
+    def backend(self) -> Backend:
+        if self.pid != os.getpid():
+            self._after_fork()
+        return self._backend
+
+    @property
+    def tree(self) -> StoreTree:
+        if self.pid != os.getpid():
+            self._after_fork()
+        return self._tree
+
     def where(self) -> str:
         return self.backend.location
+
+    def _after_fork(self) -> None:
+        """First use in a forked child: reopen the store from its ``reopen_spec``.
+
+        The inherited backend is never used again, and never closed unless it is a read-only
+        HDF5 file (closing one writes nothing, and HDF5 would otherwise hand the reopen the
+        inherited file state). A writable HDF5 file cannot be reopened here (the parent holds
+        it, and HDF5 shares nothing safely across fork): every use raises until ``close()``.
+        """
+        old = self._backend
+        if not any(b is old for b in _INHERITED):
+            _INHERITED.append(old)
+        if old.closed:
+            self.pid = os.getpid()
+            return
+        spec = old.reopen_spec
+        if old.name == "h5" and (spec is None or old.writable):
+            why = "it is open for writing" if spec is not None else "it was opened from an h5py object"
+            raise UnsupportedOperationError(
+                f"cannot use the PersistentTensorDict on {old.location} in this forked process "
+                f"({os.getpid()}): {why} in the parent process ({self.pid}), and an HDF5 handle "
+                "cannot be shared across fork. Open it by file name with mode='r' before "
+                "starting workers (or open it in each worker)."
+            )
+        if spec is None:  # zarr in-memory store or a user's group: no OS handle is shared
+            self.pid = os.getpid()
+            return
+        spec = dict(spec)
+        target, mode = spec.pop("target"), spec.pop("mode", "r")
+        spec.pop("backend", None)
+        if old.name == "h5":
+            old.close()
+        new = get_backend(self.backend_name).open(target, mode, **spec)
+        self._backend = new
+        self._tree.backend = new
+        self.pid = os.getpid()
+
+    def close(self) -> None:
+        if self.pid != os.getpid() and not self._backend.closed:
+            try:
+                self._after_fork()
+            except UnsupportedOperationError:  # leave the parent's handle alone
+                self._backend = _Abandoned(self._backend)
+                self._tree.backend = self._backend  # type: ignore[assignment]
+                self.pid = os.getpid()
+                return
+        self._backend.close()
+
+
+class _Abandoned:
+    """Stands in a forked child for a backend the child may not use (now closed for it)."""
+
+    closed = True
+    writable = False
+    reopen_spec = None
+
+    def __init__(self, old: Any):
+        self.name = old.name
+        self.location = old.location
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, attr: str) -> Any:
+        raise ClosedStoreError(f"the store {self.location} is closed")
+
+
+def _key_parts(parts: tuple[str, ...], where: Callable[[], str]) -> tuple[str, ...]:
+    """Keys are data, not paths. A str key holding ``/`` is a nested key (``"a/b"`` is
+    ``("a", "b")``, as in tensordict 0.15); a component that is empty (``"/a"``, ``"a//b"``,
+    ``"a/"``), ``"."``, ``".."`` or holds a NUL character raises PtdKeyError naming the key."""
+    for part in parts:
+        if "/" in part or part in ("", ".", "..") or "\x00" in part:
+            break
+    else:
+        return parts
+    out: list[str] = []
+    for part in parts:
+        for piece in part.split("/"):
+            if piece in ("", ".", "..") or "\x00" in piece:
+                key = parts[0] if len(parts) == 1 else parts
+                why = ("a NUL character" if "\x00" in piece else
+                       f"the component {piece!r}" if piece else
+                       "a path starting with '/'" if part.startswith("/") else "an empty component")
+                raise PtdKeyError(
+                    f"invalid key {key!r} for {where()}: {why} is not allowed in a key (keys are "
+                    "names, not paths: empty components, '.', '..' and NUL are refused)"
+                )
+            out.append(piece)
+    return tuple(out)
 
 
 def _check_allow_pickle(value: Any) -> None:
@@ -349,6 +463,9 @@ class PersistentTensorDict(TensorDictBase):
         return out
 
     # ---------------------------------------------------------------- primitives
+    def _walk(self, parts: tuple[str, ...], *, create: bool = False) -> tuple[TensorDictBase, str]:
+        return super()._walk(_key_parts(parts, self._location), create=create)
+
     def _keys_str(self) -> list[str]:
         be = self._store.backend
         if be.closed:
@@ -454,6 +571,7 @@ class PersistentTensorDict(TensorDictBase):
             simple = self._simple_selection()
         else:
             simple = entries if all(not isinstance(e, ix.Points) for e in entries) else None
+        _check_leaf_memory(path, meta, entries, be)
         if entries is None:
             arr = be.read(path, ())
         elif simple is not None:
@@ -603,6 +721,7 @@ class PersistentTensorDict(TensorDictBase):
     def _rename(self, old: tuple[str, ...], new: tuple[str, ...]) -> None:
         if self._entries is not None:
             raise UnsupportedOperationError("cannot rename keys through an indexed view")
+        old, new = _key_parts(old, self._location), _key_parts(new, self._location)
         src, dst = self._path + old, self._path + new
         be = self._backend
         if len(dst) > 1 and self._tree.kind(dst[:-1]) is None:
@@ -696,10 +815,7 @@ class PersistentTensorDict(TensorDictBase):
     # ---------------------------------------------------------------- life cycle
     def close(self) -> None:
         """Close the file or store. Afterwards, reading an entry raises KeyError."""
-        if self._path == () and self._entries is None:
-            self._store.backend.close()
-        else:
-            self._store.backend.close()
+        self._store.close()
 
     def __enter__(self) -> PersistentTensorDict:
         return self
@@ -863,6 +979,18 @@ class PersistentTensorDict(TensorDictBase):
         from .memmap import load_memmap
 
         return load_memmap(prefix, mode=mode, allow_pickle=allow_pickle)
+
+
+def _check_leaf_memory(path: Path, meta: Any, entries: tuple[ix.Entry, ...] | None, be: Backend) -> None:
+    """A damaged store can declare any shape: refuse a read (or a chunk decode) that cannot fit
+    in memory before anything is allocated."""
+    itemsize = meta.dtype.itemsize
+    if meta.chunks:
+        check_chunks(meta.chunks, itemsize, f"key {'/'.join(path)!r} of {be.location}")
+    if nbytes_of(meta.shape, itemsize) > physical_memory():
+        shape = tuple(meta.shape) if entries is None else (
+            tuple(ix.view_shape(entries)) + tuple(meta.shape[ix.stored_ndim(entries):]))
+        check_read(nbytes_of(shape, itemsize), f"key {'/'.join(path)!r} of {be.location}")
 
 
 def _cut_tensor_operand(operand: Any, rows: slice, leaf_ndim: int) -> Any:

@@ -127,9 +127,11 @@ def validate(
     batch_size: Sequence[int] | int | None = None,
     batch_dims: int | None = None,
     schema: Any = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> ValidationReport:
-    """Check the store at ``path`` (see the module doc). Returns a report; only an
-    unreadable store (missing, corrupt, not h5/zarr) or a bad schema raises."""
+    """Check the store at ``path`` (see the module doc; a URL is read with
+    ``storage_options``). Returns a report; only an unreadable store (missing, corrupt, not
+    h5/zarr) or a bad schema raises."""
     if batch_size is not None and batch_dims is not None:
         raise ArgumentError("pass batch_size or batch_dims, not both")
     if batch_dims is not None and (isinstance(batch_dims, bool) or int(batch_dims) < 0):
@@ -137,7 +139,7 @@ def validate(
     given = as_batch_size(batch_size) if batch_size is not None else None
     doc = load_schema(schema) if schema is not None else None
     p = fspath(path)
-    with open_backend(p) as be:
+    with open_backend(p, storage_options=storage_options) as be:
         s = scan(
             be,
             be.name,

@@ -33,7 +33,16 @@ __all__ = [
     "format_shape",
     "format_ratio",
     "parse_batch_size",
+    "parse_storage_options",
+    "STORAGE_OPTION_HELP",
 ]
+
+#: the help of every command's ``-O/--storage-option``
+STORAGE_OPTION_HELP = (
+    "fsspec option for URLs (s3://, gs://...), KEY=VALUE, repeatable: "
+    "-O endpoint_url=http://host:9000 -O key=ID -O secret=KEY, or -O anon=true. "
+    "VALUE is read as JSON when it parses (true, 3, {...}), else as text."
+)
 
 
 class ExitCode(enum.IntEnum):
@@ -184,4 +193,23 @@ def parse_batch_size(text: str | None) -> list[int] | None:
         ) from None
     if any(n < 0 for n in out):
         raise typer.BadParameter(f"batch dims must be >= 0, got {text!r}")
+    return out
+
+
+def parse_storage_options(items: Sequence[str] | None) -> dict[str, Any] | None:
+    """``["anon=true", "endpoint_url=http://h:9000"]`` -> ``{"anon": True, "endpoint_url": ...}``
+    (None when there are none). A bad item raises ``typer.BadParameter``."""
+    if not items:
+        return None
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}")
+        try:
+            value: Any = json.loads(text)
+        except ValueError:
+            value = text
+        out[key] = value
     return out

@@ -74,19 +74,28 @@ def rows_of(selection, n: int) -> int:
 
 @pytest.fixture
 def read_log(monkeypatch):
-    """Every ``Backend.read(path, selection)`` call, on both backends."""
+    """Every ``Backend.read(path, selection)`` call, on both backends (and every
+    ``read_direct`` call that read: the memory-map fast path)."""
     from ptd.backends.h5 import H5Backend
     from ptd.backends.zarr import ZarrBackend
 
     log: list = []
     for cls in (H5Backend, ZarrBackend):
         orig = cls.read
+        orig_direct = cls.read_direct
 
         def read(self, path, selection=(), _orig=orig):
             log.append((path, selection))
             return _orig(self, path, selection)
 
+        def read_direct(self, path, selection, _orig=orig_direct):
+            out = _orig(self, path, selection)
+            if out is not None:
+                log.append((path, selection))
+            return out
+
         monkeypatch.setattr(cls, "read", read)
+        monkeypatch.setattr(cls, "read_direct", read_direct)
     return log
 
 
@@ -1085,7 +1094,9 @@ def test_none_index_names_the_fix(sample_ptd) -> None:
         sample_ptd[None]
 
 
-def test_leaf_read_reads_only_the_rows_asked(make_ptd, read_log) -> None:
+def test_leaf_read_reads_only_the_rows_asked(make_ptd, read_log, monkeypatch) -> None:
+    # the library path; the memory-map fast path is checked in test_fast_path.py
+    monkeypatch.setenv("PTD_FAST_PATH", "0")
     n = 100_000
     p = make_ptd(
         {
@@ -1112,8 +1123,9 @@ def test_leaf_read_reads_only_the_rows_asked(make_ptd, read_log) -> None:
     assert rows_of(selection, n) <= 100
 
 
-def test_storage_reads_only_the_rows_asked(make_ptd, backend, library_read_log) -> None:
+def test_storage_reads_only_the_rows_asked(make_ptd, backend, library_read_log, monkeypatch) -> None:
     """Below the Backend interface too: h5py / zarr are asked for the rows, not a span."""
+    monkeypatch.setenv("PTD_FAST_PATH", "0")  # the library path (test_fast_path.py: the maps)
     n = 100_000
     p = make_ptd({"x": torch.arange(n, dtype=torch.float64)}, name="big")
     idx = torch.from_numpy(np.random.default_rng(0).choice(n, 256, replace=False))

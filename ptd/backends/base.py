@@ -44,6 +44,7 @@ __all__ = [
     "check_mode",
     "selection_shape",
     "fit_write_value",
+    "check_path",
 ]
 
 #: the open modes every backend accepts (``"x"`` == ``"w-"``)
@@ -70,6 +71,19 @@ def selection_shape(shape: Sequence[int], selection: Selection) -> tuple[int, ..
         # an int drops the dimension
     out.extend(shape[len(selection):])
     return tuple(out)
+
+
+def check_path(path: Path, location: str) -> None:
+    """Keys are data, not paths: raise PtdKeyError for a component that is empty, ``"."``,
+    ``".."``, or holds ``/`` or a NUL character (so that no key reaches outside its store)."""
+    for part in path:
+        if not isinstance(part, str) or part in ("", ".", "..") or "/" in part or "\x00" in part:
+            from ..errors import PtdKeyError
+
+            raise PtdKeyError(
+                f"invalid key {'/'.join(map(str, path))!r} for {location}: bad name {part!r} "
+                "(empty names, '.', '..', '/' and NUL are refused)"
+            )
 
 
 def fit_write_value(
@@ -146,10 +160,25 @@ class NonTensorPayload:
 
 
 class Backend(ABC):
-    """One open store. Create with the subclass's :meth:`open`."""
+    """One open store. Create with the subclass's :meth:`open`.
+
+    Every method of a subclass named in :data:`GUARDED` raises only ptd errors: anything else
+    that escapes it (h5py's ``RuntimeError``/``KeyError`` on a damaged file, zarr's
+    ``TypeError`` on malformed metadata, a codec's error on a corrupt chunk, ``MemoryError``,
+    a full disk) is turned into one naming the store and the key (see :func:`translate_error`).
+    """
 
     #: the registry name: ``"h5"`` or ``"zarr"``
     name: str = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for attr in GUARDED:
+            fn = cls.__dict__.get(attr)
+            if isinstance(fn, classmethod):
+                setattr(cls, attr, classmethod(_guarded(fn.__func__, attr)))
+            elif callable(fn) and not getattr(fn, "__ptd_guarded__", False):
+                setattr(cls, attr, _guarded(fn, attr))
 
     # --- lifecycle ---------------------------------------------------------------------------
     @classmethod
@@ -323,3 +352,71 @@ class Backend(ABC):
     @staticmethod
     def key_str(path: Path) -> str:
         return "/".join(path) if path else "/"
+
+
+# ------------------------------------------------------------------------------ error guard
+#: the Backend methods whose unexpected exceptions become ptd errors
+GUARDED = frozenset({
+    "open", "close", "flush", "finalize", "kind", "children", "array_meta", "walk",
+    "create_group", "create_array", "delete", "move", "get_attrs", "set_attrs", "read",
+    "read_direct", "write", "write_non_tensor", "read_non_tensor", "raw_group",
+})
+_WRITES = frozenset({
+    "close", "flush", "finalize", "create_group", "create_array", "delete", "move", "set_attrs",
+    "write", "write_non_tensor",
+})
+#: errno values (and HDF5's words for them) that mean "the disk is full"
+_FULL_ERRNOS = (28, 27, 122)  # ENOSPC, EFBIG, EDQUOT
+_FULL_WORDS = ("No space left", "File too large", "Disk quota", "errno = 28", "errno = 27")
+
+
+def translate_error(err: Exception, where: str, op: str, key: str) -> Exception:
+    """The ptd error for an unexpected exception ``err`` raised by backend method ``op``."""
+    from ..errors import CorruptStoreError, PtdMemoryError, StoreIOError
+
+    detail = f"{type(err).__name__}: {err}"
+    if isinstance(err, MemoryError):
+        return PtdMemoryError(
+            f"not enough memory to read key {key!r} of {where} ({detail}); the store may be "
+            "damaged (an absurd shape)"
+        )
+    text = str(err)
+    if (isinstance(err, OSError) and err.errno in _FULL_ERRNOS) or any(w in text for w in _FULL_WORDS):
+        return StoreIOError(f"cannot write key {key!r} of {where}: the disk is full ({detail})")
+    if op == "open":
+        return CorruptStoreError(f"{where} is not a readable store ({detail})")
+    if op in _WRITES:
+        return StoreIOError(f"cannot write key {key!r} of {where} ({detail})")
+    what = (f"key {key!r} of {where}" if op in ("read", "read_direct", "read_non_tensor")
+            else f"the metadata of {where}" + (f" (key {key!r})" if key != "/" else ""))
+    return CorruptStoreError(
+        f"cannot read {what}: the store is damaged or not in the expected format ({detail})"
+    )
+
+
+def _guarded(fn: Any, op: str) -> Any:
+    import functools
+
+    from ..errors import PtdError
+
+    @functools.wraps(fn)
+    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(self, *args, **kwargs)
+        except (PtdError, Warning):
+            raise
+        except Exception as err:
+            if op == "open":
+                target = args[0] if args else kwargs.get("target")
+                where, key = str(target), "/"
+            else:
+                try:
+                    where = str(self.location)
+                except Exception:  # noqa: BLE001 - a half-built backend
+                    where = type(self).__name__
+                path = args[0] if args and isinstance(args[0], tuple) else ()
+                key = "/".join(map(str, path)) if path else "/"
+            raise translate_error(err, where, op, key) from err
+
+    guarded.__ptd_guarded__ = True  # type: ignore[attr-defined]
+    return guarded

@@ -53,6 +53,7 @@ from .base import (
     Selection,
     ValueKind,
     check_mode,
+    check_path,
     fit_write_value,
     selection_shape,
 )
@@ -433,9 +434,7 @@ class H5Backend(Backend):
         self._check_writable(key)
         if not path:
             raise PtdValueError(f"cannot create an array at the root of {self._location}")
-        for part in path:
-            if not part or part in (".", "..") or "/" in part:
-                raise PtdKeyError(f"invalid key {key!r} for {self._location}: bad name {part!r}")
+        check_path(path, self._location)
         parent = self._root
         try:
             for i, part in enumerate(path[:-1]):
@@ -596,6 +595,7 @@ class H5Backend(Backend):
     def create_group(self, path: Path, attrs: Mapping[str, Any] | None = None) -> None:
         key = self.key_str(path)
         self._check_writable(key)
+        check_path(path, self._location)
         try:
             group = self._root.require_group("/".join(path)) if path else self._root
         except TypeError:
@@ -686,6 +686,7 @@ class H5Backend(Backend):
     def move(self, src: Path, dst: Path) -> None:
         skey, dkey = self.key_str(src), self.key_str(dst)
         self._check_writable(skey)
+        check_path(dst, self._location)
         if self.kind(src) is None:
             raise PtdKeyError(f"key {skey!r} not found in {self._location}")
         if self.kind(dst) is not None:

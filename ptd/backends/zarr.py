@@ -67,6 +67,7 @@ from .base import (
     Selection,
     ValueKind,
     check_mode,
+    check_path,
     fit_write_value,
     selection_shape,
 )
@@ -434,9 +435,7 @@ class ZarrBackend(Backend):
         self._check_writable(key)
         if not path:
             raise PtdValueError(f"cannot create an array at the root of {self._location}")
-        for part in path:
-            if not part or part in (".", "..") or "/" in part:
-                raise PtdKeyError(f"invalid key {key!r} for {self._location}: bad name {part!r}")
+        check_path(path, self._location)
         parent = self._require_group(path[:-1])
         if self._get(path) is not None:
             self.delete(path)
@@ -565,6 +564,7 @@ class ZarrBackend(Backend):
     def create_group(self, path: Path, attrs: Mapping[str, Any] | None = None) -> None:
         key = self.key_str(path)
         self._check_writable(key)
+        check_path(path, self._location)
         existing = self._get(path)
         if existing is None:
             parent = self._require_group(path[:-1])
@@ -634,6 +634,7 @@ class ZarrBackend(Backend):
         the node's keys (chunks are never decoded)."""
         skey, dkey = self.key_str(src), self.key_str(dst)
         self._check_writable(skey)
+        check_path(dst, self._location)
         if self._get(src) is None:
             raise PtdKeyError(f"key {skey!r} not found in {self._location}")
         if self._get(dst) is not None:

@@ -11,11 +11,13 @@ from rich.table import Table
 from rich.text import Text
 
 from .._common import (
+    STORAGE_OPTION_HELP,
     errors_handled,
     fail,
     format_ratio,
     human_bytes,
     out_console,
+    parse_storage_options,
     plural,
     print_json,
 )
@@ -25,7 +27,9 @@ SHORT_HELP = "Convert HDF5 <-> Zarr v3 (or re-chunk), streamed and never half-wr
 
 HELP = """Convert an HDF5 file to a Zarr v3 store or back (or re-chunk within one format).
 
-DST defaults to SRC with its suffix swapped (data.h5 -> data.zarr). The copy is streamed chunk by chunk in bounded memory and keeps every leaf's dtype, the batch-size metadata, non-tensor entries, string columns and user attributes. It is written to a temporary sibling and renamed into place only on success, so DST is never half-written; an existing DST is refused unless --overwrite. Without --compression each leaf keeps its codec where the target has it."""
+DST defaults to SRC with its suffix swapped (data.h5 -> data.zarr). The copy is streamed chunk by chunk in bounded memory and keeps every leaf's dtype, the batch-size metadata, non-tensor entries, string columns and user attributes. It is written to a temporary sibling and renamed into place only on success, so DST is never half-written; an existing DST is refused unless --overwrite. Without --compression each leaf keeps its codec where the target has it.
+
+SRC and DST may be URLs (s3://bucket/data.zarr; s3://bucket/data.h5 as a source only), with -O for the credentials and endpoint; a URL DST is written in place and removed again on failure. --workers N copies N chunk regions at a time on threads; --scheduler tcp://HOST:PORT runs one task per chunk region on a Dask cluster whose workers read SRC and write DST themselves (zarr DST on a shared filesystem or object store; needs ptd\\[distributed])."""
 
 
 class Format(enum.StrEnum):
@@ -72,15 +76,36 @@ def convert(
         False, "--allow-pickle", help="Decode pickled zarr entries (trusted files only)."
     ),
     json_: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    workers: int = typer.Option(
+        1, "--workers", "-w", min=1, metavar="N", help="Copy N chunk regions at a time (threads)."
+    ),
+    scheduler: str | None = typer.Option(
+        None,
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Run on a Dask cluster (tcp://HOST:PORT), one task per chunk region.",
+    ),
+    storage_option: Annotated[
+        list[str] | None,
+        typer.Option("--storage-option", "-O", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP),
+    ] = None,
 ) -> None:
     if level is not None and compression is None:
         raise fail("--level needs --compression (gzip, zstd, blosc or lz4)")
+    if scheduler is not None and workers != 1:
+        raise fail("--workers and --scheduler cannot be used together (the cluster has workers)")
+    try:
+        options = parse_storage_options(storage_option)
+    except typer.BadParameter as err:
+        raise fail(f"--storage-option: {err}") from None
     with errors_handled(ctx, dst or src):
         import ptd
         from ptd.convert import resolve_destination
         from ptd.errors import PickleRefusedError
 
-        target, _ = resolve_destination(src, dst, to.value if to else None)
+        target, _ = resolve_destination(
+            src, dst, to.value if to else None, storage_options=options
+        )
     with errors_handled(
         ctx, target, interrupted=f"{target} was not written (nothing was left behind)"
     ):
@@ -97,6 +122,9 @@ def convert(
                     dry_run=dry_run,
                     allow_pickle=allow_pickle,
                     progress=update,
+                    workers=workers,
+                    scheduler=scheduler,
+                    storage_options=options,
                 )
             except PickleRefusedError as err:
                 raise fail(f"{src}: {err} (ptd convert --allow-pickle)") from None
@@ -161,6 +189,16 @@ def print_summary(console: Any, result: Any, name: Callable[[str], str] = str) -
         + (f" ({human_bytes(rate)}/s)" if rate else ""),
         markup=False,
     )
+    if getattr(result, "scheduler", None):
+        console.print(
+            f"  {plural(result.regions, 'task')} on the Dask cluster at {result.scheduler}",
+            markup=False,
+        )
+    elif getattr(result, "workers", 1) > 1:
+        console.print(
+            f"  {plural(result.regions, 'chunk region')} copied by {result.workers} threads",
+            markup=False,
+        )
     for note in result.notes:
         console.print(f"  note: {note}", markup=False)
 

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
 from .._common import (
+    STORAGE_OPTION_HELP,
     errors_handled,
+    fail,
     format_ratio,
     format_shape,
     human_bytes,
     out_console,
+    parse_storage_options,
     plural,
     print_json,
 )
@@ -36,11 +39,19 @@ def inspect(
         None, "--depth", min=0, help="List entries down to this many levels (totals cover all)."
     ),
     attrs: bool = typer.Option(False, "--attrs", help="Show user attributes too."),
+    storage_option: Annotated[
+        list[str] | None,
+        typer.Option("--storage-option", "-O", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP),
+    ] = None,
 ) -> None:
+    try:
+        options = parse_storage_options(storage_option)
+    except typer.BadParameter as err:
+        raise fail(f"--storage-option: {err}") from None
     with errors_handled(ctx, path):
         import ptd
 
-        result = ptd.info(path, depth=depth, attrs=attrs)
+        result = ptd.info(path, depth=depth, attrs=attrs, storage_options=options)
     if json_:
         print_json(result.to_dict())
         return

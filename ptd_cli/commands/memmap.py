@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
 
-from .._common import errors_handled, fail, human_bytes, out_console, plural, print_json
+from .._common import (
+    STORAGE_OPTION_HELP,
+    errors_handled,
+    fail,
+    human_bytes,
+    out_console,
+    parse_storage_options,
+    plural,
+    print_json,
+)
 from ._progress import byte_progress
 
 SHORT_HELP = "Export a store to a tensordict memory-mapped directory."
@@ -29,13 +38,21 @@ def memmap(
         False, "--allow-pickle", help="Decode pickled zarr entries (trusted files only)."
     ),
     json_: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    storage_option: Annotated[
+        list[str] | None,
+        typer.Option("--storage-option", "-O", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP),
+    ] = None,
 ) -> None:
+    try:
+        options = parse_storage_options(storage_option)
+    except typer.BadParameter as err:
+        raise fail(f"--storage-option: {err}") from None
     with errors_handled(ctx, dst):
         import ptd
         from ptd.errors import PickleRefusedError, StoreExistsError
         from ptd.memmap import export_memmap
 
-        total = ptd.info(src).totals.nbytes
+        total = ptd.info(src, storage_options=options).totals.nbytes
         with byte_progress("memmap", total, enabled=not json_) as update:
             done = 0
 
@@ -46,7 +63,12 @@ def memmap(
 
             try:
                 summary = export_memmap(
-                    src, dst, overwrite=overwrite, progress=advance, allow_pickle=allow_pickle
+                    src,
+                    dst,
+                    overwrite=overwrite,
+                    progress=advance,
+                    allow_pickle=allow_pickle,
+                    storage_options=options,
                 )
             except PickleRefusedError as err:
                 raise fail(f"{src}: {err} (ptd memmap --allow-pickle)") from None

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._common import (
+    STORAGE_OPTION_HELP,
     ExitCode,
     errors_handled,
     fail,
@@ -16,6 +17,7 @@ from .._common import (
     message_of,
     out_console,
     parse_batch_size,
+    parse_storage_options,
     plural,
     print_error,
     print_json,
@@ -44,6 +46,10 @@ def validate(
     json_: bool = typer.Option(
         False, "--json", help="Print a JSON report with a top-level `valid`."
     ),
+    storage_option: Annotated[
+        list[str] | None,
+        typer.Option("--storage-option", "-O", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP),
+    ] = None,
 ) -> None:
     if batch_size is not None and batch_dims is not None:
         raise fail("--batch-size and --batch-dims cannot be used together")
@@ -51,6 +57,10 @@ def validate(
         bs = parse_batch_size(batch_size)
     except typer.BadParameter as err:
         raise fail(f"--batch-size: {err}") from None
+    try:
+        options = parse_storage_options(storage_option)
+    except typer.BadParameter as err:
+        raise fail(f"--storage-option: {err}") from None
     with errors_handled(ctx, schema):
         import ptd
         from ptd.validate import load_schema
@@ -62,7 +72,9 @@ def validate(
     console = out_console()
     for path in paths:
         try:
-            report = ptd.validate(path, batch_size=bs, batch_dims=batch_dims, schema=doc)
+            report = ptd.validate(
+                path, batch_size=bs, batch_dims=batch_dims, schema=doc, storage_options=options
+            )
         except KeyboardInterrupt:
             with errors_handled(ctx, path):
                 raise
