@@ -311,23 +311,53 @@ CORE_READ_TARGET = 0.8
 CORE_META_TARGET = 1.5
 
 
-def _time(fn: Callable[[], Any]) -> float:
+def _minor_faults() -> int:
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+#: minor page faults of each function's repeats in the last :func:`measure` call
+LAST_FAULTS: list[list[int]] = []
+
+
+def _time(fn: Callable[[], Any], faults: list[int]) -> float:
     gc.collect()
+    f0 = _minor_faults()
     t0 = time.perf_counter()
     fn()
-    return time.perf_counter() - t0
+    dt = time.perf_counter() - t0
+    faults.append(_minor_faults() - f0)
+    return dt
 
 
 def measure(fns: list[Callable[[], Any]], repeats: int) -> list[list[float]]:
     """One warm-up each, then ``repeats`` rounds timing every function once, interleaved
-    (so that a burst of load on the machine hits them all alike)."""
+    (so that a burst of load on the machine hits them all alike). The minor page faults of
+    each repeat are left in :data:`LAST_FAULTS`."""
     for fn in fns:
         fn()
     times: list[list[float]] = [[] for _ in fns]
+    LAST_FAULTS[:] = [[] for _ in fns]
     for _ in range(repeats):
-        for fn, t in zip(fns, times, strict=True):
-            t.append(_time(fn))
+        for fn, t, f in zip(fns, times, LAST_FAULTS, strict=True):
+            t.append(_time(fn, f))
     return times
+
+
+def faults_note(names: list[str]) -> str:
+    """``"; minor page faults per repeat: raw N, off N, on N"`` for the last measurement:
+    fresh output memory is faulted in page by page, and how often the C allocator hands it
+    back to the OS between reads (which both raw and ptd pay) moves the figures."""
+    if not any(statistics.median(f) for f in LAST_FAULTS if f):  # none (or no getrusage)
+        return ""
+    parts = [
+        f"{name} {int(statistics.median(f)):,}"
+        for name, f in zip(["raw", *names], LAST_FAULTS, strict=False)
+    ]
+    return "; minor page faults per repeat: " + ", ".join(parts)
 
 
 def throughput_row(
@@ -441,7 +471,8 @@ def bench_backend(
                 "rows/s",
                 rt,
                 [(name, t) for (name, _), t in zip(stores, pts, strict=True)],
-                f"{args.batches} batches of {bs} unsorted unique rows, 5 leaves",
+                f"{args.batches} batches of {bs} unsorted unique rows, 5 leaves"
+                + faults_note([n for n, _ in stores]),
             )
         )
         if backend == "zarr":
@@ -484,7 +515,8 @@ def bench_backend(
                 "rows/s",
                 rt,
                 [(name, t) for (name, _), t in zip(stores, pts, strict=True)],
-                f"{len(starts)} slices over rows [0, {len(starts) * k})",
+                f"{len(starts)} slices over rows [0, {len(starts) * k})"
+                + faults_note([n for n, _ in stores]),
             )
         )
 
@@ -506,7 +538,7 @@ def bench_backend(
                 "MB/s",
                 rt,
                 [(name, t) for (name, _), t in zip(stores, pts, strict=True)],
-                f"{mb:.0f} MB, 5 leaves",
+                f"{mb:.0f} MB, 5 leaves" + faults_note([n for n, _ in stores]),
             )
         )
         if args.rss:

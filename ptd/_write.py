@@ -161,7 +161,7 @@ def write_value(dst: PersistentTensorDict, path: Path, value: Any) -> None:
             _copy_group(node, path, value)
         else:
             for k in value._keys_str():
-                node._set_str(k, node._convert(k, value._get_str(k)), inplace=False)
+                node.set(k, value._get_str(k))  # a key holding '/' nests, as at the top level
         return
     else:  # pragma: no cover - _convert never hands anything else
         raise TypeError(f"cannot store {type(value).__name__} at {key!r}")

@@ -68,6 +68,7 @@ from ._format import (
     TD_NON_TENSOR_ATTR,
     TD_STR_ATTR,
 )
+from ._limits import check_free_space
 from ._scan import Scan, fspath, open_backend, path_nbytes, scan
 from ._url import check_bucket, filesystem, is_remote, normalize, probe
 from .backends import BACKENDS, get_backend
@@ -818,6 +819,9 @@ def _planned(
             result.tensors += 1
             total += nbytes
         result.nbytes = total
+        if not remote and not dry_run:  # uncompressed leaves need their bytes: refuse now
+            raw = sum(lp.nbytes for lp in result.plan if lp.kind != "group" and lp.dst_compression is None)
+            check_free_space(os.path.dirname(os.path.abspath(dst_p)), raw, dst_p)
         target = _Target(dst_p, dst_p if remote else _tmp_sibling(dst_p), remote, dst_so)
         yield _Job(s, result, target, args, t0)
 

@@ -75,12 +75,13 @@ from ._format import (
     MEMMAP_TD_CLASS,
     MEMMAP_TD_TYPE,
 )
+from ._limits import check_free_space, nbytes_of
 from ._memmap_load import decode_key, encode_key, load_dir, map_leaf
 from ._payload import check_allow_pickle, encode_json
 from ._write import slab_rows
 from .base import TensorDictBase
 from .dtypes import storage_dtype, to_storage
-from .errors import PtdTypeError, PtdValueError, StoreExistsError
+from .errors import PtdError, PtdTypeError, PtdValueError, StoreExistsError, StoreIOError
 from .nontensor import NonTensorData, NonTensorStack
 
 if TYPE_CHECKING:
@@ -387,14 +388,17 @@ def _write(src: TensorDictBase, dst: str | None, *, overwrite: bool,
             raise PtdValueError(f"cannot write a memmap directory at {root}: the source {source} is inside it")
         _check_destination(root, overwrite)
         os.makedirs(os.path.dirname(root), exist_ok=True)
+        check_free_space(os.path.dirname(root), tensor_nbytes(src), root)
         tmp = _new_sibling(root, "ptd-tmp")
         writer = _Writer(tmp, progress, slab_bytes)
         try:
             plan = writer.node(src, "")
             _check_destination(root, overwrite)
             _commit(tmp, root)
-        except BaseException:
+        except BaseException as err:
             shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(err, OSError) and not isinstance(err, PtdError):
+                raise StoreIOError(f"cannot write the memmap directory {root}: {err}") from err
             raise
     writer.summary.path = root
     writer.summary.seconds = time.perf_counter() - start
@@ -443,7 +447,7 @@ def tensor_nbytes(td: TensorDictBase) -> int:
     total = 0
     for _, meta in td._metas(True):
         if meta.kind == "tensor" and meta.dtype is not None:
-            total += int(np.prod(meta.shape, dtype=np.int64)) * meta.dtype.itemsize
+            total += nbytes_of(meta.shape, meta.dtype.itemsize)  # python ints: no overflow
     return total
 
 

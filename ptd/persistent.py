@@ -59,6 +59,17 @@ SLAB_BYTES = 64 << 20
 #: backends inherited from a parent process: kept referenced (never closed nor collected) in
 #: the child, because closing a writable HDF5 handle there would write to the parent's file
 _INHERITED: list[Any] = []
+#: this process's id, kept current by an at-fork hook (cheaper than os.getpid() on every access)
+_PID = os.getpid()
+
+
+def _forked() -> None:
+    global _PID
+    _PID = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 class _Store:
@@ -83,13 +94,13 @@ class _Store:
 
     @property
     def backend(self) -> Backend:
-        if self.pid != os.getpid():
+        if self.pid != _PID:
             self._after_fork()
         return self._backend
 
     @property
     def tree(self) -> StoreTree:
-        if self.pid != os.getpid():
+        if self.pid != _PID:
             self._after_fork()
         return self._tree
 
@@ -133,7 +144,7 @@ class _Store:
         self.pid = os.getpid()
 
     def close(self) -> None:
-        if self.pid != os.getpid() and not self._backend.closed:
+        if self.pid != _PID and not self._backend.closed:
             try:
                 self._after_fork()
             except UnsupportedOperationError:  # leave the parent's handle alone
@@ -692,9 +703,22 @@ class PersistentTensorDict(TensorDictBase):
         self._create(path, value)
 
     def _create(self, path: Path, value: Any) -> None:
+        """Create the (absent) entry ``path``. When that fails midway (disk full, a value the
+        format cannot hold), the half-written entry is removed: the others stay as they were."""
         from ._write import write_value
 
-        write_value(self, path, value)
+        try:
+            write_value(self, path, value)
+        except BaseException:
+            be = self._store.backend
+            self._tree.invalidate(path)
+            self._nested.pop(path[-1], None)
+            try:
+                if be.writable and be.kind(path) is not None:
+                    be.delete(path)
+            except Exception:  # noqa: BLE001 - the original error is the one to report
+                pass
+            raise
 
     def _delete(self, path: Path) -> None:
         self._backend.delete(path)

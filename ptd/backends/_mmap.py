@@ -152,8 +152,9 @@ def read_selection(src: np.ndarray, selection: Sequence[Any] = ()) -> np.ndarray
     """``src[selection]`` with the backends' (h5py's, orthogonal) semantics, as a new array.
 
     ``selection`` is a normalised backend selection: ints (dims dropped), slices with a positive
-    step, and at most one sorted 1-D int64 array (its dim kept in place; unlike numpy, ints do
-    not combine with it into one advanced index).
+    step, and at most one 1-D int64 array (its dim kept in place; unlike numpy, ints do not
+    combine with it into one advanced index). The array may be unsorted and hold repeats (what
+    ``Backend.read_direct`` takes): the rows come back in its order.
     """
     if not selection:
         return _copy(src)
@@ -287,7 +288,7 @@ class H5Maps:
 
     def source(self, path: Any, ds: Any) -> np.ndarray | None:
         """The mapped view of dataset ``ds`` (at ``path``), or None: use h5py."""
-        if not self._file.id.valid:  # a user's file closed under us: h5py raises the error
+        if not self._file.id.valid:  # closed under us (e.g. a user's file): h5py raises
             self.close()
             return None
         if self._flush:
@@ -407,7 +408,10 @@ def _zarr_layout(arr: Any, root: str) -> _ZarrLayout | None:
         if len(chunks) != len(shape) or any(c < 1 for c in chunks):
             return None
         fill = np.asarray(md.fill_value, dtype=dt)
-        directory = os.path.join(root, *[p for p in arr.path.split("/") if p])
+        parts = [p for p in arr.path.split("/") if p]
+        if any(p in (".", "..") or os.sep in p or "\x00" in p for p in parts):
+            return None  # a name that would leave the store: zarr's own path decides
+        directory = os.path.join(root, *parts)
         return _ZarrLayout(
             arr, directory, shape, chunks, dt, stored, fill, md.chunk_key_encoding.encode_chunk_key
         )

@@ -17,6 +17,8 @@ the array, each entry being
 
 Missing trailing entries mean "everything". Unsorted and repeated indices, bool masks, several
 arrays and so on are reduced to that form by :mod:`ptd._indexing`, once for both backends.
+The optional :meth:`Backend.read_direct` also takes the index array unsorted and with repeats:
+backends that read from memory maps (``_mmap.py``) serve it as one fancy index.
 """
 
 from __future__ import annotations

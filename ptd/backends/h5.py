@@ -42,6 +42,7 @@ from ..errors import (
     StoreExistsError,
     StoreLockedError,
     StoreNotFoundError,
+    UnsupportedOperationError,
 )
 from . import _mmap
 from .base import (
@@ -203,6 +204,7 @@ class H5Backend(Backend):
         # mode "r" stays read-only even when HDF5 shares an already writable handle
         self._writable = root.file.mode == "r+" and not read_only
         self._ds_cache: dict[Path, _Entry] = {}
+        self._outside: set[Path] = set()  # datasets whose data lives in other files
         # the fast path: contiguous datasets read from a memory map (ptd/backends/_mmap.py)
         self._fast_path = fast_path
         self._maps = _mmap.H5Maps.create(root.file, fast_path)
@@ -397,10 +399,16 @@ class H5Backend(Backend):
         except (KeyError, ValueError, TypeError):
             raise PtdKeyError(f"key {key!r} not found in {self._location}") from None
 
-    def _entry(self, path: Path) -> _Entry:
-        """``(dataset, shape, dtype, nbytes)``, cached (ptd never resizes a dataset)."""
+    def _entry(self, path: Path, data: bool = True) -> _Entry:
+        """``(dataset, shape, dtype, nbytes)``, cached (ptd never resizes a dataset).
+
+        ``data``: the caller reads or writes the data, which must then lie in this file: a
+        dataset with external raw storage or a virtual dataset (data in other files, which a
+        hostile file could point anywhere) raises UnsupportedOperationError."""
         entry = self._ds_cache.get(path)
         if entry is not None and not self._closed:
+            if data and path in self._outside:
+                self._refuse_outside(path)
             return entry
         node = self._node(path)
         if not isinstance(node, h5py.Dataset):
@@ -408,6 +416,11 @@ class H5Backend(Backend):
                 f"key {self.key_str(path)!r} in {self._location} is a group, not an array"
             )
         dsid = node.id
+        dcpl = dsid.get_create_plist()
+        if dcpl.get_layout() == h5py.h5d.VIRTUAL or dcpl.get_external_count():
+            self._outside.add(path)
+            if data:
+                self._refuse_outside(path)
         shape, dtype = dsid.shape, dsid.dtype
         entry = (node, shape, dtype, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
         self._ds_cache[path] = entry
@@ -415,6 +428,13 @@ class H5Backend(Backend):
 
     def _dataset(self, path: Path) -> h5py.Dataset:
         return self._entry(path)[0]
+
+    def _refuse_outside(self, path: Path) -> None:
+        raise UnsupportedOperationError(
+            f"key {self.key_str(path)!r} of {self._location} keeps its data outside the file "
+            "(external storage or a virtual dataset): ptd does not follow it, since a file "
+            "could point it at any file on this machine. Read it with h5py if you trust the file."
+        )
 
     def raw_group(self, path: Path) -> Any:
         return self._group(path)
@@ -548,6 +568,8 @@ class H5Backend(Backend):
         out = []
         for name in group:
             try:
+                if group.get(name, getclass=True, getlink=True) is h5py.ExternalLink:
+                    continue  # another file: never followed (walk does not list them either)
                 cls = group.get(name, getclass=True)
             except (KeyError, ValueError):  # a dangling link
                 continue
@@ -558,7 +580,7 @@ class H5Backend(Backend):
         return out
 
     def array_meta(self, path: Path) -> ArrayMeta:
-        return self._meta(path, self._dataset(path))
+        return self._meta(path, self._entry(path, data=False)[0])
 
     def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
         """One ``H5Ovisit`` pass (name order, parents first), opening only the datasets."""

@@ -212,6 +212,11 @@ class ZarrBackend(Backend):
                 warnings.simplefilter("ignore")
                 root = zarr.open_group(store, **kwargs)
         except FileNotFoundError:
+            if isinstance(store, str) and os.path.isfile(os.path.join(store, ZARR_JSON)):
+                raise CorruptStoreError(
+                    f"{location} is not a readable zarr store: its {ZARR_JSON} does not describe "
+                    "a group that zarr can open (damaged metadata?)"
+                ) from None
             raise StoreNotFoundError(f"zarr store {location} does not exist") from None
         except FileExistsError:
             raise StoreExistsError(
@@ -529,9 +534,21 @@ class ZarrBackend(Backend):
             members = sorted(group.members(), key=lambda m: m[0])
         out = []
         for name, node in members:
+            self._check_member(path, name)
             self._cache[path + (name,)] = node
             out.append((name, NodeKind.ARRAY if isinstance(node, zarr.Array) else NodeKind.GROUP))
         return out
+
+    def _check_member(self, path: Path, name: str) -> None:
+        """A child name listed by the store (its consolidated metadata can say anything) must
+        be a valid key: nothing may resolve outside the store or onto another node."""
+        for part in name.split("/"):
+            if part in ("", ".", "..") or "\x00" in part:
+                raise CorruptStoreError(
+                    f"cannot read the metadata of {self._location}: it lists a child "
+                    f"{self.key_str(path + (name,))!r}, which is not a valid key (damaged or "
+                    "hostile metadata)"
+                )
 
     def array_meta(self, path: Path) -> ArrayMeta:
         return self._meta(path, self._array(path))
@@ -544,6 +561,7 @@ class ZarrBackend(Backend):
             members = group.members(max_depth=None)
         kids: dict[Path, list[tuple[str, Node]]] = {}
         for name, node in members:
+            self._check_member(path, name)
             rel = tuple(name.split("/"))
             kids.setdefault(rel[:-1], []).append((rel[-1], node))
             self._cache[path + rel] = node
