@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
-import ptd.persistent as persistent
+import ptd._store as _store
 from ptd import PersistentTensorDict, TensorDict
 from ptd.errors import ClosedStoreError, UnsupportedOperationError
 
@@ -37,7 +37,7 @@ def open_ro(path: Path, backend: str) -> PersistentTensorDict:
 
 def collate(view: PersistentTensorDict) -> tuple[TensorDict, int, int]:
     """Runs in the worker: the rows, the worker's pid, how many inherited stores it parked."""
-    return view.to_tensordict(), os.getpid(), len(persistent._INHERITED)
+    return view.to_tensordict(), os.getpid(), len(_store._INHERITED)
 
 
 def test_pickle_holds_what_reopens(tmp_path: Path, backend: str) -> None:
@@ -145,6 +145,6 @@ def test_forked_writable_h5_message(tmp_path: Path) -> None:
     assert p._store.backend.closed
     with pytest.raises(KeyError, match="closed"):
         p["x"]
-    parked = persistent._INHERITED.pop()
+    parked = _store._INHERITED.pop()
     assert not parked.closed
     parked.close()  # the same process really: close it for the test's sake
