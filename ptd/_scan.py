@@ -94,7 +94,9 @@ def open_backend(
         if not os.path.exists(p) and "://" not in p:
             raise StoreNotFoundError(f"{p} does not exist")
         name = fmt or detect_backend(p)
-        be = get_backend(name).open(p, mode)
+        # streamed whole-store reads (convert) gain nothing from memory maps, whose mapped
+        # pages would count in resident memory: read through h5py/zarr
+        be = get_backend(name).open(p, mode, fast_path=False)
     try:
         yield be
     finally:

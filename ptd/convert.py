@@ -542,6 +542,7 @@ class _Copier:
                 target = opts.pop("target")
                 opts.pop("backend", None)
                 opts.pop("mode", None)
+                opts["fast_path"] = False  # streamed reads: see open_backend
                 be = get_backend(self.src.name).open(target, "r", **opts)
                 with lock:
                     opened.append(be)

@@ -50,6 +50,7 @@ def _open_spec(spec: dict[str, Any]) -> Backend:
     target = opts.pop("target")
     backend = opts.pop("backend")
     mode = opts.pop("mode", "r")
+    opts["fast_path"] = False  # streamed region copies: memory maps would only inflate RSS
     return get_backend(backend).open(target, mode, **opts)
 
 

@@ -431,10 +431,12 @@ def export_memmap(src: Any, dst: str | os.PathLike[str], *, overwrite: bool = Fa
     src = normalize(src)
     backend = detect_backend(src, storage_options)
     extra = {"storage_options": storage_options} if is_remote(src) and storage_options else {}
+    # a one-pass streamed copy gains nothing from memory maps, and mapped file pages would
+    # count in the process's resident memory: read through h5py/zarr
     if backend == "h5":
-        store = PersistentTensorDict.from_h5(src, mode="r", **extra)
+        store = PersistentTensorDict.from_h5(src, mode="r", fast_path=False, **extra)
     else:
-        store = PersistentTensorDict.from_zarr(src, mode="r", allow_pickle=allow_pickle, **extra)
+        store = PersistentTensorDict.from_zarr(src, mode="r", allow_pickle=allow_pickle, fast_path=False, **extra)
     try:
         return _write(store, os.fspath(dst), overwrite=overwrite, progress=progress, slab_bytes=slab_bytes)[1]
     finally:
