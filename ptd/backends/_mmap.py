@@ -95,11 +95,59 @@ def _threads_for(nbytes: int) -> int:
     return max(1, min(n, _MAX_THREADS, nbytes // _MIN_PART_BYTES))
 
 
+def _madvise_fn() -> Any:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.madvise
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        fn.restype = ctypes.c_int
+        return fn
+    except (OSError, AttributeError):  # pragma: no cover - not Linux/glibc
+        return None
+
+
+_MADVISE = _madvise_fn() if hasattr(mmap, "MADV_DONTNEED") else None
+#: after copying at least this many bytes out of a map, its pages are dropped from this
+#: process's page tables (they stay in the OS page cache): streaming a whole store through the
+#: fast path keeps resident memory bounded instead of growing with the store
+RELEASE_BYTES = 1 << 20
+
+
+def _release(view: np.ndarray) -> None:
+    """``madvise(MADV_DONTNEED)`` on the whole pages inside a C-contiguous mapped view."""
+    if _MADVISE is None or view.nbytes < RELEASE_BYTES or not view.flags.c_contiguous:
+        return
+    base: Any = view
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    if not isinstance(base, mmap.mmap):  # only file-backed maps: DONTNEED zeroes anonymous memory
+        return
+    start = view.ctypes.data
+    lo = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+    hi = (start + view.nbytes) // mmap.PAGESIZE * mmap.PAGESIZE
+    if hi > lo:
+        _MADVISE(lo, hi - lo, mmap.MADV_DONTNEED)
+
+
 def _copy(view: Any) -> np.ndarray:
-    """A new C-contiguous array equal to ``view`` (large copies split over a few threads)."""
+    """A new C-contiguous array equal to ``view`` (large copies split over a few threads).
+
+    ``view`` is a read-only view of a memory map: after a large copy its pages are released
+    (see :func:`_release`)."""
     if not isinstance(view, np.ndarray) or view.ndim == 0:
         return np.array(view)
     out = np.empty(view.shape, view.dtype)
+    try:
+        return _copy_into(out, view)
+    finally:
+        _release(view)
+
+
+def _copy_into(out: np.ndarray, view: np.ndarray) -> np.ndarray:
     nthreads = _threads_for(view.nbytes)
     if nthreads > 1:
         if view.flags.c_contiguous:
