@@ -9,6 +9,7 @@ zero-size and 0-d leaves; then writes in writable modes, pickling, closing, and 
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 import pickle
 import sys
@@ -837,3 +838,42 @@ def test_parallel_copy_of_large_reads(tmp_path, monkeypatch) -> None:
         assert np.array_equal(out, view) and out.flags.c_contiguous
         assert not np.shares_memory(out, a)
     assert sys.modules.get("torch") is not None
+
+
+# ------------------------------------------------------------------------------------------
+# resident memory: pages copied out of a map are released (file-backed maps only)
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * mmap.PAGESIZE
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc (Linux)")
+def test_streaming_copies_out_of_a_map_keep_resident_memory_bounded(tmp_path) -> None:
+    from ptd.backends import _mmap as M
+
+    path = tmp_path / "big.bin"
+    size = 64 << 20
+    np.arange(size, dtype=np.uint8).tofile(path)
+    with open(path, "rb") as fh:
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    arr = np.frombuffer(mm, dtype=np.uint8)
+    before = _rss_bytes()
+    step = 4 << 20
+    for start in range(0, size, step):
+        out = M._copy(arr[start : start + step])
+        assert out[0] == np.uint8(start % 256) and out[-1] == np.uint8((start + step - 1) % 256)
+        del out
+    assert _rss_bytes() - before < 32 << 20  # without the release: the whole 64 MiB stays mapped
+    del arr
+    mm.close()
+
+
+def test_copies_from_ordinary_memory_are_never_released() -> None:
+    """MADV_DONTNEED would zero anonymous memory: only file-backed maps are released."""
+    from ptd.backends import _mmap as M
+
+    heap = np.full(4 << 20, 7, dtype=np.uint8)
+    out = M._copy(heap)
+    assert out.min() == 7 and heap.min() == 7 and heap.max() == 7

@@ -584,7 +584,10 @@ class ZarrMaps:
             if chunk is None:
                 out[dst] = lay.fill
             else:
-                out[dst] = _view_of(chunk, tuple(p[1] for p in combo))
+                part = _view_of(chunk, tuple(p[1] for p in combo))
+                out[dst] = part
+                if isinstance(part, np.ndarray):
+                    _release(part)
             chunk = None
         return out
 
