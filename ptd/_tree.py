@@ -27,6 +27,8 @@ class StoreTree:
         self._kinds: dict[Path, NodeKind] = {(): NodeKind.GROUP}
         self._metas: dict[Path, ArrayMeta] = {}
         self._group_batch: dict[Path, torch.Size] = {}
+        #: arrays whose declared size was checked against this machine's memory
+        self.memory_checked: dict[Path, bool] = {}
 
     # ------------------------------------------------------------------ structure
     def load_all(self) -> None:
@@ -68,7 +70,7 @@ class StoreTree:
 
     def invalidate(self, path: Path) -> None:
         """Forget ``path`` and everything below it (after a create/delete/move)."""
-        for cache in (self._kinds, self._metas, self._children, self._group_batch):
+        for cache in (self._kinds, self._metas, self._children, self._group_batch, self.memory_checked):
             for p in [p for p in cache if p[: len(path)] == path]:
                 del cache[p]
         self._children.pop(path[:-1], None)

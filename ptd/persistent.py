@@ -435,7 +435,12 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
             simple = self._simple_selection()
         else:
             simple = entries if all(not isinstance(e, ix.Points) for e in entries) else None
-        _check_leaf_memory(path, meta, entries, be)
+        checked = self._store.tree.memory_checked
+        if path not in checked:
+            _check_leaf_memory(path, meta, entries, be)
+            # a whole-array read that fits says so for every read of this array
+            if nbytes_of(meta.shape, meta.dtype.itemsize) <= physical_memory():
+                checked[path] = True
         if entries is None:
             arr = be.read(path, ())
         elif simple is not None:
