@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ._batch import as_batch_size
 from .errors import PtdIndexError, PtdValueError
 from .nontensor import NonTensorData, NonTensorStack
 
@@ -472,5 +471,3 @@ def cat(tds: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None) -> Tens
     new_bs[dim] = sum(td.batch_size[dim] for td in tds)
     return _join(tds, dim, torch.Size(new_bs), lambda xs: torch.cat(xs, dim))
 
-
-_ = as_batch_size

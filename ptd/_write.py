@@ -15,7 +15,7 @@ import torch
 from ._batch import as_batch_size, fits, infer_batch_size
 from ._format import TD_META_ATTR, TD_META_VERSION
 from .base import TensorDictBase
-from .dtypes import dtype_from_str, storage_dtype, to_storage
+from .dtypes import storage_dtype, to_storage
 from .errors import BatchSizeError
 from .nontensor import NonTensorData, NonTensorStack
 
@@ -231,5 +231,3 @@ def copy_leaf(src: PersistentTensorDict, key: str, dst_backend: Any, dst_path: P
             progress(arr.nbytes)
     return done
 
-
-_ = dtype_from_str

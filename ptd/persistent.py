@@ -36,8 +36,8 @@ from ._store import _check_allow_pickle, _key_parts, _Store
 from ._tree import StoreTree
 from .backends import get_backend
 from .backends.base import Backend, NodeKind, Path, ValueKind
-from .base import EntryMeta, TensorDictBase, pick_operand, unravel_key
-from .dtypes import dtype_from_str, from_storage, storage_dtype, to_storage
+from .base import EntryMeta, TensorDictBase, pick_operand
+from .dtypes import dtype_from_str, from_storage, to_storage
 from .errors import (
     ArgumentError,
     BatchSizeError,
@@ -378,10 +378,9 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
         if meta.kind is ValueKind.UNSUPPORTED:
             raise UnsupportedDtypeError(f"key {'/'.join(path)!r} in {be.location} has dtype {meta.dtype}, which has no torch equivalent")
         as_stack = self._reads_as_stack(meta)
-        sel: tuple[Any, ...] = ()
         if as_stack and self._entries is not None:
             return self._read_stack_view(path, meta)
-        payload = be.read_non_tensor(path, sel, allow_pickle=self._store.allow_pickle,
+        payload = be.read_non_tensor(path, (), allow_pickle=self._store.allow_pickle,
                                      as_stack=as_stack and meta.stack_shape is None)
         if payload.is_stack:
             return NonTensorStack.from_list(payload.value, payload.stack_shape)
@@ -868,5 +867,3 @@ def _looks_like_group(obj: Any) -> bool:
     mod = type(obj).__module__
     return mod.startswith("h5py") or (mod.startswith("zarr") and type(obj).__name__ in ("Group", "AsyncGroup"))
 
-
-_ = (storage_dtype, unravel_key)

@@ -198,7 +198,7 @@ def parse_batch_size(text: str | None) -> list[int] | None:
 
 def parse_storage_options(items: Sequence[str] | None) -> dict[str, Any] | None:
     """``["anon=true", "endpoint_url=http://h:9000"]`` -> ``{"anon": True, "endpoint_url": ...}``
-    (None when there are none). A bad item raises ``typer.BadParameter``."""
+    (None when there are none). A bad item prints one error line and exits with status 2."""
     if not items:
         return None
     out: dict[str, Any] = {}
@@ -206,7 +206,7 @@ def parse_storage_options(items: Sequence[str] | None) -> dict[str, Any] | None:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}")
+            raise fail(f"--storage-option: expected KEY=VALUE, got {item!r}")
         try:
             value: Any = json.loads(text)
         except ValueError:

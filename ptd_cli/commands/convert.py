@@ -94,10 +94,7 @@ def convert(
         raise fail("--level needs --compression (gzip, zstd, blosc or lz4)")
     if scheduler is not None and workers != 1:
         raise fail("--workers and --scheduler cannot be used together (the cluster has workers)")
-    try:
-        options = parse_storage_options(storage_option)
-    except typer.BadParameter as err:
-        raise fail(f"--storage-option: {err}") from None
+    options = parse_storage_options(storage_option)
     with errors_handled(ctx, dst or src):
         import ptd
         from ptd.convert import resolve_destination

@@ -11,7 +11,6 @@ from rich.text import Text
 from .._common import (
     STORAGE_OPTION_HELP,
     errors_handled,
-    fail,
     format_ratio,
     format_shape,
     human_bytes,
@@ -44,10 +43,7 @@ def inspect(
         typer.Option("--storage-option", "-O", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP),
     ] = None,
 ) -> None:
-    try:
-        options = parse_storage_options(storage_option)
-    except typer.BadParameter as err:
-        raise fail(f"--storage-option: {err}") from None
+    options = parse_storage_options(storage_option)
     with errors_handled(ctx, path):
         import ptd
 

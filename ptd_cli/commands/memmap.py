@@ -43,10 +43,7 @@ def memmap(
         typer.Option("--storage-option", "-O", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP),
     ] = None,
 ) -> None:
-    try:
-        options = parse_storage_options(storage_option)
-    except typer.BadParameter as err:
-        raise fail(f"--storage-option: {err}") from None
+    options = parse_storage_options(storage_option)
     with errors_handled(ctx, dst):
         import ptd
         from ptd.errors import PickleRefusedError, StoreExistsError

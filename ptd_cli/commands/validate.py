@@ -57,10 +57,7 @@ def validate(
         bs = parse_batch_size(batch_size)
     except typer.BadParameter as err:
         raise fail(f"--batch-size: {err}") from None
-    try:
-        options = parse_storage_options(storage_option)
-    except typer.BadParameter as err:
-        raise fail(f"--storage-option: {err}") from None
+    options = parse_storage_options(storage_option)
     with errors_handled(ctx, schema):
         import ptd
         from ptd.validate import load_schema
