@@ -126,7 +126,7 @@ def child_cluster() -> None:
     ) as cluster:
         # a long-lived cluster has ptd (and torch) imported already: do it before the timed runs
         with Client(cluster) as client:
-            client.run(importlib.import_module, "ptd.distributed")
+            client.run(importlib.import_module, "ptd.transfer.distributed")
         print(cluster.scheduler_address, flush=True)
         sys.stdin.read()
 

@@ -173,7 +173,7 @@ def child_main(kind: str, src: str, dst: str, backend: str) -> None:
 
     if kind == "ptd":
         import ptd.memmap  # noqa: F401
-        import ptd.persistent  # noqa: F401
+        import ptd.persistent.persistent_tensordict  # noqa: F401
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     nbytes = (child_ptd if kind == "ptd" else child_plain)(src, dst, backend)

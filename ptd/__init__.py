@@ -8,47 +8,69 @@
 ...     p.close()
 tensor([[4., 5.],
         [0., 1.]])
+
+Public names are loaded on first use (PEP 562), so that ``ptd.info`` and ``ptd.validate`` (and
+the ``ptd inspect``/``ptd validate`` commands) run in a process that never imports torch.
 """
 
 from __future__ import annotations
 
-from . import errors
-from .base import EntryMeta, TensorDictBase, is_leaf_nontensor
+import importlib
+from typing import TYPE_CHECKING, Any
 
-# Imported eagerly (about 20 ms, no h5py/zarr): ``ptd.convert`` etc. are functions that share
-# their submodule's name, and a lazy import would let ``import ptd.convert`` shadow the function.
-from .convert import ConvertResult, convert  # noqa: E402
-from .errors import PtdError
-from .info import StoreInfo, info  # noqa: E402
-from .nontensor import NonTensorData, NonTensorStack
-from .tensordict import TensorDict
-from .validate import ValidationReport, validate  # noqa: E402
+from ptd import errors
+from ptd.errors import PtdError
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "TensorDict",
-    "TensorDictBase",
-    "PersistentTensorDict",
-    "NonTensorData",
-    "NonTensorStack",
-    "EntryMeta",
-    "PtdError",
-    "errors",
-    "is_leaf_nontensor",
-    "convert",
-    "info",
-    "validate",
-    "ConvertResult",
-    "StoreInfo",
-    "ValidationReport",
-    "__version__",
-]
+#: public name -> the module that defines it
+_PUBLIC: dict[str, str] = {
+    "TensorDict": "ptd.core.tensordict",
+    "TensorDictBase": "ptd.core.base",
+    "EntryMeta": "ptd.core.base",
+    "is_leaf_nontensor": "ptd.core.base",
+    "NonTensorData": "ptd.core.nontensor",
+    "NonTensorStack": "ptd.core.nontensor",
+    "PersistentTensorDict": "ptd.persistent.persistent_tensordict",
+    "convert": "ptd.transfer.convert",
+    "ConvertResult": "ptd.transfer.convert",
+    "ConvertOptions": "ptd.transfer.options",
+    "convert_distributed": "ptd.transfer.distributed",
+    "info": "ptd.report.info",
+    "StoreInfo": "ptd.report.info",
+    "validate": "ptd.report.validate",
+    "ValidationReport": "ptd.report.validate",
+    "StoreLocation": "ptd.storage.location",
+    "TdMeta": "ptd.format.tdmeta",
+}
+
+__all__ = [*_PUBLIC, "PtdError", "errors", "memmap", "__version__"]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from ptd import memmap
+    from ptd.core.base import EntryMeta, TensorDictBase, is_leaf_nontensor
+    from ptd.core.nontensor import NonTensorData, NonTensorStack
+    from ptd.core.tensordict import TensorDict
+    from ptd.format.tdmeta import TdMeta
+    from ptd.persistent.persistent_tensordict import PersistentTensorDict
+    from ptd.report.info import StoreInfo, info
+    from ptd.report.validate import ValidationReport, validate
+    from ptd.storage.location import StoreLocation
+    from ptd.transfer.convert import convert
+    from ptd.transfer.distributed import convert_distributed
+    from ptd.transfer.options import ConvertOptions, ConvertResult
 
 
-def __getattr__(name: str):  # lazy: the persistent layer pulls in the backends registry
-    if name == "PersistentTensorDict":
-        from .persistent import PersistentTensorDict
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        if name == "memmap":
+            return importlib.import_module("ptd.memmap")
+        raise AttributeError(f"module 'ptd' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
 
-        return PersistentTensorDict
-    raise AttributeError(f"module 'ptd' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -23,10 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ptd import PersistentTensorDict, TensorDict
-from ptd.backends import _mmap
-from ptd.backends.h5 import H5Backend
-from ptd.backends.zarr import ZarrBackend
 from ptd.errors import ClosedStoreError, PtdError
+from ptd.storage.backends import fast_path as _mmap
+from ptd.storage.backends.h5 import H5Backend
+from ptd.storage.backends.zarr import ZarrBackend
 
 SUFFIX = {"h5": ".h5", "zarr": ".zarr"}
 N = 9
@@ -851,7 +851,7 @@ def _rss_bytes() -> int:
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc (Linux)")
 def test_streaming_copies_out_of_a_map_keep_resident_memory_bounded(tmp_path) -> None:
-    from ptd.backends import _mmap as M
+    from ptd.storage.backends import fast_path as M
 
     path = tmp_path / "big.bin"
     size = 64 << 20
@@ -872,7 +872,7 @@ def test_streaming_copies_out_of_a_map_keep_resident_memory_bounded(tmp_path) ->
 
 def test_copies_from_ordinary_memory_are_never_released() -> None:
     """MADV_DONTNEED would zero anonymous memory: only file-backed maps are released."""
-    from ptd.backends import _mmap as M
+    from ptd.storage.backends import fast_path as M
 
     heap = np.full(4 << 20, 7, dtype=np.uint8)
     out = M._copy(heap)

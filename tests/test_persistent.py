@@ -76,8 +76,8 @@ def rows_of(selection, n: int) -> int:
 def read_log(monkeypatch):
     """Every ``Backend.read(path, selection)`` call, on both backends (and every
     ``read_direct`` call that read: the memory-map fast path)."""
-    from ptd.backends.h5 import H5Backend
-    from ptd.backends.zarr import ZarrBackend
+    from ptd.storage.backends.h5 import H5Backend
+    from ptd.storage.backends.zarr import ZarrBackend
 
     log: list = []
     for cls in (H5Backend, ZarrBackend):
@@ -102,8 +102,8 @@ def read_log(monkeypatch):
 @pytest.fixture
 def write_log(monkeypatch):
     """Every ``Backend.write(path, selection, value)`` call, on both backends."""
-    from ptd.backends.h5 import H5Backend
-    from ptd.backends.zarr import ZarrBackend
+    from ptd.storage.backends.h5 import H5Backend
+    from ptd.storage.backends.zarr import ZarrBackend
 
     log: list = []
     for cls in (H5Backend, ZarrBackend):

@@ -344,7 +344,7 @@ def test_workers_give_the_same_store(
 def test_distributed_convert_equals_local(
     cluster: Any, h5_src: str, zarr_src: str, tmp_path: Path
 ) -> None:
-    from ptd.distributed import convert_distributed
+    from ptd.transfer.distributed import convert_distributed
 
     local = ptd.convert(h5_src, tmp_path / "local.zarr", chunks=4)
     seen: list[int] = []
@@ -396,7 +396,7 @@ def test_distributed_cli_to_s3(cluster: Any, s3: S3, zarr_src: str, tmp_path: Pa
 def test_distributed_errors(monkeypatch: pytest.MonkeyPatch, zarr_src: str, tmp_path: Path) -> None:
     import sys
 
-    import ptd.distributed as dist
+    import ptd.transfer.distributed as dist
 
     with monkeypatch.context() as mp:
         mp.setitem(sys.modules, "distributed", None)  # as if dask were not installed

@@ -97,8 +97,8 @@ def convert(
     options = parse_storage_options(storage_option)
     with errors_handled(ctx, dst or src):
         import ptd
-        from ptd.convert import resolve_destination
         from ptd.errors import PickleRefusedError
+        from ptd.transfer.convert import resolve_destination
 
         target, _ = resolve_destination(
             src, dst, to.value if to else None, storage_options=options

@@ -21,7 +21,7 @@ from .._common import (
 )
 
 if TYPE_CHECKING:
-    from ptd.info import EntryInfo, StoreInfo
+    from ptd.report.info import EntryInfo, StoreInfo
 
 SHORT_HELP = "Show a store's format, batch size and every group and leaf (metadata only)."
 

@@ -60,7 +60,7 @@ def validate(
     options = parse_storage_options(storage_option)
     with errors_handled(ctx, schema):
         import ptd
-        from ptd.validate import load_schema
+        from ptd.report.validate import load_schema
 
         doc = load_schema(schema) if schema is not None else None
 

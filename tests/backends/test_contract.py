@@ -20,9 +20,7 @@ import pytest
 import torch
 import zarr
 
-from ptd.backends import BACKENDS, detect_backend, get_backend
-from ptd.backends.base import Backend, NodeKind, ValueKind
-from ptd.dtypes import from_storage, to_storage
+from ptd.core.dtypes import from_storage, to_storage
 from ptd.errors import (
     ClosedStoreError,
     CorruptStoreError,
@@ -37,6 +35,8 @@ from ptd.errors import (
     StoreNotFoundError,
     UnknownBackendError,
 )
+from ptd.storage.backends import BACKENDS, detect_backend, get_backend
+from ptd.storage.backends.base import Backend, NodeKind, ValueKind
 
 NUMERIC_DTYPES = [
     "bool",

@@ -85,7 +85,7 @@ def test_second_h5_writer_gets_a_clear_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize("errno, text", [(38, "Function not implemented"), (37, "No locks available")])
 def test_lock_failures_name_the_locking_option(tmp_path: Path, monkeypatch, cli, errno: int, text: str) -> None:
     """What HDF5 reports when the file system refuses locks (NFS, some FUSE mounts)."""
-    import ptd.backends.h5 as h5mod
+    import ptd.storage.backends.h5 as h5mod
 
     path = tmp_path / "d.h5"
     PersistentTensorDict.from_dict(data(), path).close()

@@ -1,0 +1,214 @@
+"""Non-tensor payloads: the JSON-or-pickle encoding and the ``allow_pickle`` policy.
+
+Pure python (no h5py/zarr import), shared by the zarr backend and the memmap format.
+
+A value is stored as JSON when ``json.dumps`` (stdlib defaults) gives text that ``json.loads``
+turns back into an equal value, and as a pickle otherwise (tensordict 0.15's rule)::
+
+    >>> encode_payload({"k": [1, 2]})
+    (b'{"k": [1, 2]}', 'json')
+    >>> encode_payload((1, 2))[1]
+    'pickle'
+    >>> decode_payload(b'"hi"', "json", allow_pickle=False, key="s", location="x.zarr")
+    'hi'
+
+Decoding a pickle follows the ``allow_pickle`` policy: ``False`` raises
+:class:`~ptd.errors.PickleRefusedError` before a single byte is unpickled, ``None`` decodes with a
+``FutureWarning``, ``True`` decodes silently.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ptd.errors import PickleRefusedError, PtdTypeError, PtdValueError
+from ptd.format.names import ENCODING_JSON, ENCODING_PICKLE
+
+__all__ = [
+    "encode_payload",
+    "encode_json",
+    "decode_payload",
+    "check_allow_pickle",
+    "all_of_type",
+    "nested_to_array",
+    "select_nested",
+    "parse_stack_shape",
+    "has_nested_shape",
+]
+
+#: the reference's messages, per source format
+_REFUSE = {
+    "zarr": "Refusing to load pickled non-tensor data from a zarr TensorDict. Pickle can execute "
+    "arbitrary code. Pass allow_pickle=True only when the saved data is trusted.",
+    "memmap": "Refusing to load pickled non-tensor data from a memory-mapped TensorDict. Pickle "
+    "can execute arbitrary code. Pass allow_pickle=True only when the saved data is trusted.",
+}
+_WARN = {
+    "zarr": "PersistentTensorDict is loading a pickled non-tensor zarr field. This is only safe "
+    "for trusted data. Starting with TensorDict 0.17, the default will change to "
+    "allow_pickle=False. Pass allow_pickle=True to acknowledge trusted data or "
+    "allow_pickle=False to reject pickle now.",
+    "memmap": "TensorDict.load_memmap is loading a pickled non-tensor field. This is only safe "
+    "for trusted data. Starting with TensorDict 0.16, the default will change to "
+    "allow_pickle=False. Pass allow_pickle=True to acknowledge trusted data or "
+    "allow_pickle=False to reject pickle now.",
+}
+
+
+def encode_json(value: Any) -> str | None:
+    """``json.dumps(value)`` when it round-trips to an equal value, else None."""
+    try:
+        text = json.dumps(value)
+        if json.loads(text) == value:
+            return text
+    except (TypeError, ValueError, RecursionError):
+        pass
+    return None
+
+
+def encode_payload(value: Any) -> tuple[bytes, str]:
+    """``(payload, encoding)``: JSON bytes when the value round-trips through JSON, else a pickle."""
+    text = encode_json(value)
+    if text is not None:
+        return text.encode("utf-8"), ENCODING_JSON
+    return pickle.dumps(value), ENCODING_PICKLE
+
+
+def check_allow_pickle(allow_pickle: Any) -> None:
+    """Raise PtdTypeError unless ``allow_pickle`` is a bool or None (the reference's check)."""
+    if allow_pickle is not None and not isinstance(allow_pickle, bool):
+        raise PtdTypeError("allow_pickle must be a bool or None.")
+
+
+def decode_payload(
+    data: bytes,
+    encoding: Any,
+    *,
+    allow_pickle: bool | None,
+    key: str,
+    location: str,
+    source: str = "zarr",
+    stacklevel: int = 3,
+) -> Any:
+    """Decode a payload written by :func:`encode_payload` (or by tensordict).
+
+    Every failure raises an error naming ``key`` and ``location``: an unknown encoding or a
+    corrupt payload gives PtdValueError, a refused pickle PickleRefusedError (raised before
+    anything is unpickled). ``source`` picks the reference's wording ("zarr" or "memmap").
+    """
+    where = f"(key {key!r} in {location})"
+    if encoding == ENCODING_JSON:
+        try:
+            return json.loads(bytes(data).decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise PtdValueError(f"Corrupt JSON payload {where}: not valid UTF-8 ({err}).") from None
+        except ValueError as err:
+            raise PtdValueError(f"Corrupt JSON payload {where}: {err}.") from None
+        except RecursionError:
+            raise PtdValueError(f"Corrupt JSON payload {where}: nested too deeply.") from None
+    if encoding != ENCODING_PICKLE:
+        raise PtdValueError(f"Unknown zarr non-tensor encoding: {encoding!r}. {where}")
+    check_allow_pickle(allow_pickle)
+    if allow_pickle is False:
+        raise PickleRefusedError(f"{_REFUSE[source]} {where}")
+    if allow_pickle is None:
+        warnings.warn(f"{_WARN[source]} {where}", FutureWarning, stacklevel=stacklevel)
+    try:
+        return pickle.loads(bytes(data))
+    except Exception as err:  # noqa: BLE001 - any unpickling failure is a corrupt payload
+        raise PtdValueError(
+            f"Corrupt pickle payload {where}: {type(err).__name__}: {err}"
+        ) from None
+
+
+# --- nested lists (NonTensorStack values) ----------------------------------------------------
+
+
+def all_of_type(values: Any, ndim: int, cls: type) -> bool:
+    """Whether every element of the ``ndim``-deep nested list is exactly of type ``cls``."""
+    if ndim == 0:
+        return type(values) is cls
+    return all(all_of_type(v, ndim - 1, cls) for v in values)
+
+
+def nested_to_array(
+    values: Any, shape: Sequence[int], *, key: str, location: str, dtype: Any = object
+) -> np.ndarray:
+    """An array of ``shape`` whose elements are those of the nested list ``values``.
+
+    Elements stay python objects (``dtype=object``) unless ``dtype`` says otherwise; a nested
+    list that is not of ``shape`` raises PtdValueError.
+    """
+    shape = tuple(int(s) for s in shape)
+    flat: list[Any] = []
+
+    def walk(v: Any, depth: int) -> None:
+        if depth == len(shape):
+            flat.append(v)
+            return
+        if not isinstance(v, (list, tuple)) or len(v) != shape[depth]:
+            raise PtdValueError(
+                f"cannot write key {key!r} to {location}: the stack value is not a nested list "
+                f"of shape {list(shape)}"
+            )
+        for item in v:
+            walk(item, depth + 1)
+
+    walk(values, 0)
+    out = np.empty(shape, dtype=object)
+    out_flat = out.reshape(-1)
+    for i, v in enumerate(flat):  # item by item: elements may be lists themselves
+        out_flat[i] = v
+    if dtype is not object:
+        out = out.astype(dtype) if out.size else np.empty(shape, dtype=dtype)
+    return out
+
+
+def select_nested(value: Any, selection: Sequence[Any]) -> Any:
+    """Apply a backend selection (ints, slices, one sorted int array) to a nested list."""
+    if not selection:
+        return value
+    head, rest = selection[0], tuple(selection[1:])
+    if isinstance(head, (int, np.integer)):
+        return select_nested(value[int(head)], rest)
+    if isinstance(head, slice):
+        return [select_nested(v, rest) for v in value[head]]
+    return [select_nested(value[int(i)], rest) for i in np.asarray(head).reshape(-1)]
+
+
+def parse_stack_shape(value: Any) -> tuple[int, ...] | None:
+    """The stack shape a ``__tensordict_stack__`` attribute holds, or None when it is not a
+    list of non-negative ints (a corrupt or foreign attribute: it is then not trusted).
+
+    >>> parse_stack_shape([3, 2]), parse_stack_shape("abc"), parse_stack_shape([-1])
+    ((3, 2), None, None)
+    """
+    if isinstance(value, (str, bytes, Mapping)):
+        return None
+    try:
+        items = list(np.ravel(np.asarray(value, dtype=object)))
+    except (TypeError, ValueError):
+        return None
+    out = []
+    for item in items:
+        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
+            return None
+        if item < 0:
+            return None
+        out.append(int(item))
+    return tuple(out)
+
+
+def has_nested_shape(value: Any, shape: Sequence[int]) -> bool:
+    """Whether ``value`` is a nested list (or tuple) of exactly ``shape``."""
+    if not shape:
+        return True
+    if not isinstance(value, (list, tuple)) or len(value) != shape[0]:
+        return False
+    return all(has_nested_shape(v, shape[1:]) for v in value)

@@ -1,0 +1,278 @@
+"""Reading memmap directories, and the key <-> file name encoding (see :mod:`ptd.memmap`).
+
+>>> encode_key("weird key/x"), decode_key("weird%20key%2Fx")
+('weird%20key%2Fx', 'weird key/x')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ptd.core.dtypes import dtype_from_str
+from ptd.core.nontensor import NonTensorData, NonTensorStack
+from ptd.errors import CorruptStoreError, PtdValueError, StoreNotFoundError, UnsupportedDtypeError
+from ptd.format.names import (
+    ENCODING_PICKLE,
+    MEMMAP_FORMAT_VERSION,
+    MEMMAP_META,
+    MEMMAP_NODE_FIELDS,
+    MEMMAP_NON_TENSOR_STACK_CLASS,
+    MEMMAP_NON_TENSOR_STACK_TYPE,
+    MEMMAP_NON_TENSOR_TYPE,
+    MEMMAP_PICKLE_FILE,
+    MEMMAP_PTD_CLASS,
+    MEMMAP_PTD_TYPE,
+    MEMMAP_STACK_PICKLE_FILE,
+    MEMMAP_SUFFIX,
+    MEMMAP_TD_CLASS,
+    MEMMAP_TD_TYPE,
+)
+from ptd.format.payload import check_allow_pickle, decode_payload
+
+if TYPE_CHECKING:
+    from ptd.core.tensordict import TensorDict
+
+__all__ = ["encode_key", "decode_key", "load_dir", "map_leaf", "MODES"]
+
+#: load modes: whether the mapping is shared (writes reach the file) or copy-on-write
+MODES = {"r+": True, "r": False}
+
+_UNSAFE = set('/<>:"|?*\\ \0%') | {chr(i) for i in range(32)} | {chr(127)}
+_ENCODE_TABLE = str.maketrans({c: f"%{ord(c):02X}" for c in _UNSAFE})
+
+
+def encode_key(key: str) -> str:
+    """The file-system name of ``key``, as tensordict 0.15 writes it (percent-encoding).
+
+    >>> encode_key("weird key/x"), encode_key(""), encode_key("..")
+    ('weird%20key%2Fx', '%', '%2E%2E')
+    """
+    if not key:
+        return "%"
+    if key in (".", ".."):
+        return "%2E" * len(key)
+    return key.translate(_ENCODE_TABLE)
+
+
+def decode_key(name: str) -> str:
+    """Invert :func:`encode_key`.
+
+    >>> decode_key("weird%20key%2Fx")
+    'weird key/x'
+    """
+    if name == "%":
+        return ""
+    out, i = [], 0
+    while i < len(name):
+        if name[i] == "%" and i + 2 < len(name) and _is_hex(name[i + 1 : i + 3]):
+            out.append(chr(int(name[i + 1 : i + 3], 16)))
+            i += 3
+        else:
+            out.append(name[i])
+            i += 1
+    return "".join(out)
+
+
+def _is_hex(s: str) -> bool:
+    return len(s) == 2 and all(c in "0123456789abcdefABCDEF" for c in s)
+
+
+def _legacy_ok(key: str, collection: bool) -> bool:
+    """Whether the raw key may name a file below the prefix (the reference's legacy names)."""
+    if "/" in key or "\\" in key or (len(key) >= 2 and key[0].isalpha() and key[1] == ":"):
+        return False
+    return not collection or key not in ("", ".", "..")
+
+
+def map_leaf(path: str, dtype: torch.dtype, shape: tuple[int, ...], mode: str, key: str) -> torch.Tensor:
+    """The leaf mapped from ``path`` (``mode`` "r+": shared, "r": copy-on-write)."""
+    numel = int(np.prod(shape, dtype=np.int64))
+    if numel == 0:
+        return torch.empty(shape, dtype=dtype)
+    need = numel * dtype.itemsize
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        raise CorruptStoreError(
+            f"the file {path} of key {key!r} ({dtype}, shape {list(shape)}) is missing"
+        ) from None
+    if size < need:
+        raise CorruptStoreError(
+            f"the file {path} of key {key!r} is too short: it holds {size} bytes, but "
+            f"{dtype} of shape {list(shape)} needs {need} (the file was left unchanged)"
+        )
+    return torch.from_file(path, shared=MODES[mode], size=numel, dtype=dtype).view(shape)
+
+
+def _read_meta(directory: str) -> dict[str, Any]:
+    path = os.path.join(directory, MEMMAP_META)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise CorruptStoreError(f"{directory} is not a memmap directory: {MEMMAP_META} is missing") from None
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise CorruptStoreError(f"{path} is not valid JSON: {err}") from None
+    if not isinstance(meta, dict):
+        raise CorruptStoreError(f"{path} is not a memmap meta.json: it holds a {type(meta).__name__}, not an object")
+    return meta
+
+
+def _node_kind(meta: dict[str, Any], path: str) -> str:
+    cls, typ = meta.get("_class"), meta.get("_type")
+    if cls in (MEMMAP_TD_CLASS, MEMMAP_PTD_CLASS) or typ in (MEMMAP_TD_TYPE, MEMMAP_PTD_TYPE):
+        return "td"
+    if cls == MEMMAP_NON_TENSOR_STACK_CLASS or typ == MEMMAP_NON_TENSOR_STACK_TYPE:
+        return "stack"
+    if typ == MEMMAP_NON_TENSOR_TYPE or meta.get("_is_non_tensor") is True:
+        return "data"
+    if cls is None and typ is None:
+        raise CorruptStoreError(f"{path} is not a tensordict meta.json: it has no '_type' or '_class'")
+    raise CorruptStoreError(
+        f"{path} describes a {cls or typ}, which ptd cannot load (it loads TensorDict, "
+        "PersistentTensorDict, NonTensorData and NonTensorStack directories)"
+    )
+
+
+def _shape(value: Any, path: str, what: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value):
+        raise CorruptStoreError(f"{path}: {what} must be a list of non-negative ints, got {value!r}")
+    return tuple(value)
+
+
+def _child(directory: str, key: str, suffix: str, collection: bool) -> str | None:
+    path = os.path.join(directory, encode_key(key) + suffix)
+    exists = os.path.isdir(path) if collection else os.path.lexists(path)
+    if exists:
+        return path
+    if encode_key(key) != key and _legacy_ok(key, collection):
+        legacy = os.path.join(directory, key + suffix)
+        if os.path.isdir(legacy) if collection else os.path.lexists(legacy):
+            return legacy
+    return None
+
+
+class _Loader:
+    def __init__(self, mode: str, allow_pickle: bool | None):
+        self.mode = mode
+        self.allow_pickle = allow_pickle
+
+    def td(self, directory: str, meta: dict[str, Any], parent: torch.Size | None) -> TensorDict:
+        from ptd.core.tensordict import TensorDict
+
+        mpath = os.path.join(directory, MEMMAP_META)
+        version = meta.get("_format_version", MEMMAP_FORMAT_VERSION)
+        if not isinstance(version, int) or version > MEMMAP_FORMAT_VERSION:
+            raise CorruptStoreError(
+                f"{mpath} was saved in the format version {version!r}; ptd reads the format "
+                f"versions up to {MEMMAP_FORMAT_VERSION}"
+            )
+        bs = torch.Size(_shape(meta.get("shape", []), mpath, "'shape'"))
+        if parent is not None and tuple(bs[: len(parent)]) != tuple(parent):
+            raise CorruptStoreError(f"{mpath}: the batch size {list(bs)} does not start with its parent's {list(parent)}")
+        names = meta.get("_names")
+        if names is not None and (not isinstance(names, list) or len(names) != len(bs)
+                                  or not all(n is None or isinstance(n, str) for n in names)):
+            raise CorruptStoreError(f"{mpath}: '_names' {names!r} does not match the batch size {list(bs)}")
+        device = meta.get("device")
+        out = TensorDict({}, batch_size=bs, device="cpu" if device == "cpu" else None, names=names)
+        for key, entry in meta.items():
+            if key in MEMMAP_NODE_FIELDS or not isinstance(entry, dict):
+                continue
+            if "type" in entry:
+                sub = _child(directory, key, "", True)
+                if sub is None:
+                    raise CorruptStoreError(f"{mpath} lists the entry {key!r}, but its directory {os.path.join(directory, encode_key(key))} is missing")
+                out._data[key] = self.entry(sub, key, bs)
+            elif "dtype" in entry and "shape" in entry:
+                out._data[key] = self.leaf(directory, key, entry, bs, mpath)
+        return out
+
+    def leaf(self, directory: str, key: str, entry: dict[str, Any], bs: torch.Size, mpath: str) -> torch.Tensor:
+        if entry.get("is_nested"):
+            raise UnsupportedDtypeError(f"{mpath}: key {key!r} is a nested (jagged) tensor, which ptd cannot load")
+        try:
+            dtype = dtype_from_str(str(entry["dtype"]))
+        except UnsupportedDtypeError:
+            raise UnsupportedDtypeError(f"{mpath}: key {key!r} has the unknown dtype {entry['dtype']!r}") from None
+        shape = _shape(entry["shape"], mpath, f"the shape of {key!r}")
+        if shape[: len(bs)] != tuple(bs):
+            raise CorruptStoreError(f"{mpath}: key {key!r} has shape {list(shape)}, which does not fit the batch size {list(bs)}")
+        path = _child(directory, key, MEMMAP_SUFFIX, False) or os.path.join(directory, encode_key(key) + MEMMAP_SUFFIX)
+        return map_leaf(path, dtype, shape, self.mode, key)
+
+    def entry(self, directory: str, key: str, bs: torch.Size) -> Any:
+        meta = _read_meta(directory)
+        mpath = os.path.join(directory, MEMMAP_META)
+        kind = _node_kind(meta, mpath)
+        if kind == "td":
+            return self.td(directory, meta, bs)
+        if kind == "data":
+            if "data" in meta:
+                return NonTensorData(meta["data"], bs)
+            pkl = os.path.join(directory, MEMMAP_PICKLE_FILE)
+            if not os.path.exists(pkl):
+                raise CorruptStoreError(f"{mpath} has no 'data' and there is no {MEMMAP_PICKLE_FILE} beside it")
+            fields = self.unpickle(pkl, key)
+            if not isinstance(fields, dict) or "data" not in fields:
+                raise CorruptStoreError(f"{pkl} does not hold a dict with a 'data' field")
+            return NonTensorData(fields["data"], bs)
+        if "device" not in meta or "data" not in meta:
+            raise CorruptStoreError(f"{mpath} is a NonTensorStack without 'data' or 'device'")
+        data = meta["data"]
+        if isinstance(data, str):
+            if data != MEMMAP_STACK_PICKLE_FILE:
+                raise CorruptStoreError(f"{mpath}: invalid NonTensorStack pickle file name {data!r}")
+            data = self.unpickle(os.path.join(directory, data), key)
+        if not isinstance(data, list):
+            raise CorruptStoreError(f"{mpath}: the NonTensorStack data is a {type(data).__name__}, not a list")
+        return NonTensorStack.from_list(data, _stack_shape(data, len(bs)))
+
+    def unpickle(self, path: str, key: str) -> Any:
+        if self.allow_pickle is False:  # refuse before reading a byte
+            decode_payload(b"", ENCODING_PICKLE, allow_pickle=False, key=key, location=path, source="memmap")
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            raise CorruptStoreError(f"the pickle file {path} of key {key!r} is missing") from None
+        return decode_payload(raw, ENCODING_PICKLE, allow_pickle=self.allow_pickle, key=key,
+                              location=path, source="memmap", stacklevel=6)
+
+
+def _stack_shape(data: Any, ndim: int) -> tuple[int, ...]:
+    """The leading (up to ``ndim``) dims of a nested list whose sub-lists have equal lengths."""
+    shape: list[int] = []
+    level = [data]
+    for _ in range(ndim):
+        if not level or not all(isinstance(v, list) for v in level):
+            break
+        n = len(level[0])
+        if any(len(v) != n for v in level):
+            break
+        shape.append(n)
+        level = [x for v in level for x in v]
+    return tuple(shape)
+
+
+def load_dir(prefix: str | os.PathLike[str], mode: str, allow_pickle: bool | None) -> TensorDict:
+    """The implementation of :func:`ptd.memmap.load_memmap` (see there)."""
+    check_allow_pickle(allow_pickle)
+    if mode not in MODES:
+        raise PtdValueError(f"Invalid memmap mode {mode!r}; must be one of {', '.join(MODES)}")
+    directory = os.path.abspath(os.fspath(prefix))
+    if not os.path.isdir(directory):
+        raise StoreNotFoundError(f"{directory} is not a directory: no memmap tensordict there")
+    meta = _read_meta(directory)
+    mpath = os.path.join(directory, MEMMAP_META)
+    kind = _node_kind(meta, mpath)
+    if kind != "td":
+        raise CorruptStoreError(f"{mpath} describes a {kind == 'data' and 'NonTensorData' or 'NonTensorStack'}, not a tensordict")
+    return _Loader(mode, allow_pickle).td(directory, meta, None)

@@ -1,0 +1,528 @@
+"""Memory-mapped directories in tensordict 0.15's layout: write them, load them.
+
+A directory holds one ``meta.json`` per tensordict node, one ``<key>.memmap`` file of raw
+little-endian C-order bytes per tensor leaf (none for a leaf with no elements), and one
+sub-directory per nested tensordict, ``NonTensorData`` or ``NonTensorStack`` (see
+``shared/reference/format.md`` §3). File and directory names are the percent-encoded keys
+(:func:`encode_key`), as tensordict writes them. ``tensordict.TensorDict.load_memmap`` reads
+what ptd writes, and :func:`load_memmap` reads what tensordict writes.
+
+>>> import os, tempfile, torch
+>>> from ptd import TensorDict
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     td = TensorDict({"a": torch.arange(6.).reshape(3, 2), "n": {"s": "hi"}}, batch_size=[3])
+...     mm = td.memmap(os.path.join(tmp, "td"))
+...     print(sorted(os.listdir(os.path.join(tmp, "td"))))
+...     back = TensorDict.load_memmap(os.path.join(tmp, "td"))
+...     print(back["a"][2], back["n", "s"], back["a"].untyped_storage().filename.endswith("a.memmap"))
+['a.memmap', 'meta.json', 'n']
+tensor([4., 5.]) hi True
+
+Writing
+    :func:`export_memmap` (also behind ``TensorDict.memmap``/``memmap_`` and
+    ``PersistentTensorDict.memmap``) writes into a fresh hidden sibling of the destination and
+    renames it into place at the end, so that a failure leaves nothing at the destination. An
+    existing non-empty destination is refused unless ``overwrite=True`` (``existsok=True`` in
+    the methods); it is then *replaced* as a whole, not merged. From a PersistentTensorDict
+    each leaf is streamed slab by slab (a bounded number of rows, aligned to the store's
+    chunks) with plain file writes, so peak memory does not grow with the store.
+
+    A non-tensor value is written as JSON in ``meta.json`` when JSON gives back an equal value
+    (str, None, bool, int, float, and lists/dicts of those), and pickled otherwise (bytes,
+    tuples, numpy values...), exactly where tensordict puts it (``other.pickle`` for a
+    NonTensorData, ``pickle.pkl`` for a NonTensorStack). Strings that an h5 store holds as
+    tensordict strings are written as str, and numpy scalars from a store as python numbers.
+
+Loading
+    :func:`load_memmap` returns a :class:`ptd.TensorDict` whose leaves are mapped with
+    ``torch.from_file`` (``mode="r+"``: writes reach the files; ``mode="r"``: copy-on-write, the
+    files never change). It fixes the reference's loader: a leaf file that is too short raises
+    :class:`~ptd.errors.CorruptStoreError` and is never grown, a missing leaf file or
+    sub-directory raises instead of dropping the key, float8 and bfloat16 leaves load.
+    **Pickles are refused by default** (``allow_pickle=False`` raises
+    :class:`~ptd.errors.PickleRefusedError` before reading a byte of it): pass
+    ``allow_pickle=True`` for trusted data, or ``None`` for the reference's behaviour (load with
+    a FutureWarning).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import secrets
+import shutil
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ptd.core.base import TensorDictBase
+from ptd.core.dtypes import storage_dtype, to_storage
+from ptd.core.nontensor import NonTensorData, NonTensorStack
+from ptd.errors import PtdError, PtdTypeError, PtdValueError, StoreExistsError, StoreIOError
+from ptd.format.names import (
+    MEMMAP_FORMAT_VERSION,
+    MEMMAP_META,
+    MEMMAP_NODE_FIELDS,
+    MEMMAP_NON_TENSOR_STACK_CLASS,
+    MEMMAP_NON_TENSOR_STACK_TYPE,
+    MEMMAP_NON_TENSOR_TYPE,
+    MEMMAP_PICKLE_FILE,
+    MEMMAP_STACK_PICKLE_FILE,
+    MEMMAP_SUFFIX,
+    MEMMAP_TD_CLASS,
+    MEMMAP_TD_TYPE,
+)
+from ptd.format.payload import check_allow_pickle, encode_json
+from ptd.memmap.loader import decode_key, encode_key, load_dir, map_leaf
+from ptd.persistent.write import slab_rows
+from ptd.storage.limits import check_free_space, nbytes_of
+
+if TYPE_CHECKING:
+    from ptd.core.tensordict import TensorDict
+
+__all__ = [
+    "MemmapSummary",
+    "export_memmap",
+    "memmap_tensordict",
+    "memmap_inplace",
+    "load_memmap",
+    "tensor_nbytes",
+    "encode_key",
+    "decode_key",
+    "SLAB_BYTES",
+]
+
+#: bytes read from a store per slab when a leaf is streamed into its file
+SLAB_BYTES = 8 << 20
+
+
+# ============================================================================ writing
+
+
+@dataclass
+class MemmapSummary:
+    """What :func:`export_memmap` wrote."""
+
+    path: str  #: the directory
+    nbytes: int = 0  #: bytes of tensor data written
+    leaves: int = 0  #: tensor leaves
+    non_tensors: int = 0  #: NonTensorData / NonTensorStack entries
+    groups: int = 0  #: nested tensordicts
+    pickled: int = 0  #: non-tensor entries that had to be pickled (not JSON)
+    seconds: float = 0.0
+
+
+@dataclass
+class _Leaf:
+    rel: str
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+
+
+@dataclass
+class _Node:
+    """What was written for one tensordict node: enough to map it without reading meta.json."""
+
+    rel: str
+    batch_size: torch.Size
+    names: list[str | None] | None
+    entries: dict[str, Any] = field(default_factory=dict)
+
+
+class _Writer:
+    def __init__(self, root: str, progress: Callable[[int], Any] | None, slab_bytes: int):
+        self.root = root
+        self.progress = progress
+        self.slab_bytes = slab_bytes
+        self.summary = MemmapSummary(path=root)
+
+    # ------------------------------------------------------------------ nodes
+    def node(self, src: TensorDictBase, rel: str) -> _Node:
+        from ptd.persistent.persistent_tensordict import PersistentTensorDict
+
+        here = os.path.join(self.root, rel)
+        if rel:
+            os.mkdir(here)
+        names = src._names if src._names is not None and any(n is not None for n in src._names) else None
+        plan = _Node(rel, torch.Size(src.batch_size), list(names) if names else None)
+        meta: dict[str, Any] = {}
+        used: set[str] = {MEMMAP_META}
+        is_ptd = isinstance(src, PersistentTensorDict)
+        for key in src._keys_str():
+            if key in MEMMAP_NODE_FIELDS:
+                raise PtdValueError(
+                    f"cannot save key {key!r} of {src._location()} as a memmap: meta.json uses "
+                    f"that name for its own field ({', '.join(sorted(MEMMAP_NODE_FIELDS))}); "
+                    "rename the key first"
+                )
+            kind = src._meta_str(key)
+            name = encode_key(key) + (MEMMAP_SUFFIX if kind.kind == "tensor" else "")
+            if name in used:
+                raise PtdValueError(
+                    f"cannot save key {key!r} of {src._location()} as a memmap: its file name "
+                    f"{name!r} is taken by another key of the same tensordict"
+                )
+            used.add(name)
+            sub_rel = os.path.join(rel, name)
+            if kind.kind == "nested":
+                plan.entries[key] = self.node(src._get_str(key), sub_rel)
+                meta[key] = {"type": "TensorDict"}
+                self.summary.groups += 1
+            elif kind.kind == "tensor":
+                assert kind.dtype is not None
+                shape = tuple(kind.shape)
+                self.leaf(src, key, sub_rel, shape, kind.dtype, is_ptd)
+                plan.entries[key] = _Leaf(sub_rel, kind.dtype, shape)
+                meta[key] = {"device": "cpu", "shape": list(shape), "dtype": str(kind.dtype), "is_nested": False}
+                self.summary.leaves += 1
+            else:
+                value = _store_non_tensor(src, key) if is_ptd else src._get_str(key)
+                self.non_tensor(value, sub_rel, f"{key!r} of {src._location()}")
+                plan.entries[key] = value
+                meta[key] = {"type": type(value).__name__}
+                self.summary.non_tensors += 1
+        meta.update(shape=list(plan.batch_size), device="cpu", _type=MEMMAP_TD_TYPE,
+                    _format_version=MEMMAP_FORMAT_VERSION, _class=MEMMAP_TD_CLASS)
+        if plan.names is not None:
+            meta["_names"] = plan.names
+        _write_bytes(os.path.join(here, MEMMAP_META), json.dumps(meta).encode("utf-8"))
+        return plan
+
+    # ------------------------------------------------------------------ tensors
+    def leaf(self, src: TensorDictBase, key: str, rel: str, shape: tuple[int, ...],
+             dtype: torch.dtype, is_ptd: bool) -> None:
+        np_dtype, _ = storage_dtype(dtype, key)
+        need = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+        if need == 0:
+            return  # tensordict writes no file for an empty leaf
+        slabs = self._ptd_slabs(src, key, shape, np_dtype) if is_ptd else self._tensor_slabs(src, key)
+        path = os.path.join(self.root, rel)
+        done = 0
+        with open(path, "wb") as f:
+            for arr in slabs:
+                if not arr.dtype.isnative:
+                    arr = arr.astype(arr.dtype.newbyteorder("="))
+                if arr.dtype.itemsize != np_dtype.itemsize:
+                    raise PtdTypeError(f"key {key!r}: read {arr.dtype}, expected {np_dtype}")
+                arr.tofile(f)
+                done += arr.nbytes
+                if self.progress is not None:
+                    self.progress(arr.nbytes)
+        if done != need:
+            raise PtdValueError(f"key {key!r} of {src._location()}: wrote {done} bytes, expected {need}")
+        self.summary.nbytes += done
+
+    def _tensor_slabs(self, src: TensorDictBase, key: str) -> Iterator[np.ndarray]:
+        value = src._get_str(key)
+        if value.layout != torch.strided or value.is_nested:
+            raise PtdTypeError(f"cannot save key {key!r} as a memmap: {value.layout} tensors are not supported")
+        arr, _ = to_storage(value, key)
+        if arr.flags.c_contiguous or arr.ndim == 0:
+            yield arr
+            return
+        rows = slab_rows(arr.shape, arr.dtype.itemsize, None, self.slab_bytes)
+        for start in range(0, arr.shape[0], rows):
+            yield np.ascontiguousarray(arr[start : start + rows])
+
+    def _ptd_slabs(self, node: Any, key: str, shape: tuple[int, ...], np_dtype: np.dtype) -> Iterator[np.ndarray]:
+        """The stored bits of a store's leaf, a bounded number of rows at a time."""
+        path = node._path + (key,)
+        meta = node._tree.meta(path)
+        if node._entries is None:  # the whole array: read row slabs straight from the backend
+            be = node._backend
+            stored = tuple(meta.shape)
+            if not stored:
+                yield np.asarray(be.read(path, ()))
+                return
+            rows = slab_rows(stored, np_dtype.itemsize, meta.chunks, self.slab_bytes)
+            for start in range(0, stored[0], rows):
+                yield np.asarray(be.read(path, (slice(start, min(stored[0], start + rows)),)))
+            return
+        if not node.batch_size:  # a view of one element
+            yield to_storage(node._read_leaf(path, meta), key)[0]
+            return
+        rows = slab_rows(shape, np_dtype.itemsize, None, self.slab_bytes)
+        for start in range(0, shape[0], rows):
+            view = node._index(slice(start, min(shape[0], start + rows)))
+            yield to_storage(view._read_leaf(path, meta), key)[0]
+
+    # ------------------------------------------------------------------ non-tensors
+    def non_tensor(self, value: Any, rel: str, what: str) -> None:
+        here = os.path.join(self.root, rel)
+        os.mkdir(here)
+        if isinstance(value, NonTensorStack):
+            data = value.tolist()
+            meta: dict[str, Any] = {"_type": MEMMAP_NON_TENSOR_STACK_TYPE, "_format_version": MEMMAP_FORMAT_VERSION,
+                                    "_class": MEMMAP_NON_TENSOR_STACK_CLASS, "stack_dim": 0, "device": None}
+            if encode_json(data) is not None:
+                meta["data"] = data
+            else:
+                _write_bytes(os.path.join(here, MEMMAP_STACK_PICKLE_FILE), _pickle(data, what))
+                meta["data"] = MEMMAP_STACK_PICKLE_FILE
+                self.summary.pickled += 1
+            text = json.dumps(meta, separators=(",", ":"))
+        else:
+            meta = {"_type": MEMMAP_NON_TENSOR_TYPE}
+            if encode_json(value.data) is not None:
+                meta["data"] = value.data
+            else:
+                _write_bytes(os.path.join(here, MEMMAP_PICKLE_FILE), _pickle({"data": value.data}, what))
+                self.summary.pickled += 1
+            meta.update(_metadata=None, _is_non_tensor=True)
+            text = json.dumps(meta)
+        _write_bytes(os.path.join(here, MEMMAP_META), text.encode("utf-8"))
+
+
+def _pickle(value: Any, what: str) -> bytes:
+    try:
+        return pickle.dumps(value)
+    except Exception as err:  # noqa: BLE001 - whatever pickle raises
+        raise PtdTypeError(f"cannot save {what} as a memmap: it is not JSON and cannot be pickled ({err})") from None
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def _store_non_tensor(node: Any, key: str) -> NonTensorData | NonTensorStack:
+    """A store's non-tensor entry, as the value the user saved: strings that an h5 store marks
+    as tensordict strings are str (not bytes), numpy scalars are python values."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The h5 backend of PersistentTensorDict reads the string",
+                                category=FutureWarning)
+        value = node._get_str(key)
+    if isinstance(value, NonTensorStack):
+        return value
+    data = value.data
+    if isinstance(data, np.bytes_):
+        data = bytes(data)
+    if isinstance(data, bytes) and node._tree.meta(node._path + (key,)).non_tensor_kind == "str":
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    elif isinstance(data, np.generic):
+        data = data.item()
+    return NonTensorData(data, value.batch_size)
+
+
+# ============================================================================ placing the directory
+
+
+def _new_sibling(dst: str, tag: str) -> str:
+    parent, name = os.path.split(dst)
+    while True:
+        path = os.path.join(parent, f".{name}.{tag}-{secrets.token_hex(4)}")
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            continue
+
+
+def _check_destination(dst: str, overwrite: bool) -> None:
+    if not os.path.lexists(dst):
+        return
+    if os.path.isdir(dst) and not os.path.islink(dst) and not os.listdir(dst):
+        return
+    if not overwrite:
+        raise StoreExistsError(
+            f"{dst} already exists and is not empty: pass existsok=True (overwrite=True) to "
+            "replace it"
+        )
+
+
+def _commit(tmp: str, dst: str) -> None:
+    """Move the finished ``tmp`` directory to ``dst``, replacing what is there."""
+    trash = None
+    if os.path.lexists(dst):
+        if os.path.isdir(dst) and not os.path.islink(dst):
+            trash = dst + f".ptd-old-{secrets.token_hex(4)}"
+            os.rename(dst, trash)
+        else:
+            os.unlink(dst)
+    try:
+        os.rename(tmp, dst)
+    except BaseException:
+        if trash is not None:
+            os.rename(trash, dst)
+        raise
+    if trash is not None:
+        shutil.rmtree(trash, ignore_errors=True)
+
+
+def _source_path(src: Any) -> str | None:
+    name = getattr(src, "filename", None)
+    if isinstance(name, (str, os.PathLike)):
+        return os.path.realpath(os.fspath(name))
+    return None
+
+
+def _write(src: TensorDictBase, dst: str | None, *, overwrite: bool,
+           progress: Callable[[int], Any] | None, slab_bytes: int) -> tuple[_Node, MemmapSummary, str]:
+    """Write ``src`` to ``dst`` (a fresh temporary directory when None); return the plan, the
+    summary and the directory."""
+    start = time.perf_counter()
+    if dst is None:
+        root = tempfile.mkdtemp(prefix="ptd-memmap-")
+        writer = _Writer(root, progress, slab_bytes)
+        try:
+            plan = writer.node(src, "")
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+    else:
+        root = os.path.abspath(os.fspath(dst))
+        if not os.path.basename(root):
+            raise PtdValueError(f"invalid memmap prefix {dst!r}")
+        source = _source_path(src)
+        if source is not None and os.path.commonpath([source, os.path.realpath(root)]) == os.path.realpath(root):
+            raise PtdValueError(f"cannot write a memmap directory at {root}: the source {source} is inside it")
+        _check_destination(root, overwrite)
+        os.makedirs(os.path.dirname(root), exist_ok=True)
+        check_free_space(os.path.dirname(root), tensor_nbytes(src), root)
+        tmp = _new_sibling(root, "ptd-tmp")
+        writer = _Writer(tmp, progress, slab_bytes)
+        try:
+            plan = writer.node(src, "")
+            _check_destination(root, overwrite)
+            _commit(tmp, root)
+        except BaseException as err:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(err, OSError) and not isinstance(err, PtdError):
+                raise StoreIOError(f"cannot write the memmap directory {root}: {err}") from err
+            raise
+    writer.summary.path = root
+    writer.summary.seconds = time.perf_counter() - start
+    return plan, writer.summary, root
+
+
+def export_memmap(src: Any, dst: str | os.PathLike[str], *, overwrite: bool = False,
+                  progress: Callable[[int], Any] | None = None, allow_pickle: bool | None = None,
+                  slab_bytes: int = SLAB_BYTES,
+                  storage_options: dict[str, Any] | None = None) -> MemmapSummary:
+    """Write ``src`` as a memmap directory at ``dst`` and return what was written.
+
+    Args:
+        src: a tensordict (a PersistentTensorDict is streamed slab by slab), or the path of an
+            h5 file or zarr store (opened read-only, batch size as recorded, closed after).
+        dst: the directory to create. An existing non-empty one is refused (StoreExistsError)
+            unless ``overwrite``, which replaces it as a whole once the new one is complete.
+        progress: called with the byte count of every slab written.
+        allow_pickle: for a zarr path: the store's pickled entries policy (see from_zarr).
+        slab_bytes: about how many bytes of a leaf are read at a time.
+        storage_options: for a URL ``src`` (``s3://...``): the fsspec options.
+    """
+    check_allow_pickle(allow_pickle)
+    if isinstance(src, TensorDictBase):
+        return _write(src, os.fspath(dst), overwrite=overwrite, progress=progress, slab_bytes=slab_bytes)[1]
+    from ptd.persistent.persistent_tensordict import PersistentTensorDict
+    from ptd.storage.backends import detect_backend
+    from ptd.storage.remote import is_remote, normalize
+
+    src = normalize(src)
+    backend = detect_backend(src, storage_options)
+    extra = {"storage_options": storage_options} if is_remote(src) and storage_options else {}
+    # a one-pass streamed copy gains nothing from memory maps, and mapped file pages would
+    # count in the process's resident memory: read through h5py/zarr
+    if backend == "h5":
+        store = PersistentTensorDict.from_h5(src, mode="r", fast_path=False, **extra)
+    else:
+        store = PersistentTensorDict.from_zarr(src, mode="r", allow_pickle=allow_pickle, fast_path=False, **extra)
+    try:
+        return _write(store, os.fspath(dst), overwrite=overwrite, progress=progress, slab_bytes=slab_bytes)[1]
+    finally:
+        store.close()
+
+
+def tensor_nbytes(td: TensorDictBase) -> int:
+    """Bytes of tensor data ``td`` holds (what :func:`export_memmap` will write), read from
+    metadata only: the total for a progress bar."""
+    total = 0
+    for _, meta in td._metas(True):
+        if meta.kind == "tensor" and meta.dtype is not None:
+            total += nbytes_of(meta.shape, meta.dtype.itemsize)  # python ints: no overflow
+    return total
+
+
+def memmap_tensordict(src: TensorDictBase, prefix: Any = None, *, overwrite: bool = False,
+                      progress: Callable[[int], Any] | None = None) -> TensorDict:
+    """``src.memmap(prefix)``: write the directory and return a locked :class:`ptd.TensorDict`
+    whose leaves are mapped from its files. Without ``prefix`` the files live in a temporary
+    directory that is removed at once (the mappings stay valid; POSIX only keeps no trace)."""
+    plan, _, root = _write(src, None if prefix is None else os.fspath(prefix), overwrite=overwrite,
+                           progress=progress, slab_bytes=SLAB_BYTES)
+    try:
+        out = _materialize(plan, root)
+    finally:
+        if prefix is None and os.name == "posix":
+            shutil.rmtree(root, ignore_errors=True)
+    out.lock_()
+    return out
+
+
+def memmap_inplace(td: TensorDict, prefix: Any = None, *, overwrite: bool = False,
+                   progress: Callable[[int], Any] | None = None) -> TensorDict:
+    """``td.memmap_(prefix)``: write the directory, then swap every leaf of ``td`` (nested ones
+    too) for its memory-mapped twin, and lock ``td``."""
+    new = memmap_tensordict(td, prefix, overwrite=overwrite, progress=progress)
+    _adopt(td, new)
+    td.lock_()
+    return td
+
+
+def _adopt(dst: Any, src: Any) -> None:
+    for key, value in src._data.items():
+        old = dst._data.get(key)
+        if isinstance(value, TensorDictBase) and type(old) is type(value):
+            _adopt(old, value)
+        else:
+            dst._data[key] = value
+    if dst._device is not None and dst._device.type != "cpu":
+        dst._device = torch.device("cpu")
+
+
+def _materialize(plan: _Node, root: str, mode: str = "r+") -> TensorDict:
+    from ptd.core.tensordict import TensorDict
+
+    out = TensorDict({}, batch_size=plan.batch_size, device="cpu", names=plan.names)
+    for key, item in plan.entries.items():
+        if isinstance(item, _Leaf):
+            out._data[key] = map_leaf(os.path.join(root, item.rel), item.dtype, item.shape, mode, key)
+        elif isinstance(item, _Node):
+            out._data[key] = _materialize(item, root, mode)
+        elif isinstance(item, NonTensorData):
+            out._data[key] = NonTensorData(item.data, plan.batch_size)
+        else:
+            out._data[key] = item
+    return out
+
+
+def load_memmap(prefix: str | os.PathLike[str], *, mode: str = "r+",
+                allow_pickle: bool | None = False) -> TensorDict:
+    """Load a memmap directory (written by ptd or tensordict 0.15) as a :class:`ptd.TensorDict`
+    whose tensor leaves are memory-mapped from their files, not copied.
+
+    Args:
+        prefix: the directory.
+        mode: ``"r+"`` (writes to a leaf reach its file) or ``"r"`` (copy-on-write mapping:
+            writes stay in memory, the files never change).
+        allow_pickle: ``False`` (default) refuses pickled non-tensor entries with
+            :class:`~ptd.errors.PickleRefusedError`; ``True`` loads them (trusted data only);
+            ``None`` loads them with a FutureWarning (tensordict 0.15's default).
+
+    Raises:
+        StoreNotFoundError: ``prefix`` is not a directory.
+        CorruptStoreError: a meta.json that is not JSON or not a tensordict's, a leaf file that
+            is missing or too short, a listed sub-directory that is missing (the message names
+            the file).
+    """
+    return load_dir(prefix, mode, allow_pickle)

@@ -1,0 +1,869 @@
+"""PersistentTensorDict: a tensordict whose entries live in an HDF5 file or a Zarr v3 store.
+
+Reads load from the store into new tensors; writes and in-place methods go to the store.
+Indexing (``p[3:9]``, ``p[idx]``, ``p[mask]``) gives a lazy view that reads only the rows asked
+for, and views of views compose without touching the file.
+
+>>> import os, tempfile, torch
+>>> from ptd import PersistentTensorDict
+>>> with tempfile.TemporaryDirectory() as tmpdir:
+...     path = os.path.join(tmpdir, "data.h5")
+...     data = PersistentTensorDict(filename=path, batch_size=[3], mode="w")
+...     data["a", "b"] = torch.zeros(3, 4)
+...     data["a", "b"] += 1
+...     print(type(data["a"]).__name__, data["a", "b"][0])
+...     data.close()
+PersistentTensorDict tensor([1., 1., 1., 1.])
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path as FsPath
+from typing import Any
+
+import numpy as np
+import torch
+
+from ptd.core import indexing as ix
+from ptd.core.base import EntryMeta, TensorDictBase, pick_operand
+from ptd.core.batch import as_batch_size, fits
+from ptd.core.dtypes import dtype_from_str, from_storage, to_storage
+from ptd.core.nontensor import NonTensorData, NonTensorStack
+from ptd.errors import (
+    ArgumentError,
+    BatchSizeError,
+    ClosedStoreError,
+    PtdTypeError,
+    PtdValueError,
+    UnsupportedDtypeError,
+    UnsupportedOperationError,
+)
+from ptd.format.names import TD_META_ATTR, TD_META_VERSION
+from ptd.persistent.refused import RefusedOpsMixin
+from ptd.persistent.store import _check_allow_pickle, _key_parts, _Store
+from ptd.storage.backends import get_backend
+from ptd.storage.backends.base import Backend, NodeKind, Path, ValueKind
+from ptd.storage.limits import check_chunks, check_read, nbytes_of, physical_memory
+from ptd.storage.tree import StoreTree
+
+__all__ = ["PersistentTensorDict"]
+
+_MODES = ("r", "r+", "w", "w-", "x", "a")
+#: bytes per slab when a leaf is streamed (in-place ops, copies between stores)
+SLAB_BYTES = 64 << 20
+
+
+class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
+    """A tensordict whose entries live in an HDF5 file (``backend="h5"``) or a Zarr v3 store
+    (``backend="zarr"``). See the module docstring and the README for the full behaviour.
+
+    Keyword Args:
+        batch_size: the leading dims every entry shares (default ``[]``).
+        filename: path of the h5 file or zarr store (zarr: a ``zarr.abc.store.Store`` too).
+            Exclusive with ``group``.
+        group: an open ``h5py.File``/``h5py.Group`` or ``zarr.Group``. Exclusive with ``filename``.
+        mode: ``"r"``, ``"r+"``, ``"w"``, ``"w-"``/``"x"``, ``"a"`` as in ``h5py.File``.
+        backend: ``"h5"`` or ``"zarr"``.
+        device: the device entries are cast to when read (default: CPU, ``device`` is None).
+        validate_batch_size: check the batch size against every stored array.
+        non_tensor_as_stack: read foreign string columns whose leading dims are the batch size
+            as a NonTensorStack of their rows.
+        allow_pickle: zarr only: False refuses pickled entries, None reads them with a
+            FutureWarning, True reads them silently.
+        locking: h5 only: passed to ``h5py.File``.
+        fast_path: read uncompressed, contiguous arrays (h5 contiguous datasets, zarr chunks
+            with only the ``bytes`` codec on a local directory) from read-only memory maps.
+            None (default): on, unless the environment variable ``PTD_FAST_PATH=0``.
+        storage_options: for a URL ``filename`` (``s3://bucket/data.zarr``; HDF5 read-only):
+            passed to the fsspec filesystem (``endpoint_url``, ``key``/``secret``, ``anon``...).
+        **kwargs: passed to ``h5py.Group.create_dataset`` / ``zarr.Group.create_array`` when an
+            entry is created.
+    """
+
+    _setitem_inplace = True
+
+    def __init__(
+        self,
+        *,
+        batch_size: Sequence[int] | torch.Size | None = None,
+        filename: Any = None,
+        group: Any = None,
+        mode: str = "r",
+        backend: str = "h5",
+        device: Any = None,
+        validate_batch_size: bool = True,
+        non_tensor_as_stack: bool = False,
+        allow_pickle: bool | None = None,
+        locking: bool | str | None = None,
+        fast_path: bool | None = None,
+        storage_options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ):
+        cls = get_backend(backend)
+        _check_allow_pickle(allow_pickle)
+        if filename is None and group is None:
+            raise ArgumentError(
+                "Either group or filename must be provided, and not both. Got group=None and filename=None."
+            )
+        if filename is not None and group is not None:
+            raise ArgumentError(
+                "Either group or filename must be provided, and not both: got both "
+                f"filename={filename!r} and group={group!r}."
+            )
+        if mode not in _MODES:
+            raise PtdValueError(f"Invalid mode {mode!r}; must be one of {', '.join(_MODES)}")
+        if isinstance(filename, FsPath):
+            filename = str(filename)
+        opts: dict[str, Any] = {}
+        if locking is not None:
+            opts["locking"] = locking
+        if fast_path is not None:
+            opts["fast_path"] = bool(fast_path)
+        if storage_options is not None:
+            opts["storage_options"] = dict(storage_options)
+        target = group if group is not None else filename
+        be = cls.open(target, mode, **opts)
+        store = _Store(be, filename=filename, mode=mode, backend_name=cls.name,
+                       dataset_kwargs=dict(kwargs), allow_pickle=allow_pickle,
+                       non_tensor_as_stack=non_tensor_as_stack)
+        bs = as_batch_size(batch_size) if not isinstance(batch_size, int) else None
+        if bs is None:
+            raise PtdTypeError(f"batch_size must be a list or torch.Size, not an int ({batch_size!r})")
+        try:
+            if validate_batch_size:
+                store.tree.load_all()
+                store.tree.validate((), bs, be.location)
+                store.tree.infer((), use_attrs=True)
+            if mode in ("w", "w-", "x") and be.writable:
+                be.set_attrs((), {TD_META_ATTR: {"batch_size": list(bs), "version": TD_META_VERSION}})
+        except BaseException:
+            if group is None:
+                be.close()
+            raise
+        self._init_view(store, (), bs, None, torch.device(device) if device is not None else None)
+        store.tree.set_group_batch((), bs)
+
+    def _init_view(self, store: _Store, path: Path, stored_batch: torch.Size,
+                   entries: tuple[ix.Entry, ...] | None, device: torch.device | None) -> None:
+        self._store = store
+        self._path = path
+        self._stored_batch = stored_batch
+        self._entries = entries
+        self._batch = stored_batch if entries is None else torch.Size(ix.view_shape(entries))
+        self._device = device
+        self._nested: dict[str, PersistentTensorDict] = {}
+        self._is_locked = False
+        self._names = None
+
+    @classmethod
+    def _view(cls, store: _Store, path: Path, stored_batch: torch.Size,
+              entries: tuple[ix.Entry, ...] | None, device: torch.device | None) -> PersistentTensorDict:
+        out = cls.__new__(cls)
+        out._init_view(store, path, stored_batch, entries, device)
+        return out
+
+    # ---------------------------------------------------------------- public attributes
+    @property
+    def filename(self) -> Any:
+        return self._store.filename
+
+    @property
+    def mode(self) -> str:
+        return self._store.mode
+
+    @property
+    def backend(self) -> str:
+        return self._store.backend_name
+
+    @property
+    def file(self) -> Any:
+        """The underlying h5py Group/File or zarr Group of this node."""
+        return self._store.backend.raw_group(self._path)
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        warnings.warn(
+            "PersistentTensorDict.kwargs is deprecated and will be removed in a future release.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self._store.dataset_kwargs
+
+    @property
+    def batch_size(self) -> torch.Size:
+        return self._batch
+
+    @batch_size.setter
+    def batch_size(self, value: Sequence[int]) -> None:
+        new = as_batch_size(value)
+        if self._entries is not None:
+            raise UnsupportedOperationError("Cannot change the batch size of an indexed view; call to_tensordict() first")
+        try:
+            self._tree.validate(self._path, new, self._location())
+        except BatchSizeError as err:
+            raise BatchSizeError(str(err)) from None
+        self._stored_batch = self._batch = new
+        self._tree.set_group_batch(self._path, new)
+        self._nested.clear()
+        if self._store.backend.writable:
+            self._write_meta(self._path, new)
+
+    @property
+    def device(self) -> torch.device | None:
+        return self._device
+
+    @property
+    def _tree(self) -> StoreTree:
+        return self._store.tree
+
+    def _check_open(self) -> None:
+        be = self._store.backend
+        if be.closed:
+            raise ClosedStoreError(f"{self._location()}: the store is closed")
+
+    @property
+    def _backend(self) -> Backend:
+        be = self._store.backend
+        if be.closed:
+            raise ClosedStoreError(f"the store {be.location} is closed")
+        return be
+
+    def _location(self) -> str:
+        be = self._store.backend
+        where = f"<closed {be.location}>" if be.closed else be.location
+        key = "/".join(self._path)
+        return f"PersistentTensorDict {where}" + (f" (group {key!r})" if key else "")
+
+    def _missing(self, key: Any) -> ClosedStoreError | Any:
+        if self._store.backend.closed:
+            return ClosedStoreError(
+                f"key {key!r} not found in PersistentTensorDict <closed {self._store.backend.location}>: "
+                "the store was closed"
+            )
+        return super()._missing(key)
+
+    # ---------------------------------------------------------------- factories
+    @classmethod
+    def from_h5(cls, filename: Any, *, mode: str = "r", auto_batch_size: bool = False,
+                batch_dims: int | None = None, batch_size: Sequence[int] | None = None,
+                non_tensor_as_stack: bool = False, fast_path: bool | None = None,
+                **kwargs: Any) -> PersistentTensorDict:
+        """Open an HDF5 file; the batch size is the one given, else the recorded one, else
+        the longest leading shape all entries share. ``fast_path``: see the class doc."""
+        return cls._open_infer(filename, "h5", mode, auto_batch_size, batch_dims, batch_size,
+                               non_tensor_as_stack, dict(kwargs, fast_path=fast_path), "from_h5")
+
+    @classmethod
+    def from_zarr(cls, filename: Any, *, mode: str = "r", auto_batch_size: bool = False,
+                  batch_dims: int | None = None, batch_size: Sequence[int] | None = None,
+                  non_tensor_as_stack: bool = False, allow_pickle: bool | None = None,
+                  fast_path: bool | None = None, **kwargs: Any) -> PersistentTensorDict:
+        """Open a Zarr v3 store (path, ``Store`` or ``zarr.Group``), like :meth:`from_h5`."""
+        return cls._open_infer(filename, "zarr", mode, auto_batch_size, batch_dims, batch_size,
+                               non_tensor_as_stack, dict(kwargs, allow_pickle=allow_pickle, fast_path=fast_path),
+                               "from_zarr")
+
+    @classmethod
+    def _open_infer(cls, filename: Any, backend: str, mode: str, auto_batch_size: bool,
+                    batch_dims: int | None, batch_size: Any, non_tensor_as_stack: bool,
+                    kwargs: dict[str, Any], fname: str) -> PersistentTensorDict:
+        if auto_batch_size and batch_size is not None:
+            raise PtdTypeError(f"Conflicting batch sizes in {fname}: batch_size and auto_batch_size cannot be both specified.")
+        if batch_dims is not None and not auto_batch_size:
+            warnings.warn(f"{fname} ignores batch_dims={batch_dims} without auto_batch_size=True.", FutureWarning, stacklevel=3)
+            batch_dims = None
+        is_group = not isinstance(filename, (str, os.PathLike)) and _looks_like_group(filename)
+        target = {"group": filename} if is_group else {"filename": filename}
+        out = cls(batch_size=[], mode=mode, backend=backend, validate_batch_size=False,
+                  non_tensor_as_stack=non_tensor_as_stack, **target, **kwargs)
+        tree = out._tree
+        try:
+            tree.load_all()
+            if batch_size is None:
+                inferred = tree.infer((), batch_dims, use_attrs=not auto_batch_size)
+                bs = inferred if inferred is not None else torch.Size([])
+            else:
+                bs = as_batch_size(batch_size)
+            tree.validate((), bs, out._backend.location)
+        except BaseException:
+            out.close()
+            raise
+        out._stored_batch = out._batch = bs
+        tree.set_group_batch((), bs)
+        out._names = tree.stored_names((), len(bs))
+        return out
+
+    @classmethod
+    def from_dict(cls, input_dict: Mapping[str, Any] | TensorDictBase, filename: Any, *,
+                  auto_batch_size: bool = False, batch_size: Sequence[int] | None = None,
+                  device: Any = None, backend: str = "h5", batch_dims: int | None = None,
+                  allow_pickle: bool | None = None, **kwargs: Any) -> PersistentTensorDict:
+        """Write a dict or tensordict (a PersistentTensorDict too: it is streamed slab by slab)
+        to a new file or store, and return it open for reading and writing."""
+        from ptd.persistent.write import batch_size_of, check_dtypes, write_all
+
+        get_backend(backend)
+        _check_allow_pickle(allow_pickle)
+        if batch_size is not None and batch_dims is not None:
+            raise ArgumentError("Cannot pass both batch_size and batch_dims to `from_dict`.")
+        bs = batch_size_of(input_dict, batch_size, batch_dims)
+        check_dtypes(input_dict)  # before the file is created: no partial file on failure
+        if isinstance(filename, FsPath):
+            filename = str(filename)
+        out = cls(batch_size=bs, filename=filename, mode="w", backend=backend, device=device,
+                  validate_batch_size=False, allow_pickle=True if allow_pickle is None else allow_pickle,
+                  **kwargs)
+        try:
+            write_all(out, input_dict, batch_dims)
+            out._backend.finalize()
+        except BaseException:
+            out.close()
+            raise
+        out._store.mode = "r+"
+        out._store.allow_pickle = allow_pickle if allow_pickle is not None else True
+        return out
+
+    # ---------------------------------------------------------------- primitives
+    def _walk(self, parts: tuple[str, ...], *, create: bool = False) -> tuple[TensorDictBase, str]:
+        return super()._walk(_key_parts(parts, self._location), create=create)
+
+    def _keys_str(self) -> list[str]:
+        be = self._store.backend
+        if be.closed:
+            raise ClosedStoreError(f"cannot list the keys of {self._location()}: the store is closed")
+        return list(self._tree.children(self._path))
+
+    def _entries_full(self) -> tuple[ix.Entry, ...]:
+        return self._entries if self._entries is not None else ix.full_entries(self._stored_batch)
+
+    def _meta_str(self, key: str) -> EntryMeta:
+        path = self._path + (key,)
+        kind = self._tree.kind(path)
+        if kind is None:
+            raise self._missing(key)
+        if kind is NodeKind.GROUP:
+            return EntryMeta("nested", self._get_str(key).batch_size)
+        meta = self._tree.meta(path)
+        if meta.kind is ValueKind.NUMERIC and meta.torch_dtype is not None:
+            shape = torch.Size(tuple(self._batch) + tuple(meta.shape[len(self._stored_batch):]))
+            return EntryMeta("tensor", shape, dtype_from_str(meta.torch_dtype))
+        if meta.kind is ValueKind.UNSUPPORTED:
+            return EntryMeta("non_tensor", self._batch, None, "Unsupported")
+        return EntryMeta("non_tensor", self._batch, None,
+                         "NonTensorStack" if self._reads_as_stack(meta) else "NonTensorData")
+
+    def _reads_as_stack(self, meta: Any) -> bool:
+        if meta.stack_shape is not None:
+            return True
+        return (self._store.non_tensor_as_stack and meta.non_tensor_kind in ("str", "bytes", "other")
+                and len(self._stored_batch) > 0 and fits(meta.shape, self._stored_batch))
+
+    def _get_str(self, key: str) -> Any:
+        path = self._path + (key,)
+        be = self._store.backend
+        if be.closed:
+            raise self._missing(key)
+        tree = self._store.tree
+        kind = tree.kind(path)
+        if kind is None:
+            raise self._missing(key)
+        if kind is NodeKind.GROUP:
+            return self._nested_view(key)
+        meta = tree.meta(path)
+        if meta.kind is ValueKind.NUMERIC and meta.torch_dtype is not None:
+            return self._read_leaf(path, meta)
+        if meta.kind is ValueKind.UNSUPPORTED:
+            raise UnsupportedDtypeError(f"key {'/'.join(path)!r} in {be.location} has dtype {meta.dtype}, which has no torch equivalent")
+        as_stack = self._reads_as_stack(meta)
+        if as_stack and self._entries is not None:
+            return self._read_stack_view(path, meta)
+        payload = be.read_non_tensor(path, (), allow_pickle=self._store.allow_pickle,
+                                     as_stack=as_stack and meta.stack_shape is None)
+        if payload.is_stack:
+            return NonTensorStack.from_list(payload.value, payload.stack_shape)
+        return NonTensorData(payload.value, self._batch)
+
+    def _read_stack_view(self, path: Path, meta: Any) -> Any:
+        """The rows of a stack that the view selects. The backend reads only those rows
+        (a JSON/pickle payload is decoded whole, then cut); the view's order and repeats are
+        applied in memory."""
+        entries = self._entries_full()
+        foreign = meta.stack_shape is None
+        allow = self._store.allow_pickle
+        stack_ndim = len(meta.shape if foreign else meta.stack_shape)
+        if stack_ndim < len(entries) or any(isinstance(e, ix.Points) and len(e.arrays) > 1 for e in entries):
+            # a stack shorter than the batch: read it whole and pick (joint index arrays
+            # over several dims are refused by _entry_as_index)
+            payload = self._backend.read_non_tensor(path, (), allow_pickle=allow, as_stack=foreign)
+            full = NonTensorStack.from_list(payload.value, payload.stack_shape)
+            index = tuple(_entry_as_index(e) for e in entries)
+            return _stack_pick(full, index)
+        # variable-length rows have no known size: read a span only when it is dense
+        row = _row_nbytes(meta) if meta.dtype.kind not in "OT" else 1 << 18
+        plan = ix.plan_read(entries, row)
+        payload = self._backend.read_non_tensor(path, plan.selection, allow_pickle=allow, as_stack=foreign)
+        if not payload.is_stack:
+            return NonTensorData(payload.value, ())
+        stack = NonTensorStack.from_list(payload.value, payload.stack_shape)
+        if plan.post is None:
+            return stack
+        return _stack_pick(stack, tuple(slice(None) if p is None else torch.as_tensor(p) for p in plan.post))
+
+    def _nested_view(self, key: str) -> PersistentTensorDict:
+        cached = self._nested.get(key)
+        if cached is not None:
+            return cached
+        path = self._path + (key,)
+        nested_batch = self._tree.group_batch(path, self._stored_batch)
+        entries = None
+        if self._entries is not None:
+            entries = self._entries + ix.full_entries(nested_batch[len(self._stored_batch):])
+        out = type(self)._view(self._store, path, nested_batch, entries, self._device)
+        if self._entries is None:
+            self._nested[key] = out
+        return out
+
+    def _read_leaf(self, path: Path, meta: Any, entries: tuple[ix.Entry, ...] | None = None) -> torch.Tensor:
+        dtype = dtype_from_str(meta.torch_dtype)
+        be = self._store.backend
+        if entries is None:
+            entries = self._entries
+            simple = self._simple_selection()
+        else:
+            simple = entries if all(not isinstance(e, ix.Points) for e in entries) else None
+        checked = self._store.tree.memory_checked
+        if path not in checked:
+            _check_leaf_memory(path, meta, entries, be)
+            # a whole-array read that fits says so for every read of this array
+            if nbytes_of(meta.shape, meta.dtype.itemsize) <= physical_memory():
+                checked[path] = True
+        if entries is None:
+            arr = be.read(path, ())
+        elif simple is not None:
+            arr = be.read(path, simple)
+        else:
+            vshape = ix.view_shape(entries)
+            if 0 in vshape:
+                feat = tuple(meta.shape[ix.stored_ndim(entries):])
+                return torch.empty(vshape + feat, dtype=dtype, device=self._device)
+            direct = ix.direct_selection(entries)
+            arr = be.read_direct(path, direct) if direct is not None else None
+            if arr is None:  # sorted, de-duplicated read, then re-ordered
+                plan = ix.plan_read(entries, _row_nbytes(meta))
+                arr = ix.apply_post(be.read(path, plan.selection), plan.post)
+        t = from_storage(arr, meta.attrs, dtype)
+        return t if self._device is None else t.to(self._device)
+
+    def _simple_selection(self) -> tuple[Any, ...] | None:
+        """The view's entries when they are only ints and slices (cached): a direct read."""
+        sel = self.__dict__.get("_simple_sel", False)
+        if sel is False:
+            entries = self._entries
+            sel = entries if entries is not None and all(not isinstance(e, ix.Points) for e in entries) else None
+            self._simple_sel = sel
+        return sel
+
+    def _leaf_view_shape(self, meta: Any) -> tuple[int, ...]:
+        return tuple(self._batch) + tuple(meta.shape[len(self._stored_batch):])
+
+    def _write_leaf(self, path: Path, meta: Any, value: Any) -> None:
+        """Write ``value`` (tensor or number) into the selected rows of an existing leaf."""
+        key = "/".join(path)
+        dtype = dtype_from_str(meta.torch_dtype)
+        if not isinstance(value, torch.Tensor):
+            value = torch.as_tensor(value)
+        if value.requires_grad:
+            value = value.detach()
+        target = self._leaf_view_shape(meta)
+        try:
+            value = torch.broadcast_to(value.to(dtype), target)
+        except RuntimeError:
+            raise PtdValueError(
+                f"cannot write a value of shape {list(value.shape)} into key {key!r} of "
+                f"{self._backend.location}: the selection has shape {list(target)}. To replace "
+                f"the entry, use set(key, value, inplace=False)."
+            ) from None
+        arr, _ = to_storage(value.contiguous(), key)
+        be = self._backend
+        if self._entries is None:
+            be.write(path, (), arr)
+            return
+        if 0 in self._batch:
+            return
+        plan = ix.plan_write(self._entries, _row_nbytes(meta))
+        if not plan.box:
+            if plan.take is not None:
+                arr = np.take(arr, plan.take[1], axis=plan.take[0])
+            be.write(path, plan.selection, arr)
+            return
+        assert plan.post is not None
+        box = be.read(path, plan.selection)
+        be.write(path, plan.selection, ix.box_assign(box, plan.post, arr))
+
+    def _set_str(self, key: str, value: Any, *, inplace: bool) -> None:
+        path = self._path + (key,)
+        be = self._store.backend
+        if be.closed:
+            raise ClosedStoreError(f"cannot write key {key!r}: the store {be.location} is closed")
+        kind = self._tree.kind(path)
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            raise UnsupportedOperationError(
+                f"Cannot set a tensor that has requires_grad=True (key {key!r} in {be.location}); detach() it first."
+            )
+        if kind is NodeKind.ARRAY:
+            meta = self._tree.meta(path)
+            if isinstance(value, torch.Tensor) and meta.kind is ValueKind.NUMERIC and (inplace or self._entries is not None):
+                self._write_leaf(path, meta, value)
+                return
+            if self._entries is not None:
+                if isinstance(value, (NonTensorData, NonTensorStack)):
+                    return self._write_non_tensor_rows(path, meta, value)
+                raise UnsupportedOperationError(
+                    f"cannot replace key {key!r} of {be.location} through an indexed view; index assignment writes rows of existing entries only"
+                )
+            self._delete(path)
+        elif kind is NodeKind.GROUP:
+            if isinstance(value, TensorDictBase) and (inplace or self._entries is not None):
+                self._get_str(key).update(value, inplace=True)
+                return
+            if self._entries is not None:
+                raise UnsupportedOperationError(f"cannot replace group {key!r} of {be.location} through an indexed view")
+            if not isinstance(value, TensorDictBase):
+                raise PtdTypeError(
+                    f"cannot store a {type(value).__name__} over the nested tensordict {key!r} in {be.location}; delete it first"
+                )
+            self._delete(path)
+        elif self._entries is not None:
+            raise UnsupportedOperationError(
+                f"cannot create key {key!r} through an indexed view of {be.location}; set it on the full tensordict"
+            )
+        self._create(path, value)
+
+    def _write_non_tensor_rows(self, path: Path, meta: Any, value: Any) -> None:
+        """Rows of a stack through a view: read the stack, change the rows, write it back."""
+        if not self._reads_as_stack(meta):
+            return self._create_after_delete(path, value)
+        payload = self._backend.read_non_tensor(path, (), allow_pickle=self._store.allow_pickle, as_stack=meta.stack_shape is None)
+        from ptd.core.tensordict import _assign_nested
+
+        grid = payload.value
+        index = tuple(_entry_as_index(e) for e in self._entries_full())
+        _assign_nested(grid, tuple(payload.stack_shape), index, value)
+        self._backend.write_non_tensor(path, grid, stack_shape=tuple(payload.stack_shape), options=self._store.dataset_kwargs)
+        self._tree.invalidate(path)
+
+    def _create_after_delete(self, path: Path, value: Any) -> None:
+        self._delete(path)
+        self._create(path, value)
+
+    def _create(self, path: Path, value: Any) -> None:
+        """Create the (absent) entry ``path``. When that fails midway (disk full, a value the
+        format cannot hold), the half-written entry is removed: the others stay as they were."""
+        from ptd.persistent.write import write_value
+
+        try:
+            write_value(self, path, value)
+        except BaseException:
+            be = self._store.backend
+            self._tree.invalidate(path)
+            self._nested.pop(path[-1], None)
+            try:
+                if be.writable and be.kind(path) is not None:
+                    be.delete(path)
+            except Exception:  # noqa: BLE001 - the original error is the one to report
+                pass
+            raise
+
+    def _delete(self, path: Path) -> None:
+        self._backend.delete(path)
+        self._tree.invalidate(path)
+        self._nested.pop(path[-1], None)
+
+    def _write_meta(self, path: Path, batch: torch.Size) -> None:
+        self._backend.set_attrs(path, {TD_META_ATTR: {"batch_size": list(batch), "version": TD_META_VERSION}})
+
+    def _del_str(self, key: str) -> None:
+        if self._entries is not None:
+            raise UnsupportedOperationError(f"cannot delete key {key!r} through an indexed view of {self._backend.location}")
+        self._delete(self._path + (key,))
+
+    def _new_nested(self, key: str) -> TensorDictBase:
+        if self._entries is not None:
+            raise UnsupportedOperationError(f"cannot create group {key!r} through an indexed view of {self._backend.location}")
+        path = self._path + (key,)
+        self._backend.create_group(path, {TD_META_ATTR: {"batch_size": list(self._stored_batch), "version": TD_META_VERSION}})
+        self._tree.invalidate(path)
+        self._tree.set_group_batch(path, self._stored_batch)
+        return self._nested_view(key)
+
+    def _rename(self, old: tuple[str, ...], new: tuple[str, ...]) -> None:
+        if self._entries is not None:
+            raise UnsupportedOperationError("cannot rename keys through an indexed view")
+        old, new = _key_parts(old, self._location), _key_parts(new, self._location)
+        src, dst = self._path + old, self._path + new
+        be = self._backend
+        if len(dst) > 1 and self._tree.kind(dst[:-1]) is None:
+            self._walk(new, create=True)
+        be.move(src, dst)
+        self._tree.invalidate(src)
+        self._tree.invalidate(dst)
+        self._nested.clear()
+
+    def _index(self, index: Any) -> PersistentTensorDict:
+        self._check_open()
+        entries = ix.compose(self._entries_full(), self._batch, index)
+        return type(self)._view(self._store, self._path, self._stored_batch, entries, self._device)
+
+    def _set_at(self, index: Any, value: Any) -> None:
+        view = self._index(index)
+        if isinstance(value, Mapping):
+            from ptd.core.tensordict import TensorDict
+
+            value = TensorDict(dict(value), batch_size=[])
+        if isinstance(value, TensorDictBase):
+            vb = value.batch_size
+            if not (fits(view.batch_size, vb) or _broadcastable(vb, view.batch_size)):
+                raise BatchSizeError(
+                    f"Cannot broadcast the tensordict of batch size {list(vb)} to the shape "
+                    f"{list(view.batch_size)} of the indexed persistent tensordict in {self._backend.location}"
+                )
+            view._write_from(value)
+            return
+        for parts, _ in view._tensor_leaf_metas():
+            node, last = view._walk(parts)
+            node._write_leaf(node._path + (last,), node._tree.meta(node._path + (last,)), value)
+
+    def _write_from(self, value: TensorDictBase) -> None:
+        """Write every entry of ``value`` that exists here into the selected rows."""
+        for key in value._keys_str():
+            if key not in self._keys_str():
+                continue
+            v = value._get_str(key)
+            path = self._path + (key,)
+            if isinstance(v, TensorDictBase):
+                sub = self._get_str(key)
+                if isinstance(sub, PersistentTensorDict):
+                    sub._write_from(v)
+            elif isinstance(v, torch.Tensor):
+                meta = self._tree.meta(path)
+                if meta.kind is ValueKind.NUMERIC:
+                    self._write_leaf(path, meta, v)
+            elif self._tree.kind(path) is NodeKind.ARRAY:
+                self._write_non_tensor_rows(path, self._tree.meta(path), v)
+
+    def _tensor_leaf_metas(self) -> list[tuple[tuple[str, ...], EntryMeta]]:
+        return [(p, m) for p, m in self._metas(True) if m.kind == "tensor"]
+
+    def _reads_copy(self) -> bool:
+        return True
+
+    def _detached(self, value: TensorDictBase) -> TensorDictBase:
+        return value.to_tensordict() if isinstance(value, PersistentTensorDict) else value
+
+    def _non_tensor_token(self, key: str, meta: EntryMeta) -> str:
+        return meta.non_tensor or "NonTensorData"
+
+    def _nested_prefix(self) -> str:
+        return type(self).__name__
+
+    # ---------------------------------------------------------------- streaming in-place ops
+    def _map_inplace(self, fn: Callable[[torch.Tensor, Any], torch.Tensor | None], other: Any = None) -> PersistentTensorDict:
+        """Apply ``fn`` leaf by leaf and, for large leaves, slab by slab along the first batch
+        dim, writing each result back: memory stays bounded by the slab size."""
+        for parts, meta in self._tensor_leaf_metas():
+            nbytes = int(np.prod(meta.shape)) * (meta.dtype.itemsize if meta.dtype else 8)
+            n = self._batch[0] if self._batch else 0
+            slabs: list[slice | None] = [None]
+            if self._batch and nbytes > SLAB_BYTES and n > 1:
+                rows = max(1, int(n * SLAB_BYTES // nbytes))
+                slabs = [slice(s, min(n, s + rows)) for s in range(0, n, rows)]
+            for sl in slabs:
+                view = self if sl is None else self._index(sl)
+                node, last = view._walk(parts)
+                path = node._path + (last,)
+                leaf_meta = node._tree.meta(path)
+                operand = pick_operand(other, parts, sl)
+                if sl is not None:
+                    operand = _cut_tensor_operand(operand, sl, len(meta.shape))
+                result = fn(node._read_leaf(path, leaf_meta), operand)
+                if result is not None:
+                    node._write_leaf(path, leaf_meta, result)
+        return self
+
+    # ---------------------------------------------------------------- life cycle
+    def close(self) -> None:
+        """Close the file or store. Afterwards, reading an entry raises KeyError."""
+        self._store.close()
+
+    def __enter__(self) -> PersistentTensorDict:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # the file is not closed when the object goes out of scope
+        pass
+
+    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
+        """Read every entry into an in-memory :class:`ptd.TensorDict` (one copy of the data)."""
+        self._check_open()
+        return super().to_tensordict()
+
+    def clone(self, recurse: bool = True, *, filename: Any = None, **kwargs: Any) -> TensorDictBase:
+        """``clone(False)``/``copy()``: a new PersistentTensorDict on the same open store (the
+        store is never reopened, so a store created with mode ``"w"`` is never wiped).
+        ``clone()``: a copy in a new file (``filename``, or a temporary one with a warning)."""
+        if not recurse:
+            out = type(self)._view(self._store, self._path, self._stored_batch, self._entries, self._device)
+            return out
+        if filename is None:
+            import tempfile
+
+            warnings.warn(
+                "A destination should be provided when cloning a PersistentTensorDict. A temporary file will be used instead.",
+                UserWarning, stacklevel=2,
+            )
+            suffix = ".h5" if self.backend == "h5" else ".zarr"
+            filename = tempfile.mkdtemp(prefix="ptd-clone-") + "/clone" + suffix
+        return type(self).from_dict(self, filename, backend=self.backend, device=self._device, **self._store.dataset_kwargs)
+
+    def to(self, *args: Any, **kwargs: Any) -> TensorDictBase:
+        """``to(device)`` gives a new PersistentTensorDict on the same store reading onto that
+        device (no data read); ``to(dtype)`` gives an in-memory TensorDict."""
+        from ptd.core.ops import _parse_to
+
+        if kwargs.pop("inplace", False):
+            raise PtdTypeError("Cannot use inplace=True with PersistentTensorDict.to().")
+        if kwargs.pop("non_blocking_pin", False):
+            raise UnsupportedOperationError("Cannot use non_blocking_pin=True PersistentTensorDict.to(). Call `to_tensordict()` before executing this code.")
+        device, dtype = _parse_to(args, kwargs)
+        if dtype is not None:
+            out = self.to_tensordict().to(dtype)
+            return out.to(device) if device is not None else out
+        if device is None:
+            return self
+        return type(self)._view(self._store, self._path, self._stored_batch, self._entries, device)
+
+    def __getstate__(self) -> dict[str, Any]:
+        spec = self._store.backend.reopen_spec if not self._store.backend.closed else None
+        if spec is None:
+            raise UnsupportedOperationError(
+                f"cannot pickle a PersistentTensorDict on {self._store.backend.location}: the store "
+                "is closed or cannot be reopened by name (in-memory store or a user's object)"
+            )
+        return {
+            "spec": spec, "backend": self.backend, "mode": self.mode, "path": self._path,
+            "stored_batch": list(self._stored_batch), "entries": self._entries,
+            "device": self._device, "dataset_kwargs": self._store.dataset_kwargs,
+            "allow_pickle": self._store.allow_pickle, "non_tensor_as_stack": self._store.non_tensor_as_stack,
+            "filename": self._store.filename,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        cls = get_backend(state["backend"])
+        spec = dict(state["spec"])
+        target = spec.pop("target")
+        mode = spec.pop("mode", "r")
+        be = cls.open(target, mode, **spec)
+        store = _Store(be, filename=state["filename"], mode=state["mode"], backend_name=state["backend"],
+                       dataset_kwargs=state["dataset_kwargs"], allow_pickle=state["allow_pickle"],
+                       non_tensor_as_stack=state["non_tensor_as_stack"])
+        self._init_view(store, state["path"], torch.Size(state["stored_batch"]), state["entries"], state["device"])
+        store.tree.set_group_batch(state["path"], torch.Size(state["stored_batch"]))
+
+    def __repr__(self) -> str:
+        be = self._store.backend
+        if be.closed:
+            return f"PersistentTensorDict(batch_size={list(self._batch)}, <closed {be.location}>)".replace(" ", "", 1)
+        return super().__repr__()
+
+    def is_memmap(self) -> bool:
+        return False
+
+    def is_shared(self) -> bool:
+        return False
+
+    # ---------------------------------------------------------------- memmap (ptd/memmap.py)
+    def memmap(self, prefix: Any = None, *, existsok: bool = False, overwrite: bool = False,
+               progress: Callable[[int], Any] | None = None) -> TensorDictBase:
+        """Stream every entry into the memmap directory ``prefix`` (tensordict 0.15's layout),
+        slab by slab, and return a locked in-memory TensorDict whose leaves are mapped from its
+        files. An existing non-empty ``prefix`` is refused unless ``existsok``/``overwrite``."""
+        from ptd.memmap.writer import memmap_tensordict
+
+        return memmap_tensordict(self, prefix, overwrite=existsok or overwrite, progress=progress)
+
+    @staticmethod
+    def load_memmap(prefix: Any, *, mode: str = "r+", allow_pickle: bool | None = False) -> TensorDictBase:
+        """Load a memmap directory as an in-memory TensorDict (as the reference does)."""
+        from ptd.memmap.writer import load_memmap
+
+        return load_memmap(prefix, mode=mode, allow_pickle=allow_pickle)
+
+
+def _check_leaf_memory(path: Path, meta: Any, entries: tuple[ix.Entry, ...] | None, be: Backend) -> None:
+    """A damaged store can declare any shape: refuse a read (or a chunk decode) that cannot fit
+    in memory before anything is allocated."""
+    itemsize = meta.dtype.itemsize
+    if meta.chunks:
+        check_chunks(meta.chunks, itemsize, f"key {'/'.join(path)!r} of {be.location}")
+    if nbytes_of(meta.shape, itemsize) > physical_memory():
+        shape = tuple(meta.shape) if entries is None else (
+            tuple(ix.view_shape(entries)) + tuple(meta.shape[ix.stored_ndim(entries):]))
+        check_read(nbytes_of(shape, itemsize), f"key {'/'.join(path)!r} of {be.location}")
+
+
+def _cut_tensor_operand(operand: Any, rows: slice, leaf_ndim: int) -> Any:
+    """A plain tensor operand that carries the batch dims (full leaf ndim) is cut to ``rows``."""
+    if isinstance(operand, tuple):
+        return tuple(_cut_tensor_operand(o, rows, leaf_ndim) for o in operand)
+    if isinstance(operand, torch.Tensor) and operand.ndim == leaf_ndim and operand.ndim > 0:
+        return operand[rows]
+    return operand
+
+
+def _row_nbytes(meta: Any) -> int:
+    """Bytes of one index along the first dim of an array (for choosing fancy vs span reads)."""
+    n = meta.dtype.itemsize
+    for d in meta.shape[1:]:
+        n *= d
+    return max(1, n)
+
+
+def _broadcastable(a: Sequence[int], b: Sequence[int]) -> bool:
+    try:
+        torch.broadcast_shapes(tuple(a), tuple(b))
+        return True
+    except RuntimeError:
+        return False
+
+
+def _entry_as_index(e: ix.Entry) -> Any:
+    if isinstance(e, ix.Points):
+        if len(e.arrays) != 1:
+            raise UnsupportedOperationError("joint index arrays over a non-tensor stack are not supported lazily")
+        return torch.as_tensor(e.arrays[0])
+    return e
+
+
+def _stack_pick(stack: NonTensorStack, index: tuple[Any, ...]) -> Any:
+    # orthogonal indexing, one dim at a time (each entry indexes its own dim)
+    out: Any = stack
+    dim = 0
+    for e in index:
+        pre = (slice(None),) * dim
+        out = out[pre + (e,)]
+        if not isinstance(e, int):
+            dim += 1
+        if isinstance(out, NonTensorData):
+            return out
+    return out
+
+
+def _looks_like_group(obj: Any) -> bool:
+    mod = type(obj).__module__
+    return mod.startswith("h5py") or (mod.startswith("zarr") and type(obj).__name__ in ("Group", "AsyncGroup"))
+

@@ -1,0 +1,233 @@
+"""Creating entries in a store: values, nested groups, and streamed copies from another store.
+
+A PersistentTensorDict source is never loaded whole: each leaf is copied slab by slab (a bounded
+number of rows at a time, aligned to the source's chunks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ptd.core.base import TensorDictBase
+from ptd.core.batch import as_batch_size, fits, infer_batch_size
+from ptd.core.dtypes import storage_dtype, to_storage
+from ptd.core.nontensor import NonTensorData, NonTensorStack
+from ptd.errors import BatchSizeError
+from ptd.format.names import TD_META_ATTR, TD_META_VERSION
+
+if TYPE_CHECKING:
+    from ptd.persistent.persistent_tensordict import PersistentTensorDict
+    from ptd.storage.backends.base import Path
+
+__all__ = ["batch_size_of", "check_dtypes", "write_all", "write_value", "slab_rows", "SLAB_BYTES"]
+
+#: target size of one slab when streaming a leaf
+SLAB_BYTES = 64 << 20
+
+
+def slab_rows(shape: Sequence[int], itemsize: int, chunks: Sequence[int] | None, budget: int = SLAB_BYTES) -> int:
+    """Rows per slab for streaming an array: about ``budget`` bytes, a multiple of the chunk
+    extent along dim 0 when the array is chunked."""
+    if not shape:
+        return 1
+    row = max(1, int(np.prod(shape[1:], dtype=np.int64)) * itemsize)
+    rows = max(1, budget // row)
+    if chunks:
+        c = max(1, int(chunks[0]))
+        rows = max(c, rows // c * c)
+    return int(min(rows, max(1, shape[0])))
+
+
+def _shape_of(value: Any) -> tuple[int, ...] | None:
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        return tuple(value.shape)
+    if isinstance(value, (bool, int, float, complex, np.generic)):
+        return ()
+    if isinstance(value, TensorDictBase):
+        return tuple(value.batch_size)
+    if isinstance(value, NonTensorStack):
+        return tuple(value.batch_size)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (int, float, bool)) for v in value):
+        return (len(value),)
+    return None
+
+
+def _infer_dict(d: Mapping[str, Any], batch_dims: int | None) -> torch.Size | None:
+    shapes = []
+    for value in d.values():
+        if isinstance(value, Mapping):
+            sub = _infer_dict(value, batch_dims)
+            if sub is not None:
+                shapes.append(tuple(sub))
+            continue
+        shape = _shape_of(value)
+        if shape is not None:
+            shapes.append(shape)
+    return infer_batch_size(shapes, batch_dims) if shapes else None
+
+
+def batch_size_of(source: Any, batch_size: Sequence[int] | None, batch_dims: int | None) -> torch.Size:
+    """The batch size ``from_dict`` gives its result."""
+    if batch_size is not None:
+        return as_batch_size(batch_size)
+    if isinstance(source, TensorDictBase):
+        return source.batch_size
+    inferred = _infer_dict(source, batch_dims)
+    return inferred if inferred is not None else torch.Size([])
+
+
+def check_dtypes(source: Any, prefix: tuple[str, ...] = ()) -> None:
+    """Raise UnsupportedDtypeError (naming the key and the dtype) for the first tensor of
+    ``source`` whose dtype cannot be stored, before anything is written (so that a failing
+    ``from_dict`` leaves no partial file behind). A PersistentTensorDict source holds only
+    storable dtypes and is not read."""
+    from ptd.persistent.persistent_tensordict import PersistentTensorDict
+
+    if isinstance(source, PersistentTensorDict):
+        return
+    if isinstance(source, TensorDictBase):
+        items: Any = ((k, source._get_str(k)) for k in source._keys_str())
+    elif isinstance(source, Mapping):
+        items = source.items()
+    else:
+        return
+    for key, value in items:
+        parts = prefix + ((key,) if isinstance(key, str) else tuple(key))
+        if isinstance(value, torch.Tensor):
+            storage_dtype(value.dtype, "/".join(parts))
+        elif isinstance(value, (Mapping, TensorDictBase)):
+            check_dtypes(value, parts)
+
+
+def write_all(dst: PersistentTensorDict, source: Mapping[str, Any] | TensorDictBase, batch_dims: int | None = None) -> None:
+    """Write every entry of ``source`` into the (empty) group of ``dst``; nested dicts get
+    their own inferred batch size, cut to ``batch_dims`` dims."""
+    from ptd.persistent.persistent_tensordict import PersistentTensorDict
+
+    if isinstance(source, TensorDictBase) and source._names is not None and dst._path == ():
+        dst._names = list(source._names)
+        dst._backend.set_attrs((), _meta_attrs(dst.batch_size, source._names))
+    if isinstance(source, PersistentTensorDict):
+        _copy_group(dst, dst._path, source)
+        return
+    items = source.items() if isinstance(source, Mapping) else ((k, source._get_str(k)) for k in source._keys_str())
+    for key, value in items:
+        if isinstance(value, Mapping) and not isinstance(value, TensorDictBase):
+            sub_bs = _infer_dict(value, batch_dims)
+            bs = sub_bs if sub_bs is not None and fits(sub_bs, dst.batch_size) else dst.batch_size
+            parts = (key,) if isinstance(key, str) else tuple(key)
+            node, last = dst._walk(parts, create=True)
+            node._backend.create_group(node._path + (last,), _meta_attrs(bs))
+            node._tree.invalidate(node._path + (last,))
+            node._tree.set_group_batch(node._path + (last,), bs)
+            write_all(node._get_str(last), value, batch_dims)
+            continue
+        dst.set(key, value)
+
+
+def _meta_attrs(bs: torch.Size, names: Sequence[str | None] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"batch_size": list(bs), "version": TD_META_VERSION}
+    if names is not None and any(n is not None for n in names):
+        meta["names"] = list(names)
+    return {TD_META_ATTR: meta}
+
+
+def write_value(dst: PersistentTensorDict, path: Path, value: Any) -> None:
+    """Create the entry ``path`` of ``dst``'s store holding ``value`` (already validated)."""
+    from ptd.persistent.persistent_tensordict import PersistentTensorDict
+
+    be = dst._backend
+    key = "/".join(path)
+    options = dst._store.dataset_kwargs
+    if isinstance(value, torch.Tensor):
+        arr, attrs = to_storage(value, key)
+        be.create_array(path, shape=arr.shape, dtype=arr.dtype, data=arr, attrs=attrs, options=options)
+    elif isinstance(value, NonTensorData):
+        be.write_non_tensor(path, value.data, stack_shape=None, options=options)
+    elif isinstance(value, NonTensorStack):
+        be.write_non_tensor(path, value.tolist(), stack_shape=tuple(value.batch_size), options=options)
+    elif isinstance(value, TensorDictBase):
+        be.create_group(path, _meta_attrs(value.batch_size, value._names))
+        dst._tree.invalidate(path)
+        dst._tree.set_group_batch(path, value.batch_size)
+        node = dst._nested_view(path[-1]) if path[:-1] == dst._path else None
+        if node is None:
+            raise BatchSizeError(f"cannot create nested group {key!r} outside of {dst._location()}")
+        if isinstance(value, PersistentTensorDict):
+            _copy_group(node, path, value)
+        else:
+            for k in value._keys_str():
+                node.set(k, value._get_str(k))  # a key holding '/' nests, as at the top level
+        return
+    else:  # pragma: no cover - _convert never hands anything else
+        raise TypeError(f"cannot store {type(value).__name__} at {key!r}")
+    dst._tree.invalidate(path)
+
+
+def _copy_group(dst: PersistentTensorDict, path: Path, src: PersistentTensorDict) -> None:
+    """Stream every entry of ``src`` into the existing group ``path`` of ``dst``'s store."""
+    be = dst._backend
+    for key in src._keys_str():
+        meta = src._meta_str(key)
+        target = path + (key,)
+        if meta.kind == "nested":
+            sub = src._get_str(key)
+            be.create_group(target, _meta_attrs(sub.batch_size))
+            dst._tree.invalidate(target)
+            dst._tree.set_group_batch(target, sub.batch_size)
+            _copy_group(dst, target, sub)
+        elif meta.kind == "tensor":
+            copy_leaf(src, key, be, target, dst._store.dataset_kwargs)
+            dst._tree.invalidate(target)
+        else:
+            value = src._get_str(key)
+            if isinstance(value, NonTensorStack):
+                be.write_non_tensor(target, value.tolist(), stack_shape=tuple(value.batch_size), options=dst._store.dataset_kwargs)
+            else:
+                be.write_non_tensor(target, value.data, stack_shape=None, options=dst._store.dataset_kwargs)
+            dst._tree.invalidate(target)
+
+
+def copy_leaf(src: PersistentTensorDict, key: str, dst_backend: Any, dst_path: Path,
+              options: Mapping[str, Any] | None = None, chunks: Sequence[int] | None = None,
+              progress: Any = None) -> int:
+    """Copy the tensor leaf ``key`` of ``src`` (a store or a view of one) slab by slab.
+
+    Returns the number of bytes copied. ``progress`` (if given) is called with each slab's
+    byte count.
+    """
+    meta = src._meta_str(key)
+    assert meta.dtype is not None
+    np_dtype, attrs = storage_dtype(meta.dtype, key)
+    shape = tuple(meta.shape)
+    src_meta = src._tree.meta(src._path + (key,))
+    dst_backend.create_array(dst_path, shape=shape, dtype=np_dtype, attrs=attrs, chunks=chunks, options=options)
+    total = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+    if total == 0:
+        return 0
+    if not src.batch_size or len(shape) == 0:
+        arr, _ = to_storage(src._get_str(key), key)
+        dst_backend.write(dst_path, (), arr)
+        if progress:
+            progress(total)
+        return total
+    src_chunks = src_meta.chunks if src._entries is None else None
+    rows = slab_rows(shape, np_dtype.itemsize, src_chunks)
+    n = shape[0]
+    done = 0
+    path = src._path + (key,)
+    for start in range(0, n, rows):
+        sl = slice(start, min(n, start + rows))
+        view = src._index(sl)
+        t = view._read_leaf(path, src_meta)
+        arr, _ = to_storage(t, key)
+        dst_backend.write(dst_path, (sl,), arr)
+        done += arr.nbytes
+        if progress:
+            progress(arr.nbytes)
+    return done
+

@@ -1,0 +1,294 @@
+"""``ptd.info(path)``: what a store holds, from its metadata alone (no array data is read).
+
+>>> import os, tempfile, torch
+>>> import ptd
+>>> with tempfile.TemporaryDirectory() as d:
+...     path = os.path.join(d, "x.h5")
+...     ptd.PersistentTensorDict.from_dict({"obs": torch.zeros(4, 3)}, path, batch_size=[4]).close()
+...     info = ptd.info(path)
+>>> info.format, info.batch_size, info.batch_size_source
+('h5', [4], 'stored')
+>>> [(e.key, e.kind, e.shape, e.batch_dims, e.dtype) for e in info.entries]
+[('obs', 'tensor', [4, 3], 1, 'float32')]
+
+The JSON document (``StoreInfo.to_dict()``, printed by ``ptd inspect --json``) has these fields,
+which are stable (new fields may be added; none is renamed or removed within a
+``format_version``):
+
+``format_version``
+    ``1``.
+``path``, ``format``
+    the store's path, and ``"h5"`` or ``"zarr"`` (detected from the content).
+``batch_size``, ``batch_size_source``, ``stored_batch_size``
+    the root's batch size; ``"stored"`` when it is the ``__tensordict__`` attribute,
+    ``"inferred"`` when it was inferred from the entries (no attribute, or one that does not
+    fit them: then ``stored_batch_size`` shows it); ``stored_batch_size`` is the attribute's
+    batch size or ``null``.
+``depth``
+    the ``--depth`` limit the entries were listed with, or ``null`` for all.
+``attrs``
+    the root's user attributes (``null`` unless asked for).
+``entries``
+    every group and leaf below the root, depth first, parents before children. Each has:
+
+    ``key`` (``"a/b"``), ``name`` (``"b"``), ``depth`` (1 for the root's children), ``kind``
+    (``"group"``, ``"tensor"``, ``"non_tensor"`` or ``"unsupported"``), ``shape`` (a tensor's
+    full shape; a non-tensor's stack shape, ``[]`` for one value; ``null`` for groups),
+    ``batch_dims`` (how many leading dims of ``shape`` are batch dims), ``dtype`` (the torch
+    dtype, e.g. ``"bfloat16"``; ``null`` unless a tensor), ``storage_dtype`` (the stored numpy
+    dtype), ``chunks``, ``compression`` (e.g. ``"gzip(4)"``, ``"zstd(3)"``, ``null``),
+    ``nbytes`` (a tensor's logical bytes), ``stored_nbytes`` (bytes in the store, ``null`` when
+    unknown), ``ratio`` (``nbytes / stored_nbytes``), ``non_tensor_kind`` (``"str"``,
+    ``"bytes"``, ``"json"``, ``"pickle"``, ``"opaque"``, ``"other"``), ``stack`` (a non-tensor
+    with one value per batch row), groups' ``batch_size``, ``batch_size_source`` (also
+    ``"parent"``: a group that does not constrain its batch takes its parent's) and
+    ``stored_batch_size``, and ``attrs`` (user attributes, ``null`` unless asked for).
+``totals``
+    ``groups``, ``tensors``, ``non_tensors``, ``unsupported`` (counts over the whole store,
+    whatever ``depth``), ``nbytes``/``stored_nbytes``/``ratio`` (over tensors), and
+    ``file_bytes`` (what the file or store occupies on disk).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ptd.core.batch import fits
+from ptd.format.names import PTD_JSON_ATTR, RESERVED_ATTRS, TD_NON_TENSOR_ATTR
+from ptd.report.scan import fspath, open_backend, path_nbytes, scan, zarr_array_nbytes
+from ptd.storage.backends.base import ArrayMeta, NodeKind, ValueKind
+from ptd.storage.remote import is_remote, normalize
+
+__all__ = ["info", "StoreInfo", "EntryInfo", "Totals", "FORMAT_VERSION", "jsonable"]
+
+#: version of the JSON document (``StoreInfo.to_dict()``)
+FORMAT_VERSION = 1
+
+
+@dataclass
+class EntryInfo:
+    """One group or leaf of a store (see the module doc for each field)."""
+
+    key: str
+    name: str
+    depth: int
+    kind: str
+    shape: list[int] | None = None
+    batch_dims: int = 0
+    dtype: str | None = None
+    storage_dtype: str | None = None
+    chunks: list[int] | None = None
+    compression: str | None = None
+    nbytes: int | None = None
+    stored_nbytes: int | None = None
+    ratio: float | None = None
+    non_tensor_kind: str | None = None
+    stack: bool = False
+    batch_size: list[int] | None = None
+    batch_size_source: str | None = None
+    stored_batch_size: list[int] | None = None
+    attrs: dict[str, Any] | None = None
+
+    @property
+    def batch_shape(self) -> list[int]:
+        return list(self.shape or [])[: self.batch_dims]
+
+    @property
+    def feature_shape(self) -> list[int]:
+        return list(self.shape or [])[self.batch_dims :]
+
+
+@dataclass
+class Totals:
+    groups: int = 0
+    tensors: int = 0
+    non_tensors: int = 0
+    unsupported: int = 0
+    #: logical bytes of every tensor
+    nbytes: int = 0
+    #: stored bytes of the tensors whose stored size is known (None if none is)
+    stored_nbytes: int | None = None
+    ratio: float | None = None
+    #: what the file or store occupies on disk
+    file_bytes: int | None = None
+
+
+@dataclass
+class StoreInfo:
+    """What ``ptd.info`` found (see the module doc for the fields)."""
+
+    path: str
+    format: str
+    batch_size: list[int]
+    batch_size_source: str
+    stored_batch_size: list[int] | None
+    entries: list[EntryInfo]
+    totals: Totals
+    depth: int | None = None
+    attrs: dict[str, Any] | None = None
+    format_version: int = field(default=FORMAT_VERSION)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {
+            "format_version": d.pop("format_version"),
+            "path": d.pop("path"),
+            "format": d.pop("format"),
+            "batch_size": d.pop("batch_size"),
+            "batch_size_source": d.pop("batch_size_source"),
+            "stored_batch_size": d.pop("stored_batch_size"),
+            "depth": d.pop("depth"),
+            "attrs": d.pop("attrs"),
+            "entries": d.pop("entries"),
+            "totals": d.pop("totals"),
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+
+def jsonable(value: Any) -> Any:
+    """An attribute value as JSON-able python (bytes decoded, numpy unwrapped, NaN kept)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        return jsonable(value.item())
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def user_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    return {k: jsonable(v) for k, v in attrs.items() if k not in RESERVED_ATTRS}
+
+
+def _ratio(nbytes: int | None, stored: int | None) -> float | None:
+    if nbytes is None or not stored:
+        return None
+    return round(nbytes / stored, 4)
+
+
+def leaf_shape(meta: ArrayMeta) -> list[int]:
+    """The shape a leaf has as an entry: a non-tensor payload/JSON value is one value (``[]``),
+    a marked stack has its stack shape."""
+    if meta.kind is ValueKind.NON_TENSOR:
+        if meta.stack_shape is not None:
+            return list(meta.stack_shape)
+        if TD_NON_TENSOR_ATTR in meta.attrs or meta.attrs.get(PTD_JSON_ATTR):
+            return []
+    return list(meta.shape)
+
+
+def info(
+    path: Any,
+    *,
+    depth: int | None = None,
+    attrs: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> StoreInfo:
+    """Describe the store at ``path`` (an HDF5 file or a Zarr v3 store, told apart by content;
+    a URL such as ``s3://bucket/data.zarr`` is read with ``storage_options``).
+
+    ``depth`` limits the listed entries to that many levels (totals always cover everything);
+    ``attrs`` adds every node's user attributes. Only metadata is read.
+    """
+    p = normalize(fspath(path))
+    with open_backend(p, storage_options=storage_options) as be:
+        fmt = be.name
+        s = scan(be, fmt)
+        stored_sizes: dict[tuple[str, ...], int] = {}
+        if fmt == "zarr":
+            stored_sizes = zarr_array_nbytes(
+                p, [q for q, k, _ in s.nodes if k is NodeKind.ARRAY], storage_options
+            )
+        entries: list[EntryInfo] = []
+        totals = Totals()
+        t_stored = 0
+        any_stored = False
+        for q, kind, meta in s.nodes:
+            d = len(q)
+            listed = depth is None or d <= depth
+            key = "/".join(q)
+            if kind is NodeKind.GROUP:
+                totals.groups += 1
+                if listed:
+                    gb = s.batches[q]
+                    entries.append(
+                        EntryInfo(
+                            key=key,
+                            name=q[-1],
+                            depth=d,
+                            kind="group",
+                            batch_size=list(gb.batch),
+                            batch_size_source=gb.source,
+                            stored_batch_size=gb.stored,
+                            attrs=user_attrs(s.group_attrs.get(q, {})) if attrs else None,
+                        )
+                    )
+                continue
+            assert meta is not None
+            group_batch = s.batches[q[:-1]].batch
+            shape = leaf_shape(meta)
+            stored = meta.stored_nbytes if meta.stored_nbytes is not None else stored_sizes.get(q)
+            e = EntryInfo(
+                key=key,
+                name=q[-1],
+                depth=d,
+                kind="tensor",
+                shape=shape,
+                batch_dims=len(group_batch) if fits(shape, group_batch) else 0,
+                storage_dtype=str(meta.dtype),
+                chunks=list(meta.chunks) if meta.chunks is not None else None,
+                compression=meta.compression,
+                stored_nbytes=stored,
+                attrs=user_attrs(dict(meta.attrs)) if attrs else None,
+            )
+            if meta.kind is ValueKind.NUMERIC:
+                totals.tensors += 1
+                e.dtype = meta.torch_dtype
+                e.nbytes = math.prod(meta.shape) * meta.dtype.itemsize
+                e.ratio = _ratio(e.nbytes, stored)
+                totals.nbytes += e.nbytes
+                if stored is not None:
+                    any_stored = True
+                    t_stored += stored
+            elif meta.kind is ValueKind.NON_TENSOR:
+                totals.non_tensors += 1
+                e.kind = "non_tensor"
+                e.non_tensor_kind = meta.non_tensor_kind
+                e.stack = meta.stack_shape is not None
+            else:
+                totals.unsupported += 1
+                e.kind = "unsupported"
+            if listed:
+                entries.append(e)
+        if any_stored:
+            totals.stored_nbytes = t_stored
+            totals.ratio = _ratio(totals.nbytes, t_stored)
+        totals.file_bytes = (
+            path_nbytes(p, storage_options) if is_remote(p) or os.path.exists(p) else None
+        )
+        root = s.batches[()]
+        return StoreInfo(
+            path=p,
+            format=fmt,
+            batch_size=list(root.batch),
+            batch_size_source=root.source,
+            stored_batch_size=root.stored,
+            entries=entries,
+            totals=totals,
+            depth=depth,
+            attrs=user_attrs(s.group_attrs.get((), {})) if attrs else None,
+        )

@@ -1,0 +1,343 @@
+"""``ptd.validate(path)``: check a store against its batch size (and optionally a schema).
+
+Checks, from metadata alone (no array data is read):
+
+* every node's metadata can be read, and every ``__tensordict__`` attribute is well formed;
+* every tensor leaf's (and every marked non-tensor stack's) leading dims are its group's batch
+  size: the ``batch_size`` given, else the stored ``__tensordict__`` one, else the one inferred
+  (``batch_dims=K``: the K leading dims most leaves share);
+* a nested group's stored batch size extends its parent's;
+* every leaf has a torch dtype;
+* with ``schema`` (the JSON document of ``ptd inspect --json``, as a dict or a file path): the
+  same keys, kinds and dtypes, and the same shapes apart from the batch dims.
+
+>>> import os, tempfile, torch
+>>> import ptd
+>>> with tempfile.TemporaryDirectory() as d:
+...     path = os.path.join(d, "x.h5")
+...     ptd.PersistentTensorDict.from_dict({"obs": torch.zeros(4, 3)}, path, batch_size=[4]).close()
+...     ok = ptd.validate(path)
+...     bad = ptd.validate(path, batch_size=[5])
+>>> ok.valid, bad.valid
+(True, False)
+>>> p = bad.problems[0]
+>>> p.key, p.code, p.shape, p.expected
+('obs', 'batch_mismatch', [4, 3], [5])
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from ptd.core.batch import as_batch_size, fits
+from ptd.errors import ArgumentError, PtdValueError
+from ptd.report.info import StoreInfo, leaf_shape
+from ptd.report.scan import fspath, open_backend, scan, stored_batch
+from ptd.storage.backends.base import ArrayMeta, NodeKind, Path, ValueKind
+
+__all__ = ["validate", "ValidationReport", "Problem", "load_schema", "PROBLEM_CODES"]
+
+#: every ``Problem.code``
+PROBLEM_CODES = (
+    "unreadable",  # a node's metadata cannot be read
+    "bad_metadata",  # a malformed __tensordict__ attribute
+    "batch_mismatch",  # a leaf's leading dims are not its group's batch size
+    "group_batch_mismatch",  # a nested group's stored batch size does not extend its parent's
+    "unsupported_dtype",  # a leaf with no torch dtype
+    "missing_key",  # schema: a key the store lacks
+    "unexpected_key",  # schema: a key the schema lacks
+    "kind_mismatch",  # schema: group / tensor / non_tensor differ
+    "dtype_mismatch",  # schema: torch dtypes differ
+    "shape_mismatch",  # schema: non-batch dims differ
+)
+
+
+@dataclass
+class Problem:
+    """One problem: the key (``""`` for the root), a code from :data:`PROBLEM_CODES`, a
+    readable message, and the shape found and what was expected where that applies."""
+
+    key: str
+    code: str
+    message: str
+    shape: list[int] | None = None
+    expected: Any = None
+
+
+@dataclass
+class ValidationReport:
+    path: str
+    format: str | None
+    valid: bool
+    batch_size: list[int] | None = None
+    #: "given", "stored", "inferred"
+    batch_size_source: str | None = None
+    groups: int = 0
+    leaves: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    schema: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def load_schema(schema: Any) -> dict[str, Any]:
+    """A schema (an inspect JSON document) from a dict, a :class:`StoreInfo` or a JSON file."""
+    if isinstance(schema, StoreInfo):
+        return schema.to_dict()
+    if isinstance(schema, Mapping):
+        doc: Any = dict(schema)
+        where = "the schema"
+    else:
+        where = fspath(schema)
+        try:
+            with open(where, encoding="utf-8") as f:
+                doc = json.load(f)
+        except FileNotFoundError:
+            raise PtdValueError(f"schema file {where} does not exist") from None
+        except (OSError, UnicodeDecodeError, ValueError) as err:
+            raise PtdValueError(f"cannot read the schema file {where}: {err}") from None
+    entries = doc.get("entries") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("key"), str) and isinstance(e.get("kind"), str)
+        for e in entries
+    ):
+        raise PtdValueError(
+            f"{where} is not a schema saved by `ptd inspect --json` (no valid 'entries' list)"
+        )
+    return doc
+
+
+def _mode_prefix(shapes: list[tuple[int, ...]], k: int) -> torch.Size:
+    prefixes = Counter(s[:k] for s in shapes if len(s) >= k)
+    if not prefixes:
+        return torch.Size([])
+    return torch.Size(prefixes.most_common(1)[0][0])
+
+
+def validate(
+    path: Any,
+    *,
+    batch_size: Sequence[int] | int | None = None,
+    batch_dims: int | None = None,
+    schema: Any = None,
+    storage_options: dict[str, Any] | None = None,
+) -> ValidationReport:
+    """Check the store at ``path`` (see the module doc; a URL is read with
+    ``storage_options``). Returns a report; only an unreadable store (missing, corrupt, not
+    h5/zarr) or a bad schema raises."""
+    if batch_size is not None and batch_dims is not None:
+        raise ArgumentError("pass batch_size or batch_dims, not both")
+    if batch_dims is not None and (isinstance(batch_dims, bool) or int(batch_dims) < 0):
+        raise PtdValueError(f"batch_dims must be >= 0, got {batch_dims!r}")
+    given = as_batch_size(batch_size) if batch_size is not None else None
+    doc = load_schema(schema) if schema is not None else None
+    p = fspath(path)
+    with open_backend(p, storage_options=storage_options) as be:
+        s = scan(
+            be,
+            be.name,
+            tolerant=True,
+            batch_size=given,
+            batch_dims=int(batch_dims) if batch_dims is not None else None,
+        )
+        problems: list[Problem] = [
+            Problem("/".join(q), "unreadable", f"cannot read the metadata: {msg}")
+            for q, msg in s.errors.items()
+        ]
+        metas: dict[Path, ArrayMeta] = {
+            q: m for q, k, m in s.nodes if k is NodeKind.ARRAY and m is not None
+        }
+        groups = [()] + [q for q, k, _ in s.nodes if k is NodeKind.GROUP]
+
+        # the batch size each group's entries must start with
+        expected: dict[Path, torch.Size] = {}
+        root_stored, _ = stored_batch(s.group_attrs.get((), {}))
+        if given is not None:
+            expected[()], source = given, "given"
+        elif batch_dims is not None:
+            shapes = [_leaf_batch_shape(m) for m in metas.values()]
+            expected[()] = _mode_prefix([sh for sh in shapes if sh is not None], int(batch_dims))
+            source = "inferred"
+        elif root_stored is not None:
+            expected[()], source = torch.Size(root_stored), "stored"
+        else:
+            expected[()], source = s.batches[()].batch, "inferred"
+        for g in groups:
+            st, prob = stored_batch(s.group_attrs.get(g, {}))
+            key = "/".join(g)
+            if prob:
+                problems.append(Problem(key, "bad_metadata", prob))
+            if g == ():
+                continue
+            parent = expected[g[:-1]]
+            if st is not None:
+                if fits(st, parent):
+                    expected[g] = torch.Size(st)
+                    continue
+                problems.append(
+                    Problem(
+                        key,
+                        "group_batch_mismatch",
+                        f"group {key!r} records batch_size {st}, which does not start with its "
+                        f"parent's batch size {list(parent)}",
+                        shape=list(st),
+                        expected=list(parent),
+                    )
+                )
+                expected[g] = parent
+            else:
+                found = s.batches[g].batch
+                expected[g] = found if fits(found, parent) else parent
+
+        for q, meta in metas.items():
+            key = "/".join(q)
+            bs = expected[q[:-1]]
+            if meta.kind is ValueKind.UNSUPPORTED:
+                problems.append(
+                    Problem(
+                        key,
+                        "unsupported_dtype",
+                        f"{key!r} has dtype {meta.dtype}, which has no torch equivalent",
+                        shape=list(meta.shape),
+                        expected="a torch dtype",
+                    )
+                )
+                continue
+            shape = _leaf_batch_shape(meta)
+            if shape is not None and not fits(shape, bs):
+                what = "stack shape" if meta.kind is ValueKind.NON_TENSOR else "shape"
+                problems.append(
+                    Problem(
+                        key,
+                        "batch_mismatch",
+                        f"{key!r} has {what} {list(shape)}, which does not start with the batch size "
+                        f"{list(bs)}",
+                        shape=list(shape),
+                        expected=list(bs),
+                    )
+                )
+
+        if doc is not None:
+            problems.extend(_check_schema(doc, s.nodes, metas, expected))
+
+        order = {"/".join(q): i for i, (q, _k, _m) in enumerate(s.nodes)}
+        problems.sort(key=lambda pr: order.get(pr.key, -1))
+        report = ValidationReport(
+            path=p,
+            format=be.name,
+            valid=not problems,
+            batch_size=list(expected[()]),
+            batch_size_source=source,
+            groups=len(groups) - 1,
+            leaves=len(metas),
+            problems=problems,
+            schema=None
+            if schema is None or isinstance(schema, (Mapping, StoreInfo))
+            else fspath(schema),
+        )
+        return report
+
+
+def _leaf_batch_shape(meta: ArrayMeta) -> tuple[int, ...] | None:
+    """The shape checked against the batch size: a tensor's, a marked stack's; else None."""
+    if meta.kind is ValueKind.NUMERIC:
+        return tuple(meta.shape)
+    if meta.kind is ValueKind.NON_TENSOR and meta.stack_shape is not None:
+        return tuple(meta.stack_shape)
+    return None
+
+
+def _kind(meta: ArrayMeta | None) -> str:
+    if meta is None:
+        return "group"
+    return {ValueKind.NUMERIC: "tensor", ValueKind.NON_TENSOR: "non_tensor"}.get(
+        meta.kind, "unsupported"
+    )
+
+
+def _check_schema(
+    doc: dict[str, Any],
+    nodes: list[Any],
+    metas: dict[Path, ArrayMeta],
+    expected: dict[Path, torch.Size],
+) -> list[Problem]:
+    out: list[Problem] = []
+    depth = doc.get("depth") if isinstance(doc.get("depth"), int) else None
+    want = {e["key"]: e for e in doc["entries"]}
+    have: dict[str, tuple[Path, ArrayMeta | None]] = {}
+    for q, _, meta in nodes:
+        if depth is None or len(q) <= depth:
+            have["/".join(q)] = (q, meta)
+    for key, e in want.items():
+        if key not in have:
+            exp: Any = e["kind"]
+            if e["kind"] == "tensor":
+                exp = f"{e.get('dtype')} {e.get('shape')}"
+            out.append(
+                Problem(
+                    key,
+                    "missing_key",
+                    f"{key!r} is in the schema but not in the store",
+                    expected=exp,
+                )
+            )
+            continue
+        q, meta = have[key]
+        kind = _kind(meta)
+        if kind != e["kind"]:
+            out.append(
+                Problem(
+                    key,
+                    "kind_mismatch",
+                    f"{key!r} is a {kind}, the schema has a {e['kind']}",
+                    expected=e["kind"],
+                )
+            )
+            continue
+        if meta is None or kind != "tensor":
+            continue
+        shape = list(meta.shape)
+        if e.get("dtype") is not None and meta.torch_dtype != e["dtype"]:
+            out.append(
+                Problem(
+                    key,
+                    "dtype_mismatch",
+                    f"{key!r} has dtype {meta.torch_dtype}, the schema has {e['dtype']}",
+                    shape=shape,
+                    expected=e["dtype"],
+                )
+            )
+        s_shape = e.get("shape")
+        if isinstance(s_shape, list):
+            s_bd = int(e.get("batch_dims") or 0)
+            bd = len(expected[q[:-1]]) if fits(shape, expected[q[:-1]]) else 0
+            if shape[bd:] != s_shape[s_bd:]:
+                want_shape = ["*"] * s_bd + list(s_shape[s_bd:])
+                out.append(
+                    Problem(
+                        key,
+                        "shape_mismatch",
+                        f"{key!r} has shape {shape}; the schema has {s_shape} ({s_bd} batch dims, "
+                        f"which may differ)",
+                        shape=shape,
+                        expected=want_shape,
+                    )
+                )
+    for key, (_, meta) in have.items():
+        if key not in want:
+            out.append(
+                Problem(
+                    key,
+                    "unexpected_key",
+                    f"{key!r} ({_kind(meta)}) is in the store but not in the schema",
+                    shape=leaf_shape(meta) if meta is not None else None,
+                )
+            )
+    return out

@@ -1,0 +1,183 @@
+"""A cache of a store's structure and array metadata, and batch-size inference over it.
+
+One :class:`StoreTree` is shared by a PersistentTensorDict, its nested groups and its views. It
+asks the backend once per group (or walks the whole store once, when the batch size is
+validated at open) and is kept up to date by the structural writes that ptd makes. A store
+changed by another process after opening is the user's business, as with h5py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ptd.core.batch import check_leaf, fits, infer_batch_size
+from ptd.errors import BatchSizeError
+from ptd.format.names import TD_META_ATTR
+from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
+
+__all__ = ["StoreTree"]
+
+
+class StoreTree:
+    def __init__(self, backend: Backend):
+        self.backend = backend
+        self._children: dict[Path, list[str]] = {}
+        self._kinds: dict[Path, NodeKind] = {(): NodeKind.GROUP}
+        self._metas: dict[Path, ArrayMeta] = {}
+        self._group_batch: dict[Path, torch.Size] = {}
+        #: arrays whose declared size was checked against this machine's memory
+        self.memory_checked: dict[Path, bool] = {}
+
+    # ------------------------------------------------------------------ structure
+    def load_all(self) -> None:
+        """Fill the cache with one walk over the store."""
+        children: dict[Path, list[str]] = {(): []}
+        for path, kind, meta in self.backend.walk(()):
+            children.setdefault(path[:-1], []).append(path[-1])
+            self._kinds[path] = kind
+            if kind is NodeKind.GROUP:
+                children.setdefault(path, [])
+            elif meta is not None:
+                self._metas[path] = meta
+        self._children.update(children)
+
+    def children(self, path: Path) -> list[str]:
+        names = self._children.get(path)
+        if names is None:
+            listed = self.backend.children(path)
+            names = [n for n, _ in listed]
+            for n, k in listed:
+                self._kinds[path + (n,)] = k
+            self._children[path] = names
+        return names
+
+    def kind(self, path: Path) -> NodeKind | None:
+        if path in self._kinds:
+            return self._kinds[path]
+        if path[:-1] in self._children or self.kind(path[:-1]) is NodeKind.GROUP:
+            if path[-1] in self.children(path[:-1]):
+                return self._kinds.get(path)
+        return None
+
+    def meta(self, path: Path) -> ArrayMeta:
+        meta = self._metas.get(path)
+        if meta is None:
+            meta = self.backend.array_meta(path)
+            self._metas[path] = meta
+        return meta
+
+    def invalidate(self, path: Path) -> None:
+        """Forget ``path`` and everything below it (after a create/delete/move)."""
+        for cache in (self._kinds, self._metas, self._children, self._group_batch, self.memory_checked):
+            for p in [p for p in cache if p[: len(path)] == path]:
+                del cache[p]
+        self._children.pop(path[:-1], None)
+        self._kinds[()] = NodeKind.GROUP
+
+    # ------------------------------------------------------------------ batch sizes
+    def shape_for_batch(self, path: Path) -> tuple[int, ...] | None:
+        """The shape that counts for batch inference and checks, or None if it does not."""
+        kind = self.kind(path)
+        if kind is NodeKind.GROUP:
+            return None
+        meta = self.meta(path)
+        if meta.kind is ValueKind.NUMERIC:
+            return meta.shape
+        if meta.stack_shape is not None:
+            return meta.stack_shape
+        return None
+
+    def stored_batch_attr(self, path: Path) -> torch.Size | None:
+        """The batch size recorded in the group's ``__tensordict__`` attribute, if any."""
+        attrs = self.backend.get_attrs(path)
+        meta: Any = attrs.get(TD_META_ATTR)
+        if isinstance(meta, dict) and isinstance(meta.get("batch_size"), list):
+            try:
+                return torch.Size([int(n) for n in meta["batch_size"]])
+            except (TypeError, ValueError):
+                return None
+        return None
+
+    def stored_names(self, path: Path, ndim: int) -> list[str | None] | None:
+        """Dim names recorded in the ``__tensordict__`` attribute, when they fit ``ndim``."""
+        meta: Any = self.backend.get_attrs(path).get(TD_META_ATTR)
+        names = meta.get("names") if isinstance(meta, dict) else None
+        if isinstance(names, list) and len(names) == ndim and all(n is None or isinstance(n, str) for n in names):
+            return names
+        return None
+
+    def infer(self, path: Path = (), batch_dims: int | None = None, use_attrs: bool = True) -> torch.Size | None:
+        """Infer the batch size of the group at ``path`` (and of every group below it).
+
+        Each group takes its recorded ``__tensordict__`` batch size when it fits its children,
+        else the longest leading shape its children share. A group without any shaped
+        descendant (only strings, or empty) does not constrain its parent and returns None.
+        """
+        shapes: list[tuple[int, ...]] = []
+        subgroups: list[Path] = []
+        for name in self.children(path):
+            p = path + (name,)
+            if self.kind(p) is NodeKind.GROUP:
+                sub = self.infer(p, batch_dims, use_attrs)
+                subgroups.append(p)
+                if sub is not None:
+                    shapes.append(tuple(sub))
+            else:
+                shape = self.shape_for_batch(p)
+                if shape is not None:
+                    shapes.append(shape)
+        recorded = self.stored_batch_attr(path) if use_attrs else None
+        if recorded is not None and all(fits(s, recorded) for s in shapes):
+            result: torch.Size | None = recorded
+        elif shapes:
+            result = infer_batch_size(shapes, batch_dims)
+        else:
+            result = None
+        if result is not None:
+            self._group_batch[path] = result
+            for p in subgroups:
+                if p not in self._group_batch:
+                    self._set_unconstrained(p, result)
+        return result
+
+    def _set_unconstrained(self, path: Path, batch: torch.Size) -> None:
+        self._group_batch[path] = batch
+        for name in self.children(path):
+            p = path + (name,)
+            if self.kind(p) is NodeKind.GROUP and p not in self._group_batch:
+                self._set_unconstrained(p, batch)
+
+    def group_batch(self, path: Path, parent_batch: torch.Size) -> torch.Size:
+        """The batch size of a nested group: recorded or inferred (if it extends the parent's),
+        else the parent's."""
+        found = self._group_batch.get(path)
+        if found is None:
+            recorded = self.stored_batch_attr(path)
+            found = recorded if recorded is not None and fits(recorded, parent_batch) else parent_batch
+            self._group_batch[path] = found
+        if not fits(found, parent_batch):
+            found = parent_batch
+            self._group_batch[path] = found
+        return found
+
+    def set_group_batch(self, path: Path, batch: torch.Size) -> None:
+        self._group_batch[path] = batch
+
+    def validate(self, path: Path, batch: torch.Size, where: str) -> None:
+        """Check every shaped leaf below ``path`` against ``batch`` (raises BatchSizeError)."""
+        for name in self.children(path):
+            p = path + (name,)
+            if self.kind(p) is NodeKind.GROUP:
+                self.validate(p, batch, where)
+                continue
+            shape = self.shape_for_batch(p)
+            if shape is not None:
+                check_leaf(shape, batch, key="/".join(p), where=where)
+
+    def check_fits(self, path: Path, batch: torch.Size, where: str) -> None:
+        try:
+            self.validate(path, batch, where)
+        except BatchSizeError:
+            raise

@@ -1,0 +1,280 @@
+"""Distributed conversion on a Dask cluster: ``ptd convert SRC DST --scheduler tcp://HOST:PORT``.
+
+The client plans exactly what :func:`ptd.convert` would: it scans the source, creates the
+destination's groups, attributes, non-tensor entries and (empty) arrays with the same chunks
+and codecs, then submits **one task per chunk region** (a slab of rows aligned to the source's
+and the destination's chunks). Each task runs on a worker, which opens the source and the
+destination itself (once per worker process and conversion) and copies its rows; no array data
+passes through the client, which only reports progress. When every task is done the client
+writes the consolidated metadata once and, for a local destination, renames the finished store
+into place. The result is the store a local ``ptd.convert`` writes, byte for byte.
+
+Requirements:
+
+* ``pip install "ptd[distributed]"`` (dask and distributed are imported only here, lazily);
+* the destination is zarr (HDF5 files cannot be written by several processes at once);
+* the workers see the source and the destination under the same names as the client: a
+  shared filesystem (local paths are made absolute) or an object store (``s3://``, with the
+  same ``storage_options``, which travel with the tasks).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ptd.errors import PtdError, PtdValueError, RemoteAccessError, UnsupportedOperationError
+from ptd.storage.backends import get_backend
+from ptd.storage.backends.base import Backend, Path
+from ptd.storage.remote import is_remote, scheme
+from ptd.transfer.convert import (
+    ConvertError,
+    ConvertResult,
+    _failed,
+    _finish,
+    _planned,
+    copy_region,
+)
+
+__all__ = ["convert_distributed", "connect"]
+
+#: how long to wait for a scheduler given by address
+CONNECT_TIMEOUT = "10s"
+
+# --- worker side ------------------------------------------------------------------------------
+#: (conversion token, "src"/"dst", thread) -> the backend a worker thread opened for it (the
+#: backends' read caches are not shared between threads)
+_OPEN: dict[tuple[str, str, int], Backend] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def _open_spec(spec: dict[str, Any]) -> Backend:
+    opts = dict(spec)
+    target = opts.pop("target")
+    backend = opts.pop("backend")
+    mode = opts.pop("mode", "r")
+    opts["fast_path"] = False  # streamed region copies: memory maps would only inflate RSS
+    return get_backend(backend).open(target, mode, **opts)
+
+
+def _backend(token: str, role: str, spec: dict[str, Any]) -> Backend:
+    key = (token, role, threading.get_ident())
+    with _OPEN_LOCK:
+        be = _OPEN.get(key)
+        if be is None or be.closed:
+            be = _OPEN[key] = _open_spec(spec)
+        return be
+
+
+def _copy_task(
+    token: str,
+    src_spec: dict[str, Any],
+    dst_spec: dict[str, Any],
+    path: Path,
+    start: int,
+    stop: int,
+) -> int:
+    """One chunk region, on a worker: rows ``start:stop`` of ``path``. Returns the bytes."""
+    src = _backend(token, "src", src_spec)
+    dst = _backend(token, "dst", dst_spec)
+    return copy_region(src, dst, path, start, stop)
+
+
+def _release(token: str) -> int:
+    """Close what this worker process opened for conversion ``token`` (run on every worker)."""
+    closed = 0
+    with _OPEN_LOCK:
+        for key in [k for k in _OPEN if k[0] == token]:
+            try:
+                _OPEN.pop(key).close()
+            except Exception:  # noqa: BLE001 - a handle that failed to close is dropped
+                pass
+            closed += 1
+    return closed
+
+
+# --- client side ------------------------------------------------------------------------------
+def _import_distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise UnsupportedOperationError(
+            "distributed conversion needs dask: pip install 'ptd[distributed]' (or convert "
+            "locally with workers=N / --workers N)"
+        ) from None
+    return distributed
+
+
+def connect(scheduler: Any) -> tuple[Any, bool]:
+    """``(distributed.Client, whether we made it)`` for an address, a client or a cluster."""
+    distributed = _import_distributed()
+    if isinstance(scheduler, distributed.Client):
+        return scheduler, False
+    address = getattr(scheduler, "scheduler_address", scheduler)
+    if not isinstance(address, str):
+        raise PtdValueError(
+            f"scheduler must be an address like 'tcp://host:8786', a distributed.Client or a "
+            f"cluster, not {scheduler!r}"
+        )
+    try:
+        client = distributed.Client(address, timeout=CONNECT_TIMEOUT, set_as_default=False)
+    except (OSError, TimeoutError) as err:
+        raise RemoteAccessError(
+            f"cannot connect to the Dask scheduler at {address}: {' '.join(str(err).split())}"
+        ) from None
+    return client, True
+
+
+def _absolute(spec: dict[str, Any]) -> dict[str, Any]:
+    """A reopen spec whose local target is absolute (workers may run elsewhere)."""
+    out = dict(spec)
+    if not is_remote(out["target"]):
+        out["target"] = os.path.abspath(out["target"])
+    return out
+
+
+def convert_distributed(
+    src: Any,
+    dst: Any = None,
+    *,
+    scheduler: Any,
+    to: str | None = None,
+    chunks: int | None = None,
+    compression: str | None = None,
+    level: int | None = None,
+    overwrite: bool = False,
+    dry_run: bool = False,
+    allow_pickle: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    storage_options: dict[str, Any] | None = None,
+    dst_storage_options: dict[str, Any] | None = None,
+) -> ConvertResult:
+    """:func:`ptd.convert` on a Dask cluster: one task per chunk region (see the module doc).
+
+    ``scheduler`` is the scheduler's address (``"tcp://10.0.0.5:8786"``), a
+    ``distributed.Client`` or a cluster object (``LocalCluster``...). The other arguments are
+    :func:`ptd.convert`'s. Raises UnsupportedOperationError when dask is not installed,
+    PtdValueError for an HDF5 or ``memory://`` destination, RemoteAccessError when the scheduler
+    cannot be reached, ConvertError when a task fails (the destination is removed again).
+    """
+    if to == "h5" or (dst is not None and str(dst).rstrip("/").lower().endswith((".h5", ".hdf5"))):
+        raise PtdValueError(
+            "distributed conversion writes zarr destinations only (an HDF5 file cannot be "
+            "written by several processes at once); convert to zarr, or convert locally with "
+            "workers=N / --workers N"
+        )
+    for where in (src, dst):
+        if where is not None and scheme(str(where)) == "memory":
+            raise PtdValueError(
+                f"{where}: a memory:// store lives in one process; Dask workers cannot see it"
+            )
+    _import_distributed()
+    with _planned(
+        src,
+        dst,
+        to=to,
+        chunks=chunks,
+        compression=compression,
+        level=level,
+        overwrite=overwrite,
+        dry_run=dry_run,
+        allow_pickle=allow_pickle,
+        storage_options=storage_options,
+        dst_storage_options=dst_storage_options,
+    ) as job:
+        result = job.result
+        result.workers = 0
+        if result.dst_format != "zarr":
+            raise PtdValueError(
+                f"distributed conversion writes zarr destinations only, not {result.dst} (an "
+                "HDF5 file cannot be written by several processes at once)"
+            )
+        if dry_run:
+            result.seconds = time.perf_counter() - job.t0
+            return result
+        src_spec = job.scan.backend.reopen_spec
+        if src_spec is None:  # pragma: no cover - convert opens paths and URLs only
+            raise PtdValueError(f"{result.src} cannot be reopened by the workers")
+        client, owned = connect(scheduler)
+        result.scheduler = str(getattr(client.scheduler, "address", None) or scheduler)
+        target = job.target
+        out: Backend | None = None
+        token = secrets.token_hex(8)
+        try:
+            out = target.open("zarr", "w" if target.remote else "w-")
+            copier = job.copier(out, progress)
+            regions = copier.regions(copier.create())
+            dst_spec = _absolute(dict(out.reopen_spec or {}, mode="r+"))
+            out.close()  # the structure is written; the workers fill in the data
+            out = None
+            result.regions = len(regions)
+            if progress is not None:
+                progress(copier.done, result.nbytes)
+            if regions:
+                _run(client, token, _absolute(src_spec), dst_spec, regions, copier._advance)
+            # consolidated metadata, once, by the client
+            out = target.open("zarr", "r+")
+            out.finalize()
+            out.close()
+            out = None
+        except BaseException as err:
+            exc = _failed(err, target, out)
+            if exc is err:
+                raise
+            raise exc from err
+        finally:
+            try:
+                client.run(_release, token)
+            except Exception:  # noqa: BLE001 - workers that are gone hold nothing
+                pass
+            if owned:
+                client.close()
+    return _finish(job)
+
+
+def _run(
+    client: Any,
+    token: str,
+    src_spec: dict[str, Any],
+    dst_spec: dict[str, Any],
+    regions: list[tuple[Path, int, int]],
+    advance: Callable[[int], None],
+) -> None:
+    """Submit one task per region and wait for them, reporting progress as they finish."""
+    distributed = _import_distributed()
+    futures = client.map(
+        _copy_task,
+        [token] * len(regions),
+        [src_spec] * len(regions),
+        [dst_spec] * len(regions),
+        [r[0] for r in regions],
+        [r[1] for r in regions],
+        [r[2] for r in regions],
+        key=[f"ptd-copy-{token}-{i}" for i in range(len(regions))],
+        pure=False,
+    )
+    index = {f.key: i for i, f in enumerate(futures)}
+    try:
+        for future in distributed.as_completed(futures, loop=client.loop):
+            if future.status == "error":
+                region = regions[index[future.key]]
+                err = future.exception()
+                key = "/".join(region[0])
+                if isinstance(err, PtdError):
+                    raise ConvertError(
+                        f"a worker failed to copy rows {region[1]}:{region[2]} of key {key!r}: "
+                        f"{err}"
+                    )
+                raise ConvertError(
+                    f"a worker failed to copy rows {region[1]}:{region[2]} of key {key!r}: "
+                    f"{type(err).__name__}: {' '.join(str(err).split())}"
+                )
+            advance(int(future.result()))
+            future.release()
+    except BaseException:
+        client.cancel(futures)
+        raise
