@@ -33,6 +33,9 @@ __all__ = [
     "RemoteAccessError",
     "StoreIOError",
     "PtdMemoryError",
+    "ConvertError",
+    "ArgumentError",
+    "NotSupportedError",
 ]
 
 
@@ -124,3 +127,7 @@ class StoreIOError(PtdError, OSError):
 class PtdMemoryError(PtdError, MemoryError):
     """A read needs more memory than this machine has (often the absurd shape of a damaged
     store); nothing was allocated."""
+
+
+class ConvertError(PtdError, OSError):
+    """A conversion failed while copying (the destination was left untouched)."""

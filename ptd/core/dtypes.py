@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from ptd.errors import UnsupportedDtypeError
+from ptd.format import dtypes as fmt_dtypes
 from ptd.format.names import PTD_DTYPE_ATTR
 
 __all__ = [
@@ -34,32 +35,15 @@ __all__ = [
     "dtype_from_str",
 ]
 
-#: torch dtypes whose numpy twin stores them directly
-_DIRECT: dict[torch.dtype, np.dtype] = {
-    torch.bool: np.dtype(np.bool_),
-    torch.uint8: np.dtype(np.uint8),
-    torch.uint16: np.dtype(np.uint16),
-    torch.uint32: np.dtype(np.uint32),
-    torch.uint64: np.dtype(np.uint64),
-    torch.int8: np.dtype(np.int8),
-    torch.int16: np.dtype(np.int16),
-    torch.int32: np.dtype(np.int32),
-    torch.int64: np.dtype(np.int64),
-    torch.float16: np.dtype(np.float16),
-    torch.float32: np.dtype(np.float32),
-    torch.float64: np.dtype(np.float64),
-    torch.complex64: np.dtype(np.complex64),
-    torch.complex128: np.dtype(np.complex128),
-}
-_NUMPY_TO_TORCH: dict[np.dtype, torch.dtype] = {v: k for k, v in _DIRECT.items()}
+#: torch dtype -> the numpy dtype storing it directly (built from :mod:`ptd.format.dtypes`)
+_DIRECT: dict[torch.dtype, np.dtype] = {getattr(torch, n): d for n, d in fmt_dtypes.DIRECT.items()}
 
 #: torch dtypes numpy lacks: stored as the bits of an unsigned int of the same width
 _BITS: dict[torch.dtype, tuple[np.dtype, torch.dtype]] = {
-    torch.bfloat16: (np.dtype(np.uint16), torch.uint16),
+    getattr(torch, n): (d, getattr(torch, str(d)))
+    for n, d in fmt_dtypes.BITS.items()
+    if hasattr(torch, n)
 }
-for _name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"):
-    if hasattr(torch, _name):
-        _BITS[getattr(torch, _name)] = (np.dtype(np.uint8), torch.uint8)
 
 _BY_NAME: dict[str, torch.dtype] = {
     str(d).removeprefix("torch."): d for d in list(_DIRECT) + list(_BITS)
@@ -114,28 +98,10 @@ def to_storage(tensor: torch.Tensor, key: str = "?") -> tuple[np.ndarray, dict[s
 
 
 def torch_dtype_of(np_dtype: np.dtype, attrs: Mapping[str, Any] | None = None) -> torch.dtype | None:
-    """The torch dtype of a stored array, or ``None`` when it is not a tensor.
-
-    Big-endian arrays of a numeric dtype map to the torch dtype of their native twin (they are
-    byte-swapped on read).
-    """
-    marker = (attrs or {}).get(PTD_DTYPE_ATTR)
-    if marker is not None:
-        if isinstance(marker, bytes):
-            marker = marker.decode()
-        try:
-            dt = dtype_from_str(str(marker))
-        except UnsupportedDtypeError:
-            return None
-        if dt in _BITS and np.dtype(np_dtype).itemsize == _BITS[dt][0].itemsize:
-            return dt
-        return None
-    np_dtype = np.dtype(np_dtype)
-    if np_dtype.kind not in "biufc" or np_dtype.fields is not None:
-        return None
-    if np_dtype.byteorder not in ("=", "|", "<" if np.little_endian else ">"):
-        np_dtype = np_dtype.newbyteorder("=")
-    return _NUMPY_TO_TORCH.get(np_dtype)
+    """The torch dtype of a stored array, or ``None`` when it is not a tensor (see
+    :func:`ptd.format.dtypes.torch_dtype_name`)."""
+    name = fmt_dtypes.torch_dtype_name(np_dtype, attrs)
+    return _BY_NAME.get(name) if name is not None else None
 
 
 def from_storage(

@@ -63,6 +63,7 @@ import numpy as np
 
 from ptd.core.batch import fits
 from ptd.errors import (
+    ConvertError,
     PtdError,
     PtdValueError,
     ReadOnlyError,
@@ -117,10 +118,6 @@ _SUFFIXES = {
 }
 _DEFAULT_SUFFIX = {"h5": ".h5", "zarr": ".zarr"}
 _TMP_TAG = ".ptd-tmp-"
-
-
-class ConvertError(PtdError, OSError):
-    """The conversion failed (the destination was left untouched)."""
 
 
 @dataclass

@@ -18,7 +18,8 @@ import zipfile
 from typing import Any
 
 from ptd.errors import CorruptStoreError, StoreNotFoundError, UnknownBackendError
-from ptd.format.names import HDF5_SIGNATURE, ZARR_JSON
+from ptd.format.detect import HEAD_BYTES, file_has_hdf5_signature, has_hdf5_signature
+from ptd.format.names import ZARR_JSON
 from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, NonTensorPayload, ValueKind
 
 __all__ = [
@@ -52,19 +53,6 @@ def get_backend(name: str) -> type[Backend]:
     return getattr(importlib.import_module(module), cls)
 
 
-def _has_hdf5_signature(path: str) -> bool:
-    """The HDF5 signature at offset 0, or at a userblock offset (512, 1024, 2048, ...)."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        offset = 0
-        while offset + len(HDF5_SIGNATURE) <= size:
-            f.seek(offset)
-            if f.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE:
-                return True
-            offset = 512 if offset == 0 else offset * 2
-    return False
-
-
 def _detect_remote(url: str, storage_options: dict[str, Any] | None) -> str:
     """:func:`detect_backend` for a remote URL: a prefix with ``zarr.json`` is zarr, a file
     with the HDF5 signature (in its first 64 kB) h5."""
@@ -81,16 +69,13 @@ def _detect_remote(url: str, storage_options: dict[str, Any] | None) -> str:
             if fs.exists(f"{path.rstrip('/')}/.zgroup"):
                 return "zarr"
             raise CorruptStoreError(f"{url} has no {ZARR_JSON}: not a zarr store")
-        head = fs.cat_file(path, start=0, end=64 << 10)
+        head = fs.cat_file(path, start=0, end=HEAD_BYTES)
     except CorruptStoreError:
         raise
     except Exception as err:  # noqa: BLE001 - translated to one line
         raise _url.remote_error(err, url) from None
-    offset = 0
-    while offset + len(HDF5_SIGNATURE) <= len(head):
-        if head[offset : offset + len(HDF5_SIGNATURE)] == HDF5_SIGNATURE:
-            return "h5"
-        offset = 512 if offset == 0 else offset * 2
+    if has_hdf5_signature(head):
+        return "h5"
     raise CorruptStoreError(f"{url} is neither an HDF5 file nor a zarr store")
 
 
@@ -130,7 +115,7 @@ def detect_backend(target: Any, storage_options: dict[str, Any] | None = None) -
             return "zarr"
         raise CorruptStoreError(f"{path} is a directory without {ZARR_JSON}: not a zarr store")
     try:
-        if _has_hdf5_signature(path):
+        if file_has_hdf5_signature(path):
             return "h5"
         if zipfile.is_zipfile(path):
             return "zarr"

@@ -28,7 +28,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from ptd.core.dtypes import torch_dtype_of
+from ptd.format.dtypes import torch_dtype_name
 from ptd.errors import (
     ClosedStoreError,
     CorruptStoreError,
@@ -528,12 +528,8 @@ class H5Backend(Backend):
                 if stack_shape != tuple(dsid.shape):
                     stack_shape = None  # a corrupt marker is not trusted (reading it raises)
         else:
-            tdt = torch_dtype_of(dt, attrs)
-            if tdt is None:
-                kind = ValueKind.UNSUPPORTED
-            else:
-                kind = ValueKind.NUMERIC
-                torch_dtype = str(tdt).removeprefix("torch.")
+            torch_dtype = torch_dtype_name(dt, attrs)
+            kind = ValueKind.UNSUPPORTED if torch_dtype is None else ValueKind.NUMERIC
         return ArrayMeta(
             path=path,
             shape=dsid.shape,

@@ -33,7 +33,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import LocalStore, ZipStore
 
-from ptd.core.dtypes import torch_dtype_of
+from ptd.format.dtypes import torch_dtype_name
 from ptd.errors import (
     ClosedStoreError,
     CorruptStoreError,
@@ -111,8 +111,8 @@ def _describe_codec(codec: Any) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _torch_dtype_cached(dt: np.dtype) -> Any:
-    return torch_dtype_of(dt)
+def _torch_dtype_cached(dt: np.dtype) -> str | None:
+    return torch_dtype_name(dt)
 
 
 def _is_string_dtype(dt: np.dtype) -> bool:
@@ -483,12 +483,9 @@ class ZarrBackend(Backend):
         torch_dtype = non_tensor_kind = stack_shape = None
         marker = attrs.get(TD_NON_TENSOR_ATTR)
         if marker is None:
-            tdt = torch_dtype_of(dt, attrs) if attrs else _torch_dtype_cached(dt)
-        else:
-            tdt = None
-        if tdt is not None:
+            torch_dtype = torch_dtype_name(dt, attrs) if attrs else _torch_dtype_cached(dt)
+        if torch_dtype is not None:
             kind = ValueKind.NUMERIC
-            torch_dtype = str(tdt).removeprefix("torch.")
         elif dt.kind == "V" and dt.fields is not None:
             kind = ValueKind.UNSUPPORTED
         else:
