@@ -284,7 +284,7 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
             tree.load_all()
             if batch_size is None:
                 inferred = tree.infer((), batch_dims, use_attrs=not auto_batch_size)
-                bs = inferred if inferred is not None else torch.Size([])
+                bs = torch.Size(inferred) if inferred is not None else torch.Size([])
             else:
                 bs = as_batch_size(batch_size)
             tree.validate((), bs, out._backend.location)
@@ -417,7 +417,7 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
         if cached is not None:
             return cached
         path = self._path + (key,)
-        nested_batch = self._tree.group_batch(path, self._stored_batch)
+        nested_batch = torch.Size(self._tree.group_batch(path, self._stored_batch))
         entries = None
         if self._entries is not None:
             entries = self._entries + ix.full_entries(nested_batch[len(self._stored_batch):])
@@ -763,11 +763,7 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        cls = get_backend(state["backend"])
-        spec = dict(state["spec"])
-        target = spec.pop("target")
-        mode = spec.pop("mode", "r")
-        be = cls.open(target, mode, **spec)
+        be = state["spec"].open()
         store = _Store(be, filename=state["filename"], mode=state["mode"], backend_name=state["backend"],
                        dataset_kwargs=state["dataset_kwargs"], allow_pickle=state["allow_pickle"],
                        non_tensor_as_stack=state["non_tensor_as_stack"])

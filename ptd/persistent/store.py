@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 
 from ptd.errors import ClosedStoreError, PtdKeyError, PtdTypeError, UnsupportedOperationError
-from ptd.storage.backends import get_backend
 from ptd.storage.backends.base import Backend
 from ptd.storage.tree import StoreTree
 
@@ -93,12 +92,9 @@ class _Store:
         if spec is None:  # zarr in-memory store or a user's group: no OS handle is shared
             self.pid = os.getpid()
             return
-        spec = dict(spec)
-        target, mode = spec.pop("target"), spec.pop("mode", "r")
-        spec.pop("backend", None)
         if old.name == "h5":
             old.close()
-        new = get_backend(self.backend_name).open(target, mode, **spec)
+        new = spec.open()
         self._backend = new
         self._tree.backend = new
         self.pid = os.getpid()

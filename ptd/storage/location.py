@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ptd.errors import CorruptStoreError, PtdValueError, StoreNotFoundError
+from ptd.errors import PtdValueError, StoreNotFoundError
 from ptd.format.detect import DEFAULT_SUFFIX, FORMATS, SUFFIXES, format_of_suffix
 from ptd.storage import remote
 
@@ -236,3 +236,18 @@ class ReopenSpec:
 
     def open(self, mode: str | None = None) -> Backend:
         return self.location.open(self.mode if mode is None else mode, **dict(self.options))
+
+    def with_mode(self, mode: str) -> ReopenSpec:
+        return replace(self, mode=mode)
+
+    def streaming(self) -> ReopenSpec:
+        """The same store opened for a streamed pass: without memory maps (see
+        :meth:`StoreLocation.open_stream`)."""
+        opts = dict(self.options, fast_path=False)
+        return replace(self, options=tuple(sorted(opts.items())))
+
+    def absolute(self) -> ReopenSpec:
+        """A spec whose local path is absolute (for workers that may run elsewhere)."""
+        if self.location.is_remote:
+            return self
+        return replace(self, location=replace(self.location, path=os.path.abspath(self.location.path)))

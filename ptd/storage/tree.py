@@ -4,17 +4,17 @@ One :class:`StoreTree` is shared by a PersistentTensorDict, its nested groups an
 asks the backend once per group (or walks the whole store once, when the batch size is
 validated at open) and is kept up to date by the structural writes that ptd makes. A store
 changed by another process after opening is the user's business, as with h5py.
+
+Batch sizes here are plain tuples (no torch: ``ptd.info``/``ptd.validate`` use the tree too);
+the ``__tensordict__`` attribute is read through :func:`ptd.format.tdmeta.parse_td_meta`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
-import torch
-
-from ptd.core.batch import check_leaf, fits, infer_batch_size
-from ptd.errors import BatchSizeError
-from ptd.format.names import TD_META_ATTR
+from ptd.format.shapes import check_leaf, common_prefix, fits
+from ptd.format.tdmeta import parse_td_meta
 from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
 
 __all__ = ["StoreTree"]
@@ -26,7 +26,7 @@ class StoreTree:
         self._children: dict[Path, list[str]] = {}
         self._kinds: dict[Path, NodeKind] = {(): NodeKind.GROUP}
         self._metas: dict[Path, ArrayMeta] = {}
-        self._group_batch: dict[Path, torch.Size] = {}
+        self._group_batch: dict[Path, tuple[int, ...]] = {}
         #: arrays whose declared size was checked against this machine's memory
         self.memory_checked: dict[Path, bool] = {}
 
@@ -89,26 +89,21 @@ class StoreTree:
             return meta.stack_shape
         return None
 
-    def stored_batch_attr(self, path: Path) -> torch.Size | None:
-        """The batch size recorded in the group's ``__tensordict__`` attribute, if any."""
-        attrs = self.backend.get_attrs(path)
-        meta: Any = attrs.get(TD_META_ATTR)
-        if isinstance(meta, dict) and isinstance(meta.get("batch_size"), list):
-            try:
-                return torch.Size([int(n) for n in meta["batch_size"]])
-            except (TypeError, ValueError):
-                return None
-        return None
+    def stored_batch_attr(self, path: Path) -> tuple[int, ...] | None:
+        """The batch size recorded in the group's ``__tensordict__`` attribute, if usable."""
+        meta = parse_td_meta(self.backend.get_attrs(path)).meta
+        return meta.batch_size if meta is not None else None
 
     def stored_names(self, path: Path, ndim: int) -> list[str | None] | None:
         """Dim names recorded in the ``__tensordict__`` attribute, when they fit ``ndim``."""
-        meta: Any = self.backend.get_attrs(path).get(TD_META_ATTR)
-        names = meta.get("names") if isinstance(meta, dict) else None
-        if isinstance(names, list) and len(names) == ndim and all(n is None or isinstance(n, str) for n in names):
-            return names
-        return None
+        meta = parse_td_meta(self.backend.get_attrs(path)).meta
+        if meta is None or meta.names is None or len(meta.names) != ndim:
+            return None
+        return list(meta.names)
 
-    def infer(self, path: Path = (), batch_dims: int | None = None, use_attrs: bool = True) -> torch.Size | None:
+    def infer(
+        self, path: Path = (), batch_dims: int | None = None, use_attrs: bool = True
+    ) -> tuple[int, ...] | None:
         """Infer the batch size of the group at ``path`` (and of every group below it).
 
         Each group takes its recorded ``__tensordict__`` batch size when it fits its children,
@@ -130,9 +125,9 @@ class StoreTree:
                     shapes.append(shape)
         recorded = self.stored_batch_attr(path) if use_attrs else None
         if recorded is not None and all(fits(s, recorded) for s in shapes):
-            result: torch.Size | None = recorded
+            result: tuple[int, ...] | None = recorded
         elif shapes:
-            result = infer_batch_size(shapes, batch_dims)
+            result = common_prefix(shapes, batch_dims)
         else:
             result = None
         if result is not None:
@@ -142,30 +137,31 @@ class StoreTree:
                     self._set_unconstrained(p, result)
         return result
 
-    def _set_unconstrained(self, path: Path, batch: torch.Size) -> None:
+    def _set_unconstrained(self, path: Path, batch: tuple[int, ...]) -> None:
         self._group_batch[path] = batch
         for name in self.children(path):
             p = path + (name,)
             if self.kind(p) is NodeKind.GROUP and p not in self._group_batch:
                 self._set_unconstrained(p, batch)
 
-    def group_batch(self, path: Path, parent_batch: torch.Size) -> torch.Size:
+    def group_batch(self, path: Path, parent_batch: Sequence[int]) -> tuple[int, ...]:
         """The batch size of a nested group: recorded or inferred (if it extends the parent's),
         else the parent's."""
+        parent = tuple(parent_batch)
         found = self._group_batch.get(path)
         if found is None:
             recorded = self.stored_batch_attr(path)
-            found = recorded if recorded is not None and fits(recorded, parent_batch) else parent_batch
+            found = recorded if recorded is not None and fits(recorded, parent) else parent
             self._group_batch[path] = found
-        if not fits(found, parent_batch):
-            found = parent_batch
+        if not fits(found, parent):
+            found = parent
             self._group_batch[path] = found
         return found
 
-    def set_group_batch(self, path: Path, batch: torch.Size) -> None:
-        self._group_batch[path] = batch
+    def set_group_batch(self, path: Path, batch: Sequence[int]) -> None:
+        self._group_batch[path] = tuple(batch)
 
-    def validate(self, path: Path, batch: torch.Size, where: str) -> None:
+    def validate(self, path: Path, batch: Sequence[int], where: str) -> None:
         """Check every shaped leaf below ``path`` against ``batch`` (raises BatchSizeError)."""
         for name in self.children(path):
             p = path + (name,)
@@ -175,9 +171,3 @@ class StoreTree:
             shape = self.shape_for_batch(p)
             if shape is not None:
                 check_leaf(shape, batch, key="/".join(p), where=where)
-
-    def check_fits(self, path: Path, batch: torch.Size, where: str) -> None:
-        try:
-            self.validate(path, batch, where)
-        except BatchSizeError:
-            raise

@@ -535,12 +535,7 @@ class _Copier:
             if be is None:
                 if spec is None:
                     return self.src  # reads are serialised below
-                opts = dict(spec)
-                target = opts.pop("target")
-                opts.pop("backend", None)
-                opts.pop("mode", None)
-                opts["fast_path"] = False  # streamed reads: see open_backend
-                be = get_backend(self.src.name).open(target, "r", **opts)
+                be = spec.streaming().open("r")
                 with lock:
                     opened.append(be)
                 local.be = be

@@ -20,7 +20,6 @@ Requirements:
 
 from __future__ import annotations
 
-import os
 import secrets
 import threading
 import time
@@ -28,9 +27,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ptd.errors import PtdError, PtdValueError, RemoteAccessError, UnsupportedOperationError
-from ptd.storage.backends import get_backend
 from ptd.storage.backends.base import Backend, Path
-from ptd.storage.remote import is_remote, scheme
+from ptd.storage.location import ReopenSpec
+from ptd.storage.remote import scheme
 from ptd.transfer.convert import (
     ConvertError,
     ConvertResult,
@@ -52,28 +51,19 @@ _OPEN: dict[tuple[str, str, int], Backend] = {}
 _OPEN_LOCK = threading.Lock()
 
 
-def _open_spec(spec: dict[str, Any]) -> Backend:
-    opts = dict(spec)
-    target = opts.pop("target")
-    backend = opts.pop("backend")
-    mode = opts.pop("mode", "r")
-    opts["fast_path"] = False  # streamed region copies: memory maps would only inflate RSS
-    return get_backend(backend).open(target, mode, **opts)
-
-
-def _backend(token: str, role: str, spec: dict[str, Any]) -> Backend:
+def _backend(token: str, role: str, spec: ReopenSpec) -> Backend:
     key = (token, role, threading.get_ident())
     with _OPEN_LOCK:
         be = _OPEN.get(key)
         if be is None or be.closed:
-            be = _OPEN[key] = _open_spec(spec)
+            be = _OPEN[key] = spec.streaming().open()
         return be
 
 
 def _copy_task(
     token: str,
-    src_spec: dict[str, Any],
-    dst_spec: dict[str, Any],
+    src_spec: ReopenSpec,
+    dst_spec: ReopenSpec,
     path: Path,
     start: int,
     stop: int,
@@ -127,14 +117,6 @@ def connect(scheduler: Any) -> tuple[Any, bool]:
             f"cannot connect to the Dask scheduler at {address}: {' '.join(str(err).split())}"
         ) from None
     return client, True
-
-
-def _absolute(spec: dict[str, Any]) -> dict[str, Any]:
-    """A reopen spec whose local target is absolute (workers may run elsewhere)."""
-    out = dict(spec)
-    if not is_remote(out["target"]):
-        out["target"] = os.path.abspath(out["target"])
-    return out
 
 
 def convert_distributed(
@@ -208,14 +190,17 @@ def convert_distributed(
             out = target.open("zarr", "w" if target.remote else "w-")
             copier = job.copier(out, progress)
             regions = copier.regions(copier.create())
-            dst_spec = _absolute(dict(out.reopen_spec or {}, mode="r+"))
+            dst_reopen = out.reopen_spec
+            if dst_reopen is None:  # pragma: no cover - convert opens paths and URLs only
+                raise PtdValueError(f"{result.dst} cannot be reopened by the workers")
+            dst_spec = dst_reopen.with_mode("r+").absolute()
             out.close()  # the structure is written; the workers fill in the data
             out = None
             result.regions = len(regions)
             if progress is not None:
                 progress(copier.done, result.nbytes)
             if regions:
-                _run(client, token, _absolute(src_spec), dst_spec, regions, copier._advance)
+                _run(client, token, src_spec.absolute(), dst_spec, regions, copier._advance)
             # consolidated metadata, once, by the client
             out = target.open("zarr", "r+")
             out.finalize()
@@ -239,8 +224,8 @@ def convert_distributed(
 def _run(
     client: Any,
     token: str,
-    src_spec: dict[str, Any],
-    dst_spec: dict[str, Any],
+    src_spec: ReopenSpec,
+    dst_spec: ReopenSpec,
     regions: list[tuple[Path, int, int]],
     advance: Callable[[int], None],
 ) -> None:

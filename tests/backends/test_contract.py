@@ -128,7 +128,7 @@ class TestOpen:
     def test_new_store_modes(self, opener, mode):
         b = opener(mode)
         assert b.writable
-        assert b.reopen_spec is not None and b.reopen_spec["mode"] == "r+"
+        assert b.reopen_spec is not None and b.reopen_spec.mode == "r+"
 
     @pytest.mark.parametrize("mode", ["q", "rb", "", None])
     def test_invalid_mode(self, opener, mode):
@@ -138,12 +138,12 @@ class TestOpen:
     def test_reopen_spec_never_truncates(self, opener, path, name):
         b = opener("w")
         spec = b.reopen_spec
-        assert spec["mode"] == "r+" and os.fspath(spec["target"]) == os.fspath(path)
+        assert spec.mode == "r+" and spec.location.path == os.fspath(path)
         b.create_array(("a",), shape=(2,), dtype=np.dtype("f4"), data=np.ones(2, "f4"))
         b.close()
-        again = opener(**{k: v for k, v in spec.items() if k not in ("backend",)})
+        again = spec.open()
         np.testing.assert_array_equal(again.read(("a",)), np.ones(2, "f4"))
-        assert opener("r").reopen_spec["mode"] == "r"
+        assert opener("r").reopen_spec.mode == "r"
 
     def test_corrupt_file(self, opener, tmp_path, name):
         bad = tmp_path / f"bad{SUFFIX[name]}"
@@ -634,7 +634,7 @@ class TestZarrPayloads:
         b.close()
 
     def _raw(self, z, key, payload: bytes, encoding: Any, dtype="uint8"):
-        g = zarr.open_group(z.reopen_spec["target"], mode="r+", use_consolidated=False)
+        g = zarr.open_group(z.reopen_spec.location.path, mode="r+", use_consolidated=False)
         data = np.frombuffer(payload, dtype=np.uint8).astype(dtype)
         arr = g.create_array(
             key,

@@ -45,7 +45,7 @@ def test_pickle_holds_what_reopens(tmp_path: Path, backend: str) -> None:
     with open_ro(path, backend) as p:
         view = p["n"][torch.tensor([5, 1, 5])]
         state = view.__getstate__()
-        assert state["spec"]["target"] == str(path) and state["mode"] == "r"
+        assert state["spec"].location.path == str(path) and state["mode"] == "r"
         assert state["backend"] == backend and state["stored_batch"] == [N]
         assert state["path"] == ("n",) and state["entries"] is not None
         back = pickle.loads(pickle.dumps(view))

@@ -27,9 +27,12 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ptd.storage.location import ReopenSpec
 
 Path = tuple[str, ...]
 Selection = tuple[Any, ...]
@@ -214,9 +217,9 @@ class Backend(ABC):
 
     @property
     @abstractmethod
-    def reopen_spec(self) -> dict[str, Any] | None:
-        """What it takes to reopen this store in another process (``{"target": path, ...}``),
-        or None when the store cannot be reopened by name (in-memory store, user's object)."""
+    def reopen_spec(self) -> ReopenSpec | None:
+        """What it takes to reopen this store in another process, or None when the store
+        cannot be reopened by name (an in-memory store, a user's h5py/zarr object)."""
 
     @abstractmethod
     def raw_group(self, path: Path) -> Any:

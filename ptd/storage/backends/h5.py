@@ -28,7 +28,6 @@ from typing import Any
 import h5py
 import numpy as np
 
-from ptd.format.dtypes import torch_dtype_name
 from ptd.errors import (
     ClosedStoreError,
     CorruptStoreError,
@@ -42,6 +41,7 @@ from ptd.errors import (
     StoreNotFoundError,
     UnsupportedOperationError,
 )
+from ptd.format.dtypes import torch_dtype_name
 from ptd.format.names import PTD_JSON_ATTR, TD_STACK_ATTR, TD_STR_ATTR
 from ptd.format.payload import all_of_type, encode_json, nested_to_array, parse_stack_shape
 from ptd.storage.backends import fast_path as _mmap
@@ -58,6 +58,7 @@ from ptd.storage.backends.base import (
     fit_write_value,
     selection_shape,
 )
+from ptd.storage.location import ReopenSpec, StoreLocation
 
 __all__ = ["H5Backend"]
 
@@ -360,22 +361,15 @@ class H5Backend(Backend):
         return self._location
 
     @property
-    def reopen_spec(self) -> dict[str, Any] | None:
+    def reopen_spec(self) -> ReopenSpec | None:
         if self._path is None:
             return None
+        so = getattr(self, "_storage_options", None)
+        loc = StoreLocation(self._path, tuple(sorted((so or {}).items())), "h5")
         # never "w"/"w-": reopening must not truncate (nor fail on) the file we made
-        return {
-            "target": self._path,
-            "backend": self.name,
-            "mode": "r+" if self._writable else "r",
-            "locking": self._locking,
-            **({} if self._fast_path is None else {"fast_path": self._fast_path}),
-            **(
-                {"storage_options": so}
-                if (so := getattr(self, "_storage_options", None)) is not None
-                else {}
-            ),
-        }
+        return ReopenSpec.make(
+            loc, "r+" if self._writable else "r", locking=self._locking, fast_path=self._fast_path
+        )
 
     # --- helpers -----------------------------------------------------------------------------
     def _check_open(self, key: str = "/") -> None:

@@ -33,7 +33,6 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import LocalStore, ZipStore
 
-from ptd.format.dtypes import torch_dtype_name
 from ptd.errors import (
     ClosedStoreError,
     CorruptStoreError,
@@ -46,6 +45,7 @@ from ptd.errors import (
     StoreNotFoundError,
     UnsupportedOperationError,
 )
+from ptd.format.dtypes import torch_dtype_name
 from ptd.format.names import TD_NON_TENSOR_ATTR, TD_STACK_ATTR, ZARR_JSON
 from ptd.format.payload import (
     all_of_type,
@@ -71,6 +71,7 @@ from ptd.storage.backends.base import (
     fit_write_value,
     selection_shape,
 )
+from ptd.storage.location import ReopenSpec, StoreLocation
 
 __all__ = ["ZarrBackend"]
 
@@ -129,7 +130,7 @@ class ZarrBackend(Backend):
         root: zarr.Group,
         *,
         location: str,
-        spec: dict[str, Any] | None,
+        spec: ReopenSpec | None,
         owns_store: bool,
         fresh: bool,
         fast_path: bool | None = None,
@@ -173,7 +174,7 @@ class ZarrBackend(Backend):
                 target, location=loc, spec=None, owns_store=False, fresh=False, fast_path=fast_path
             )
         zmode = "w-" if mode == "x" else mode
-        spec: dict[str, Any] | None = None
+        spec: ReopenSpec | None = None
         owns = False
         if isinstance(target, zarr.abc.store.Store):
             store: Any = target
@@ -199,11 +200,9 @@ class ZarrBackend(Backend):
             else:
                 store = cls._local_store(path, mode)
                 owns = isinstance(store, ZipStore)
-            spec = {"target": path, "backend": "zarr", "mode": "r" if mode == "r" else "r+"}
-            if storage_options is not None:
-                spec["storage_options"] = storage_options
-            if fast_path is not None:
-                spec["fast_path"] = fast_path
+            loc = StoreLocation(path, tuple(sorted((storage_options or {}).items())), "zarr")
+            # never "w"/"w-"/"x": reopening must not wipe what this session wrote (§6.5)
+            spec = ReopenSpec.make(loc, "r" if mode == "r" else "r+", fast_path=fast_path)
         kwargs: dict[str, Any] = {"mode": zmode}
         if mode != "r":
             kwargs["use_consolidated"] = False
@@ -322,9 +321,8 @@ class ZarrBackend(Backend):
         return self._location
 
     @property
-    def reopen_spec(self) -> dict[str, Any] | None:
-        # mode is never "w"/"w-"/"x": reopening must not wipe what this session wrote (§6.5)
-        return dict(self._spec) if self._spec is not None else None
+    def reopen_spec(self) -> ReopenSpec | None:
+        return self._spec
 
     def flush(self) -> None:
         """Rewrite the consolidated metadata if this session changed a store that has it."""

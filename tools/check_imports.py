@@ -1,0 +1,180 @@
+"""Check ptd's layering: no import cycle between modules, each layer importing only the layers
+below it, and the third-party rules (h5py/zarr only in the backends, no torch in the torch-free
+layers, no typer/rich/tensordict in the library).
+
+    python tools/check_imports.py          # prints every violation; exit 1 if there is one
+
+Every ``import``/``from ... import`` counts, those inside functions included; only imports under
+``if TYPE_CHECKING:`` (never executed) are left out. Imports by name through
+``importlib.import_module`` (the backend registry, ``ptd.__getattr__``) are not edges: they are
+how a lower layer reaches a plug-in it does not know statically.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("ptd", "ptd_cli")
+
+#: layer -> the layers it may import (besides itself); a module's layer is its first two
+#: dotted components (``ptd.core.base`` -> ``ptd.core``), ``ptd`` for ``ptd/__init__.py``
+LAYERS: dict[str, set[str]] = {
+    "ptd.errors": set(),
+    "ptd.format": {"ptd.errors"},
+    "ptd.storage": {"ptd.errors", "ptd.format"},
+    "ptd.report": {"ptd.errors", "ptd.format", "ptd.storage"},
+    "ptd.transfer": {"ptd.errors", "ptd.format", "ptd.storage", "ptd.report"},
+    "ptd.core": {"ptd.errors", "ptd.format"},
+    "ptd.persistent": {"ptd.errors", "ptd.format", "ptd.storage", "ptd.core", "ptd.transfer"},
+    "ptd.memmap": {
+        "ptd.errors", "ptd.format", "ptd.storage", "ptd.core", "ptd.persistent", "ptd.transfer",
+    },
+    "ptd": {"ptd.errors"},  # everything else by name, lazily (PEP 562)
+    "ptd_cli": {"ptd", "ptd.errors", "ptd.report", "ptd.transfer", "ptd.memmap", "ptd.storage",
+                "ptd.format"},
+}  # fmt: skip
+#: layers that must never import torch (``ptd inspect``/``validate`` run without it)
+TORCH_FREE = {"ptd", "ptd.errors", "ptd.format", "ptd.storage", "ptd.report", "ptd.transfer"}
+#: third-party packages -> the only module prefixes allowed to import them
+RESTRICTED = {
+    "h5py": ("ptd.storage.backends.",),
+    "zarr": ("ptd.storage.backends.",),
+    "numcodecs": ("ptd.storage.backends.",),
+    "typer": ("ptd_cli",),
+    "rich": ("ptd_cli",),
+    "tensordict": (),
+}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] == "ptd_cli":
+        return "ptd_cli"
+    return ".".join(parts[:2]) if len(parts) > 1 else parts[0]
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            test = node.test
+            name = getattr(test, "id", None) or getattr(test, "attr", None)
+            if name == "TYPE_CHECKING":
+                for sub in node.body:
+                    for n in ast.walk(sub):
+                        skip.add(id(n))
+    return skip
+
+
+def imports_of(path: Path, module: str, modules: set[str]) -> list[tuple[str, int]]:
+    """(imported module, line) for every executed import in ``path``."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip = _type_checking_nodes(tree)
+    is_pkg = path.name == "__init__.py"
+    out: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out.extend((a.name, node.lineno) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_pkg else module.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for a in node.names:  # `from pkg import submodule` imports the submodule
+                sub = f"{target}.{a.name}"
+                out.append((sub if sub in modules else target, node.lineno))
+    return out
+
+
+def main() -> int:
+    files = [p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))]
+    modules = {module_name(p): p for p in files}
+    names = set(modules)
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    problems: list[str] = []
+    for mod, path in modules.items():
+        layer = layer_of(mod)
+        for target, line in imports_of(path, mod, names):
+            where = f"{path.relative_to(ROOT)}:{line}"
+            top = target.split(".")[0]
+            if top == "torch" and layer in TORCH_FREE:
+                problems.append(f"{where}: {mod} imports torch (layer {layer} is torch-free)")
+            if top in RESTRICTED and not any(mod.startswith(p) for p in RESTRICTED[top]):
+                problems.append(f"{where}: {mod} imports {top}")
+            if top not in PACKAGES:
+                continue
+            # the innermost known module the import names
+            hit = target
+            while hit and hit not in names:
+                hit = hit.rpartition(".")[0]
+            if not hit or hit == mod:
+                continue
+            # importing a submodule runs its package's __init__ first: count the module only
+            graph[mod].add(hit)
+            tl = layer_of(hit)
+            if tl != layer and tl not in LAYERS.get(layer, set()):
+                problems.append(f"{where}: {mod} (layer {layer}) imports {hit} (layer {tl})")
+    # cycles: Tarjan's strongly connected components
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    sccs: list[list[str]] = []
+    counter = [0]
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                sccs.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    for comp in sccs:
+        problems.append("import cycle: " + " <-> ".join(comp))
+    sizes = [(len(p.read_text().splitlines()), module_name(p)) for p in files]
+    for n, mod in sorted(sizes, reverse=True):
+        if n > 600:
+            problems.append(f"{mod}: {n} lines (more than 600: split it by task)")
+    for p in problems:
+        print(p)
+    print(f"{len(modules)} modules, {sum(map(len, graph.values()))} internal imports, "
+          f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
