@@ -31,12 +31,15 @@ def slab_rows(
     *,
     src_chunk_rows: int | None = None,
     dst_chunk_rows: int | None = None,
-    budget: int = SLAB_BYTES,
+    budget: int | None = None,
 ) -> int:
     """Rows per slab: about ``budget`` bytes, a multiple of the destination's chunk rows (each
     destination chunk written once) and never less than a source chunk (each source chunk
     decoded once: a source chunk larger than the budget sets the memory bound). When both
-    are chunked and their least common multiple fits twice the budget, slabs align to both."""
+    are chunked and their least common multiple fits twice the budget, slabs align to both.
+    ``budget`` None is :data:`SLAB_BYTES`, read at call time (tests shrink it)."""
+    if budget is None:
+        budget = SLAB_BYTES
     if not shape:
         return 1
     row = max(1, math.prod(shape[1:]) * itemsize)
