@@ -15,7 +15,8 @@ conversions and the repr in terms of a handful of primitives that a subclass pro
 ``_set_at(index, value)`` write a value into the rows selected by ``index``
 ========================  =====================================================================
 
-Arithmetic, comparisons, reductions and shape operations live in :mod:`ptd._ops`.
+Arithmetic, comparisons, reductions and shape operations live in :mod:`ptd.core.ops`; apply,
+conversions and key selection in :mod:`ptd.core.transforms`; key helpers in :mod:`ptd.core.keys`.
 """
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from ptd.core.batch import as_batch_size, fits
+from ptd.core.batch import fits
 from ptd.core.dtypes import dtype_abbrev
 from ptd.core.indexing import is_key_index
+from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import OpsMixin, ShapeMixin
+from ptd.core.registry import TensorDictRoot, new_tensordict
+from ptd.core.transforms import _NO_DEFAULT, TransformsMixin, pick_operand
 from ptd.errors import (
     BatchSizeError,
     ClosedStoreError,
@@ -41,10 +45,15 @@ from ptd.errors import (
     UnsupportedOperationError,
 )
 
-__all__ = ["TensorDictBase", "EntryMeta", "NestedKey", "unravel_key", "is_leaf_nontensor"]
+__all__ = [
+    "TensorDictBase",
+    "EntryMeta",
+    "NestedKey",
+    "unravel_key",
+    "is_leaf_nontensor",
+    "pick_operand",
+]
 
-NestedKey = str | tuple[str, ...]
-_NO_DEFAULT: Any = object()
 
 
 @dataclass(frozen=True)
@@ -59,50 +68,7 @@ class EntryMeta:
     non_tensor: str | None = None
 
 
-def unravel_key(key: Any) -> tuple[str, ...]:
-    """``"a"`` -> ``("a",)``; ``("a", ("b", "c"))`` -> ``("a", "b", "c")``.
-
-    >>> unravel_key(("a", ("b", "c")))
-    ('a', 'b', 'c')
-    """
-    if isinstance(key, str):
-        return (key,)
-    if isinstance(key, tuple):
-        out: list[str] = []
-        for k in key:
-            out.extend(unravel_key(k))
-        return tuple(out)
-    raise PtdTypeError(f"key must be a NestedKey (a str or a possibly nested tuple of str), got {key!r}")
-
-
-def _out_key(parts: tuple[str, ...]) -> NestedKey:
-    return parts[0] if len(parts) == 1 else parts
-
-
-class _KeysView:
-    """The result of ``keys()``: iterable, sized, and answers ``in`` for str and tuple keys."""
-
-    def __init__(self, keys: list[NestedKey]):
-        self._keys = keys
-
-    def __iter__(self) -> Iterator[NestedKey]:
-        return iter(self._keys)
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def __contains__(self, key: object) -> bool:
-        try:
-            parts = unravel_key(key)
-        except PtdTypeError:
-            return False
-        return _out_key(parts) in self._keys
-
-    def __repr__(self) -> str:
-        return f"_KeysView({self._keys!r})"
-
-
-class TensorDictBase(OpsMixin, ShapeMixin):
+class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
     """Shared behaviour of :class:`ptd.TensorDict` and :class:`ptd.PersistentTensorDict`."""
 
     _is_locked: bool = False
@@ -229,16 +195,16 @@ class TensorDictBase(OpsMixin, ShapeMixin):
                 meta = node._meta_str(part)
                 if meta.kind != "nested":
                     raise PtdKeyError(
-                        f"key {_out_key(parts[: i + 1])!r} in {self._location()} is a "
+                        f"key {out_key(parts[: i + 1])!r} in {self._location()} is a "
                         f"{meta.kind.replace('_', '-')} entry, not a nested tensordict, so "
-                        f"{_out_key(parts)!r} cannot be reached"
+                        f"{out_key(parts)!r} cannot be reached"
                     )
                 node = node._get_str(part)
             elif create:
                 node._check_unlocked()
                 node = node._new_nested(part)
             else:
-                raise self._missing(_out_key(parts))
+                raise self._missing(out_key(parts))
         return node, parts[-1]
 
     def _has(self, parts: tuple[str, ...]) -> bool:
@@ -318,7 +284,7 @@ class TensorDictBase(OpsMixin, ShapeMixin):
         is_leaf: Callable[[type], bool] | None = None,
         *,
         sort: bool = False,
-    ) -> _KeysView:
+    ) -> KeysView:
         """The keys; nested ones as tuples when ``include_nested``.
 
         ``leaves_only`` keeps tensor leaves only (pass ``is_leaf=ptd.is_leaf_nontensor`` to keep
@@ -331,10 +297,10 @@ class TensorDictBase(OpsMixin, ShapeMixin):
                     continue
                 if meta.kind == "non_tensor" and not (is_leaf is not None and is_leaf(NonTensorData)):
                     continue
-            out.append(_out_key(parts))
+            out.append(out_key(parts))
         if sort:
             out.sort(key=lambda k: k if isinstance(k, str) else ".".join(k))
-        return _KeysView(out)
+        return KeysView(out)
 
     def values(self, include_nested: bool = False, leaves_only: bool = False, is_leaf: Any = None, *, sort: bool = False) -> Iterator[Any]:
         for key in self.keys(include_nested, leaves_only, is_leaf, sort=sort):
@@ -357,9 +323,7 @@ class TensorDictBase(OpsMixin, ShapeMixin):
                 )
             return value
         if isinstance(value, Mapping):
-            from ptd.core.tensordict import TensorDict
-
-            return TensorDict(dict(value), batch_size=bs, device=self.device)
+            return new_tensordict(dict(value), batch_size=bs, device=self.device)
         if isinstance(value, NonTensorData):
             return NonTensorData(value.data, bs, value.device)
         if isinstance(value, NonTensorStack):
@@ -491,197 +455,12 @@ class TensorDictBase(OpsMixin, ShapeMixin):
         for key, value in _iter_items(input_dict_or_td):
             parts = unravel_key(key)
             if not self._has(parts):
-                raise PtdKeyError(f"The key {_out_key(parts)} was not found in the dest tensordict.")
+                raise PtdKeyError(f"The key {out_key(parts)} was not found in the dest tensordict.")
             if isinstance(value, (Mapping, TensorDictBase)):
                 self.get(parts).update_(value, clone=clone)
             else:
                 self.set_(parts, value)
         return self
-
-    # ------------------------------------------------------------------ leaf-wise maps
-    def _tensor_leaves(self) -> Iterator[tuple[tuple[str, ...], torch.Tensor]]:
-        for key in self.keys(True, True):
-            yield unravel_key(key), self.get(key)
-
-    def _map_inplace(self, fn: Callable[[torch.Tensor, Any], torch.Tensor | None], other: Any = None) -> TensorDictBase:
-        """Replace every tensor leaf ``t`` by ``fn(t, o)`` in place (same dtype and shape),
-        where ``o`` is ``other``'s matching leaf (``other`` may be a tensordict, a tensor, a
-        number, None, or a tuple of those).
-
-        File-backed tensordicts override this to stream row slabs.
-        """
-        for parts, tensor in self._tensor_leaves():
-            result = fn(tensor, pick_operand(other, parts, None))
-            if result is not None:
-                self.set_(parts, result)
-        return self
-
-    def apply_(self, fn: Callable[..., torch.Tensor], *others: TensorDictBase) -> TensorDictBase:
-        """Apply ``fn`` to every tensor leaf and write the result back in place."""
-        return self._map_inplace(lambda t, o: fn(t, *o), tuple(others))
-
-    def apply(
-        self,
-        fn: Callable[..., Any],
-        *others: TensorDictBase | Mapping[str, Any],
-        batch_size: Sequence[int] | None = None,
-        device: Any = _NO_DEFAULT,
-        names: Sequence[str | None] | None = None,
-        inplace: bool = False,
-        **_: Any,
-    ) -> TensorDictBase | None:
-        """A new in-memory TensorDict with ``fn`` applied to every tensor leaf.
-
-        Leaves for which ``fn`` returns None are dropped; non-tensor entries are kept as they are.
-        """
-        if inplace:
-            return self.apply_(fn, *others)  # type: ignore[arg-type]
-        from ptd.core.tensordict import TensorDict
-
-        out_bs = self.batch_size if batch_size is None else as_batch_size(batch_size)
-        out = TensorDict({}, batch_size=out_bs, device=self.device if device is _NO_DEFAULT else device, names=names)
-        for key in self._keys_str():
-            meta = self._meta_str(key)
-            value = self._get_str(key)
-            sub_others = [_get_any(o, key) for o in others]
-            if meta.kind == "nested":
-                extra = value.batch_size[self.ndim :] if batch_size is not None else None
-                sub_bs = None if extra is None else list(out_bs) + list(extra)
-                sub = value.apply(fn, *sub_others, batch_size=sub_bs, device=device)
-                if sub is not None:
-                    out._set_str(key, sub, inplace=False)
-            elif meta.kind == "tensor":
-                result = fn(value, *sub_others)
-                if result is not None:
-                    out._set_str(key, result, inplace=False)
-            else:
-                out._set_str(key, value if batch_size is None else NonTensorData(value.data, out_bs) if isinstance(value, NonTensorData) else value, inplace=False)
-        return out
-
-    def named_apply(self, fn: Callable[..., Any], *others: TensorDictBase, **kwargs: Any) -> TensorDictBase | None:
-        from ptd.core.tensordict import TensorDict
-
-        out = TensorDict({}, batch_size=self.batch_size, device=self.device)
-        for parts, tensor in self._tensor_leaves():
-            result = fn(_out_key(parts), tensor, *(o.get(parts) for o in others))
-            if result is not None:
-                out.set(parts, result)
-        return out
-
-    # ------------------------------------------------------------------ conversions
-    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
-        """An in-memory :class:`ptd.TensorDict` copy of every entry."""
-        from ptd.core.tensordict import TensorDict
-
-        out = TensorDict({}, batch_size=self.batch_size, device=self.device, names=self._names)
-        for key in self._keys_str():
-            value = self._get_str(key)
-            if isinstance(value, TensorDictBase):
-                value = value.to_tensordict()
-            elif isinstance(value, torch.Tensor) and not self._reads_copy():
-                value = value.clone()
-            out._set_str(key, value, inplace=False)
-        return out
-
-    def _reads_copy(self) -> bool:
-        """True when ``_get_str`` already returns a fresh tensor (file-backed)."""
-        return False
-
-    def to_dict(self, *, retain_none: bool = True, convert_tensors: bool = False) -> dict[str, Any]:
-        """A plain nested dict of tensors (and python values for non-tensor entries)."""
-        out: dict[str, Any] = {}
-        for key in self._keys_str():
-            value = self._get_str(key)
-            if isinstance(value, TensorDictBase):
-                out[key] = value.to_dict(convert_tensors=convert_tensors)
-            elif isinstance(value, NonTensorData):
-                out[key] = value.data
-            elif isinstance(value, NonTensorStack):
-                out[key] = value.tolist()
-            else:
-                out[key] = value.tolist() if convert_tensors else value
-        return out
-
-    def numpy(self) -> dict[str, Any]:
-        """A plain nested dict of numpy arrays (and python values for non-tensor entries)."""
-
-        def conv(d: dict[str, Any]) -> dict[str, Any]:
-            return {
-                k: conv(v) if isinstance(v, dict) else v.numpy() if isinstance(v, torch.Tensor) else v
-                for k, v in d.items()
-            }
-
-        return conv(self.to_dict())
-
-    def flatten_keys(self, separator: str = ".", inplace: bool = False, is_leaf: Any = None) -> TensorDictBase:
-        """A copy whose nested keys are joined by ``separator``."""
-        from ptd.core.tensordict import TensorDict
-
-        if inplace:
-            raise UnsupportedOperationError(f"flatten_keys(inplace=True) is not supported by {type(self).__name__}")
-        out = TensorDict({}, batch_size=self.batch_size, device=self.device, names=self._names)
-        for parts, meta in self._metas(True):
-            if meta.kind == "nested":
-                continue
-            value = self.get(parts)
-            out._set_str(separator.join(parts), value, inplace=False)
-        return out
-
-    def unflatten_keys(self, separator: str = ".", inplace: bool = False) -> TensorDictBase:
-        """A copy where keys containing ``separator`` become nested keys."""
-        from ptd.core.tensordict import TensorDict
-
-        if inplace:
-            raise UnsupportedOperationError(f"unflatten_keys(inplace=True) is not supported by {type(self).__name__}")
-        out = TensorDict({}, batch_size=self.batch_size, device=self.device, names=self._names)
-        for key in self._keys_str():
-            value = self._get_str(key)
-            if isinstance(value, TensorDictBase):
-                value = value.unflatten_keys(separator)
-            out.set(tuple(key.split(separator)), value)
-        return out
-
-    def select(self, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> TensorDictBase:
-        """A copy with only ``keys`` (nested keys allowed)."""
-        from ptd.core.tensordict import TensorDict
-
-        out = TensorDict({}, batch_size=self.batch_size, device=self.device, names=self._names)
-        for key in keys:
-            parts = unravel_key(key)
-            if not self._has(parts):
-                if strict:
-                    raise self._missing(key)
-                continue
-            node: TensorDictBase = out
-            for i, part in enumerate(parts[:-1]):
-                if part not in node._keys_str():
-                    src = self.get(parts[: i + 1])
-                    node._set_str(part, TensorDict({}, batch_size=src.batch_size, device=self.device), inplace=False)
-                node = node._get_str(part)
-            value = self.get(parts)
-            if isinstance(value, TensorDictBase):
-                value = value.to_tensordict()
-            node._set_str(parts[-1], value, inplace=False)
-        if inplace:
-            for key in list(self.keys()):
-                if not any(unravel_key(k)[0] == key for k in keys):
-                    self.del_(key)
-            return self
-        return out
-
-    def exclude(self, *keys: NestedKey, inplace: bool = False) -> TensorDictBase:
-        """A copy without ``keys``."""
-        drop = {unravel_key(k) for k in keys}
-        if inplace:
-            for parts in drop:
-                if self._has(parts):
-                    self.del_(parts)
-            return self
-        out = self.to_tensordict()
-        for parts in drop:
-            if out._has(parts):
-                out.del_(parts)
-        return out
 
     def copy(self) -> TensorDictBase:
         return self.clone(recurse=False)
@@ -730,25 +509,6 @@ def _iter_items(obj: Mapping[Any, Any] | TensorDictBase) -> Iterator[tuple[Any, 
             yield key, obj._get_str(key)
     else:
         yield from obj.items()
-
-
-def pick_operand(other: Any, parts: tuple[str, ...], rows: slice | None) -> Any:
-    """The operand matching leaf ``parts``; with ``rows``, cut to those rows of the first batch
-    dim (tensordicts, and tensors that carry the batch dims, i.e. have the leaf's ndim)."""
-    if isinstance(other, tuple):
-        return tuple(pick_operand(o, parts, rows) for o in other)
-    if isinstance(other, TensorDictBase):
-        value = other.get(parts)
-        return value if rows is None or not other.batch_size else value[rows]
-    return other
-
-
-def _get_any(obj: Any, key: str) -> Any:
-    if isinstance(obj, TensorDictBase):
-        return obj._get_str(key)
-    if isinstance(obj, Mapping):
-        return obj[key]
-    return obj
 
 
 def is_leaf_nontensor(cls: type) -> bool:

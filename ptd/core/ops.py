@@ -1,6 +1,6 @@
 """Arithmetic, comparisons, in-place ops, reductions and batch-shape operations.
 
-Written once, on top of the primitives of :class:`ptd.base.TensorDictBase` (``apply``,
+Written once, on top of the primitives of :class:`ptd.core.base.TensorDictBase` (``apply``,
 ``_map_inplace``, ``_index``...), and mixed into it. Out-of-place results are in-memory
 :class:`ptd.TensorDict`; in-place methods write through (to the file, for a
 PersistentTensorDict).
@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from ptd.core.keys import unravel_key
 from ptd.core.nontensor import NonTensorData, NonTensorStack
+from ptd.core.registry import TensorDictRoot, new_tensordict
 from ptd.errors import PtdIndexError, PtdValueError
 
 if TYPE_CHECKING:
@@ -29,9 +31,7 @@ class OpsMixin:
 
     # --- out of place ----------------------------------------------------------------------
     def _binary(self: TensorDictBase, other: Any, op: Callable[[Any, Any], Any]) -> TensorDictBase:
-        from ptd.core.base import TensorDictBase
-
-        if isinstance(other, TensorDictBase):
+        if isinstance(other, TensorDictRoot):
             return self.apply(op, other)  # type: ignore[return-value]
         return self.apply(lambda t: op(t, other))  # type: ignore[return-value]
 
@@ -75,14 +75,12 @@ class OpsMixin:
 
     def _compare(self: TensorDictBase, other: Any, op: Callable[[Any, Any], Any]) -> TensorDictBase:
         """Elementwise comparison; non-tensor entries give a bool tensor of the batch shape."""
-        from ptd.core.base import TensorDictBase
-        from ptd.core.tensordict import TensorDict
 
-        out = TensorDict({}, batch_size=self.batch_size, device=self.device)
+        out = new_tensordict({}, batch_size=self.batch_size, device=self.device)
         for key in self._keys_str():
             mine = self._get_str(key)
-            theirs = other._get_str(key) if isinstance(other, TensorDictBase) else other
-            if isinstance(mine, TensorDictBase):
+            theirs = other._get_str(key) if isinstance(other, TensorDictRoot) else other
+            if isinstance(mine, TensorDictRoot):
                 out._set_str(key, mine._compare(theirs, op), inplace=False)
             elif isinstance(mine, torch.Tensor):
                 out._set_str(key, op(mine, theirs), inplace=False)
@@ -204,11 +202,10 @@ class OpsMixin:
 
     def fill_(self: TensorDictBase, key: Any, value: float | bool) -> TensorDictBase:
         """Fill the entry ``key`` (every leaf, for a nested entry) with ``value``."""
-        from ptd.core.base import TensorDictBase, unravel_key
 
         parts = unravel_key(key)
         target = self.get(parts)
-        if isinstance(target, TensorDictBase):
+        if isinstance(target, TensorDictRoot):
             target._map_inplace(lambda t, o: torch.full_like(t, value))
         elif isinstance(target, torch.Tensor):
             self.set_(parts, torch.full_like(target, value))
@@ -280,14 +277,12 @@ class ShapeMixin:
     def _batch_map(self: TensorDictBase, fn: Callable[[torch.Tensor], torch.Tensor]) -> TensorDictBase:
         """A new TensorDict whose leaves are ``fn(leaf)``; ``fn`` acts on the leading
         ``self.ndim`` dims and keeps the rest."""
-        from ptd.core.base import TensorDictBase
-        from ptd.core.tensordict import TensorDict
 
         new_bs = fn(torch.empty(tuple(self.batch_size), device="meta")).shape
-        out = TensorDict({}, batch_size=new_bs, device=self.device)
+        out = new_tensordict({}, batch_size=new_bs, device=self.device)
         for key in self._keys_str():
             value = self._get_str(key)
-            if isinstance(value, TensorDictBase):
+            if isinstance(value, TensorDictRoot):
                 value = value._batch_map(fn)
             elif isinstance(value, torch.Tensor):
                 value = fn(value)
@@ -397,12 +392,11 @@ def _shape_arg(shape: Sequence[Any]) -> list[int]:
 
 def _combine(values: Sequence[Any], batch: torch.Size, joiner: Callable[[list[Any]], Any]) -> Any:
     """Stack/cat a list of entries of the same key."""
-    from ptd.core.base import TensorDictBase
 
     first = values[0]
     if isinstance(first, torch.Tensor):
         return joiner(list(values))
-    if isinstance(first, TensorDictBase):
+    if isinstance(first, TensorDictRoot):
         return None  # handled by the caller
     if all(isinstance(v, NonTensorData) for v in values) and all(v == first for v in values):
         return NonTensorData(first.data, batch)
@@ -420,17 +414,15 @@ def _combine(values: Sequence[Any], batch: torch.Size, joiner: Callable[[list[An
 
 
 def _join(tds: Sequence[TensorDictBase], dim: int, new_bs: torch.Size, joiner: Callable[[list[Any]], Any]) -> TensorDictBase:
-    from ptd.core.base import TensorDictBase
-    from ptd.core.tensordict import TensorDict
 
-    out = TensorDict({}, batch_size=new_bs, device=tds[0].device)
+    out = new_tensordict({}, batch_size=new_bs, device=tds[0].device)
     keys = tds[0]._keys_str()
     for td in tds[1:]:
         if set(td._keys_str()) != set(keys):
             raise PtdValueError(f"cannot stack/cat tensordicts with different keys: {sorted(keys)} vs {sorted(td._keys_str())}")
     for key in keys:
         values = [td._get_str(key) for td in tds]
-        if isinstance(values[0], TensorDictBase):
+        if isinstance(values[0], TensorDictRoot):
             extra = values[0].batch_size[tds[0].ndim :]
             value = _join(values, dim, torch.Size(list(new_bs) + list(extra)), joiner)
         else:

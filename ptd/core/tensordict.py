@@ -16,11 +16,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from ptd.core.base import EntryMeta, TensorDictBase, _iter_items
 from ptd.core.batch import as_batch_size, fits, infer_batch_size
 from ptd.core.nontensor import NonTensorData, NonTensorStack
+from ptd.core.ops import _flat_list
+from ptd.core.registry import lookup, register
 from ptd.errors import BatchSizeError, PtdIndexError
 
 __all__ = ["TensorDict"]
@@ -193,37 +196,27 @@ class TensorDict(TensorDictBase):
         out = self.apply(lambda t: t.to(device), device=device)
         return out  # type: ignore[return-value]
 
-    # ---------------------------------------------------------------- memmap (ptd/memmap.py)
+    # ------------------------------------- memmap (ptd.memmap, registered in ptd.core.registry)
     def memmap(self, prefix: Any = None, *, existsok: bool = False, overwrite: bool = False) -> TensorDict:
         """Save to the memmap directory ``prefix`` (tensordict 0.15's layout) and return a
         locked TensorDict whose leaves are mapped from its files. An existing non-empty
         ``prefix`` is refused unless ``existsok``/``overwrite`` (it is then replaced)."""
-        from ptd.memmap.writer import memmap_tensordict
-
-        return memmap_tensordict(self, prefix, overwrite=existsok or overwrite)
+        return lookup("memmap_tensordict")(self, prefix, overwrite=existsok or overwrite)  # type: ignore[no-any-return]
 
     def memmap_(self, prefix: Any = None, *, existsok: bool = False, overwrite: bool = False) -> TensorDict:
         """Like :meth:`memmap`, but swap this TensorDict's own leaves for the mapped ones."""
-        from ptd.memmap.writer import memmap_inplace
-
-        return memmap_inplace(self, prefix, overwrite=existsok or overwrite)
+        return lookup("memmap_inplace")(self, prefix, overwrite=existsok or overwrite)  # type: ignore[no-any-return]
 
     @classmethod
     def load_memmap(cls, prefix: Any, *, mode: str = "r+", allow_pickle: bool | None = False) -> TensorDict:
         """Load a memmap directory (ptd's or tensordict 0.15's); see :func:`ptd.memmap.load_memmap`."""
-        from ptd.memmap.writer import load_memmap
-
-        return load_memmap(prefix, mode=mode, allow_pickle=allow_pickle)
+        return lookup("load_memmap")(prefix, mode=mode, allow_pickle=allow_pickle)  # type: ignore[no-any-return]
 
 
 def _assign_nested(grid: Any, shape: tuple[int, ...], idx: Any, new: Any) -> None:
     """``grid[idx] = new`` on a nested list (used for NonTensorStack rows)."""
-    import numpy as np
-
     arr = np.empty(shape, dtype=object)
     flat = arr.reshape(-1)
-    from ptd.core.ops import _flat_list
-
     flat[:] = _flat_list(grid, len(shape))
     if isinstance(new, NonTensorStack):
         new = np.array(new.tolist(), dtype=object)
@@ -233,3 +226,6 @@ def _assign_nested(grid: Any, shape: tuple[int, ...], idx: Any, new: Any) -> Non
     arr[sel] = new
     result = arr.tolist()
     grid[:] = result
+
+
+register("TensorDict", TensorDict)

@@ -4,6 +4,7 @@
 See :mod:`ptd.memmap.writer` for the layout and the guarantees.
 """
 
+from ptd.core import registry
 from ptd.memmap.loader import decode_key, encode_key
 from ptd.memmap.writer import (
     SLAB_BYTES,
@@ -26,3 +27,9 @@ __all__ = [
     "decode_key",
     "SLAB_BYTES",
 ]
+
+# the containers' memmap methods (TensorDict.memmap, PersistentTensorDict.memmap...) find these
+# through the registry: ptd.core sits below this package and does not import it
+registry.register("memmap_tensordict", memmap_tensordict)
+registry.register("memmap_inplace", memmap_inplace)
+registry.register("load_memmap", load_memmap)

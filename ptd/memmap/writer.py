@@ -81,8 +81,8 @@ from ptd.format.names import (
 )
 from ptd.format.payload import check_allow_pickle, encode_json
 from ptd.memmap.loader import decode_key, encode_key, load_dir, map_leaf
-from ptd.persistent.write import slab_rows
 from ptd.storage.limits import check_free_space, nbytes_of
+from ptd.transfer.slabs import slab_rows
 
 if TYPE_CHECKING:
     from ptd.core.tensordict import TensorDict
@@ -227,7 +227,7 @@ class _Writer:
         if arr.flags.c_contiguous or arr.ndim == 0:
             yield arr
             return
-        rows = slab_rows(arr.shape, arr.dtype.itemsize, None, self.slab_bytes)
+        rows = slab_rows(arr.shape, arr.dtype.itemsize, budget=self.slab_bytes)
         for start in range(0, arr.shape[0], rows):
             yield np.ascontiguousarray(arr[start : start + rows])
 
@@ -241,14 +241,14 @@ class _Writer:
             if not stored:
                 yield np.asarray(be.read(path, ()))
                 return
-            rows = slab_rows(stored, np_dtype.itemsize, meta.chunks, self.slab_bytes)
+            rows = slab_rows(stored, np_dtype.itemsize, src_chunk_rows=meta.chunks[0] if meta.chunks else None, budget=self.slab_bytes)
             for start in range(0, stored[0], rows):
                 yield np.asarray(be.read(path, (slice(start, min(stored[0], start + rows)),)))
             return
         if not node.batch_size:  # a view of one element
             yield to_storage(node._read_leaf(path, meta), key)[0]
             return
-        rows = slab_rows(shape, np_dtype.itemsize, None, self.slab_bytes)
+        rows = slab_rows(shape, np_dtype.itemsize, budget=self.slab_bytes)
         for start in range(0, shape[0], rows):
             view = node._index(slice(start, min(shape[0], start + rows)))
             yield to_storage(view._read_leaf(path, meta), key)[0]

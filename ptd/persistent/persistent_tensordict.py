@@ -18,20 +18,20 @@ PersistentTensorDict tensor([1., 1., 1., 1.])
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path as FsPath
 from typing import Any
 
-import numpy as np
 import torch
 
 from ptd.core import indexing as ix
-from ptd.core.base import EntryMeta, TensorDictBase, pick_operand
+from ptd.core.base import EntryMeta, TensorDictBase
 from ptd.core.batch import as_batch_size, fits
-from ptd.core.dtypes import dtype_from_str, from_storage, to_storage
+from ptd.core.dtypes import dtype_from_str
 from ptd.core.nontensor import NonTensorData, NonTensorStack
+from ptd.core.ops import _parse_to
+from ptd.core.registry import lookup, new_tensordict
 from ptd.errors import (
     ArgumentError,
     BatchSizeError,
@@ -41,22 +41,22 @@ from ptd.errors import (
     UnsupportedDtypeError,
     UnsupportedOperationError,
 )
-from ptd.format.names import TD_META_ATTR, TD_META_VERSION
+from ptd.format.tdmeta import td_meta_attrs
+from ptd.persistent.leaves import LeafIOMixin
+from ptd.persistent.opening import OpenersMixin
 from ptd.persistent.refused import RefusedOpsMixin
-from ptd.persistent.store import _check_allow_pickle, _key_parts, _Store
+from ptd.persistent.store import StoreBacked, _check_allow_pickle, _key_parts, _Store
+from ptd.persistent.write import write_value
 from ptd.storage.backends import get_backend
 from ptd.storage.backends.base import Backend, NodeKind, Path, ValueKind
-from ptd.storage.limits import check_chunks, check_read, nbytes_of, physical_memory
 from ptd.storage.tree import StoreTree
 
 __all__ = ["PersistentTensorDict"]
 
 _MODES = ("r", "r+", "w", "w-", "x", "a")
-#: bytes per slab when a leaf is streamed (in-place ops, copies between stores)
-SLAB_BYTES = 64 << 20
 
 
-class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
+class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBacked, TensorDictBase):
     """A tensordict whose entries live in an HDF5 file (``backend="h5"``) or a Zarr v3 store
     (``backend="zarr"``). See the module docstring and the README for the full behaviour.
 
@@ -138,7 +138,7 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
                 store.tree.validate((), bs, be.location)
                 store.tree.infer((), use_attrs=True)
             if mode in ("w", "w-", "x") and be.writable:
-                be.set_attrs((), {TD_META_ATTR: {"batch_size": list(bs), "version": TD_META_VERSION}})
+                be.set_attrs((), td_meta_attrs(bs))
         except BaseException:
             if group is None:
                 be.close()
@@ -245,87 +245,6 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
             )
         return super()._missing(key)
 
-    # ---------------------------------------------------------------- factories
-    @classmethod
-    def from_h5(cls, filename: Any, *, mode: str = "r", auto_batch_size: bool = False,
-                batch_dims: int | None = None, batch_size: Sequence[int] | None = None,
-                non_tensor_as_stack: bool = False, fast_path: bool | None = None,
-                **kwargs: Any) -> PersistentTensorDict:
-        """Open an HDF5 file; the batch size is the one given, else the recorded one, else
-        the longest leading shape all entries share. ``fast_path``: see the class doc."""
-        return cls._open_infer(filename, "h5", mode, auto_batch_size, batch_dims, batch_size,
-                               non_tensor_as_stack, dict(kwargs, fast_path=fast_path), "from_h5")
-
-    @classmethod
-    def from_zarr(cls, filename: Any, *, mode: str = "r", auto_batch_size: bool = False,
-                  batch_dims: int | None = None, batch_size: Sequence[int] | None = None,
-                  non_tensor_as_stack: bool = False, allow_pickle: bool | None = None,
-                  fast_path: bool | None = None, **kwargs: Any) -> PersistentTensorDict:
-        """Open a Zarr v3 store (path, ``Store`` or ``zarr.Group``), like :meth:`from_h5`."""
-        return cls._open_infer(filename, "zarr", mode, auto_batch_size, batch_dims, batch_size,
-                               non_tensor_as_stack, dict(kwargs, allow_pickle=allow_pickle, fast_path=fast_path),
-                               "from_zarr")
-
-    @classmethod
-    def _open_infer(cls, filename: Any, backend: str, mode: str, auto_batch_size: bool,
-                    batch_dims: int | None, batch_size: Any, non_tensor_as_stack: bool,
-                    kwargs: dict[str, Any], fname: str) -> PersistentTensorDict:
-        if auto_batch_size and batch_size is not None:
-            raise PtdTypeError(f"Conflicting batch sizes in {fname}: batch_size and auto_batch_size cannot be both specified.")
-        if batch_dims is not None and not auto_batch_size:
-            warnings.warn(f"{fname} ignores batch_dims={batch_dims} without auto_batch_size=True.", FutureWarning, stacklevel=3)
-            batch_dims = None
-        is_group = not isinstance(filename, (str, os.PathLike)) and _looks_like_group(filename)
-        target = {"group": filename} if is_group else {"filename": filename}
-        out = cls(batch_size=[], mode=mode, backend=backend, validate_batch_size=False,
-                  non_tensor_as_stack=non_tensor_as_stack, **target, **kwargs)
-        tree = out._tree
-        try:
-            tree.load_all()
-            if batch_size is None:
-                inferred = tree.infer((), batch_dims, use_attrs=not auto_batch_size)
-                bs = torch.Size(inferred) if inferred is not None else torch.Size([])
-            else:
-                bs = as_batch_size(batch_size)
-            tree.validate((), bs, out._backend.location)
-        except BaseException:
-            out.close()
-            raise
-        out._stored_batch = out._batch = bs
-        tree.set_group_batch((), bs)
-        out._names = tree.stored_names((), len(bs))
-        return out
-
-    @classmethod
-    def from_dict(cls, input_dict: Mapping[str, Any] | TensorDictBase, filename: Any, *,
-                  auto_batch_size: bool = False, batch_size: Sequence[int] | None = None,
-                  device: Any = None, backend: str = "h5", batch_dims: int | None = None,
-                  allow_pickle: bool | None = None, **kwargs: Any) -> PersistentTensorDict:
-        """Write a dict or tensordict (a PersistentTensorDict too: it is streamed slab by slab)
-        to a new file or store, and return it open for reading and writing."""
-        from ptd.persistent.write import batch_size_of, check_dtypes, write_all
-
-        get_backend(backend)
-        _check_allow_pickle(allow_pickle)
-        if batch_size is not None and batch_dims is not None:
-            raise ArgumentError("Cannot pass both batch_size and batch_dims to `from_dict`.")
-        bs = batch_size_of(input_dict, batch_size, batch_dims)
-        check_dtypes(input_dict)  # before the file is created: no partial file on failure
-        if isinstance(filename, FsPath):
-            filename = str(filename)
-        out = cls(batch_size=bs, filename=filename, mode="w", backend=backend, device=device,
-                  validate_batch_size=False, allow_pickle=True if allow_pickle is None else allow_pickle,
-                  **kwargs)
-        try:
-            write_all(out, input_dict, batch_dims)
-            out._backend.finalize()
-        except BaseException:
-            out.close()
-            raise
-        out._store.mode = "r+"
-        out._store.allow_pickle = allow_pickle if allow_pickle is not None else True
-        return out
-
     # ---------------------------------------------------------------- primitives
     def _walk(self, parts: tuple[str, ...], *, create: bool = False) -> tuple[TensorDictBase, str]:
         return super()._walk(_key_parts(parts, self._location), create=create)
@@ -386,32 +305,6 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
             return NonTensorStack.from_list(payload.value, payload.stack_shape)
         return NonTensorData(payload.value, self._batch)
 
-    def _read_stack_view(self, path: Path, meta: Any) -> Any:
-        """The rows of a stack that the view selects. The backend reads only those rows
-        (a JSON/pickle payload is decoded whole, then cut); the view's order and repeats are
-        applied in memory."""
-        entries = self._entries_full()
-        foreign = meta.stack_shape is None
-        allow = self._store.allow_pickle
-        stack_ndim = len(meta.shape if foreign else meta.stack_shape)
-        if stack_ndim < len(entries) or any(isinstance(e, ix.Points) and len(e.arrays) > 1 for e in entries):
-            # a stack shorter than the batch: read it whole and pick (joint index arrays
-            # over several dims are refused by _entry_as_index)
-            payload = self._backend.read_non_tensor(path, (), allow_pickle=allow, as_stack=foreign)
-            full = NonTensorStack.from_list(payload.value, payload.stack_shape)
-            index = tuple(_entry_as_index(e) for e in entries)
-            return _stack_pick(full, index)
-        # variable-length rows have no known size: read a span only when it is dense
-        row = _row_nbytes(meta) if meta.dtype.kind not in "OT" else 1 << 18
-        plan = ix.plan_read(entries, row)
-        payload = self._backend.read_non_tensor(path, plan.selection, allow_pickle=allow, as_stack=foreign)
-        if not payload.is_stack:
-            return NonTensorData(payload.value, ())
-        stack = NonTensorStack.from_list(payload.value, payload.stack_shape)
-        if plan.post is None:
-            return stack
-        return _stack_pick(stack, tuple(slice(None) if p is None else torch.as_tensor(p) for p in plan.post))
-
     def _nested_view(self, key: str) -> PersistentTensorDict:
         cached = self._nested.get(key)
         if cached is not None:
@@ -425,83 +318,6 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
         if self._entries is None:
             self._nested[key] = out
         return out
-
-    def _read_leaf(self, path: Path, meta: Any, entries: tuple[ix.Entry, ...] | None = None) -> torch.Tensor:
-        dtype = dtype_from_str(meta.torch_dtype)
-        be = self._store.backend
-        if entries is None:
-            entries = self._entries
-            simple = self._simple_selection()
-        else:
-            simple = entries if all(not isinstance(e, ix.Points) for e in entries) else None
-        checked = self._store.tree.memory_checked
-        if path not in checked:
-            _check_leaf_memory(path, meta, entries, be)
-            # a whole-array read that fits says so for every read of this array
-            if nbytes_of(meta.shape, meta.dtype.itemsize) <= physical_memory():
-                checked[path] = True
-        if entries is None:
-            arr = be.read(path, ())
-        elif simple is not None:
-            arr = be.read(path, simple)
-        else:
-            vshape = ix.view_shape(entries)
-            if 0 in vshape:
-                feat = tuple(meta.shape[ix.stored_ndim(entries):])
-                return torch.empty(vshape + feat, dtype=dtype, device=self._device)
-            direct = ix.direct_selection(entries)
-            arr = be.read_direct(path, direct) if direct is not None else None
-            if arr is None:  # sorted, de-duplicated read, then re-ordered
-                plan = ix.plan_read(entries, _row_nbytes(meta))
-                arr = ix.apply_post(be.read(path, plan.selection), plan.post)
-        t = from_storage(arr, meta.attrs, dtype)
-        return t if self._device is None else t.to(self._device)
-
-    def _simple_selection(self) -> tuple[Any, ...] | None:
-        """The view's entries when they are only ints and slices (cached): a direct read."""
-        sel = self.__dict__.get("_simple_sel", False)
-        if sel is False:
-            entries = self._entries
-            sel = entries if entries is not None and all(not isinstance(e, ix.Points) for e in entries) else None
-            self._simple_sel = sel
-        return sel
-
-    def _leaf_view_shape(self, meta: Any) -> tuple[int, ...]:
-        return tuple(self._batch) + tuple(meta.shape[len(self._stored_batch):])
-
-    def _write_leaf(self, path: Path, meta: Any, value: Any) -> None:
-        """Write ``value`` (tensor or number) into the selected rows of an existing leaf."""
-        key = "/".join(path)
-        dtype = dtype_from_str(meta.torch_dtype)
-        if not isinstance(value, torch.Tensor):
-            value = torch.as_tensor(value)
-        if value.requires_grad:
-            value = value.detach()
-        target = self._leaf_view_shape(meta)
-        try:
-            value = torch.broadcast_to(value.to(dtype), target)
-        except RuntimeError:
-            raise PtdValueError(
-                f"cannot write a value of shape {list(value.shape)} into key {key!r} of "
-                f"{self._backend.location}: the selection has shape {list(target)}. To replace "
-                f"the entry, use set(key, value, inplace=False)."
-            ) from None
-        arr, _ = to_storage(value.contiguous(), key)
-        be = self._backend
-        if self._entries is None:
-            be.write(path, (), arr)
-            return
-        if 0 in self._batch:
-            return
-        plan = ix.plan_write(self._entries, _row_nbytes(meta))
-        if not plan.box:
-            if plan.take is not None:
-                arr = np.take(arr, plan.take[1], axis=plan.take[0])
-            be.write(path, plan.selection, arr)
-            return
-        assert plan.post is not None
-        box = be.read(path, plan.selection)
-        be.write(path, plan.selection, ix.box_assign(box, plan.post, arr))
 
     def _set_str(self, key: str, value: Any, *, inplace: bool) -> None:
         path = self._path + (key,)
@@ -542,19 +358,6 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
             )
         self._create(path, value)
 
-    def _write_non_tensor_rows(self, path: Path, meta: Any, value: Any) -> None:
-        """Rows of a stack through a view: read the stack, change the rows, write it back."""
-        if not self._reads_as_stack(meta):
-            return self._create_after_delete(path, value)
-        payload = self._backend.read_non_tensor(path, (), allow_pickle=self._store.allow_pickle, as_stack=meta.stack_shape is None)
-        from ptd.core.tensordict import _assign_nested
-
-        grid = payload.value
-        index = tuple(_entry_as_index(e) for e in self._entries_full())
-        _assign_nested(grid, tuple(payload.stack_shape), index, value)
-        self._backend.write_non_tensor(path, grid, stack_shape=tuple(payload.stack_shape), options=self._store.dataset_kwargs)
-        self._tree.invalidate(path)
-
     def _create_after_delete(self, path: Path, value: Any) -> None:
         self._delete(path)
         self._create(path, value)
@@ -562,8 +365,6 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
     def _create(self, path: Path, value: Any) -> None:
         """Create the (absent) entry ``path``. When that fails midway (disk full, a value the
         format cannot hold), the half-written entry is removed: the others stay as they were."""
-        from ptd.persistent.write import write_value
-
         try:
             write_value(self, path, value)
         except BaseException:
@@ -583,7 +384,7 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
         self._nested.pop(path[-1], None)
 
     def _write_meta(self, path: Path, batch: torch.Size) -> None:
-        self._backend.set_attrs(path, {TD_META_ATTR: {"batch_size": list(batch), "version": TD_META_VERSION}})
+        self._backend.set_attrs(path, td_meta_attrs(batch))
 
     def _del_str(self, key: str) -> None:
         if self._entries is not None:
@@ -594,7 +395,7 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
         if self._entries is not None:
             raise UnsupportedOperationError(f"cannot create group {key!r} through an indexed view of {self._backend.location}")
         path = self._path + (key,)
-        self._backend.create_group(path, {TD_META_ATTR: {"batch_size": list(self._stored_batch), "version": TD_META_VERSION}})
+        self._backend.create_group(path, td_meta_attrs(self._stored_batch))
         self._tree.invalidate(path)
         self._tree.set_group_batch(path, self._stored_batch)
         return self._nested_view(key)
@@ -620,9 +421,7 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
     def _set_at(self, index: Any, value: Any) -> None:
         view = self._index(index)
         if isinstance(value, Mapping):
-            from ptd.core.tensordict import TensorDict
-
-            value = TensorDict(dict(value), batch_size=[])
+            value = new_tensordict(dict(value), batch_size=[])
         if isinstance(value, TensorDictBase):
             vb = value.batch_size
             if not (fits(view.batch_size, vb) or _broadcastable(vb, view.batch_size)):
@@ -669,30 +468,6 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
     def _nested_prefix(self) -> str:
         return type(self).__name__
 
-    # ---------------------------------------------------------------- streaming in-place ops
-    def _map_inplace(self, fn: Callable[[torch.Tensor, Any], torch.Tensor | None], other: Any = None) -> PersistentTensorDict:
-        """Apply ``fn`` leaf by leaf and, for large leaves, slab by slab along the first batch
-        dim, writing each result back: memory stays bounded by the slab size."""
-        for parts, meta in self._tensor_leaf_metas():
-            nbytes = int(np.prod(meta.shape)) * (meta.dtype.itemsize if meta.dtype else 8)
-            n = self._batch[0] if self._batch else 0
-            slabs: list[slice | None] = [None]
-            if self._batch and nbytes > SLAB_BYTES and n > 1:
-                rows = max(1, int(n * SLAB_BYTES // nbytes))
-                slabs = [slice(s, min(n, s + rows)) for s in range(0, n, rows)]
-            for sl in slabs:
-                view = self if sl is None else self._index(sl)
-                node, last = view._walk(parts)
-                path = node._path + (last,)
-                leaf_meta = node._tree.meta(path)
-                operand = pick_operand(other, parts, sl)
-                if sl is not None:
-                    operand = _cut_tensor_operand(operand, sl, len(meta.shape))
-                result = fn(node._read_leaf(path, leaf_meta), operand)
-                if result is not None:
-                    node._write_leaf(path, leaf_meta, result)
-        return self
-
     # ---------------------------------------------------------------- life cycle
     def close(self) -> None:
         """Close the file or store. Afterwards, reading an entry raises KeyError."""
@@ -733,8 +508,6 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
     def to(self, *args: Any, **kwargs: Any) -> TensorDictBase:
         """``to(device)`` gives a new PersistentTensorDict on the same store reading onto that
         device (no data read); ``to(dtype)`` gives an in-memory TensorDict."""
-        from ptd.core.ops import _parse_to
-
         if kwargs.pop("inplace", False):
             raise PtdTypeError("Cannot use inplace=True with PersistentTensorDict.to().")
         if kwargs.pop("non_blocking_pin", False):
@@ -782,51 +555,19 @@ class PersistentTensorDict(RefusedOpsMixin, TensorDictBase):
     def is_shared(self) -> bool:
         return False
 
-    # ---------------------------------------------------------------- memmap (ptd/memmap.py)
+    # ---------------------------------------- memmap (ptd.memmap, found through ptd.core.registry)
     def memmap(self, prefix: Any = None, *, existsok: bool = False, overwrite: bool = False,
                progress: Callable[[int], Any] | None = None) -> TensorDictBase:
         """Stream every entry into the memmap directory ``prefix`` (tensordict 0.15's layout),
         slab by slab, and return a locked in-memory TensorDict whose leaves are mapped from its
         files. An existing non-empty ``prefix`` is refused unless ``existsok``/``overwrite``."""
-        from ptd.memmap.writer import memmap_tensordict
-
-        return memmap_tensordict(self, prefix, overwrite=existsok or overwrite, progress=progress)
+        export = lookup("memmap_tensordict")
+        return export(self, prefix, overwrite=existsok or overwrite, progress=progress)  # type: ignore[no-any-return]
 
     @staticmethod
     def load_memmap(prefix: Any, *, mode: str = "r+", allow_pickle: bool | None = False) -> TensorDictBase:
         """Load a memmap directory as an in-memory TensorDict (as the reference does)."""
-        from ptd.memmap.writer import load_memmap
-
-        return load_memmap(prefix, mode=mode, allow_pickle=allow_pickle)
-
-
-def _check_leaf_memory(path: Path, meta: Any, entries: tuple[ix.Entry, ...] | None, be: Backend) -> None:
-    """A damaged store can declare any shape: refuse a read (or a chunk decode) that cannot fit
-    in memory before anything is allocated."""
-    itemsize = meta.dtype.itemsize
-    if meta.chunks:
-        check_chunks(meta.chunks, itemsize, f"key {'/'.join(path)!r} of {be.location}")
-    if nbytes_of(meta.shape, itemsize) > physical_memory():
-        shape = tuple(meta.shape) if entries is None else (
-            tuple(ix.view_shape(entries)) + tuple(meta.shape[ix.stored_ndim(entries):]))
-        check_read(nbytes_of(shape, itemsize), f"key {'/'.join(path)!r} of {be.location}")
-
-
-def _cut_tensor_operand(operand: Any, rows: slice, leaf_ndim: int) -> Any:
-    """A plain tensor operand that carries the batch dims (full leaf ndim) is cut to ``rows``."""
-    if isinstance(operand, tuple):
-        return tuple(_cut_tensor_operand(o, rows, leaf_ndim) for o in operand)
-    if isinstance(operand, torch.Tensor) and operand.ndim == leaf_ndim and operand.ndim > 0:
-        return operand[rows]
-    return operand
-
-
-def _row_nbytes(meta: Any) -> int:
-    """Bytes of one index along the first dim of an array (for choosing fancy vs span reads)."""
-    n = meta.dtype.itemsize
-    for d in meta.shape[1:]:
-        n *= d
-    return max(1, n)
+        return lookup("load_memmap")(prefix, mode=mode, allow_pickle=allow_pickle)  # type: ignore[no-any-return]
 
 
 def _broadcastable(a: Sequence[int], b: Sequence[int]) -> bool:
@@ -835,31 +576,3 @@ def _broadcastable(a: Sequence[int], b: Sequence[int]) -> bool:
         return True
     except RuntimeError:
         return False
-
-
-def _entry_as_index(e: ix.Entry) -> Any:
-    if isinstance(e, ix.Points):
-        if len(e.arrays) != 1:
-            raise UnsupportedOperationError("joint index arrays over a non-tensor stack are not supported lazily")
-        return torch.as_tensor(e.arrays[0])
-    return e
-
-
-def _stack_pick(stack: NonTensorStack, index: tuple[Any, ...]) -> Any:
-    # orthogonal indexing, one dim at a time (each entry indexes its own dim)
-    out: Any = stack
-    dim = 0
-    for e in index:
-        pre = (slice(None),) * dim
-        out = out[pre + (e,)]
-        if not isinstance(e, int):
-            dim += 1
-        if isinstance(out, NonTensorData):
-            return out
-    return out
-
-
-def _looks_like_group(obj: Any) -> bool:
-    mod = type(obj).__module__
-    return mod.startswith("h5py") or (mod.startswith("zarr") and type(obj).__name__ in ("Group", "AsyncGroup"))
-

@@ -12,7 +12,7 @@ from ptd.errors import ClosedStoreError, PtdKeyError, PtdTypeError, UnsupportedO
 from ptd.storage.backends.base import Backend
 from ptd.storage.tree import StoreTree
 
-__all__ = ["_Store", "_key_parts", "_check_allow_pickle"]
+__all__ = ["StoreBacked", "_Store", "_key_parts", "_check_allow_pickle"]
 
 
 #: backends inherited from a parent process: kept referenced (never closed nor collected) in
@@ -29,6 +29,13 @@ def _forked() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forked)
+
+
+class StoreBacked:
+    """The marker of every store-backed container (PersistentTensorDict and its views), so that
+    modules below the class (``write.py``) can tell one without importing it."""
+
+    __slots__ = ()
 
 
 class _Store:

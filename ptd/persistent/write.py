@@ -17,30 +17,15 @@ from ptd.core.batch import as_batch_size, fits, infer_batch_size
 from ptd.core.dtypes import storage_dtype, to_storage
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.errors import BatchSizeError
-from ptd.format.names import TD_META_ATTR, TD_META_VERSION
+from ptd.format.tdmeta import td_meta_attrs
+from ptd.persistent.store import StoreBacked
+from ptd.transfer.slabs import slab_rows
 
 if TYPE_CHECKING:
     from ptd.persistent.persistent_tensordict import PersistentTensorDict
     from ptd.storage.backends.base import Path
 
-__all__ = ["batch_size_of", "check_dtypes", "write_all", "write_value", "slab_rows", "SLAB_BYTES"]
-
-#: target size of one slab when streaming a leaf
-SLAB_BYTES = 64 << 20
-
-
-def slab_rows(shape: Sequence[int], itemsize: int, chunks: Sequence[int] | None, budget: int = SLAB_BYTES) -> int:
-    """Rows per slab for streaming an array: about ``budget`` bytes, a multiple of the chunk
-    extent along dim 0 when the array is chunked."""
-    if not shape:
-        return 1
-    row = max(1, int(np.prod(shape[1:], dtype=np.int64)) * itemsize)
-    rows = max(1, budget // row)
-    if chunks:
-        c = max(1, int(chunks[0]))
-        rows = max(c, rows // c * c)
-    return int(min(rows, max(1, shape[0])))
-
+__all__ = ["batch_size_of", "check_dtypes", "write_all", "write_value", "copy_leaf"]
 
 def _shape_of(value: Any) -> tuple[int, ...] | None:
     if isinstance(value, (torch.Tensor, np.ndarray)):
@@ -85,9 +70,7 @@ def check_dtypes(source: Any, prefix: tuple[str, ...] = ()) -> None:
     ``source`` whose dtype cannot be stored, before anything is written (so that a failing
     ``from_dict`` leaves no partial file behind). A PersistentTensorDict source holds only
     storable dtypes and is not read."""
-    from ptd.persistent.persistent_tensordict import PersistentTensorDict
-
-    if isinstance(source, PersistentTensorDict):
+    if isinstance(source, StoreBacked):
         return
     if isinstance(source, TensorDictBase):
         items: Any = ((k, source._get_str(k)) for k in source._keys_str())
@@ -106,13 +89,11 @@ def check_dtypes(source: Any, prefix: tuple[str, ...] = ()) -> None:
 def write_all(dst: PersistentTensorDict, source: Mapping[str, Any] | TensorDictBase, batch_dims: int | None = None) -> None:
     """Write every entry of ``source`` into the (empty) group of ``dst``; nested dicts get
     their own inferred batch size, cut to ``batch_dims`` dims."""
-    from ptd.persistent.persistent_tensordict import PersistentTensorDict
-
     if isinstance(source, TensorDictBase) and source._names is not None and dst._path == ():
         dst._names = list(source._names)
-        dst._backend.set_attrs((), _meta_attrs(dst.batch_size, source._names))
-    if isinstance(source, PersistentTensorDict):
-        _copy_group(dst, dst._path, source)
+        dst._backend.set_attrs((), td_meta_attrs(dst.batch_size, source._names))
+    if isinstance(source, StoreBacked):
+        _copy_group(dst, dst._path, source)  # type: ignore[arg-type]
         return
     items = source.items() if isinstance(source, Mapping) else ((k, source._get_str(k)) for k in source._keys_str())
     for key, value in items:
@@ -121,7 +102,7 @@ def write_all(dst: PersistentTensorDict, source: Mapping[str, Any] | TensorDictB
             bs = sub_bs if sub_bs is not None and fits(sub_bs, dst.batch_size) else dst.batch_size
             parts = (key,) if isinstance(key, str) else tuple(key)
             node, last = dst._walk(parts, create=True)
-            node._backend.create_group(node._path + (last,), _meta_attrs(bs))
+            node._backend.create_group(node._path + (last,), td_meta_attrs(bs))
             node._tree.invalidate(node._path + (last,))
             node._tree.set_group_batch(node._path + (last,), bs)
             write_all(node._get_str(last), value, batch_dims)
@@ -129,17 +110,8 @@ def write_all(dst: PersistentTensorDict, source: Mapping[str, Any] | TensorDictB
         dst.set(key, value)
 
 
-def _meta_attrs(bs: torch.Size, names: Sequence[str | None] | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"batch_size": list(bs), "version": TD_META_VERSION}
-    if names is not None and any(n is not None for n in names):
-        meta["names"] = list(names)
-    return {TD_META_ATTR: meta}
-
-
 def write_value(dst: PersistentTensorDict, path: Path, value: Any) -> None:
     """Create the entry ``path`` of ``dst``'s store holding ``value`` (already validated)."""
-    from ptd.persistent.persistent_tensordict import PersistentTensorDict
-
     be = dst._backend
     key = "/".join(path)
     options = dst._store.dataset_kwargs
@@ -151,14 +123,14 @@ def write_value(dst: PersistentTensorDict, path: Path, value: Any) -> None:
     elif isinstance(value, NonTensorStack):
         be.write_non_tensor(path, value.tolist(), stack_shape=tuple(value.batch_size), options=options)
     elif isinstance(value, TensorDictBase):
-        be.create_group(path, _meta_attrs(value.batch_size, value._names))
+        be.create_group(path, td_meta_attrs(value.batch_size, value._names))
         dst._tree.invalidate(path)
         dst._tree.set_group_batch(path, value.batch_size)
         node = dst._nested_view(path[-1]) if path[:-1] == dst._path else None
         if node is None:
             raise BatchSizeError(f"cannot create nested group {key!r} outside of {dst._location()}")
-        if isinstance(value, PersistentTensorDict):
-            _copy_group(node, path, value)
+        if isinstance(value, StoreBacked):
+            _copy_group(node, path, value)  # type: ignore[arg-type]
         else:
             for k in value._keys_str():
                 node.set(k, value._get_str(k))  # a key holding '/' nests, as at the top level
@@ -176,7 +148,7 @@ def _copy_group(dst: PersistentTensorDict, path: Path, src: PersistentTensorDict
         target = path + (key,)
         if meta.kind == "nested":
             sub = src._get_str(key)
-            be.create_group(target, _meta_attrs(sub.batch_size))
+            be.create_group(target, td_meta_attrs(sub.batch_size))
             dst._tree.invalidate(target)
             dst._tree.set_group_batch(target, sub.batch_size)
             _copy_group(dst, target, sub)
@@ -216,7 +188,7 @@ def copy_leaf(src: PersistentTensorDict, key: str, dst_backend: Any, dst_path: P
             progress(total)
         return total
     src_chunks = src_meta.chunks if src._entries is None else None
-    rows = slab_rows(shape, np_dtype.itemsize, src_chunks)
+    rows = slab_rows(shape, np_dtype.itemsize, src_chunk_rows=src_chunks[0] if src_chunks else None)
     n = shape[0]
     done = 0
     path = src._path + (key,)

@@ -1,0 +1,218 @@
+"""Reading and writing the leaves of a PersistentTensorDict (or of a lazy view of one): only the
+rows a view selects are read or written, unsorted and repeated indices are sorted and
+de-duplicated for the backend and put back in order in memory, and in-place ops on large
+leaves stream row slabs (:mod:`ptd.transfer.slabs`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ptd.core import indexing as ix
+from ptd.core.dtypes import dtype_from_str, from_storage, to_storage
+from ptd.core.nontensor import NonTensorData, NonTensorStack
+from ptd.core.tensordict import _assign_nested
+from ptd.core.transforms import pick_operand
+from ptd.errors import PtdValueError, UnsupportedOperationError
+from ptd.storage.backends.base import Backend, Path
+from ptd.storage.limits import check_chunks, check_read, nbytes_of, physical_memory
+from ptd.transfer.slabs import row_slabs, slab_rows
+
+if TYPE_CHECKING:
+    from ptd.persistent.persistent_tensordict import PersistentTensorDict
+
+__all__ = ["LeafIOMixin"]
+
+
+class LeafIOMixin:
+    """Leaf reads and writes of :class:`~ptd.persistent.persistent_tensordict.PersistentTensorDict`."""
+
+    def _read_stack_view(self: PersistentTensorDict, path: Path, meta: Any) -> Any:
+        """The rows of a stack that the view selects. The backend reads only those rows
+        (a JSON/pickle payload is decoded whole, then cut); the view's order and repeats are
+        applied in memory."""
+        entries = self._entries_full()
+        foreign = meta.stack_shape is None
+        allow = self._store.allow_pickle
+        stack_ndim = len(meta.shape if foreign else meta.stack_shape)
+        if stack_ndim < len(entries) or any(isinstance(e, ix.Points) and len(e.arrays) > 1 for e in entries):
+            # a stack shorter than the batch: read it whole and pick (joint index arrays
+            # over several dims are refused by _entry_as_index)
+            payload = self._backend.read_non_tensor(path, (), allow_pickle=allow, as_stack=foreign)
+            full = NonTensorStack.from_list(payload.value, payload.stack_shape)
+            index = tuple(_entry_as_index(e) for e in entries)
+            return _stack_pick(full, index)
+        # variable-length rows have no known size: read a span only when it is dense
+        row = _row_nbytes(meta) if meta.dtype.kind not in "OT" else 1 << 18
+        plan = ix.plan_read(entries, row)
+        payload = self._backend.read_non_tensor(path, plan.selection, allow_pickle=allow, as_stack=foreign)
+        if not payload.is_stack:
+            return NonTensorData(payload.value, ())
+        stack = NonTensorStack.from_list(payload.value, payload.stack_shape)
+        if plan.post is None:
+            return stack
+        return _stack_pick(stack, tuple(slice(None) if p is None else torch.as_tensor(p) for p in plan.post))
+
+    def _read_leaf(self: PersistentTensorDict, path: Path, meta: Any, entries: tuple[ix.Entry, ...] | None = None) -> torch.Tensor:
+        dtype = dtype_from_str(meta.torch_dtype)
+        be = self._store.backend
+        if entries is None:
+            entries = self._entries
+            simple = self._simple_selection()
+        else:
+            simple = entries if all(not isinstance(e, ix.Points) for e in entries) else None
+        checked = self._store.tree.memory_checked
+        if path not in checked:
+            _check_leaf_memory(path, meta, entries, be)
+            # a whole-array read that fits says so for every read of this array
+            if nbytes_of(meta.shape, meta.dtype.itemsize) <= physical_memory():
+                checked[path] = True
+        if entries is None:
+            arr = be.read(path, ())
+        elif simple is not None:
+            arr = be.read(path, simple)
+        else:
+            vshape = ix.view_shape(entries)
+            if 0 in vshape:
+                feat = tuple(meta.shape[ix.stored_ndim(entries):])
+                return torch.empty(vshape + feat, dtype=dtype, device=self._device)
+            direct = ix.direct_selection(entries)
+            arr = be.read_direct(path, direct) if direct is not None else None
+            if arr is None:  # sorted, de-duplicated read, then re-ordered
+                plan = ix.plan_read(entries, _row_nbytes(meta))
+                arr = ix.apply_post(be.read(path, plan.selection), plan.post)
+        t = from_storage(arr, meta.attrs, dtype)
+        return t if self._device is None else t.to(self._device)
+
+    def _simple_selection(self: PersistentTensorDict) -> tuple[Any, ...] | None:
+        """The view's entries when they are only ints and slices (cached): a direct read."""
+        sel = self.__dict__.get("_simple_sel", False)
+        if sel is False:
+            entries = self._entries
+            sel = entries if entries is not None and all(not isinstance(e, ix.Points) for e in entries) else None
+            self._simple_sel = sel
+        return sel
+
+    def _leaf_view_shape(self: PersistentTensorDict, meta: Any) -> tuple[int, ...]:
+        return tuple(self._batch) + tuple(meta.shape[len(self._stored_batch):])
+
+    def _write_leaf(self: PersistentTensorDict, path: Path, meta: Any, value: Any) -> None:
+        """Write ``value`` (tensor or number) into the selected rows of an existing leaf."""
+        key = "/".join(path)
+        dtype = dtype_from_str(meta.torch_dtype)
+        if not isinstance(value, torch.Tensor):
+            value = torch.as_tensor(value)
+        if value.requires_grad:
+            value = value.detach()
+        target = self._leaf_view_shape(meta)
+        try:
+            value = torch.broadcast_to(value.to(dtype), target)
+        except RuntimeError:
+            raise PtdValueError(
+                f"cannot write a value of shape {list(value.shape)} into key {key!r} of "
+                f"{self._backend.location}: the selection has shape {list(target)}. To replace "
+                f"the entry, use set(key, value, inplace=False)."
+            ) from None
+        arr, _ = to_storage(value.contiguous(), key)
+        be = self._backend
+        if self._entries is None:
+            be.write(path, (), arr)
+            return
+        if 0 in self._batch:
+            return
+        plan = ix.plan_write(self._entries, _row_nbytes(meta))
+        if not plan.box:
+            if plan.take is not None:
+                arr = np.take(arr, plan.take[1], axis=plan.take[0])
+            be.write(path, plan.selection, arr)
+            return
+        assert plan.post is not None
+        box = be.read(path, plan.selection)
+        be.write(path, plan.selection, ix.box_assign(box, plan.post, arr))
+
+    def _write_non_tensor_rows(self: PersistentTensorDict, path: Path, meta: Any, value: Any) -> None:
+        """Rows of a stack through a view: read the stack, change the rows, write it back."""
+        if not self._reads_as_stack(meta):
+            return self._create_after_delete(path, value)
+        payload = self._backend.read_non_tensor(path, (), allow_pickle=self._store.allow_pickle, as_stack=meta.stack_shape is None)
+        grid = payload.value
+        index = tuple(_entry_as_index(e) for e in self._entries_full())
+        _assign_nested(grid, tuple(payload.stack_shape), index, value)
+        self._backend.write_non_tensor(path, grid, stack_shape=tuple(payload.stack_shape), options=self._store.dataset_kwargs)
+        self._tree.invalidate(path)
+
+    def _map_inplace(self: PersistentTensorDict, fn: Callable[[torch.Tensor, Any], torch.Tensor | None], other: Any = None) -> PersistentTensorDict:
+        """Apply ``fn`` leaf by leaf and, for large leaves, slab by slab along the first batch
+        dim, writing each result back: memory stays bounded by the slab size."""
+        for parts, meta in self._tensor_leaf_metas():
+            n = self._batch[0] if self._batch else 0
+            slabs: list[slice | None] = [None]
+            rows = slab_rows(tuple(meta.shape), meta.dtype.itemsize if meta.dtype else 8)
+            if self._batch and n > 1 and rows < n:
+                slabs = list(row_slabs(n, rows))
+            for sl in slabs:
+                view = self if sl is None else self._index(sl)
+                node, last = view._walk(parts)
+                path = node._path + (last,)
+                leaf_meta = node._tree.meta(path)
+                operand = pick_operand(other, parts, sl)
+                if sl is not None:
+                    operand = _cut_tensor_operand(operand, sl, len(meta.shape))
+                result = fn(node._read_leaf(path, leaf_meta), operand)
+                if result is not None:
+                    node._write_leaf(path, leaf_meta, result)
+        return self
+
+
+def _check_leaf_memory(path: Path, meta: Any, entries: tuple[ix.Entry, ...] | None, be: Backend) -> None:
+    """A damaged store can declare any shape: refuse a read (or a chunk decode) that cannot fit
+    in memory before anything is allocated."""
+    itemsize = meta.dtype.itemsize
+    if meta.chunks:
+        check_chunks(meta.chunks, itemsize, f"key {'/'.join(path)!r} of {be.location}")
+    if nbytes_of(meta.shape, itemsize) > physical_memory():
+        shape = tuple(meta.shape) if entries is None else (
+            tuple(ix.view_shape(entries)) + tuple(meta.shape[ix.stored_ndim(entries):]))
+        check_read(nbytes_of(shape, itemsize), f"key {'/'.join(path)!r} of {be.location}")
+
+
+def _cut_tensor_operand(operand: Any, rows: slice, leaf_ndim: int) -> Any:
+    """A plain tensor operand that carries the batch dims (full leaf ndim) is cut to ``rows``."""
+    if isinstance(operand, tuple):
+        return tuple(_cut_tensor_operand(o, rows, leaf_ndim) for o in operand)
+    if isinstance(operand, torch.Tensor) and operand.ndim == leaf_ndim and operand.ndim > 0:
+        return operand[rows]
+    return operand
+
+
+def _row_nbytes(meta: Any) -> int:
+    """Bytes of one index along the first dim of an array (for choosing fancy vs span reads)."""
+    n = meta.dtype.itemsize
+    for d in meta.shape[1:]:
+        n *= d
+    return max(1, n)
+
+
+def _entry_as_index(e: ix.Entry) -> Any:
+    if isinstance(e, ix.Points):
+        if len(e.arrays) != 1:
+            raise UnsupportedOperationError("joint index arrays over a non-tensor stack are not supported lazily")
+        return torch.as_tensor(e.arrays[0])
+    return e
+
+
+def _stack_pick(stack: NonTensorStack, index: tuple[Any, ...]) -> Any:
+    # orthogonal indexing, one dim at a time (each entry indexes its own dim)
+    out: Any = stack
+    dim = 0
+    for e in index:
+        pre = (slice(None),) * dim
+        out = out[pre + (e,)]
+        if not isinstance(e, int):
+            dim += 1
+        if isinstance(out, NonTensorData):
+            return out
+    return out
