@@ -63,7 +63,9 @@ SLAB_BYTES = 32 << 20
 
 
 def row_bytes() -> int:
-    return sum(np.dtype(dt).itemsize * int(np.prod(feat, dtype=np.int64)) for _, dt, feat, _ in LAYOUT)
+    return sum(
+        np.dtype(dt).itemsize * int(np.prod(feat, dtype=np.int64)) for _, dt, feat, _ in LAYOUT
+    )
 
 
 def rows_for(size_mb: float) -> int:
@@ -92,13 +94,21 @@ def generate(path: str, backend: str, n: int, chunk_mb: float) -> None:
 
         with h5py.File(path, "w") as f:
             f.attrs["__tensordict__"] = json.dumps({"batch_size": [n], "version": 1})
-            f.create_group("next").attrs["__tensordict__"] = json.dumps({"batch_size": [n], "version": 1})
+            f.create_group("next").attrs["__tensordict__"] = json.dumps(
+                {"batch_size": [n], "version": 1}
+            )
             for key, dt, feat, marker in LAYOUT:
                 c = min(n, chunk_rows(feat, dt, chunk_mb))
                 ds = f.create_dataset(key, shape=(n,) + feat, dtype=dt, chunks=(c,) + feat)
                 if marker:
                     ds.attrs["__ptd_dtype__"] = marker
-                step = max(c, SLAB_BYTES // max(1, ds.dtype.itemsize * int(np.prod(feat, dtype=np.int64))) // c * c)
+                step = max(
+                    c,
+                    SLAB_BYTES
+                    // max(1, ds.dtype.itemsize * int(np.prod(feat, dtype=np.int64)))
+                    // c
+                    * c,
+                )
                 for s in range(0, n, step):
                     ds[s : s + step] = fill(dt, s, min(step, n - s), feat)
     else:
@@ -109,9 +119,21 @@ def generate(path: str, backend: str, n: int, chunk_mb: float) -> None:
         root.create_group("next").attrs["__tensordict__"] = {"batch_size": [n], "version": 1}
         for key, dt, feat, marker in LAYOUT:
             c = min(n, chunk_rows(feat, dt, chunk_mb))
-            arr = root.create_array(key, shape=(n,) + feat, dtype=dt, chunks=(c,) + feat, compressors=None,
-                                    attributes={"__ptd_dtype__": marker} if marker else {})
-            step = max(c, SLAB_BYTES // max(1, np.dtype(dt).itemsize * int(np.prod(feat, dtype=np.int64))) // c * c)
+            arr = root.create_array(
+                key,
+                shape=(n,) + feat,
+                dtype=dt,
+                chunks=(c,) + feat,
+                compressors=None,
+                attributes={"__ptd_dtype__": marker} if marker else {},
+            )
+            step = max(
+                c,
+                SLAB_BYTES
+                // max(1, np.dtype(dt).itemsize * int(np.prod(feat, dtype=np.int64)))
+                // c
+                * c,
+            )
             for s in range(0, n, step):
                 arr[s : s + step] = fill(dt, s, min(step, n - s), feat)
         with warnings.catch_warnings():
@@ -157,7 +179,11 @@ def child_plain(src: str, dst: str, backend: str) -> int:
 def child_ptd(src: str, dst: str, backend: str) -> int:
     from ptd import PersistentTensorDict
 
-    p = PersistentTensorDict.from_h5(src) if backend == "h5" else PersistentTensorDict.from_zarr(src)
+    p = (
+        PersistentTensorDict.from_h5(src)
+        if backend == "h5"
+        else PersistentTensorDict.from_zarr(src)
+    )
     mm = p.memmap(dst)
     total = sum(mm.get(k).numel() * mm.get(k).element_size() for k in mm.keys(True, True))
     p.close()
@@ -180,21 +206,37 @@ def child_main(kind: str, src: str, dst: str, backend: str) -> None:
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
-    print(json.dumps({"seconds": seconds, "nbytes": nbytes, "peak_rss": peak * scale,
-                      "import_rss": base_rss * scale}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "nbytes": nbytes,
+                "peak_rss": peak * scale,
+                "import_rss": base_rss * scale,
+            }
+        )
+    )
 
 
 def run_child(kind: str, src: str, dst: str, backend: str) -> dict:
     shutil.rmtree(dst, ignore_errors=True)
     os.sync()  # start each run with no dirty pages of an earlier one waiting for writeback
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", kind, src, dst, backend],
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--child", kind, src, dst, backend],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     shutil.rmtree(dst, ignore_errors=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def warm(path: str) -> None:
-    files = [path] if os.path.isfile(path) else [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
+    files = (
+        [path]
+        if os.path.isfile(path)
+        else [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
+    )
     for name in files:
         with open(name, "rb") as f:
             while f.read(64 << 20):
@@ -205,14 +247,20 @@ def warm(path: str) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size-mb", type=float, default=2048, help="store size per backend (default 2048)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--size-mb", type=float, default=2048, help="store size per backend (default 2048)"
+    )
     ap.add_argument("--chunk-mb", type=float, default=4, help="chunk size on disk (default 4)")
     ap.add_argument("--backend", choices=["h5", "zarr", "both"], default="both")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--dir", default=None, help="where to make the temporary directory")
     ap.add_argument("--json", default=None, help="also write the results here")
-    ap.add_argument("--child", nargs=4, metavar=("KIND", "SRC", "DST", "BACKEND"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--child", nargs=4, metavar=("KIND", "SRC", "DST", "BACKEND"), help=argparse.SUPPRESS
+    )
     args = ap.parse_args()
     if args.child:
         child_main(*args.child)
@@ -221,9 +269,18 @@ def main() -> None:
     n = rows_for(args.size_mb)
     backends = ["h5", "zarr"] if args.backend == "both" else [args.backend]
     tmp = tempfile.mkdtemp(prefix="ptd-bench-memmap-", dir=args.dir)
-    results = {"rows": n, "size_bytes": n * row_bytes(), "chunk_mb": args.chunk_mb, "python": platform.python_version(),
-               "machine": platform.machine(), "cpus": os.cpu_count(), "backends": {}}
-    print(f"store: {n:,} rows, {n * row_bytes() / 2**20:,.0f} MiB per backend, {args.chunk_mb} MiB chunks, in {tmp}")
+    results = {
+        "rows": n,
+        "size_bytes": n * row_bytes(),
+        "chunk_mb": args.chunk_mb,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "backends": {},
+    }
+    print(
+        f"store: {n:,} rows, {n * row_bytes() / 2**20:,.0f} MiB per backend, {args.chunk_mb} MiB chunks, in {tmp}"
+    )
     try:
         for backend in backends:
             src = os.path.join(tmp, "src.h5" if backend == "h5" else "src.zarr")
@@ -236,9 +293,11 @@ def main() -> None:
                 for kind in ("plain", "ptd"):
                     r = run_child(kind, src, os.path.join(tmp, f"out-{kind}"), backend)
                     runs[kind].append(r)
-                    print(f"[{backend}] {kind:5s} {r['nbytes'] / 2**20 / r['seconds']:8.1f} MiB/s  "
-                          f"{r['seconds']:6.2f} s  peak RSS {r['peak_rss'] / 2**20:6.1f} MiB "
-                          f"(after imports {r['import_rss'] / 2**20:.1f} MiB)")
+                    print(
+                        f"[{backend}] {kind:5s} {r['nbytes'] / 2**20 / r['seconds']:8.1f} MiB/s  "
+                        f"{r['seconds']:6.2f} s  peak RSS {r['peak_rss'] / 2**20:6.1f} MiB "
+                        f"(after imports {r['import_rss'] / 2**20:.1f} MiB)"
+                    )
             best = {k: min(v, key=lambda r: r["seconds"]) for k, v in runs.items()}
             ratio = best["plain"]["seconds"] / best["ptd"]["seconds"]
             med = {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()}
@@ -255,9 +314,11 @@ def main() -> None:
             results["backends"][backend] = summary
             ok_t = "ok" if ratio >= 0.7 else "BELOW TARGET"
             ok_m = "ok" if peak < 400 * 2**20 else "ABOVE TARGET"
-            print(f"[{backend}] ptd/plain throughput {ratio:.2f}x best, {med['plain'] / med['ptd']:.2f}x median "
-                  f"(target >= 0.7x: {ok_t}); "
-                  f"ptd peak RSS {peak / 2**20:.0f} MiB (target < 400 MB: {ok_m})")
+            print(
+                f"[{backend}] ptd/plain throughput {ratio:.2f}x best, {med['plain'] / med['ptd']:.2f}x median "
+                f"(target >= 0.7x: {ok_t}); "
+                f"ptd peak RSS {peak / 2**20:.0f} MiB (target < 400 MB: {ok_m})"
+            )
             shutil.rmtree(src, ignore_errors=True) if os.path.isdir(src) else os.remove(src)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

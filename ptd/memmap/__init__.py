@@ -7,7 +7,6 @@ See :mod:`ptd.memmap.writer` for the layout and the guarantees.
 from ptd.core import registry
 from ptd.memmap.loader import decode_key, encode_key
 from ptd.memmap.writer import (
-    SLAB_BYTES,
     MemmapSummary,
     export_memmap,
     load_memmap,
@@ -15,6 +14,7 @@ from ptd.memmap.writer import (
     memmap_tensordict,
     tensor_nbytes,
 )
+from ptd.transfer.slabs import SLAB_BYTES
 
 __all__ = [
     "MemmapSummary",

@@ -89,7 +89,9 @@ def _legacy_ok(key: str, collection: bool) -> bool:
     return not collection or key not in ("", ".", "..")
 
 
-def map_leaf(path: str, dtype: torch.dtype, shape: tuple[int, ...], mode: str, key: str) -> torch.Tensor:
+def map_leaf(
+    path: str, dtype: torch.dtype, shape: tuple[int, ...], mode: str, key: str
+) -> torch.Tensor:
     """The leaf mapped from ``path`` (``mode`` "r+": shared, "r": copy-on-write)."""
     numel = int(np.prod(shape, dtype=np.int64))
     if numel == 0:
@@ -115,13 +117,17 @@ def _read_meta(directory: str) -> dict[str, Any]:
         with open(path, "rb") as f:
             raw = f.read()
     except FileNotFoundError:
-        raise CorruptStoreError(f"{directory} is not a memmap directory: {MEMMAP_META} is missing") from None
+        raise CorruptStoreError(
+            f"{directory} is not a memmap directory: {MEMMAP_META} is missing"
+        ) from None
     try:
         meta = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
         raise CorruptStoreError(f"{path} is not valid JSON: {err}") from None
     if not isinstance(meta, dict):
-        raise CorruptStoreError(f"{path} is not a memmap meta.json: it holds a {type(meta).__name__}, not an object")
+        raise CorruptStoreError(
+            f"{path} is not a memmap meta.json: it holds a {type(meta).__name__}, not an object"
+        )
     return meta
 
 
@@ -134,7 +140,9 @@ def _node_kind(meta: dict[str, Any], path: str) -> str:
     if typ == MEMMAP_NON_TENSOR_TYPE or meta.get("_is_non_tensor") is True:
         return "data"
     if cls is None and typ is None:
-        raise CorruptStoreError(f"{path} is not a tensordict meta.json: it has no '_type' or '_class'")
+        raise CorruptStoreError(
+            f"{path} is not a tensordict meta.json: it has no '_type' or '_class'"
+        )
     raise CorruptStoreError(
         f"{path} describes a {cls or typ}, which ptd cannot load (it loads TensorDict, "
         "PersistentTensorDict, NonTensorData and NonTensorStack directories)"
@@ -142,8 +150,12 @@ def _node_kind(meta: dict[str, Any], path: str) -> str:
 
 
 def _shape(value: Any, path: str, what: str) -> tuple[int, ...]:
-    if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value):
-        raise CorruptStoreError(f"{path}: {what} must be a list of non-negative ints, got {value!r}")
+    if not isinstance(value, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value
+    ):
+        raise CorruptStoreError(
+            f"{path}: {what} must be a list of non-negative ints, got {value!r}"
+        )
     return tuple(value)
 
 
@@ -176,11 +188,18 @@ class _Loader:
             )
         bs = torch.Size(_shape(meta.get("shape", []), mpath, "'shape'"))
         if parent is not None and tuple(bs[: len(parent)]) != tuple(parent):
-            raise CorruptStoreError(f"{mpath}: the batch size {list(bs)} does not start with its parent's {list(parent)}")
+            raise CorruptStoreError(
+                f"{mpath}: the batch size {list(bs)} does not start with its parent's {list(parent)}"
+            )
         names = meta.get("_names")
-        if names is not None and (not isinstance(names, list) or len(names) != len(bs)
-                                  or not all(n is None or isinstance(n, str) for n in names)):
-            raise CorruptStoreError(f"{mpath}: '_names' {names!r} does not match the batch size {list(bs)}")
+        if names is not None and (
+            not isinstance(names, list)
+            or len(names) != len(bs)
+            or not all(n is None or isinstance(n, str) for n in names)
+        ):
+            raise CorruptStoreError(
+                f"{mpath}: '_names' {names!r} does not match the batch size {list(bs)}"
+            )
         device = meta.get("device")
         out = TensorDict({}, batch_size=bs, device="cpu" if device == "cpu" else None, names=names)
         for key, entry in meta.items():
@@ -189,23 +208,35 @@ class _Loader:
             if "type" in entry:
                 sub = _child(directory, key, "", True)
                 if sub is None:
-                    raise CorruptStoreError(f"{mpath} lists the entry {key!r}, but its directory {os.path.join(directory, encode_key(key))} is missing")
+                    raise CorruptStoreError(
+                        f"{mpath} lists the entry {key!r}, but its directory {os.path.join(directory, encode_key(key))} is missing"
+                    )
                 out._data[key] = self.entry(sub, key, bs)
             elif "dtype" in entry and "shape" in entry:
                 out._data[key] = self.leaf(directory, key, entry, bs, mpath)
         return out
 
-    def leaf(self, directory: str, key: str, entry: dict[str, Any], bs: torch.Size, mpath: str) -> torch.Tensor:
+    def leaf(
+        self, directory: str, key: str, entry: dict[str, Any], bs: torch.Size, mpath: str
+    ) -> torch.Tensor:
         if entry.get("is_nested"):
-            raise UnsupportedDtypeError(f"{mpath}: key {key!r} is a nested (jagged) tensor, which ptd cannot load")
+            raise UnsupportedDtypeError(
+                f"{mpath}: key {key!r} is a nested (jagged) tensor, which ptd cannot load"
+            )
         try:
             dtype = dtype_from_str(str(entry["dtype"]))
         except UnsupportedDtypeError:
-            raise UnsupportedDtypeError(f"{mpath}: key {key!r} has the unknown dtype {entry['dtype']!r}") from None
+            raise UnsupportedDtypeError(
+                f"{mpath}: key {key!r} has the unknown dtype {entry['dtype']!r}"
+            ) from None
         shape = _shape(entry["shape"], mpath, f"the shape of {key!r}")
         if shape[: len(bs)] != tuple(bs):
-            raise CorruptStoreError(f"{mpath}: key {key!r} has shape {list(shape)}, which does not fit the batch size {list(bs)}")
-        path = _child(directory, key, MEMMAP_SUFFIX, False) or os.path.join(directory, encode_key(key) + MEMMAP_SUFFIX)
+            raise CorruptStoreError(
+                f"{mpath}: key {key!r} has shape {list(shape)}, which does not fit the batch size {list(bs)}"
+            )
+        path = _child(directory, key, MEMMAP_SUFFIX, False) or os.path.join(
+            directory, encode_key(key) + MEMMAP_SUFFIX
+        )
         return map_leaf(path, dtype, shape, self.mode, key)
 
     def entry(self, directory: str, key: str, bs: torch.Size) -> Any:
@@ -219,7 +250,9 @@ class _Loader:
                 return NonTensorData(meta["data"], bs)
             pkl = os.path.join(directory, MEMMAP_PICKLE_FILE)
             if not os.path.exists(pkl):
-                raise CorruptStoreError(f"{mpath} has no 'data' and there is no {MEMMAP_PICKLE_FILE} beside it")
+                raise CorruptStoreError(
+                    f"{mpath} has no 'data' and there is no {MEMMAP_PICKLE_FILE} beside it"
+                )
             fields = self.unpickle(pkl, key)
             if not isinstance(fields, dict) or "data" not in fields:
                 raise CorruptStoreError(f"{pkl} does not hold a dict with a 'data' field")
@@ -229,22 +262,35 @@ class _Loader:
         data = meta["data"]
         if isinstance(data, str):
             if data != MEMMAP_STACK_PICKLE_FILE:
-                raise CorruptStoreError(f"{mpath}: invalid NonTensorStack pickle file name {data!r}")
+                raise CorruptStoreError(
+                    f"{mpath}: invalid NonTensorStack pickle file name {data!r}"
+                )
             data = self.unpickle(os.path.join(directory, data), key)
         if not isinstance(data, list):
-            raise CorruptStoreError(f"{mpath}: the NonTensorStack data is a {type(data).__name__}, not a list")
+            raise CorruptStoreError(
+                f"{mpath}: the NonTensorStack data is a {type(data).__name__}, not a list"
+            )
         return NonTensorStack.from_list(data, _stack_shape(data, len(bs)))
 
     def unpickle(self, path: str, key: str) -> Any:
         if self.allow_pickle is False:  # refuse before reading a byte
-            decode_payload(b"", ENCODING_PICKLE, allow_pickle=False, key=key, location=path, source="memmap")
+            decode_payload(
+                b"", ENCODING_PICKLE, allow_pickle=False, key=key, location=path, source="memmap"
+            )
         try:
             with open(path, "rb") as f:
                 raw = f.read()
         except FileNotFoundError:
             raise CorruptStoreError(f"the pickle file {path} of key {key!r} is missing") from None
-        return decode_payload(raw, ENCODING_PICKLE, allow_pickle=self.allow_pickle, key=key,
-                              location=path, source="memmap", stacklevel=6)
+        return decode_payload(
+            raw,
+            ENCODING_PICKLE,
+            allow_pickle=self.allow_pickle,
+            key=key,
+            location=path,
+            source="memmap",
+            stacklevel=6,
+        )
 
 
 def _stack_shape(data: Any, ndim: int) -> tuple[int, ...]:
@@ -274,5 +320,7 @@ def load_dir(prefix: str | os.PathLike[str], mode: str, allow_pickle: bool | Non
     mpath = os.path.join(directory, MEMMAP_META)
     kind = _node_kind(meta, mpath)
     if kind != "td":
-        raise CorruptStoreError(f"{mpath} describes a {kind == 'data' and 'NonTensorData' or 'NonTensorStack'}, not a tensordict")
+        raise CorruptStoreError(
+            f"{mpath} describes a {kind == 'data' and 'NonTensorData' or 'NonTensorStack'}, not a tensordict"
+        )
     return _Loader(mode, allow_pickle).td(directory, meta, None)

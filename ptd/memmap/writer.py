@@ -50,8 +50,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import secrets
-import shutil
 import tempfile
 import time
 import warnings
@@ -65,7 +63,7 @@ import torch
 from ptd.core.base import TensorDictBase
 from ptd.core.dtypes import storage_dtype, to_storage
 from ptd.core.nontensor import NonTensorData, NonTensorStack
-from ptd.errors import PtdError, PtdTypeError, PtdValueError, StoreExistsError, StoreIOError
+from ptd.errors import PtdError, PtdTypeError, PtdValueError, StoreIOError
 from ptd.format.names import (
     MEMMAP_FORMAT_VERSION,
     MEMMAP_META,
@@ -80,8 +78,10 @@ from ptd.format.names import (
     MEMMAP_TD_TYPE,
 )
 from ptd.format.payload import check_allow_pickle, encode_json
-from ptd.memmap.loader import decode_key, encode_key, load_dir, map_leaf
+from ptd.memmap.loader import encode_key, load_dir, map_leaf
 from ptd.storage.limits import check_free_space, nbytes_of
+from ptd.storage.location import ReopenSpec, split_options
+from ptd.storage.publish import check_free_destination, make_temp_dir, publish, remove
 from ptd.transfer.slabs import slab_rows
 
 if TYPE_CHECKING:
@@ -94,14 +94,7 @@ __all__ = [
     "memmap_inplace",
     "load_memmap",
     "tensor_nbytes",
-    "encode_key",
-    "decode_key",
-    "SLAB_BYTES",
 ]
-
-#: bytes read from a store per slab when a leaf is streamed into its file
-SLAB_BYTES = 8 << 20
-
 
 # ============================================================================ writing
 
@@ -137,7 +130,7 @@ class _Node:
 
 
 class _Writer:
-    def __init__(self, root: str, progress: Callable[[int], Any] | None, slab_bytes: int):
+    def __init__(self, root: str, progress: Callable[[int], Any] | None, slab_bytes: int | None):
         self.root = root
         self.progress = progress
         self.slab_bytes = slab_bytes
@@ -150,7 +143,11 @@ class _Writer:
         here = os.path.join(self.root, rel)
         if rel:
             os.mkdir(here)
-        names = src._names if src._names is not None and any(n is not None for n in src._names) else None
+        names = (
+            src._names
+            if src._names is not None and any(n is not None for n in src._names)
+            else None
+        )
         plan = _Node(rel, torch.Size(src.batch_size), list(names) if names else None)
         meta: dict[str, Any] = {}
         used: set[str] = {MEMMAP_META}
@@ -180,7 +177,12 @@ class _Writer:
                 shape = tuple(kind.shape)
                 self.leaf(src, key, sub_rel, shape, kind.dtype, is_ptd)
                 plan.entries[key] = _Leaf(sub_rel, kind.dtype, shape)
-                meta[key] = {"device": "cpu", "shape": list(shape), "dtype": str(kind.dtype), "is_nested": False}
+                meta[key] = {
+                    "device": "cpu",
+                    "shape": list(shape),
+                    "dtype": str(kind.dtype),
+                    "is_nested": False,
+                }
                 self.summary.leaves += 1
             else:
                 value = _store_non_tensor(src, key) if is_ptd else src._get_str(key)
@@ -188,21 +190,35 @@ class _Writer:
                 plan.entries[key] = value
                 meta[key] = {"type": type(value).__name__}
                 self.summary.non_tensors += 1
-        meta.update(shape=list(plan.batch_size), device="cpu", _type=MEMMAP_TD_TYPE,
-                    _format_version=MEMMAP_FORMAT_VERSION, _class=MEMMAP_TD_CLASS)
+        meta.update(
+            shape=list(plan.batch_size),
+            device="cpu",
+            _type=MEMMAP_TD_TYPE,
+            _format_version=MEMMAP_FORMAT_VERSION,
+            _class=MEMMAP_TD_CLASS,
+        )
         if plan.names is not None:
             meta["_names"] = plan.names
         _write_bytes(os.path.join(here, MEMMAP_META), json.dumps(meta).encode("utf-8"))
         return plan
 
     # ------------------------------------------------------------------ tensors
-    def leaf(self, src: TensorDictBase, key: str, rel: str, shape: tuple[int, ...],
-             dtype: torch.dtype, is_ptd: bool) -> None:
+    def leaf(
+        self,
+        src: TensorDictBase,
+        key: str,
+        rel: str,
+        shape: tuple[int, ...],
+        dtype: torch.dtype,
+        is_ptd: bool,
+    ) -> None:
         np_dtype, _ = storage_dtype(dtype, key)
         need = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
         if need == 0:
             return  # tensordict writes no file for an empty leaf
-        slabs = self._ptd_slabs(src, key, shape, np_dtype) if is_ptd else self._tensor_slabs(src, key)
+        slabs = (
+            self._ptd_slabs(src, key, shape, np_dtype) if is_ptd else self._tensor_slabs(src, key)
+        )
         path = os.path.join(self.root, rel)
         done = 0
         with open(path, "wb") as f:
@@ -216,13 +232,17 @@ class _Writer:
                 if self.progress is not None:
                     self.progress(arr.nbytes)
         if done != need:
-            raise PtdValueError(f"key {key!r} of {src._location()}: wrote {done} bytes, expected {need}")
+            raise PtdValueError(
+                f"key {key!r} of {src._location()}: wrote {done} bytes, expected {need}"
+            )
         self.summary.nbytes += done
 
     def _tensor_slabs(self, src: TensorDictBase, key: str) -> Iterator[np.ndarray]:
         value = src._get_str(key)
         if value.layout != torch.strided or value.is_nested:
-            raise PtdTypeError(f"cannot save key {key!r} as a memmap: {value.layout} tensors are not supported")
+            raise PtdTypeError(
+                f"cannot save key {key!r} as a memmap: {value.layout} tensors are not supported"
+            )
         arr, _ = to_storage(value, key)
         if arr.flags.c_contiguous or arr.ndim == 0:
             yield arr
@@ -231,7 +251,9 @@ class _Writer:
         for start in range(0, arr.shape[0], rows):
             yield np.ascontiguousarray(arr[start : start + rows])
 
-    def _ptd_slabs(self, node: Any, key: str, shape: tuple[int, ...], np_dtype: np.dtype) -> Iterator[np.ndarray]:
+    def _ptd_slabs(
+        self, node: Any, key: str, shape: tuple[int, ...], np_dtype: np.dtype
+    ) -> Iterator[np.ndarray]:
         """The stored bits of a store's leaf, a bounded number of rows at a time."""
         path = node._path + (key,)
         meta = node._tree.meta(path)
@@ -241,7 +263,10 @@ class _Writer:
             if not stored:
                 yield np.asarray(be.read(path, ()))
                 return
-            rows = slab_rows(stored, np_dtype.itemsize, src_chunk_rows=meta.chunks[0] if meta.chunks else None, budget=self.slab_bytes)
+            chunk_rows = meta.chunks[0] if meta.chunks else None
+            rows = slab_rows(
+                stored, np_dtype.itemsize, src_chunk_rows=chunk_rows, budget=self.slab_bytes
+            )
             for start in range(0, stored[0], rows):
                 yield np.asarray(be.read(path, (slice(start, min(stored[0], start + rows)),)))
             return
@@ -259,8 +284,13 @@ class _Writer:
         os.mkdir(here)
         if isinstance(value, NonTensorStack):
             data = value.tolist()
-            meta: dict[str, Any] = {"_type": MEMMAP_NON_TENSOR_STACK_TYPE, "_format_version": MEMMAP_FORMAT_VERSION,
-                                    "_class": MEMMAP_NON_TENSOR_STACK_CLASS, "stack_dim": 0, "device": None}
+            meta: dict[str, Any] = {
+                "_type": MEMMAP_NON_TENSOR_STACK_TYPE,
+                "_format_version": MEMMAP_FORMAT_VERSION,
+                "_class": MEMMAP_NON_TENSOR_STACK_CLASS,
+                "stack_dim": 0,
+                "device": None,
+            }
             if encode_json(data) is not None:
                 meta["data"] = data
             else:
@@ -273,7 +303,9 @@ class _Writer:
             if encode_json(value.data) is not None:
                 meta["data"] = value.data
             else:
-                _write_bytes(os.path.join(here, MEMMAP_PICKLE_FILE), _pickle({"data": value.data}, what))
+                _write_bytes(
+                    os.path.join(here, MEMMAP_PICKLE_FILE), _pickle({"data": value.data}, what)
+                )
                 self.summary.pickled += 1
             meta.update(_metadata=None, _is_non_tensor=True)
             text = json.dumps(meta)
@@ -284,7 +316,9 @@ def _pickle(value: Any, what: str) -> bytes:
     try:
         return pickle.dumps(value)
     except Exception as err:  # noqa: BLE001 - whatever pickle raises
-        raise PtdTypeError(f"cannot save {what} as a memmap: it is not JSON and cannot be pickled ({err})") from None
+        raise PtdTypeError(
+            f"cannot save {what} as a memmap: it is not JSON and cannot be pickled ({err})"
+        ) from None
 
 
 def _write_bytes(path: str, data: bytes) -> None:
@@ -296,8 +330,11 @@ def _store_non_tensor(node: Any, key: str) -> NonTensorData | NonTensorStack:
     """A store's non-tensor entry, as the value the user saved: strings that an h5 store marks
     as tensordict strings are str (not bytes), numpy scalars are python values."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The h5 backend of PersistentTensorDict reads the string",
-                                category=FutureWarning)
+        warnings.filterwarnings(
+            "ignore",
+            message="The h5 backend of PersistentTensorDict reads the string",
+            category=FutureWarning,
+        )
         value = node._get_str(key)
     if isinstance(value, NonTensorStack):
         return value
@@ -317,46 +354,8 @@ def _store_non_tensor(node: Any, key: str) -> NonTensorData | NonTensorStack:
 # ============================================================================ placing the directory
 
 
-def _new_sibling(dst: str, tag: str) -> str:
-    parent, name = os.path.split(dst)
-    while True:
-        path = os.path.join(parent, f".{name}.{tag}-{secrets.token_hex(4)}")
-        try:
-            os.mkdir(path)
-            return path
-        except FileExistsError:
-            continue
-
-
-def _check_destination(dst: str, overwrite: bool) -> None:
-    if not os.path.lexists(dst):
-        return
-    if os.path.isdir(dst) and not os.path.islink(dst) and not os.listdir(dst):
-        return
-    if not overwrite:
-        raise StoreExistsError(
-            f"{dst} already exists and is not empty: pass existsok=True (overwrite=True) to "
-            "replace it"
-        )
-
-
-def _commit(tmp: str, dst: str) -> None:
-    """Move the finished ``tmp`` directory to ``dst``, replacing what is there."""
-    trash = None
-    if os.path.lexists(dst):
-        if os.path.isdir(dst) and not os.path.islink(dst):
-            trash = dst + f".ptd-old-{secrets.token_hex(4)}"
-            os.rename(dst, trash)
-        else:
-            os.unlink(dst)
-    try:
-        os.rename(tmp, dst)
-    except BaseException:
-        if trash is not None:
-            os.rename(trash, dst)
-        raise
-    if trash is not None:
-        shutil.rmtree(trash, ignore_errors=True)
+#: what to pass instead of ``overwrite=True`` when the destination exists
+_OVERWRITE_HINT = "pass existsok=True (overwrite=True)"
 
 
 def _source_path(src: Any) -> str | None:
@@ -366,8 +365,14 @@ def _source_path(src: Any) -> str | None:
     return None
 
 
-def _write(src: TensorDictBase, dst: str | None, *, overwrite: bool,
-           progress: Callable[[int], Any] | None, slab_bytes: int) -> tuple[_Node, MemmapSummary, str]:
+def _write(
+    src: TensorDictBase,
+    dst: str | None,
+    *,
+    overwrite: bool,
+    progress: Callable[[int], Any] | None,
+    slab_bytes: int | None,
+) -> tuple[_Node, MemmapSummary, str]:
     """Write ``src`` to ``dst`` (a fresh temporary directory when None); return the plan, the
     summary and the directory."""
     start = time.perf_counter()
@@ -377,26 +382,30 @@ def _write(src: TensorDictBase, dst: str | None, *, overwrite: bool,
         try:
             plan = writer.node(src, "")
         except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
+            remove(root)
             raise
     else:
         root = os.path.abspath(os.fspath(dst))
         if not os.path.basename(root):
             raise PtdValueError(f"invalid memmap prefix {dst!r}")
         source = _source_path(src)
-        if source is not None and os.path.commonpath([source, os.path.realpath(root)]) == os.path.realpath(root):
-            raise PtdValueError(f"cannot write a memmap directory at {root}: the source {source} is inside it")
-        _check_destination(root, overwrite)
+        if source is not None and os.path.commonpath(
+            [source, os.path.realpath(root)]
+        ) == os.path.realpath(root):
+            raise PtdValueError(
+                f"cannot write a memmap directory at {root}: the source {source} is inside it"
+            )
+        check_free_destination(root, overwrite, hint=_OVERWRITE_HINT)
         os.makedirs(os.path.dirname(root), exist_ok=True)
         check_free_space(os.path.dirname(root), tensor_nbytes(src), root)
-        tmp = _new_sibling(root, "ptd-tmp")
+        tmp = make_temp_dir(root)
         writer = _Writer(tmp, progress, slab_bytes)
         try:
             plan = writer.node(src, "")
-            _check_destination(root, overwrite)
-            _commit(tmp, root)
+            check_free_destination(root, overwrite, hint=_OVERWRITE_HINT)
+            publish(tmp, root)
         except BaseException as err:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove(tmp)
             if isinstance(err, OSError) and not isinstance(err, PtdError):
                 raise StoreIOError(f"cannot write the memmap directory {root}: {err}") from err
             raise
@@ -405,10 +414,16 @@ def _write(src: TensorDictBase, dst: str | None, *, overwrite: bool,
     return plan, writer.summary, root
 
 
-def export_memmap(src: Any, dst: str | os.PathLike[str], *, overwrite: bool = False,
-                  progress: Callable[[int], Any] | None = None, allow_pickle: bool | None = None,
-                  slab_bytes: int = SLAB_BYTES,
-                  storage_options: dict[str, Any] | None = None) -> MemmapSummary:
+def export_memmap(
+    src: Any,
+    dst: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    progress: Callable[[int], Any] | None = None,
+    allow_pickle: bool | None = None,
+    slab_bytes: int | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> MemmapSummary:
     """Write ``src`` as a memmap directory at ``dst`` and return what was written.
 
     Args:
@@ -418,27 +433,32 @@ def export_memmap(src: Any, dst: str | os.PathLike[str], *, overwrite: bool = Fa
             unless ``overwrite``, which replaces it as a whole once the new one is complete.
         progress: called with the byte count of every slab written.
         allow_pickle: for a zarr path: the store's pickled entries policy (see from_zarr).
-        slab_bytes: about how many bytes of a leaf are read at a time.
-        storage_options: for a URL ``src`` (``s3://...``): the fsspec options.
+        slab_bytes: about how many bytes of a leaf are read at a time (default: the shared
+            :data:`ptd.transfer.slabs.SLAB_BYTES`).
+        storage_options: for a URL ``src`` (``s3://...``): the fsspec options (an error when
+            neither ``src`` nor ``dst`` is a URL).
     """
     check_allow_pickle(allow_pickle)
     if isinstance(src, TensorDictBase):
-        return _write(src, os.fspath(dst), overwrite=overwrite, progress=progress, slab_bytes=slab_bytes)[1]
+        return _write(
+            src, os.fspath(dst), overwrite=overwrite, progress=progress, slab_bytes=slab_bytes
+        )[1]
     from ptd.persistent.persistent_tensordict import PersistentTensorDict
-    from ptd.storage.backends import detect_backend
-    from ptd.storage.remote import is_remote, normalize
 
-    src = normalize(src)
-    backend = detect_backend(src, storage_options)
-    extra = {"storage_options": storage_options} if is_remote(src) and storage_options else {}
-    # a one-pass streamed copy gains nothing from memory maps, and mapped file pages would
-    # count in the process's resident memory: read through h5py/zarr
-    if backend == "h5":
-        store = PersistentTensorDict.from_h5(src, mode="r", fast_path=False, **extra)
+    loc = split_options(storage_options, src, dst)[0].detect()
+    # opened as a streamed pass opens it (without memory maps), with its storage options
+    stream = ReopenSpec.make(loc, "r").streaming()
+    kwargs: dict[str, Any] = dict(stream.options, mode=stream.mode)
+    if loc.options is not None:
+        kwargs["storage_options"] = loc.options
+    if loc.format == "h5":
+        store = PersistentTensorDict.from_h5(loc.path, **kwargs)
     else:
-        store = PersistentTensorDict.from_zarr(src, mode="r", allow_pickle=allow_pickle, fast_path=False, **extra)
+        store = PersistentTensorDict.from_zarr(loc.path, allow_pickle=allow_pickle, **kwargs)
     try:
-        return _write(store, os.fspath(dst), overwrite=overwrite, progress=progress, slab_bytes=slab_bytes)[1]
+        return _write(
+            store, os.fspath(dst), overwrite=overwrite, progress=progress, slab_bytes=slab_bytes
+        )[1]
     finally:
         store.close()
 
@@ -453,24 +473,39 @@ def tensor_nbytes(td: TensorDictBase) -> int:
     return total
 
 
-def memmap_tensordict(src: TensorDictBase, prefix: Any = None, *, overwrite: bool = False,
-                      progress: Callable[[int], Any] | None = None) -> TensorDict:
+def memmap_tensordict(
+    src: TensorDictBase,
+    prefix: Any = None,
+    *,
+    overwrite: bool = False,
+    progress: Callable[[int], Any] | None = None,
+) -> TensorDict:
     """``src.memmap(prefix)``: write the directory and return a locked :class:`ptd.TensorDict`
     whose leaves are mapped from its files. Without ``prefix`` the files live in a temporary
     directory that is removed at once (the mappings stay valid; POSIX only keeps no trace)."""
-    plan, _, root = _write(src, None if prefix is None else os.fspath(prefix), overwrite=overwrite,
-                           progress=progress, slab_bytes=SLAB_BYTES)
+    plan, _, root = _write(
+        src,
+        None if prefix is None else os.fspath(prefix),
+        overwrite=overwrite,
+        progress=progress,
+        slab_bytes=None,
+    )
     try:
         out = _materialize(plan, root)
     finally:
         if prefix is None and os.name == "posix":
-            shutil.rmtree(root, ignore_errors=True)
+            remove(root)
     out.lock_()
     return out
 
 
-def memmap_inplace(td: TensorDict, prefix: Any = None, *, overwrite: bool = False,
-                   progress: Callable[[int], Any] | None = None) -> TensorDict:
+def memmap_inplace(
+    td: TensorDict,
+    prefix: Any = None,
+    *,
+    overwrite: bool = False,
+    progress: Callable[[int], Any] | None = None,
+) -> TensorDict:
     """``td.memmap_(prefix)``: write the directory, then swap every leaf of ``td`` (nested ones
     too) for its memory-mapped twin, and lock ``td``."""
     new = memmap_tensordict(td, prefix, overwrite=overwrite, progress=progress)
@@ -496,7 +531,9 @@ def _materialize(plan: _Node, root: str, mode: str = "r+") -> TensorDict:
     out = TensorDict({}, batch_size=plan.batch_size, device="cpu", names=plan.names)
     for key, item in plan.entries.items():
         if isinstance(item, _Leaf):
-            out._data[key] = map_leaf(os.path.join(root, item.rel), item.dtype, item.shape, mode, key)
+            out._data[key] = map_leaf(
+                os.path.join(root, item.rel), item.dtype, item.shape, mode, key
+            )
         elif isinstance(item, _Node):
             out._data[key] = _materialize(item, root, mode)
         elif isinstance(item, NonTensorData):
@@ -506,8 +543,9 @@ def _materialize(plan: _Node, root: str, mode: str = "r+") -> TensorDict:
     return out
 
 
-def load_memmap(prefix: str | os.PathLike[str], *, mode: str = "r+",
-                allow_pickle: bool | None = False) -> TensorDict:
+def load_memmap(
+    prefix: str | os.PathLike[str], *, mode: str = "r+", allow_pickle: bool | None = False
+) -> TensorDict:
     """Load a memmap directory (written by ptd or tensordict 0.15) as a :class:`ptd.TensorDict`
     whose tensor leaves are memory-mapped from their files, not copied.
 

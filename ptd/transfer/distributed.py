@@ -26,20 +26,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ptd.errors import PtdError, PtdValueError, RemoteAccessError, UnsupportedOperationError
+from ptd.errors import (
+    ConvertError,
+    PtdError,
+    PtdValueError,
+    RemoteAccessError,
+    UnsupportedOperationError,
+)
 from ptd.storage.backends.base import Backend, Path
 from ptd.storage.location import ReopenSpec
-from ptd.storage.remote import scheme
-from ptd.transfer.convert import (
-    ConvertError,
-    ConvertResult,
-    _failed,
-    _finish,
-    _planned,
-    copy_region,
-)
+from ptd.transfer.copy import Region, copy_region
+from ptd.transfer.job import failed, finish, planned
+from ptd.transfer.options import ConvertOptions, ConvertResult
 
-__all__ = ["convert_distributed", "connect"]
+__all__ = ["convert_distributed", "run_distributed", "connect"]
 
 #: how long to wait for a scheduler given by address
 CONNECT_TIMEOUT = "10s"
@@ -143,19 +143,7 @@ def convert_distributed(
     PtdValueError for an HDF5 or ``memory://`` destination, RemoteAccessError when the scheduler
     cannot be reached, ConvertError when a task fails (the destination is removed again).
     """
-    if to == "h5" or (dst is not None and str(dst).rstrip("/").lower().endswith((".h5", ".hdf5"))):
-        raise PtdValueError(
-            "distributed conversion writes zarr destinations only (an HDF5 file cannot be "
-            "written by several processes at once); convert to zarr, or convert locally with "
-            "workers=N / --workers N"
-        )
-    for where in (src, dst):
-        if where is not None and scheme(str(where)) == "memory":
-            raise PtdValueError(
-                f"{where}: a memory:// store lives in one process; Dask workers cannot see it"
-            )
-    _import_distributed()
-    with _planned(
+    opts = ConvertOptions.parse(
         src,
         dst,
         to=to,
@@ -165,9 +153,30 @@ def convert_distributed(
         overwrite=overwrite,
         dry_run=dry_run,
         allow_pickle=allow_pickle,
+        scheduler=scheduler,
         storage_options=storage_options,
         dst_storage_options=dst_storage_options,
-    ) as job:
+    )
+    return run_distributed(opts, progress)
+
+
+def run_distributed(
+    opts: ConvertOptions, progress: Callable[[int, int], None] | None = None
+) -> ConvertResult:
+    """The conversion ``opts`` describes, on the Dask cluster ``opts.scheduler``."""
+    if opts.to == "h5" or (opts.dst is not None and opts.dst.suffix_format == "h5"):
+        raise PtdValueError(
+            "distributed conversion writes zarr destinations only (an HDF5 file cannot be "
+            "written by several processes at once); convert to zarr, or convert locally with "
+            "workers=N / --workers N"
+        )
+    for where in (opts.src, opts.dst):
+        if where is not None and where.scheme == "memory":
+            raise PtdValueError(
+                f"{where.path}: a memory:// store lives in one process; Dask workers cannot see it"
+            )
+    _import_distributed()
+    with planned(opts) as job:
         result = job.result
         result.workers = 0
         if result.dst_format != "zarr":
@@ -175,19 +184,19 @@ def convert_distributed(
                 f"distributed conversion writes zarr destinations only, not {result.dst} (an "
                 "HDF5 file cannot be written by several processes at once)"
             )
-        if dry_run:
+        if opts.dry_run:
             result.seconds = time.perf_counter() - job.t0
             return result
         src_spec = job.scan.backend.reopen_spec
         if src_spec is None:  # pragma: no cover - convert opens paths and URLs only
             raise PtdValueError(f"{result.src} cannot be reopened by the workers")
-        client, owned = connect(scheduler)
-        result.scheduler = str(getattr(client.scheduler, "address", None) or scheduler)
+        client, owned = connect(opts.scheduler)
+        result.scheduler = str(getattr(client.scheduler, "address", None) or opts.scheduler)
         target = job.target
         out: Backend | None = None
         token = secrets.token_hex(8)
         try:
-            out = target.open("zarr", "w" if target.remote else "w-")
+            out = target.open("w" if target.remote else "w-")
             copier = job.copier(out, progress)
             regions = copier.regions(copier.create())
             dst_reopen = out.reopen_spec
@@ -200,14 +209,14 @@ def convert_distributed(
             if progress is not None:
                 progress(copier.done, result.nbytes)
             if regions:
-                _run(client, token, src_spec.absolute(), dst_spec, regions, copier._advance)
+                _run(client, token, src_spec.absolute(), dst_spec, regions, copier.advance)
             # consolidated metadata, once, by the client
-            out = target.open("zarr", "r+")
+            out = target.open("r+")
             out.finalize()
             out.close()
             out = None
         except BaseException as err:
-            exc = _failed(err, target, out)
+            exc = failed(err, target, out)
             if exc is err:
                 raise
             raise exc from err
@@ -218,7 +227,7 @@ def convert_distributed(
                 pass
             if owned:
                 client.close()
-    return _finish(job)
+    return finish(job)
 
 
 def _run(
@@ -226,7 +235,7 @@ def _run(
     token: str,
     src_spec: ReopenSpec,
     dst_spec: ReopenSpec,
-    regions: list[tuple[Path, int, int]],
+    regions: list[Region],
     advance: Callable[[int], None],
 ) -> None:
     """Submit one task per region and wait for them, reporting progress as they finish."""

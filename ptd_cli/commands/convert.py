@@ -98,11 +98,9 @@ def convert(
     with errors_handled(ctx, dst or src):
         import ptd
         from ptd.errors import PickleRefusedError
-        from ptd.transfer.convert import resolve_destination
+        from ptd.transfer.plan import resolve_destination
 
-        target, _ = resolve_destination(
-            src, dst, to.value if to else None, storage_options=options
-        )
+        target, _ = resolve_destination(src, dst, to.value if to else None, storage_options=options)
     with errors_handled(
         ctx, target, interrupted=f"{target} was not written (nothing was left behind)"
     ):

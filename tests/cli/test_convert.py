@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +12,7 @@ import torch
 import ptd
 from ptd.storage.backends.h5 import H5Backend
 from ptd.storage.backends.zarr import ZarrBackend
+from ptd.transfer import slabs
 
 from .conftest import (
     ROWS,
@@ -386,8 +386,7 @@ def test_no_warning_for_tensordict_strings(tmp_path: Path) -> None:
 
 def test_large_leaf_streams_in_slabs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a tiny slab size: the copy happens in many bounded writes, aligned to dst chunks
-    conv = sys.modules["ptd.transfer.convert"]  # `import ptd.convert as m` gives the function ptd.convert
-    monkeypatch.setattr(conv, "SLAB_BYTES", 4096)
+    monkeypatch.setattr(slabs, "SLAB_BYTES", 4096)
     src = tmp_path / "big.h5"
     data = {"x": torch.arange(2000 * 16, dtype=torch.float32).reshape(2000, 16)}
     ptd.PersistentTensorDict.from_dict(data, str(src)).close()
@@ -470,8 +469,7 @@ def test_single_chunk_source_is_decoded_once(
 ) -> None:
     # ptd/tensordict's zarr default is one chunk per array: a slab smaller than that chunk
     # would decode the whole chunk for every slab; the copy reads it once instead
-    conv = sys.modules["ptd.transfer.convert"]
-    monkeypatch.setattr(conv, "SLAB_BYTES", 4096)
+    monkeypatch.setattr(slabs, "SLAB_BYTES", 4096)
     src = tmp_path / "one.zarr"
     data = {"x": torch.arange(2000 * 16, dtype=torch.float32).reshape(2000, 16)}
     ptd.PersistentTensorDict.from_dict(data, str(src), backend="zarr").close()

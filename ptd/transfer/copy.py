@@ -1,0 +1,249 @@
+"""The copy itself: the destination's structure first (groups, attributes, non-tensor entries,
+empty arrays with their chunks and codecs), then the tensor data one *chunk region* at a time
+(a slab of rows aligned to the source's and the destination's chunks, see
+:mod:`ptd.transfer.slabs`), in this thread, on a thread pool, or as Dask tasks
+(:func:`copy_region` is what each task runs).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import warnings
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING
+
+from ptd.errors import ConvertError, PtdValueError
+from ptd.format.names import TD_STR_ATTR
+from ptd.format.shapes import fits
+from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
+from ptd.transfer.attrs import attrs_for, decode_str, is_column, user_attrs
+from ptd.transfer.codecs import H5_FILTER, choose_codec, codec_options
+from ptd.transfer.options import ConvertOptions, ConvertResult
+from ptd.transfer.plan import dst_chunks
+from ptd.transfer.slabs import slab_rows
+
+if TYPE_CHECKING:
+    from ptd.report.scan import Scan
+
+__all__ = ["copy_region", "Copier", "Region"]
+
+#: ``(path, start row, stop row)``: one chunk region of an array
+Region = tuple[Path, int, int]
+
+
+def copy_region(src: Backend, dst: Backend, path: Path, start: int, stop: int) -> int:
+    """Copy rows ``start:stop`` of the array at ``path``; returns the bytes copied."""
+    sl = (slice(start, stop),)
+    block = src.read(path, sl)
+    dst.write(path, sl, block)
+    return int(block.nbytes)
+
+
+class Copier:
+    """Copies the scanned source into the open destination ``dst`` as ``options`` say,
+    reporting ``progress(bytes_done, bytes_total)`` and its notes into ``result``."""
+
+    def __init__(
+        self,
+        s: Scan,
+        dst: Backend,
+        options: ConvertOptions,
+        result: ConvertResult,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+    ):
+        self.s = s
+        self.src = s.backend
+        self.dst = dst
+        self.options = options
+        self.fmt = result.dst_format
+        self.result = result
+        self.progress = progress
+        self.total = result.nbytes
+        self.done = 0
+
+    # ------------------------------------------------------------------ structure
+    def create(self) -> list[tuple[Path, int, int]]:
+        """Write everything but the tensor data: attributes, groups, non-tensor entries,
+        scalars and the (empty) arrays. Returns ``(path, rows per region, rows)`` of each array
+        whose data is still to copy, region by region (:meth:`regions`)."""
+        root_attrs = self.s.group_attrs.get((), {})
+        if root_attrs:
+            self.dst.set_attrs((), attrs_for(self.fmt, root_attrs))
+        arrays: list[tuple[Path, int, int]] = []
+        for path, kind, meta in self.s.nodes:
+            if kind is NodeKind.GROUP:
+                self.dst.create_group(path, attrs_for(self.fmt, self.s.group_attrs.get(path, {})))
+            elif meta is not None and meta.kind is ValueKind.NON_TENSOR:
+                self.copy_non_tensor(path, meta)
+            elif meta is not None:
+                job = self.create_array(path, meta)
+                if job is not None:
+                    arrays.append(job)
+        return arrays
+
+    @staticmethod
+    def regions(arrays: list[tuple[Path, int, int]]) -> list[Region]:
+        """``(path, start, stop)`` row ranges: one slab each, aligned to the chunks."""
+        return [
+            (path, start, min(n, start + rows))
+            for path, rows, n in arrays
+            for start in range(0, n, rows)
+        ]
+
+    def create_array(self, path: Path, meta: ArrayMeta) -> tuple[Path, int, int] | None:
+        """Create the array at ``path`` like the source's, with the destination's chunks and
+        codec; a scalar is copied at once. Returns ``(path, rows per region, rows)`` when
+        there is data left to copy."""
+        key = "/".join(path)
+        opts = self.options
+        shape = tuple(meta.shape)
+        name, level = choose_codec(meta, self.fmt, opts.compression, opts.level, self.result.notes)
+        chunks = dst_chunks(meta, opts.chunks, self.fmt, name not in (None, "none"))
+        options = codec_options(self.fmt, name, level) if shape and 0 not in shape else {}
+        try:
+            self.dst.create_array(
+                path,
+                shape=shape,
+                dtype=meta.dtype,
+                attrs=attrs_for(self.fmt, dict(meta.attrs)),
+                chunks=chunks,
+                options=options,
+            )
+        except PtdValueError as err:
+            if self.fmt == "h5" and name in H5_FILTER:
+                raise ConvertError(
+                    f"cannot write key {key!r} with {name} compression to HDF5: the {name} filter "
+                    "plugin is not available (install it and set HDF5_PLUGIN_PATH), or use "
+                    "--compression gzip"
+                ) from None
+            if meta.kind is ValueKind.UNSUPPORTED:
+                raise ConvertError(
+                    f"cannot convert key {key!r} of {self.src.location}: its dtype {meta.dtype} "
+                    f"has no torch equivalent and the {self.fmt} destination cannot store it ({err})"
+                ) from None
+            raise
+        nbytes = math.prod(shape) * meta.dtype.itemsize
+        if nbytes == 0:
+            return None
+        if not shape:
+            self.dst.write(path, (), self.src.read(path, ()))
+            self.advance(nbytes)
+            return None
+        rows = slab_rows(
+            shape,
+            meta.dtype.itemsize,
+            src_chunk_rows=meta.chunks[0] if meta.chunks else None,
+            dst_chunk_rows=chunks[0] if chunks else None,
+        )
+        return path, rows, shape[0]
+
+    def copy_non_tensor(self, path: Path, meta: ArrayMeta) -> None:
+        key = "/".join(path)
+        allow_pickle = self.options.allow_pickle
+        with warnings.catch_warnings():
+            # h5 strings written by tensordict read as bytes with a FutureWarning: we decode them
+            warnings.simplefilter("ignore", FutureWarning)
+            if meta.stack_shape is not None:
+                payload = self.src.read_non_tensor(path, allow_pickle=allow_pickle)
+                value = payload.value
+                if meta.non_tensor_kind == "str":
+                    value = decode_str(value)
+                stack = tuple(payload.stack_shape) if payload.is_stack else tuple(meta.stack_shape)
+                self.dst.write_non_tensor(path, value, stack_shape=stack)
+            elif is_column(meta, self.s.format):
+                payload = self.src.read_non_tensor(path, allow_pickle=allow_pickle, as_stack=True)
+                value = payload.value
+                if meta.non_tensor_kind == "str":
+                    value = decode_str(value)
+                batch = self.s.batches[path[:-1]].batch
+                if len(batch) and fits(meta.shape, batch):
+                    self.dst.write_non_tensor(path, value, stack_shape=tuple(meta.shape))
+                else:
+                    self.dst.write_non_tensor(path, value, stack_shape=None)
+                    note = (
+                        f"string column {key!r} {list(meta.shape)} does not fit its group's "
+                        "batch size: kept as one value (a list)"
+                    )
+                    self.result.notes.append(note)
+            else:
+                payload = self.src.read_non_tensor(path, allow_pickle=allow_pickle)
+                value = payload.value
+                if meta.non_tensor_kind == "str" or meta.attrs.get(TD_STR_ATTR):
+                    value = decode_str(value)
+                self.dst.write_non_tensor(path, value, stack_shape=None)
+        user = user_attrs(dict(meta.attrs))
+        if user:
+            self.dst.set_attrs(path, attrs_for(self.fmt, user))
+
+    # ------------------------------------------------------------------ data
+    def advance(self, n: int) -> None:
+        """Count ``n`` more bytes copied and report the progress."""
+        self.done += n
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+    def run(self, workers: int = 1) -> None:
+        """Create the structure, copy every region (on ``workers`` threads) and finalize."""
+        regions = self.regions(self.create())
+        self.result.regions = len(regions)
+        if workers <= 1 or len(regions) <= 1:
+            for path, start, stop in regions:
+                self.advance(copy_region(self.src, self.dst, path, start, stop))
+        else:
+            self._run_threads(regions, workers)
+        self.dst.finalize()
+
+    def _run_threads(self, regions: list[Region], workers: int) -> None:
+        """Copy the regions on ``workers`` threads, at most ``workers`` regions in flight (so at
+        most ``workers`` slabs in memory). Each thread reads through its own source handle
+        (the backends' read caches are not shared between threads)."""
+        local = threading.local()
+        opened: list[Backend] = []
+        lock = threading.Lock()
+        spec = self.src.reopen_spec
+
+        def reader() -> Backend:
+            be = getattr(local, "be", None)
+            if be is None:
+                if spec is None:
+                    return self.src  # reads are serialised below
+                be = spec.streaming().open("r")
+                with lock:
+                    opened.append(be)
+                local.be = be
+            return be
+
+        def task(path: Path, start: int, stop: int) -> int:
+            src = reader()
+            if src is self.src:
+                with lock:
+                    block = src.read(path, (slice(start, stop),))
+                self.dst.write(path, (slice(start, stop),), block)
+                return int(block.nbytes)
+            return copy_region(src, self.dst, path, start, stop)
+
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ptd-convert")
+        pending: set[Future[int]] = set()
+        try:
+            for region in regions:
+                if len(pending) >= workers:
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for f in done:
+                        self.advance(f.result())
+                pending.add(pool.submit(task, *region))
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in done:
+                    self.advance(f.result())
+        finally:
+            for f in pending:
+                f.cancel()
+            pool.shutdown(wait=True, cancel_futures=True)
+            for be in opened:
+                try:
+                    be.close()
+                except Exception:  # noqa: BLE001 - read-only handles
+                    pass

@@ -1,0 +1,150 @@
+"""What the local and the distributed conversion share around the copy: open and plan
+(:func:`planned`), clean up after a failure (:func:`failed`), publish and measure the result
+(:func:`finish`).
+
+A local destination is written to a hidden temporary sibling and renamed into place by
+:func:`ptd.storage.publish.publish` once the copy succeeded; a URL destination cannot be
+renamed, so it is written in place and removed again on failure (:class:`Target`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+
+from ptd.errors import ConvertError, PtdError
+from ptd.report.scan import Scan, scan
+from ptd.storage import publish, remote
+from ptd.storage.backends.base import Backend
+from ptd.storage.limits import check_free_space
+from ptd.storage.location import StoreLocation
+from ptd.transfer.copy import Copier
+from ptd.transfer.options import ConvertOptions, ConvertResult
+from ptd.transfer.plan import check_destination, destination, plan_leaves, raw_nbytes
+
+__all__ = ["Target", "Job", "planned", "failed", "finish"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the copy is written: a local temporary sibling of the destination (published at
+    the end) or, for a URL, the destination itself (removed again if the copy fails)."""
+
+    dst: StoreLocation
+    #: where the store is written
+    work: StoreLocation
+
+    @classmethod
+    def for_destination(cls, dst: StoreLocation) -> Target:
+        if dst.is_remote:
+            return cls(dst, dst)
+        return cls(dst, replace(dst, path=publish.temp_sibling(dst.path)))
+
+    @property
+    def remote(self) -> bool:
+        return self.dst.is_remote
+
+    def open(self, mode: str) -> Backend:
+        return self.work.open(mode)
+
+    def discard(self) -> None:
+        if not self.remote:
+            publish.remove(self.work.path)
+            return
+        try:
+            fs, root = remote.filesystem(self.work.path, self.work.options)
+            fs.rm(root, recursive=True)
+        except Exception:  # noqa: BLE001 - best effort: the original error matters
+            pass
+
+    def publish(self) -> None:
+        """Move a finished local copy into place (a URL was written in place already)."""
+        if self.remote:
+            return
+        try:
+            publish.publish(self.work.path, self.dst.path)
+        except BaseException as err:
+            publish.remove(self.work.path)
+            if isinstance(err, OSError):
+                raise ConvertError(
+                    f"cannot move the converted store into place at {self.dst.path}: {err}"
+                ) from err
+            raise
+
+
+@dataclass
+class Job:
+    """A planned conversion, its source open (see :func:`planned`)."""
+
+    options: ConvertOptions
+    scan: Scan
+    result: ConvertResult
+    target: Target
+    t0: float
+
+    def copier(self, dst: Backend, progress: Callable[[int, int], None] | None) -> Copier:
+        return Copier(self.scan, dst, self.options, self.result, progress=progress)
+
+
+@contextmanager
+def planned(opts: ConvertOptions) -> Iterator[Job]:
+    """Open the source, check the destination and plan the copy (shared by the local and the
+    distributed conversion); the source stays open while the context is."""
+    t0 = time.perf_counter()
+    src = opts.src.detect()
+    be = src.open_stream()
+    try:
+        dst = destination(opts, src.format)
+        exists = check_destination(src, dst, opts)
+        assert src.format is not None and dst.format is not None
+        s = scan(be, src.format)
+        result = ConvertResult(
+            src=src.path,
+            dst=dst.path,
+            src_format=src.format,
+            dst_format=dst.format,
+            dry_run=opts.dry_run,
+            overwritten=exists,
+            src_bytes=src.nbytes(),
+        )
+        plan_leaves(s, opts, result)
+        if not dst.is_remote and not opts.dry_run:  # uncompressed leaves need their bytes
+            parent = os.path.dirname(os.path.abspath(dst.path))
+            check_free_space(parent, raw_nbytes(result), dst.path)
+        yield Job(opts, s, result, Target.for_destination(dst), t0)
+    finally:
+        be.close()
+
+
+def failed(err: BaseException, target: Target, out: Backend | None) -> BaseException:
+    """Clean up after a failed copy; the error to raise."""
+    if out is not None:
+        try:
+            out.close()
+        except BaseException:  # noqa: BLE001 - the original error matters
+            pass
+    target.discard()
+    if isinstance(err, OSError) and not isinstance(err, PtdError):
+        return ConvertError(f"cannot write {target.dst.path}: {err}")
+    return err
+
+
+def finish(job: Job) -> ConvertResult:
+    """Publish a local destination (the source is closed by now: it may be replaced) and fill
+    in the sizes."""
+    result, target = job.result, job.target
+    target.publish()
+    result.seconds = time.perf_counter() - job.t0
+    result.dst_bytes = target.dst.nbytes()
+    try:
+        from ptd.report.info import info
+
+        result.stored_nbytes = info(
+            target.dst.path, depth=0, storage_options=target.dst.options
+        ).totals.stored_nbytes
+    except PtdError:  # pragma: no cover - the store we just wrote is readable
+        pass
+    return result

@@ -1,0 +1,191 @@
+"""What a conversion is asked to do, checked once: :class:`ConvertOptions` (every argument of
+:func:`ptd.convert`, parsed and validated at the boundary), and what it reports:
+:class:`ConvertResult` with one :class:`LeafPlan` per entry.
+
+>>> opts = ConvertOptions.parse("data.h5", compression="ZSTD", chunks=64)
+>>> opts.src.path, opts.dst, opts.compression, opts.level, opts.chunks
+('data.h5', None, 'zstd', 3, 64)
+>>> ConvertOptions.parse("data.h5", chunks=0)
+Traceback (most recent call last):
+...
+ptd.errors.PtdValueError: chunks must be a positive number of rows, got 0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ptd.errors import PtdValueError
+from ptd.format.detect import FORMATS
+from ptd.storage.location import StoreLocation, split_options
+from ptd.transfer.codecs import check_compression
+
+__all__ = ["ConvertOptions", "ConvertResult", "LeafPlan"]
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """The arguments of one conversion, checked (see :func:`ptd.convert` for each).
+
+    Build it with :meth:`parse` from what a user passed; constructing it directly checks the
+    scalar arguments the same way (the locations must be parsed already)."""
+
+    #: the source (storage options attached when it is a URL)
+    src: StoreLocation
+    #: the destination as given, trailing separators dropped; None: beside ``src``
+    dst: StoreLocation | None = None
+    #: ``"h5"``/``"zarr"``, or None: from ``dst``'s suffix, else the other format
+    to: str | None = None
+    #: rows per chunk along the first dim of every tensor, or None: chosen per leaf
+    chunks: int | None = None
+    #: a codec name of :data:`ptd.transfer.codecs.COMPRESSIONS`, or None: keep each leaf's
+    compression: str | None = None
+    #: the codec's level (its default filled in), None without a compression
+    level: int | None = None
+    overwrite: bool = False
+    dry_run: bool = False
+    allow_pickle: bool = False
+    #: threads copying chunk regions (local conversion)
+    workers: int = 1
+    #: a Dask scheduler address, client or cluster, or None: convert locally
+    scheduler: Any = field(default=None, compare=False)
+    #: storage options of a default destination (derived from a URL ``src``) when they differ
+    #: from the source's (``dst_storage_options=`` without ``dst``)
+    default_dst_options: tuple[tuple[str, Any], ...] | None = None
+
+    def __post_init__(self) -> None:
+        chunks = self.chunks
+        if chunks is not None:
+            if isinstance(chunks, bool) or int(chunks) < 1:
+                raise PtdValueError(f"chunks must be a positive number of rows, got {chunks!r}")
+            object.__setattr__(self, "chunks", int(chunks))
+        name, level = check_compression(self.compression, self.level)
+        object.__setattr__(self, "compression", name)
+        object.__setattr__(self, "level", level)
+        if self.to is not None and self.to not in FORMATS:
+            raise PtdValueError(f"unknown format {self.to!r}; choose one of {', '.join(FORMATS)}")
+        workers = self.workers
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise PtdValueError(f"workers must be a positive number of threads, got {workers!r}")
+
+    @classmethod
+    def parse(
+        cls,
+        src: Any,
+        dst: Any = None,
+        *,
+        to: str | None = None,
+        chunks: int | None = None,
+        compression: str | None = None,
+        level: int | None = None,
+        overwrite: bool = False,
+        dry_run: bool = False,
+        allow_pickle: bool = False,
+        workers: int = 1,
+        scheduler: Any = None,
+        storage_options: Mapping[str, Any] | None = None,
+        dst_storage_options: Mapping[str, Any] | None = None,
+    ) -> ConvertOptions:
+        """Check :func:`ptd.convert`'s arguments and parse its stores (nothing is opened).
+
+        ``storage_options`` go to whichever of ``src`` and ``dst`` is a URL (an error when
+        neither is); ``dst_storage_options`` to a URL ``dst`` when they differ from ``src``'s.
+        """
+        default_dst: tuple[tuple[str, Any], ...] | None = None
+        if dst_storage_options is None:
+            targets = (src,) if dst is None else (src, dst)
+            locs = split_options(storage_options, *targets)
+            src_loc, dst_loc = locs[0], (locs[1] if dst is not None else None)
+        else:
+            src_loc = StoreLocation.parse(src, storage_options)
+            if dst is None:
+                default_dst = tuple(sorted(dict(dst_storage_options).items()))
+                dst_loc = None
+            else:
+                dst_loc = StoreLocation.parse(dst, dst_storage_options)
+        if dst_loc is not None:
+            stripped = dst_loc.path.rstrip("/\\")
+            if stripped and stripped != dst_loc.path:
+                dst_loc = StoreLocation(stripped, dst_loc.storage_options, dst_loc.format)
+        return cls(
+            src=src_loc,
+            dst=dst_loc,
+            to=to,
+            chunks=chunks,
+            compression=compression,
+            level=level,
+            overwrite=bool(overwrite),
+            dry_run=bool(dry_run),
+            allow_pickle=bool(allow_pickle),
+            workers=workers,
+            scheduler=scheduler,
+            default_dst_options=default_dst,
+        )
+
+
+@dataclass
+class LeafPlan:
+    """What happens to one entry."""
+
+    key: str
+    kind: str  #: "group", "tensor", "non_tensor" or "unsupported"
+    shape: list[int] | None = None
+    dtype: str | None = None
+    nbytes: int = 0
+    src_chunks: list[int] | None = None
+    dst_chunks: list[int] | None = None
+    src_compression: str | None = None
+    dst_compression: str | None = None
+
+
+@dataclass
+class ConvertResult:
+    src: str
+    dst: str
+    src_format: str
+    dst_format: str
+    groups: int = 0
+    tensors: int = 0
+    non_tensors: int = 0
+    #: logical bytes of every tensor copied
+    nbytes: int = 0
+    #: what the source and the destination occupy on disk (dst: None for a dry run)
+    src_bytes: int | None = None
+    dst_bytes: int | None = None
+    #: bytes the destination's tensors occupy (None for a dry run, or when unknown)
+    stored_nbytes: int | None = None
+    seconds: float = 0.0
+    dry_run: bool = False
+    overwritten: bool = False
+    #: threads that copied chunk regions (``workers=``); 0 for a distributed conversion
+    workers: int = 1
+    #: the Dask scheduler's address for a distributed conversion, else None
+    scheduler: str | None = None
+    #: chunk regions copied (one task each when distributed)
+    regions: int = 0
+    plan: list[LeafPlan] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def leaves(self) -> int:
+        return self.tensors + self.non_tensors
+
+    @property
+    def ratio(self) -> float | None:
+        """Logical tensor bytes per stored tensor byte in the destination (compression)."""
+        if not self.stored_nbytes:
+            return None
+        return self.nbytes / self.stored_nbytes
+
+    @property
+    def throughput(self) -> float | None:
+        """Logical bytes per second."""
+        return self.nbytes / self.seconds if self.seconds > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["leaves"] = self.leaves
+        d["ratio"] = self.ratio
+        return d
