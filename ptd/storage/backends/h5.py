@@ -50,6 +50,7 @@ from ptd.storage.backends.base import (
 )
 from ptd.storage.backends.fast_path_h5 import H5Maps
 from ptd.storage.backends.h5_open import open_local, open_remote
+from ptd.storage.backends.layout import leading_chunks
 from ptd.storage.backends.targets import parse_target
 from ptd.storage.location import ReopenSpec, StoreLocation
 
@@ -463,12 +464,8 @@ class H5Backend(Backend):
             if size == 0:
                 opts.pop("chunks")
             else:
-                c = opts["chunks"]
-                c = (c,) if isinstance(c, (int, np.integer)) else tuple(c)
-                c = c[: len(shape)] + shape[len(c) :]
-                opts["chunks"] = tuple(
-                    min(max(1, int(x)), s) for x, s in zip(c, shape, strict=True)
-                )
+                chunks = leading_chunks(opts["chunks"], shape)
+                opts["chunks"] = tuple(min(c, s) for c, s in zip(chunks, shape, strict=True))
         try:
             ds = parent.create_dataset(name, shape=shape, dtype=dtype, data=data, **opts)
         except (ValueError, TypeError) as err:

@@ -56,6 +56,7 @@ from ptd.storage.backends.base import (
     selection_shape,
 )
 from ptd.storage.backends.fast_path_zarr import ZarrMaps
+from ptd.storage.backends.layout import leading_chunks
 from ptd.storage.backends.targets import parse_target
 from ptd.storage.backends.zarr_consolidated import Consolidation
 from ptd.storage.backends.zarr_open import local_store, open_root, remote_store
@@ -64,13 +65,6 @@ from ptd.storage.location import ReopenSpec
 __all__ = ["ZarrBackend"]
 
 Node = Any  # zarr.Array | zarr.Group
-
-
-def _leading_chunks(spec: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """tensordict's ``chunks=`` option: an int or tuple covering the leading dims (§2.1)."""
-    c = (int(spec),) if isinstance(spec, (int, np.integer)) else tuple(int(x) for x in spec)
-    c = c[: len(shape)] + tuple(shape[len(c) :])
-    return tuple(max(1, x) for x in c)
 
 
 def _describe_codec(codec: Any) -> str:
@@ -435,7 +429,7 @@ class ZarrBackend(Backend):
         if chunks is not None:
             spec = tuple(chunks)
         if shape:
-            kwargs["chunks"] = _leading_chunks(shape if spec is None else spec, shape)
+            kwargs["chunks"] = leading_chunks(shape if spec is None else spec, shape)
         if "attributes" in kwargs:
             kwargs["attributes"] = zarr_codec.jsonable(dict(kwargs["attributes"] or {}))
         return kwargs
