@@ -14,6 +14,7 @@ import itertools
 import mmap
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,31 +34,20 @@ __all__ = ["ZARR_MAX_MAPS", "ZarrMaps"]
 ZARR_MAX_MAPS = 128
 
 
+@dataclass(slots=True, eq=False)
 class _ZarrLayout:
     """What it takes to find and decode the chunks of one uncompressed zarr v3 array."""
 
-    __slots__ = ("array", "directory", "shape", "chunks", "dtype", "stored", "fill", "encode")
-
-    def __init__(
-        self,
-        array: Any,
-        directory: str,
-        shape: tuple[int, ...],
-        chunks: tuple[int, ...],
-        dtype: np.dtype,
-        stored: np.dtype,
-        fill: np.ndarray,
-        encode: Callable[[tuple[int, ...]], str],
-    ) -> None:
-        self.array = array
-        self.directory = directory
-        self.shape = shape
-        self.chunks = chunks
-        #: the dtype zarr returns, and the dtype of the bytes in the chunk files
-        self.dtype = dtype
-        self.stored = stored
-        self.fill = fill
-        self.encode = encode
+    array: Any
+    directory: str
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    #: the dtype zarr returns, and the dtype of the bytes in the chunk files
+    dtype: np.dtype
+    stored: np.dtype
+    fill: np.ndarray
+    #: chunk coordinates -> the chunk's key in the store
+    encode: Callable[[tuple[int, ...]], str]
 
     def filename(self, coords: tuple[int, ...]) -> str:
         return os.path.join(self.directory, *self.encode(coords).split("/"))

@@ -16,7 +16,8 @@ dataset attributes that are dicts are stored as JSON object text and decoded on 
 
 The codec of those values is :mod:`~ptd.storage.backends.h5_codec`; opening files (local or at
 a URL) is :mod:`~ptd.storage.backends.h5_open`; contiguous datasets are read from memory maps by
-:mod:`~ptd.storage.backends.fast_path_h5`. h5py is imported only by these modules.
+:mod:`~ptd.storage.backends.fast_path_h5`. h5py is imported only by the ``h5*`` modules of the
+backends (and ``fast_path_h5``).
 """
 
 from __future__ import annotations

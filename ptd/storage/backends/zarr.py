@@ -15,7 +15,7 @@ each change (:mod:`~ptd.storage.backends.zarr_consolidated`). Children are liste
 
 Opening stores is :mod:`~ptd.storage.backends.zarr_open`; uncompressed chunks of local stores
 are read from memory maps by :mod:`~ptd.storage.backends.fast_path_zarr`. zarr is imported only
-by these modules.
+by the ``zarr*`` modules of the backends (and ``fast_path_zarr``).
 """
 
 from __future__ import annotations
