@@ -36,7 +36,8 @@ from ptd.errors import (
     UnknownBackendError,
 )
 from ptd.storage.backends import BACKENDS, detect_backend, get_backend
-from ptd.storage.backends.base import Backend, NodeKind, ValueKind
+from ptd.storage.backends.base import GUARDED, Backend, NodeKind, ValueKind
+from ptd.storage.location import StoreLocation
 
 NUMERIC_DTYPES = [
     "bool",
@@ -954,6 +955,46 @@ class TestRegistry:
             detect_backend(tmp_path / "d")
         with pytest.raises(StoreNotFoundError):
             detect_backend(tmp_path / "missing")
+
+
+class TestGuard:
+    def test_every_guarded_method_is_guarded(self, name):
+        """Also those that Backend implements for every backend (read, write, close...)."""
+        cls = get_backend(name)
+        for attr in GUARDED:
+            fn = getattr(cls, attr)
+            assert getattr(getattr(fn, "__func__", fn), "__ptd_guarded__", False), attr
+
+    @pytest.mark.parametrize("hook, call", [
+        ("_read", lambda b: b.read(("x",))),
+        ("_write", lambda b: b.write(("x",), (), np.zeros(3))),
+        ("_decode_non_tensor", lambda b: b.read_non_tensor(("x",))),
+    ])  # fmt: skip
+    def test_unexpected_errors_in_shared_methods(self, opener, monkeypatch, hook, call):
+        be = opener("w", fast_path=False)  # reads through the library: the hooks
+        be.create_array(("x",), shape=(3,), dtype=np.dtype("float64"))
+
+        def boom(*args, **kwargs):
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(type(be), hook, boom)
+        with pytest.raises(PtdError, match="boom") as info:
+            call(be)
+        assert "'x'" in str(info.value) and be.location in str(info.value)
+
+    def test_store_location_target(self, name, path):
+        loc = StoreLocation.parse(path)
+        b = get_backend(name).open(loc, "w")
+        b.create_array(("a",), shape=(2,), dtype=np.dtype("int64"), data=np.arange(2))
+        b.close()
+        r = get_backend(name).open(loc, "r")
+        assert r.location == str(path) and r.reopen_spec.location == loc
+        assert r.read(("a",)).tolist() == [0, 1]
+        r.close()
+        with pytest.raises(PtdTypeError, match=f"with the {name} backend: expected a path"):
+            get_backend(name).open(3.5, "r")
+        with pytest.raises(PtdValueError, match="storage_options only apply"):
+            get_backend(name).open(path, "r", storage_options={"anon": True})
 
 
 # --- interop with tensordict 0.15 (the oracle) -----------------------------------------------

@@ -2,40 +2,47 @@
 
 A :class:`Backend` is one open store (an HDF5 file or a Zarr v3 group hierarchy). Paths are
 tuples of str, one component per level, relative to the backend's root group; ``()`` is the root.
-Everything above ``ptd/backends/`` is written against this interface alone and never imports
-h5py or zarr.
+Everything above ``ptd/storage/backends/`` is written against this interface alone and never
+imports h5py or zarr.
 
-Selections
-----------
-``read``/``write`` take a *selection*: a tuple with at most one entry per leading dimension of
-the array, each entry being
+``Backend`` also holds what both implementations share, so that each keeps only what its format
+does differently: the open/closed/writable state and its checks, the errors naming a key and
+the store, the preamble of ``delete``/``move``, ``read``/``read_direct``/``write`` around the
+memory maps of the fast path, the error wrapping of ``read_non_tensor``, and how an array's
+metadata is classified (numeric / non-tensor / unsupported). The subclasses fill in the
+``_``-prefixed hooks.
 
-* an ``int`` (the dimension is dropped),
-* a ``slice`` with a step > 0 (``start``/``stop`` already clipped to the dimension), or
-* a 1-D ``numpy.ndarray`` of int64, **sorted, without duplicates, in bounds** (at most one such
-  entry per selection).
-
-Missing trailing entries mean "everything". Unsorted and repeated indices, bool masks, several
-arrays and so on are reduced to that form by :mod:`ptd._indexing`, once for both backends.
-The optional :meth:`Backend.read_direct` also takes the index array unsorted and with repeats:
-backends that read from memory maps (``_mmap.py``) serve it as one fancy index.
+Selections (``read``/``write``) are described in :mod:`ptd.storage.backends.selection`; the
+value types (:class:`ArrayMeta`...) live in :mod:`ptd.storage.backends.meta`, the error guard in
+:mod:`ptd.storage.backends.guard`. This module re-exports them.
 """
 
 from __future__ import annotations
 
-import enum
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from ptd.storage.location import ReopenSpec
+from ptd.errors import (
+    ClosedStoreError,
+    PtdError,
+    PtdKeyError,
+    PtdValueError,
+    ReadOnlyError,
+)
+from ptd.format.dtypes import torch_dtype_name
+from ptd.format.names import TD_STACK_ATTR
+from ptd.format.payload import parse_stack_shape
+from ptd.storage.backends.guard import GUARDED, guard_methods, translate_error
+from ptd.storage.backends.meta import ArrayMeta, NodeKind, NonTensorPayload, Path, ValueKind
+from ptd.storage.backends.selection import Selection, fit_write_value, selection_shape
 
-Path = tuple[str, ...]
-Selection = tuple[Any, ...]
+if TYPE_CHECKING:
+    from ptd.storage.backends.fast_path import ArrayMaps
+    from ptd.storage.location import ReopenSpec
 
 __all__ = [
     "Backend",
@@ -46,10 +53,12 @@ __all__ = [
     "Path",
     "Selection",
     "MODES",
+    "GUARDED",
     "check_mode",
     "selection_shape",
     "fit_write_value",
     "check_path",
+    "translate_error",
 ]
 
 #: the open modes every backend accepts (``"x"`` == ``"w-"``)
@@ -58,24 +67,9 @@ MODES = ("r", "r+", "w", "w-", "x", "a")
 
 def check_mode(mode: Any) -> str:
     """Return ``mode`` if it is one of :data:`MODES`, else raise PtdValueError listing them."""
-    from ptd.errors import PtdValueError
-
     if not isinstance(mode, str) or mode not in MODES:
         raise PtdValueError(f"Invalid mode {mode!r}; must be one of {', '.join(MODES)}")
     return mode
-
-
-def selection_shape(shape: Sequence[int], selection: Selection) -> tuple[int, ...]:
-    """The shape of ``array[selection]`` for a normalised selection (see the module doc)."""
-    out: list[int] = []
-    for dim, item in zip(shape, selection, strict=False):
-        if isinstance(item, slice):
-            out.append(len(range(*item.indices(dim))))
-        elif isinstance(item, np.ndarray):
-            out.append(int(item.shape[0]))
-        # an int drops the dimension
-    out.extend(shape[len(selection):])
-    return tuple(out)
 
 
 def check_path(path: Path, location: str) -> None:
@@ -83,107 +77,46 @@ def check_path(path: Path, location: str) -> None:
     ``".."``, or holds ``/`` or a NUL character (so that no key reaches outside its store)."""
     for part in path:
         if not isinstance(part, str) or part in ("", ".", "..") or "/" in part or "\x00" in part:
-            from ptd.errors import PtdKeyError
-
             raise PtdKeyError(
                 f"invalid key {'/'.join(map(str, path))!r} for {location}: bad name {part!r} "
                 "(empty names, '.', '..', '/' and NUL are refused)"
             )
 
 
-def fit_write_value(
-    value: Any, target_shape: tuple[int, ...], key: str, location: str
-) -> np.ndarray:
-    """``value`` as an array of ``target_shape`` (a broadcast view when it is smaller).
-
-    Numpy's assignment rules: the value broadcasts to the target, and extra leading dims of
-    size 1 are dropped. Anything else raises PtdValueError naming the key and both shapes.
-    """
-    from ptd.errors import PtdValueError
-
-    value = np.asarray(value)
-    if value.shape == target_shape:
-        return value
-    shape = value.shape
-    extra = value.ndim - len(target_shape)
-    if extra > 0 and all(d == 1 for d in value.shape[:extra]):
-        value = value.reshape(value.shape[extra:])
-    try:
-        return np.broadcast_to(value, target_shape)
-    except ValueError:
-        raise PtdValueError(
-            f"cannot write a value of shape {list(shape)} into key {key!r} of "
-            f"{location}: the selected region has shape {list(target_shape)}"
-        ) from None
-
-
-class NodeKind(enum.Enum):
-    GROUP = "group"
-    ARRAY = "array"
-
-
-class ValueKind(enum.Enum):
-    """What an array holds, as far as the store's own type system says."""
-
-    NUMERIC = "numeric"  #: bool/int/uint/float/complex with a torch twin (or marked bits)
-    NON_TENSOR = "non_tensor"  #: a string/bytes/opaque/payload entry: read with read_non_tensor
-    UNSUPPORTED = "unsupported"  #: compound, longdouble... (listed, but reading raises)
-
-
-@dataclass(frozen=True)
-class ArrayMeta:
-    """Metadata of one array, read without touching its data."""
-
-    path: Path
-    shape: tuple[int, ...]
-    #: the stored numpy dtype (object for variable-length strings)
-    dtype: np.dtype
-    kind: ValueKind
-    #: the torch dtype (as a string like ``"float32"``/``"bfloat16"``) for NUMERIC arrays
-    torch_dtype: str | None
-    attrs: Mapping[str, Any] = field(default_factory=dict)
-    #: chunk shape, or None for contiguous storage
-    chunks: tuple[int, ...] | None = None
-    #: human-readable compression/codec description, e.g. ``"gzip(4)"``, ``"zstd(3)"``, or None
-    compression: str | None = None
-    #: bytes the array occupies in the store, when cheaply known
-    stored_nbytes: int | None = None
-    #: for non-tensors: "str", "bytes", "json", "pickle", "opaque", "other"
-    non_tensor_kind: str | None = None
-    #: for non-tensors: the stack shape (from ``__tensordict_stack__``) when it is a marked stack
-    stack_shape: tuple[int, ...] | None = None
-
-
-@dataclass
-class NonTensorPayload:
-    """A decoded non-tensor entry: one value, or a (nested) list for a stack."""
-
-    value: Any
-    #: True when ``value`` is a nested list whose leading dims are ``stack_shape``
-    is_stack: bool = False
-    stack_shape: tuple[int, ...] = ()
+@functools.lru_cache(maxsize=64)
+def _torch_dtype_of(dt: np.dtype) -> str | None:
+    return torch_dtype_name(dt)
 
 
 class Backend(ABC):
     """One open store. Create with the subclass's :meth:`open`.
 
-    Every method of a subclass named in :data:`GUARDED` raises only ptd errors: anything else
-    that escapes it (h5py's ``RuntimeError``/``KeyError`` on a damaged file, zarr's
-    ``TypeError`` on malformed metadata, a codec's error on a corrupt chunk, ``MemoryError``,
-    a full disk) is turned into one naming the store and the key (see :func:`translate_error`).
+    Every method named in :data:`GUARDED` raises only ptd errors: anything else that escapes it
+    (h5py's ``RuntimeError``/``KeyError`` on a damaged file, zarr's ``TypeError`` on malformed
+    metadata, a codec's error on a corrupt chunk, ``MemoryError``, a full disk) is turned into
+    one naming the store and the key (see :func:`translate_error`), whether the subclass or this
+    class implements it.
     """
 
     #: the registry name: ``"h5"`` or ``"zarr"``
     name: str = ""
+    #: what the store library raises for a bad read (or write) of data, reported as
+    #: PtdValueError naming the key (anything else is the guard's)
+    _DATA_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, IndexError)
+    _WRITE_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError)
+
+    def __init__(self, location: str, *, writable: bool, maps: ArrayMaps | None = None) -> None:
+        #: the store's description in messages (see :attr:`location`)
+        self._location = location
+        #: opened for writing (mode other than ``"r"``)
+        self._writable = writable
+        self._closed = False
+        #: the fast path's memory maps (:mod:`ptd.storage.backends.fast_path`), or None
+        self._maps = maps
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for attr in GUARDED:
-            fn = cls.__dict__.get(attr)
-            if isinstance(fn, classmethod):
-                setattr(cls, attr, classmethod(_guarded(fn.__func__, attr)))
-            elif callable(fn) and not getattr(fn, "__ptd_guarded__", False):
-                setattr(cls, attr, _guarded(fn, attr))
+        guard_methods(cls)
 
     # --- lifecycle ---------------------------------------------------------------------------
     @classmethod
@@ -198,22 +131,37 @@ class Backend(ABC):
         backend-specific (``locking=`` for h5, ``storage_options=`` for zarr...).
         """
 
-    @abstractmethod
     def close(self) -> None:
         """Close the store. Idempotent. Afterwards every other call raises ClosedStoreError."""
+        if self._closed:
+            return
+        try:
+            self._flush_before_close()
+        finally:
+            self._closed = True
+            if self._maps is not None:
+                self._maps.close()
+                self._maps = None
+            self._release_handles()
+
+    def _flush_before_close(self) -> None:  # noqa: B027 - optional hook
+        """:meth:`close`'s first step, while the store is still open (no-op by default)."""
+
+    def _release_handles(self) -> None:  # noqa: B027 - optional hook
+        """:meth:`close`'s last step: drop caches, close what this backend opened."""
 
     @property
-    @abstractmethod
-    def closed(self) -> bool: ...
+    def closed(self) -> bool:
+        return self._closed
 
     @property
-    @abstractmethod
-    def writable(self) -> bool: ...
+    def writable(self) -> bool:
+        return self._writable and not self.closed
 
     @property
-    @abstractmethod
     def location(self) -> str:
         """A short description naming the file or store, for error messages."""
+        return self._location
 
     @property
     @abstractmethod
@@ -221,10 +169,10 @@ class Backend(ABC):
         """What it takes to reopen this store in another process, or None when the store
         cannot be reopened by name (an in-memory store, a user's h5py/zarr object)."""
 
-    @abstractmethod
     def raw_group(self, path: Path) -> Any:
         """The library's own group object at ``path`` (``h5py.Group`` / ``zarr.Group``), for
         users who need to reach past ptd (``PersistentTensorDict.file``)."""
+        return self._group(path)
 
     # --- structure ---------------------------------------------------------------------------
     @abstractmethod
@@ -277,13 +225,26 @@ class Backend(ABC):
         (``compression=...`` for h5, ``compressors=...`` for zarr...), passed through.
         """
 
-    @abstractmethod
     def delete(self, path: Path) -> None:
         """Delete the node at ``path``; a missing node raises PtdKeyError."""
+        key = self.key_str(path)
+        self._check_writable(key)
+        if not path:
+            raise PtdValueError(f"cannot delete the root group of {self._location}")
+        self._delete(path, key)
 
-    @abstractmethod
     def move(self, src: Path, dst: Path) -> None:
         """Rename a node without reading its data; ``dst`` must not exist."""
+        skey, dkey = self.key_str(src), self.key_str(dst)
+        self._check_writable(skey)
+        check_path(dst, self._location)
+        if not self._exists(src):
+            raise self._not_found(src)
+        if self._exists(dst):
+            raise PtdKeyError(f"key {dkey!r} already present in {self._location}")
+        if not src or not dst or dst[: len(src)] == src:
+            raise PtdValueError(f"cannot move {skey!r} to {dkey!r} in {self._location}")
+        self._move(src, dst)
 
     # --- attributes --------------------------------------------------------------------------
     @abstractmethod
@@ -295,22 +256,43 @@ class Backend(ABC):
         """Merge ``attrs`` into the node's attributes."""
 
     # --- data --------------------------------------------------------------------------------
-    @abstractmethod
     def read(self, path: Path, selection: Selection = ()) -> np.ndarray:
         """Read a numeric array (or a part of it) into a new numpy array of the stored dtype."""
+        handle = self._array_handle(path)
+        try:
+            out = self._read_mapped(path, handle, selection)
+            return out if out is not None else self._read(handle, selection)
+        except self._DATA_ERRORS as err:
+            raise self._read_error(path, selection, err) from None
 
     def read_direct(self, path: Path, selection: Selection) -> np.ndarray | None:
         """Optional: :meth:`read`, where the selection's index array may also be unsorted and
         hold repeats (the result follows its order), or None when this array cannot be read
-        that way cheaply (callers then :meth:`read` a sorted selection and re-order). The
-        default is None; backends override it for memory-mapped arrays."""
-        return None
+        that way cheaply (callers then :meth:`read` a sorted selection and re-order). Arrays
+        served by the fast path's memory maps are; the others give None."""
+        if self._maps is None:
+            return None
+        handle = self._array_handle(path)
+        try:
+            return self._read_mapped(path, handle, selection)
+        except self._DATA_ERRORS as err:
+            raise self._read_error(path, selection, err) from None
 
-    @abstractmethod
     def write(self, path: Path, selection: Selection, value: np.ndarray) -> None:
         """Write ``value`` (already of the stored dtype and of the selected shape, or
         broadcastable to it) into a numeric array. A shape that does not fit raises
         PtdValueError naming the key (zarr must not silently cut it)."""
+        key = self.key_str(path)
+        self._check_writable(key)
+        handle = self._array_handle(path)
+        target = selection_shape(handle.shape, selection)
+        value = fit_write_value(value, target, key, self._location)
+        if 0 in target:
+            return
+        try:
+            self._write(handle, selection, value)
+        except self._WRITE_ERRORS as err:
+            raise self._write_error(key, err) from None
 
     # --- non-tensor entries ------------------------------------------------------------------
     @abstractmethod
@@ -329,7 +311,6 @@ class Backend(ABC):
         naming the key.
         """
 
-    @abstractmethod
     def read_non_tensor(
         self,
         path: Path,
@@ -345,6 +326,16 @@ class Backend(ABC):
         ``allow_pickle`` follows the reference: False raises PickleRefusedError before decoding,
         None decodes with a FutureWarning, True decodes silently.
         """
+        key = self.key_str(path)
+        entry = self._non_tensor_entry(path)
+        try:
+            return self._decode_non_tensor(
+                entry, key, selection, allow_pickle=allow_pickle, as_stack=as_stack
+            )
+        except self._DATA_ERRORS as err:
+            if isinstance(err, PtdError):
+                raise
+            raise PtdValueError(f"cannot read key {key!r} of {self._location}: {err}") from None
 
     # --- optional capabilities ---------------------------------------------------------------
     def flush(self) -> None:  # noqa: B027 - optional hook
@@ -353,75 +344,165 @@ class Backend(ABC):
     def finalize(self) -> None:  # noqa: B027 - optional hook
         """Called after a bulk write (``from_dict``, convert): e.g. consolidate zarr metadata."""
 
+    # --- what the implementations fill in ----------------------------------------------------
+    @abstractmethod
+    def _group(self, path: Path) -> Any:
+        """The library's group at ``path``; a missing node or an array raises PtdKeyError."""
+
+    @abstractmethod
+    def _exists(self, path: Path) -> bool:
+        """Whether a node is at ``path``."""
+
+    @abstractmethod
+    def _delete(self, path: Path, key: str) -> None:
+        """:meth:`delete` of a non-root ``path``, in a writable store."""
+
+    @abstractmethod
+    def _move(self, src: Path, dst: Path) -> None:
+        """:meth:`move`, once ``src`` exists, ``dst`` does not and is not inside ``src``."""
+
+    @abstractmethod
+    def _array_handle(self, path: Path) -> Any:
+        """What :meth:`_read`/:meth:`_write` take for the numeric array at ``path`` (it has
+        the array's ``shape``); a missing node or a group raises PtdKeyError."""
+
+    @abstractmethod
+    def _read(self, handle: Any, selection: Selection) -> np.ndarray:
+        """``handle[selection]`` through the store library (a new array)."""
+
+    @abstractmethod
+    def _write(self, handle: Any, selection: Selection, value: np.ndarray) -> None:
+        """Store ``value`` (of the selected, non-empty shape) at ``handle[selection]``."""
+
+    def _read_mapped(self, path: Path, handle: Any, selection: Selection) -> np.ndarray | None:
+        """``handle[selection]`` from the fast path's maps, or None when they cannot serve it."""
+        return None if self._maps is None else self._maps.read(path, handle, selection)
+
+    @abstractmethod
+    def _non_tensor_entry(self, path: Path) -> Any:
+        """What :meth:`_decode_non_tensor` takes for the entry at ``path`` (its metadata read
+        and checked; errors here are the guard's)."""
+
+    @abstractmethod
+    def _decode_non_tensor(
+        self,
+        entry: Any,
+        key: str,
+        selection: Selection,
+        *,
+        allow_pickle: bool | None,
+        as_stack: bool,
+    ) -> NonTensorPayload:
+        """:meth:`read_non_tensor` of ``entry``; the store library's :attr:`_DATA_ERRORS`
+        become PtdValueError naming the key."""
+
+    @abstractmethod
+    def _value_kind(
+        self, dtype: np.dtype, attrs: Mapping[str, Any]
+    ) -> tuple[ValueKind, str | None]:
+        """What an array of ``dtype`` with ``attrs`` holds, by this format's conventions:
+        ``(NUMERIC, torch dtype name)``, ``(NON_TENSOR, non-tensor kind)`` or
+        ``(UNSUPPORTED, None)`` (see :meth:`_numeric_kind` for the torch side)."""
+
+    def _is_payload(self, attrs: Mapping[str, Any]) -> bool:
+        """Whether a non-tensor's stack shape is in its encoded value rather than its array
+        shape (zarr's JSON/pickle payloads); no by default."""
+        return False
+
     # --- helpers shared by both implementations ----------------------------------------------
     @staticmethod
     def key_str(path: Path) -> str:
         return "/".join(path) if path else "/"
 
+    def _check_open(self, key: str = "/") -> None:
+        if self.closed:
+            raise ClosedStoreError(f"cannot access key {key!r}: {self._location} is closed")
 
-# ------------------------------------------------------------------------------ error guard
-#: the Backend methods whose unexpected exceptions become ptd errors
-GUARDED = frozenset({
-    "open", "close", "flush", "finalize", "kind", "children", "array_meta", "walk",
-    "create_group", "create_array", "delete", "move", "get_attrs", "set_attrs", "read",
-    "read_direct", "write", "write_non_tensor", "read_non_tensor", "raw_group",
-})
-_WRITES = frozenset({
-    "close", "flush", "finalize", "create_group", "create_array", "delete", "move", "set_attrs",
-    "write", "write_non_tensor",
-})
-#: errno values (and HDF5's words for them) that mean "the disk is full"
-_FULL_ERRNOS = (28, 27, 122)  # ENOSPC, EFBIG, EDQUOT
-_FULL_WORDS = ("No space left", "File too large", "Disk quota", "errno = 28", "errno = 27")
+    def _check_writable(self, key: str) -> None:
+        self._check_open(key)
+        if not self._writable:
+            raise ReadOnlyError(
+                f"cannot write key {key!r}: {self._location} is opened read-only (mode 'r')"
+            )
 
+    def _check_create(self, path: Path) -> str:
+        """The key of a new array at ``path``, after the checks every creation makes."""
+        key = self.key_str(path)
+        self._check_writable(key)
+        if not path:
+            raise PtdValueError(f"cannot create an array at the root of {self._location}")
+        check_path(path, self._location)
+        return key
 
-def translate_error(err: Exception, where: str, op: str, key: str) -> Exception:
-    """The ptd error for an unexpected exception ``err`` raised by backend method ``op``."""
-    from ptd.errors import CorruptStoreError, PtdMemoryError, StoreIOError
+    def _not_found(self, path: Path) -> PtdKeyError:
+        return PtdKeyError(f"key {self.key_str(path)!r} not found in {self._location}")
 
-    detail = f"{type(err).__name__}: {err}"
-    if isinstance(err, MemoryError):
-        return PtdMemoryError(
-            f"not enough memory to read key {key!r} of {where} ({detail}); the store may be "
-            "damaged (an absurd shape)"
+    def _wrong_kind(self, path: Path, found: NodeKind) -> PtdKeyError:
+        """The error for a node at ``path`` that is a ``found`` where the other kind is needed."""
+        what = "a group, not an array" if found is NodeKind.GROUP else "an array, not a group"
+        return PtdKeyError(f"key {self.key_str(path)!r} in {self._location} is {what}")
+
+    def _create_error(
+        self, path: Path, shape: Sequence[int], dtype: Any, options: Any, err: Exception
+    ) -> PtdValueError:
+        return PtdValueError(
+            f"cannot create key {self.key_str(path)!r} in {self._location} (shape "
+            f"{list(shape)}, dtype {dtype}, options {options}): {err}"
         )
-    text = str(err)
-    if (isinstance(err, OSError) and err.errno in _FULL_ERRNOS) or any(w in text for w in _FULL_WORDS):
-        return StoreIOError(f"cannot write key {key!r} of {where}: the disk is full ({detail})")
-    if op == "open":
-        return CorruptStoreError(f"{where} is not a readable store ({detail})")
-    if op in _WRITES:
-        return StoreIOError(f"cannot write key {key!r} of {where} ({detail})")
-    what = (f"key {key!r} of {where}" if op in ("read", "read_direct", "read_non_tensor")
-            else f"the metadata of {where}" + (f" (key {key!r})" if key != "/" else ""))
-    return CorruptStoreError(
-        f"cannot read {what}: the store is damaged or not in the expected format ({detail})"
-    )
+
+    def _read_error(self, path: Path, selection: Selection, err: Exception) -> PtdError:
+        key = self.key_str(path)
+        self._check_open(key)
+        return PtdValueError(f"cannot read key {key!r} of {self._location} at {selection}: {err}")
+
+    def _write_error(self, key: str, err: Exception) -> PtdError:
+        self._check_open(key)
+        return PtdValueError(f"cannot write key {key!r} of {self._location}: {err}")
+
+    def _numeric_kind(
+        self, dtype: np.dtype, attrs: Mapping[str, Any]
+    ) -> tuple[ValueKind, str | None]:
+        """``(NUMERIC, name)`` when torch has a dtype for the array
+        (:func:`~ptd.format.dtypes.torch_dtype_name`), else ``(UNSUPPORTED, None)``."""
+        name = torch_dtype_name(dtype, attrs) if attrs else _torch_dtype_of(dtype)
+        return (ValueKind.UNSUPPORTED, None) if name is None else (ValueKind.NUMERIC, name)
+
+    def _describe_array(
+        self,
+        path: Path,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        attrs: dict[str, Any],
+        *,
+        chunks: tuple[int, ...] | None,
+        compression: str | None,
+        stored_nbytes: int | None,
+    ) -> ArrayMeta:
+        """The :class:`ArrayMeta` of an array, classified by :meth:`_value_kind`.
+
+        A non-tensor's ``__tensordict_stack__`` shape is trusted only when it is the array's
+        own shape (or, for payloads, when it parses): a corrupt marker is left out here, and
+        reading the entry raises."""
+        kind, name = self._value_kind(dtype, attrs)
+        stack_shape = None
+        if kind is ValueKind.NON_TENSOR and TD_STACK_ATTR in attrs:
+            stack_shape = parse_stack_shape(attrs[TD_STACK_ATTR])
+            if not self._is_payload(attrs) and stack_shape != tuple(shape):
+                stack_shape = None
+        return ArrayMeta(
+            path=path,
+            shape=shape,
+            dtype=dtype,
+            kind=kind,
+            torch_dtype=name if kind is ValueKind.NUMERIC else None,
+            attrs=attrs,
+            chunks=chunks,
+            compression=compression,
+            stored_nbytes=stored_nbytes,
+            non_tensor_kind=name if kind is ValueKind.NON_TENSOR else None,
+            stack_shape=stack_shape,
+        )
 
 
-def _guarded(fn: Any, op: str) -> Any:
-    import functools
-
-    from ptd.errors import PtdError
-
-    @functools.wraps(fn)
-    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(self, *args, **kwargs)
-        except (PtdError, Warning):
-            raise
-        except Exception as err:
-            if op == "open":
-                target = args[0] if args else kwargs.get("target")
-                where, key = str(target), "/"
-            else:
-                try:
-                    where = str(self.location)
-                except Exception:  # noqa: BLE001 - a half-built backend
-                    where = type(self).__name__
-                path = args[0] if args and isinstance(args[0], tuple) else ()
-                key = "/".join(map(str, path)) if path else "/"
-            raise translate_error(err, where, op, key) from err
-
-    guarded.__ptd_guarded__ = True  # type: ignore[attr-defined]
-    return guarded
+# the methods implemented here for every backend are guarded too
+guard_methods(Backend)

@@ -1,0 +1,300 @@
+"""How values without a tensor form, and attributes, are stored in HDF5 (tensordict 0.15's
+conventions plus ptd's JSON text; see :mod:`ptd.storage.backends.h5`).
+
+Writing: a ``str`` is a vlen UTF-8 string marked ``__tensordict_str__``; ``bytes``, bools and
+numbers (and numeric numpy arrays) are opaque data; a ``bytes`` ending in NUL bytes, which
+numpy's ``S`` type would cut, is raw opaque bytes (``|V<n>``); anything else that JSON
+round-trips is its JSON text marked ``__ptd_json__``. Stacks (marked ``__tensordict_stack__``)
+hold str, bytes, bool, int or float of one type. Nothing is ever pickled.
+
+Reading: a string marked ``__tensordict_str__`` reads as ``bytes`` with tensordict's
+``FutureWarning``, foreign strings as ``bytes`` silently, opaque values as the numpy
+scalar/array h5py returns. Attributes that are dicts are JSON object text, decoded on read.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import h5py
+import numpy as np
+
+from ptd.errors import PtdTypeError, PtdValueError
+from ptd.format.names import PTD_JSON_ATTR, TD_STACK_ATTR, TD_STR_ATTR
+from ptd.format.payload import all_of_type, encode_json, nested_to_array, parse_stack_shape
+from ptd.storage.backends.meta import NonTensorPayload
+from ptd.storage.backends.selection import Selection
+
+__all__ = [
+    "read_attrs",
+    "write_attrs",
+    "non_tensor_kind",
+    "check_readable",
+    "encode_value",
+    "encode_stack",
+    "decode",
+]
+
+_STACK_TYPE_ERROR = (
+    "Cannot write a NonTensorStack to h5 unless its elements are all str, bytes, bool, int or "
+    "float, of a single type. Use zarr, or a TensorDict saved with memmap, for other values."
+)
+_NUL_ERROR = (
+    "Cannot write a NonTensorStack of str that contains a NUL character to h5: h5 strings cannot "
+    "hold it. Use bytes, zarr, or a TensorDict saved with memmap."
+)
+_STR_WARNING = (
+    "The h5 backend of PersistentTensorDict reads the string {name!r}, which tensordict wrote, "
+    "as bytes. Starting with TensorDict 0.17, the default will change to reading it as str, as "
+    "the other backends do. To support both, decode only bytes: "
+    "`value.decode() if isinstance(value, bytes) else value`."
+)
+
+
+# --- attributes ------------------------------------------------------------------------------
+def _plain(value: Any) -> Any:
+    """An attribute value as plain python (numpy scalars/arrays -> python/lists)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, h5py.Empty):
+        return None
+    if isinstance(value, str) and value.startswith("{"):
+        # dicts are stored as JSON object text (see _attr_value)
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return value
+        return decoded if isinstance(decoded, dict) else value
+    return value
+
+
+def _attr_value(value: Any) -> Any:
+    """A python attribute value in a form h5py can store: dicts become JSON object text,
+    lists of str vlen string arrays, None an empty attribute."""
+    if value is None:
+        return h5py.Empty("f")
+    if isinstance(value, Mapping):
+        return json.dumps(dict(value))
+    if isinstance(value, (list, tuple)):
+        if value and all(isinstance(v, str) for v in value):
+            return np.array(value, dtype=h5py.string_dtype())
+        arr = np.asarray(value)
+        if arr.dtype.kind in "OU":
+            raise TypeError("only lists of numbers or of str can be stored (dicts as JSON)")
+        return arr
+    return value
+
+
+def read_attrs(obj: h5py.HLObject) -> dict[str, Any]:
+    """The attributes of a group or dataset as plain python values; attributes of a type
+    numpy cannot represent, or naming python objects (reading them crashes h5py), are left
+    out."""
+    if not h5py.h5a.get_num_attrs(obj.id):
+        return {}
+    attrs = obj.attrs
+    out = {}
+    for k in attrs:
+        try:
+            dt = attrs.get_id(k).dtype
+        except (TypeError, ValueError, KeyError):
+            continue  # a type numpy cannot represent: not one of ours, ignored
+        if _holds_raw_objects(dt):
+            continue  # an opaque tag naming python objects: reading it would crash h5py
+        out[k] = _plain(attrs[k])
+    return out
+
+
+def write_attrs(obj: h5py.HLObject, attrs: Mapping[str, Any], key: str, location: str) -> None:
+    """Set ``attrs`` on ``obj`` (key ``key`` of ``location``, for the error)."""
+    for name, value in attrs.items():
+        try:
+            obj.attrs[name] = _attr_value(value)
+        except (TypeError, ValueError) as err:
+            raise PtdTypeError(
+                f"cannot store attribute {name!r}={value!r} on key {key!r} in {location}: {err}"
+            ) from None
+
+
+# --- types -----------------------------------------------------------------------------------
+def _is_non_tensor_dtype(dt: np.dtype) -> bool:
+    """tensordict's test: string, vlen, enum or opaque (h5py's own type metadata)."""
+    return bool(
+        dt.kind in "OSU"
+        or h5py.check_string_dtype(dt)
+        or h5py.check_vlen_dtype(dt)
+        or h5py.check_enum_dtype(dt)
+        or h5py.check_opaque_dtype(dt)
+    )
+
+
+def _holds_raw_objects(dt: np.dtype) -> bool:
+    """Whether h5py would turn stored bytes into python object pointers when reading ``dt``
+    (an opaque type tagged as a numpy object dtype, also inside a vlen, array or compound
+    type): reading such data crashes the interpreter, so ptd never does."""
+    if not dt.hasobject:
+        return False
+    if h5py.check_opaque_dtype(dt):
+        return True
+    if h5py.check_string_dtype(dt) is not None or h5py.check_ref_dtype(dt) is not None:
+        return False
+    base = h5py.check_vlen_dtype(dt)
+    if base is not None:
+        return _holds_raw_objects(base)
+    if dt.subdtype is not None:
+        return _holds_raw_objects(dt.subdtype[0])
+    if dt.fields:
+        return any(_holds_raw_objects(field[0]) for field in dt.fields.values())
+    return False
+
+
+def non_tensor_kind(dt: np.dtype, attrs: Mapping[str, Any]) -> str | None:
+    """The non-tensor kind of a dataset (``"json"``, ``"bytes"``, ``"opaque"``, ``"str"``,
+    ``"other"``), or None when its type is not one of tensordict's non-tensor types."""
+    if not _is_non_tensor_dtype(dt):
+        return None
+    if attrs.get(PTD_JSON_ATTR):
+        return "json"
+    if h5py.check_opaque_dtype(dt):
+        return "bytes" if dt.kind in "SV" else "opaque"
+    if h5py.check_string_dtype(dt) is not None or dt.kind in "SU":
+        return "str"
+    return "other"
+
+
+def check_readable(dt: np.dtype, key: str, location: str) -> None:
+    """Refuse a type that names python objects: h5py would turn stored bytes into pointers."""
+    if _holds_raw_objects(dt):
+        raise PtdValueError(
+            f"cannot read key {key!r} of {location}: its type {dt} holds opaque python "
+            "objects, which cannot be read from a file safely"
+        )
+
+
+def _opaque(arr: np.ndarray) -> np.ndarray:
+    return arr.astype(h5py.opaque_dtype(arr.dtype))
+
+
+# --- writing ---------------------------------------------------------------------------------
+def encode_value(value: Any, key: str) -> tuple[np.ndarray, dict[str, Any]]:
+    """``(data, attributes)`` of the scalar dataset holding one non-tensor ``value``."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise PtdValueError(
+                f"Cannot write the str {key!r} to h5: it contains a NUL character, which h5 "
+                "strings cannot hold. Use bytes, zarr, or a TensorDict saved with memmap."
+            )
+        return np.array(value, dtype=h5py.string_dtype()), {TD_STR_ATTR: np.True_}
+    if isinstance(value, bytes):
+        if value.endswith(b"\x00"):
+            # numpy's S type drops trailing NULs: keep them as raw opaque bytes
+            return _opaque(np.array(np.void(bytes(value)))), {}
+        return _opaque(np.array(value)), {}
+    if isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.object_):
+        try:
+            arr = np.array(value)
+        except OverflowError:
+            arr = np.array(None)
+        if arr.dtype.kind in "biufcSUV":
+            return _opaque(arr), {}
+    elif isinstance(value, np.ndarray):
+        if value.dtype.kind in "biufcSU" and value.dtype.fields is None:
+            return _opaque(np.ascontiguousarray(value)), {}
+        raise PtdTypeError(
+            f"Cannot write {key!r} to h5: numpy arrays of dtype {value.dtype} cannot be "
+            "stored as opaque data. Use zarr, or a TensorDict saved with memmap."
+        )
+    elif isinstance(value, (list, tuple)) and value:
+        try:
+            arr = np.array(value)
+        except (ValueError, OverflowError):
+            arr = np.array(None)
+        if arr.dtype.kind in "biufc":
+            return _opaque(arr), {}
+    text = encode_json(value)
+    if text is None:
+        raise PtdTypeError(
+            f"Cannot write {key!r} to h5: a {type(value).__name__} value is stored as JSON "
+            "on h5, and this one does not round-trip through JSON (h5 never pickles). Use "
+            "zarr, or a TensorDict saved with memmap."
+        )
+    return np.array(text, dtype=h5py.string_dtype()), {PTD_JSON_ATTR: np.True_}
+
+
+def encode_stack(
+    values: Any, shape: tuple[int, ...], key: str, location: str
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """``(data, attributes)`` of the dataset holding a stack: ``values`` nested lists of
+    ``shape`` (checked), all str, bytes, bool, int or float."""
+    attrs = {TD_STACK_ATTR: np.asarray(shape, dtype=np.int64)}
+    ndim = len(shape)
+    if all_of_type(values, ndim, str):
+        arr = nested_to_array(values, shape, key=key, location=location)
+        if any("\x00" in v for v in arr.reshape(-1)):
+            raise PtdValueError(f"{key!r}: {_NUL_ERROR}")
+        return arr.astype(h5py.string_dtype()), attrs
+    for cls, np_dtype in (
+        (bytes, None),
+        (bool, np.bool_),
+        (int, np.int64),
+        (float, np.float64),
+    ):
+        if all_of_type(values, ndim, cls):
+            flat = nested_to_array(values, shape, key=key, location=location)
+            try:
+                arr = np.array(flat.reshape(-1).tolist(), dtype=np_dtype).reshape(shape)
+            except OverflowError:
+                raise PtdTypeError(
+                    f"{key!r}: an int of this NonTensorStack does not fit in int64, which h5 "
+                    "stacks of int use. Use zarr, or a TensorDict saved with memmap."
+                ) from None
+            return _opaque(arr), attrs
+    raise PtdTypeError(f"{key!r}: {_STACK_TYPE_ERROR}")
+
+
+# --- reading ---------------------------------------------------------------------------------
+def decode(
+    ds: h5py.Dataset,
+    attrs: Mapping[str, Any],
+    key: str,
+    location: str,
+    selection: Selection,
+    *,
+    as_stack: bool,
+    read_rows: Callable[[h5py.Dataset, Selection], Any],
+) -> NonTensorPayload:
+    """The non-tensor in ``ds`` (whose attributes are ``attrs``): a marked stack, a JSON
+    value, a foreign column read as a stack (``as_stack``), or one value. ``read_rows`` reads
+    the rows of a column that ``selection`` picks."""
+    dt = ds.dtype
+    opaque = h5py.check_opaque_dtype(dt)
+    is_str = not opaque and h5py.check_string_dtype(dt) is not None
+    if TD_STACK_ATTR in attrs:
+        if parse_stack_shape(attrs[TD_STACK_ATTR]) != tuple(ds.shape):
+            raise PtdValueError(
+                f"Corrupt non-tensor stack (key {key!r} in {location}): its "
+                f"{TD_STACK_ATTR} attribute {attrs[TD_STACK_ATTR]!r} is not the dataset's "
+                f"shape {list(ds.shape)}"
+            )
+        src = ds.asstr() if is_str else ds
+        return NonTensorPayload.of_rows(src[selection] if selection else src[()])
+    if attrs.get(PTD_JSON_ATTR):
+        text = ds[()]
+        try:
+            return NonTensorPayload(json.loads(text))
+        except (ValueError, TypeError) as err:
+            raise PtdValueError(f"Corrupt JSON value (key {key!r} in {location}): {err}") from None
+    if as_stack and ds.ndim and not opaque:
+        return NonTensorPayload.of_rows(read_rows(ds, selection) if selection else ds[()])
+    value = ds[()]
+    if is_str and isinstance(value, (bytes, np.bytes_)):
+        value = bytes(value)
+        if attrs.get(TD_STR_ATTR):
+            warnings.warn(_STR_WARNING.format(name=ds.name), FutureWarning, stacklevel=5)
+    elif isinstance(value, np.void) and dt.kind == "V" and dt.fields is None:
+        value = value.tobytes()
+    return NonTensorPayload(value)

@@ -1,0 +1,118 @@
+"""Opening zarr stores: the store behind a path (a directory or a ``.zip`` file) or an fsspec
+URL, and its root group, with zarr's failures (a missing or existing store, a file that is not
+a store, damaged metadata) as one ptd error each.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+import zipfile
+from typing import Any
+
+import zarr
+from zarr.core.sync import sync
+from zarr.storage import ZipStore
+
+from ptd.errors import CorruptStoreError, StoreExistsError, StoreNotFoundError
+from ptd.format.names import ZARR_JSON
+from ptd.storage import remote as _url
+from ptd.storage.backends.targets import EXISTS_HINT
+from ptd.storage.location import StoreLocation
+
+__all__ = ["remote_store", "local_store", "open_root"]
+
+
+def remote_store(loc: StoreLocation, mode: str) -> Any:
+    """An fsspec URL (``s3://``, ``gs://``, ``memory://``...): a zarr ``FsspecStore``.
+
+    The URL is probed first (with its storage options), so missing credentials, a missing
+    bucket or store, or an existing store in mode ``w-`` are one clear error."""
+    from zarr.storage import FsspecStore
+
+    url, storage_options = loc.path, loc.options
+    fs, path, kind = _url.probe(url, storage_options, marker=ZARR_JSON)
+    if kind is None:
+        _url.check_bucket(fs, path, url)
+        if mode in ("r", "r+"):
+            raise StoreNotFoundError(f"zarr store {url} does not exist")
+    elif kind == "file":
+        raise CorruptStoreError(f"{url} is a file, not a zarr store (a prefix with {ZARR_JSON})")
+    elif kind == "marker" and mode in ("w-", "x"):
+        raise StoreExistsError(f"zarr store {url} already exists (mode {mode!r}); {EXISTS_HINT}")
+    elif kind == "dir" and mode in ("r", "r+"):
+        raise CorruptStoreError(f"{url} is not a zarr store: it has no {ZARR_JSON}")
+    try:
+        return FsspecStore.from_url(
+            url, storage_options=dict(storage_options or {}), read_only=mode == "r"
+        )
+    except Exception as err:  # noqa: BLE001 - translated to one line
+        raise _url.remote_error(err, url) from None
+
+
+def local_store(path: str, mode: str) -> Any:
+    """A local path: a ZipStore for zip files, else the path itself (a LocalStore)."""
+    exists = os.path.exists(path)
+    if exists and os.path.isfile(path):
+        if not zipfile.is_zipfile(path):
+            raise CorruptStoreError(f"{path} is a file, not a zarr store (a directory or .zip)")
+        if mode in ("w-", "x"):
+            raise StoreExistsError(f"zarr store {path} already exists (mode {mode!r})")
+        return ZipStore(path, mode="r" if mode == "r" else ("w" if mode == "w" else "a"))
+    if path.endswith(".zip") and not exists:
+        if mode in ("r", "r+"):
+            raise StoreNotFoundError(f"zarr store {path} does not exist")
+        return ZipStore(path, mode="w")
+    if mode in ("r", "r+") and not exists:
+        raise StoreNotFoundError(f"zarr store {path} does not exist")
+    if exists and mode in ("r", "r+") and not os.path.exists(os.path.join(path, ZARR_JSON)):
+        if not os.listdir(path):
+            raise StoreNotFoundError(f"{path} is an empty directory, not a zarr store")
+        raise CorruptStoreError(f"{path} is not a zarr store: it has no {ZARR_JSON}")
+    return path
+
+
+def open_root(store: Any, mode: str, location: str, *, remote: bool) -> zarr.Group:
+    """The root group of ``store`` (a path, or a zarr store; named ``location`` in errors)
+    opened in ``mode``; ``remote``: an fsspec URL's store, whose I/O errors are the URL's."""
+    kwargs: dict[str, Any] = {"mode": "w-" if mode == "x" else mode}
+    if mode != "r":
+        kwargs["use_consolidated"] = False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return zarr.open_group(store, **kwargs)
+    except FileNotFoundError:
+        if isinstance(store, str) and os.path.isfile(os.path.join(store, ZARR_JSON)):
+            raise CorruptStoreError(
+                f"{location} is not a readable zarr store: its {ZARR_JSON} does not describe "
+                "a group that zarr can open (damaged metadata?)"
+            ) from None
+        raise StoreNotFoundError(f"zarr store {location} does not exist") from None
+    except FileExistsError:
+        raise StoreExistsError(
+            f"zarr store {location} already contains data (mode {mode!r}); {EXISTS_HINT}"
+        ) from None
+    except (zarr.errors.ContainsGroupError, zarr.errors.ContainsArrayError) as err:
+        if mode in ("w-", "x") and isinstance(err, zarr.errors.ContainsGroupError):
+            raise StoreExistsError(
+                f"zarr store {location} already exists (mode {mode!r})"
+            ) from None
+        raise CorruptStoreError(f"{location} holds a zarr array, not a group") from None
+    except zarr.errors.GroupNotFoundError:
+        if isinstance(store, str) or (mode in ("r", "r+") and not _store_has_data(store)):
+            raise StoreNotFoundError(f"no zarr group found in {location}") from None
+        raise CorruptStoreError(f"no zarr group found in {location} (no {ZARR_JSON})") from None
+    except ValueError as err:  # JSONDecodeError, invalid metadata
+        raise CorruptStoreError(f"{location} is not a readable zarr store: {err}") from None
+    except OSError as err:
+        if remote:
+            raise _url.remote_error(err, location) from None
+        raise CorruptStoreError(f"cannot open zarr store {location}: {err}") from None
+
+
+def _store_has_data(store: Any) -> bool:
+    try:
+        return not sync(store.is_empty(""))
+    except Exception:  # noqa: BLE001 - a store that cannot list
+        return True
