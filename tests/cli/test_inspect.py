@@ -33,6 +33,7 @@ ENTRY_FIELDS = {
     "batch_size",
     "batch_size_source",
     "stored_batch_size",
+    "metadata_problem",
     "attrs",
 }
 TOP_FIELDS = {
@@ -42,6 +43,7 @@ TOP_FIELDS = {
     "batch_size",
     "batch_size_source",
     "stored_batch_size",
+    "metadata_problem",
     "depth",
     "attrs",
     "entries",

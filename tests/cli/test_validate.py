@@ -103,7 +103,18 @@ def test_stored_metadata_that_does_not_fit(ptd_cli, tmp_path: Path, fmt: str) ->
         g = zarr.open_group(str(path), mode="a")
         g.create_array("odd", shape=(5, 2), dtype="float32")
         zarr.consolidate_metadata(str(path))  # ptd's stores have consolidated metadata
+    # the stored batch size is ignored, as by PersistentTensorDict.from_h5/from_zarr (one
+    # answer: the batch size is inferred), and reported, naming the leaf that does not fit
     run = ptd_cli("validate", path, "--json")
+    assert run.code == 1, run
+    rep = run.json["reports"][0]
+    assert (rep["batch_size"], rep["batch_size_source"]) == ([], "inferred")
+    found = problems(run.json)
+    assert list(found) == [""]
+    assert found[""][0]["code"] == "bad_metadata"
+    assert "[6]" in found[""][0]["message"] and "'odd' has shape [5, 2]" in found[""][0]["message"]
+    # checked against the batch size it should have: that leaf is the one problem
+    run = ptd_cli("validate", path, "--batch-size", str(ROWS), "--json")
     assert run.code == 1, run
     found = problems(run.json)
     assert list(found) == ["odd"]
