@@ -299,3 +299,12 @@ def test_unreadable_node_is_a_problem(ptd_cli, tmp_path: Path) -> None:
     assert problems(run.json)["sub"][0]["code"] == "unreadable"
     # inspect needs the whole tree: one line, exit 2
     assert_one_line_error(ptd_cli("inspect", path), str(path), "metadata")
+
+
+def test_storage_options_with_a_local_path(ptd_cli, ptd_store: Path) -> None:
+    # one policy: storage options belong to URLs; given with a local path they are an error
+    with pytest.raises(ptd.errors.PtdValueError, match="only apply to URLs"):
+        ptd.validate(ptd_store, storage_options={"anon": True})
+    run = ptd_cli("validate", ptd_store, "-O", "anon=true", "--json")
+    assert run.code == 2, run
+    assert "only apply to URLs" in run.json["reports"][0]["error"]
