@@ -24,6 +24,11 @@ which are stable (new fields may be added; none is renamed or removed within a
     ``"inferred"`` when it was inferred from the entries (no attribute, or one that does not
     fit them: then ``stored_batch_size`` shows it); ``stored_batch_size`` is the attribute's
     batch size or ``null``.
+``metadata_problem``
+    why the root's ``__tensordict__`` attribute was ignored, or part of it (a malformed
+    attribute, a batch size that does not fit the entries, dim names that do not fit the batch
+    size), or ``null``. The batch size is then the one a ``PersistentTensorDict`` opened on the
+    store gets: inferred from the entries.
 ``depth``
     the ``--depth`` limit the entries were listed with, or ``null`` for all.
 ``attrs``
@@ -41,8 +46,9 @@ which are stable (new fields may be added; none is renamed or removed within a
     unknown), ``ratio`` (``nbytes / stored_nbytes``), ``non_tensor_kind`` (``"str"``,
     ``"bytes"``, ``"json"``, ``"pickle"``, ``"opaque"``, ``"other"``), ``stack`` (a non-tensor
     with one value per batch row), groups' ``batch_size``, ``batch_size_source`` (also
-    ``"parent"``: a group that does not constrain its batch takes its parent's) and
-    ``stored_batch_size``, and ``attrs`` (user attributes, ``null`` unless asked for).
+    ``"parent"``: a group that does not constrain its batch takes its parent's),
+    ``stored_batch_size`` and ``metadata_problem`` (``null`` for leaves), and ``attrs`` (user
+    attributes, ``null`` unless asked for).
 ``totals``
     ``groups``, ``tensors``, ``non_tensors``, ``unsupported`` (counts over the whole store,
     whatever ``depth``), ``nbytes``/``stored_nbytes``/``ratio`` (over tensors), and
@@ -59,11 +65,11 @@ from typing import Any
 
 import numpy as np
 
-from ptd.core.batch import fits
 from ptd.format.names import PTD_JSON_ATTR, RESERVED_ATTRS, TD_NON_TENSOR_ATTR
-from ptd.report.scan import fspath, open_backend, path_nbytes, scan, zarr_array_nbytes
+from ptd.format.shapes import fits
+from ptd.report.scan import open_stream, scan, zarr_array_nbytes
 from ptd.storage.backends.base import ArrayMeta, NodeKind, ValueKind
-from ptd.storage.remote import is_remote, normalize
+from ptd.storage.location import StoreLocation
 
 __all__ = ["info", "StoreInfo", "EntryInfo", "Totals", "FORMAT_VERSION", "jsonable"]
 
@@ -93,6 +99,7 @@ class EntryInfo:
     batch_size: list[int] | None = None
     batch_size_source: str | None = None
     stored_batch_size: list[int] | None = None
+    metadata_problem: str | None = None
     attrs: dict[str, Any] | None = None
 
     @property
@@ -132,6 +139,7 @@ class StoreInfo:
     totals: Totals
     depth: int | None = None
     attrs: dict[str, Any] | None = None
+    metadata_problem: str | None = None
     format_version: int = field(default=FORMAT_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
@@ -143,6 +151,7 @@ class StoreInfo:
             "batch_size": d.pop("batch_size"),
             "batch_size_source": d.pop("batch_size_source"),
             "stored_batch_size": d.pop("stored_batch_size"),
+            "metadata_problem": d.pop("metadata_problem"),
             "depth": d.pop("depth"),
             "attrs": d.pop("attrs"),
             "entries": d.pop("entries"),
@@ -204,14 +213,15 @@ def info(
     ``depth`` limits the listed entries to that many levels (totals always cover everything);
     ``attrs`` adds every node's user attributes. Only metadata is read.
     """
-    p = normalize(fspath(path))
-    with open_backend(p, storage_options=storage_options) as be:
+    loc = StoreLocation.parse(path, storage_options)
+    p = loc.path
+    with open_stream(loc) as be:
         fmt = be.name
         s = scan(be, fmt)
         stored_sizes: dict[tuple[str, ...], int] = {}
         if fmt == "zarr":
             stored_sizes = zarr_array_nbytes(
-                p, [q for q, k, _ in s.nodes if k is NodeKind.ARRAY], storage_options
+                p, [q for q, k, _ in s.nodes if k is NodeKind.ARRAY], loc.options
             )
         entries: list[EntryInfo] = []
         totals = Totals()
@@ -234,6 +244,7 @@ def info(
                             batch_size=list(gb.batch),
                             batch_size_source=gb.source,
                             stored_batch_size=gb.stored,
+                            metadata_problem=gb.problem or None,
                             attrs=user_attrs(s.group_attrs.get(q, {})) if attrs else None,
                         )
                     )
@@ -277,9 +288,7 @@ def info(
         if any_stored:
             totals.stored_nbytes = t_stored
             totals.ratio = _ratio(totals.nbytes, t_stored)
-        totals.file_bytes = (
-            path_nbytes(p, storage_options) if is_remote(p) or os.path.exists(p) else None
-        )
+        totals.file_bytes = loc.nbytes() if loc.is_remote or os.path.exists(p) else None
         root = s.batches[()]
         return StoreInfo(
             path=p,
@@ -287,6 +296,7 @@ def info(
             batch_size=list(root.batch),
             batch_size_source=root.source,
             stored_batch_size=root.stored,
+            metadata_problem=root.problem or None,
             entries=entries,
             totals=totals,
             depth=depth,

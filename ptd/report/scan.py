@@ -3,34 +3,36 @@
 
 Nothing here reads array data: only the store's structure, attributes and array metadata (and,
 for local zarr stores, file sizes, since zarr does not report the bytes an array occupies).
+Batch sizes are plain tuples: torch is never imported (``ptd inspect``/``ptd validate`` run
+without it). Every group's batch size is worked out by :class:`~ptd.storage.tree.StoreTree`,
+exactly as when the store is opened as a PersistentTensorDict, and the ``__tensordict__``
+attribute is read by :func:`~ptd.format.tdmeta.parse_td_meta` only, so a malformed attribute
+gets the same answer here as there: it is ignored (the batch size is inferred) and reported.
 """
 
 from __future__ import annotations
 
 import os
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
-from ptd.core.batch import fits
 from ptd.errors import CorruptStoreError, PtdError, StoreNotFoundError
-from ptd.format.names import TD_META_ATTR, ZARR_JSON
-from ptd.storage.backends import detect_backend, get_backend
+from ptd.format.names import ZARR_JSON
+from ptd.format.shapes import fits
+from ptd.format.tdmeta import parse_td_meta
 from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path
-from ptd.storage.remote import filesystem, is_remote, normalize, remote_nbytes
+from ptd.storage.location import StoreLocation
+from ptd.storage.remote import filesystem, is_remote
 from ptd.storage.tree import StoreTree
 
 __all__ = [
     "Scan",
     "GroupBatch",
-    "open_backend",
+    "open_stream",
     "scan",
-    "fspath",
-    "path_nbytes",
     "zarr_array_nbytes",
 ]
 
@@ -40,13 +42,14 @@ STORED, INFERRED, PARENT, GIVEN = "stored", "inferred", "parent", "given"
 
 @dataclass
 class GroupBatch:
-    batch: torch.Size
+    batch: tuple[int, ...]
     #: "stored" (the ``__tensordict__`` attribute), "inferred" (from the entries), "parent"
     #: (a nested group that does not constrain its parent's) or "given" (by the caller)
     source: str
     #: the ``__tensordict__`` batch size as stored (None when absent or malformed)
     stored: list[int] | None = None
-    #: why the stored metadata could not be used ("" when it could, or there is none)
+    #: why the stored metadata could not be used, or not all of it ("" when it could, or
+    #: there is none)
     problem: str = ""
 
 
@@ -66,56 +69,21 @@ class Scan:
     #: nodes whose metadata could not be read: path -> message
     errors: dict[Path, str] = field(default_factory=dict)
 
-
-def fspath(target: Any) -> str:
-    """``target`` as a str path (a PathLike is accepted)."""
-    try:
-        return os.fsdecode(os.fspath(target))
-    except TypeError:
-        raise CorruptStoreError(f"expected a path, got {target!r}") from None
+    @property
+    def groups(self) -> list[Path]:
+        """The root and every group below it, parents first."""
+        return [()] + [p for p, k, _ in self.nodes if k is NodeKind.GROUP]
 
 
 @contextmanager
-def open_backend(
-    path: Any,
-    fmt: str | None = None,
-    mode: str = "r",
-    storage_options: dict[str, Any] | None = None,
-) -> Iterator[Backend]:
-    """Open an existing store read-only (format detected from its content unless ``fmt``).
-
-    ``path`` may be a URL (``s3://...``, read with ``storage_options``; they are ignored for
-    local paths, so one set of options serves a local source and a remote destination)."""
-    p = normalize(fspath(path))
-    if is_remote(p):
-        name = fmt or detect_backend(p, storage_options)
-        be = get_backend(name).open(p, mode, storage_options=storage_options)
-    else:
-        if not os.path.exists(p) and "://" not in p:
-            raise StoreNotFoundError(f"{p} does not exist")
-        name = fmt or detect_backend(p)
-        # streamed whole-store reads (convert) gain nothing from memory maps, whose mapped
-        # pages would count in resident memory: read through h5py/zarr
-        be = get_backend(name).open(p, mode, fast_path=False)
+def open_stream(location: StoreLocation) -> Iterator[Backend]:
+    """Open an existing store read-only for a metadata pass (format detected from its content
+    unless the location has one), closed on exit. See :meth:`StoreLocation.open_stream`."""
+    be = location.open_stream()
     try:
         yield be
     finally:
         be.close()
-
-
-def stored_batch(attrs: dict[str, Any]) -> tuple[list[int] | None, str]:
-    """The ``__tensordict__`` batch size in ``attrs``, and a problem description if malformed."""
-    if TD_META_ATTR not in attrs:
-        return None, ""
-    meta = attrs[TD_META_ATTR]
-    if not isinstance(meta, dict):
-        return None, f"the {TD_META_ATTR} attribute is not a JSON object: {meta!r}"
-    bs = meta.get("batch_size")
-    if not isinstance(bs, list) or not all(
-        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in bs
-    ):
-        return None, f"the {TD_META_ATTR} attribute has no valid batch_size list: {meta!r}"
-    return list(bs), ""
 
 
 def _walk_tolerant(
@@ -148,7 +116,7 @@ def scan(
     fmt: str,
     *,
     tolerant: bool = False,
-    batch_size: torch.Size | None = None,
+    batch_size: Sequence[int] | None = None,
     batch_dims: int | None = None,
 ) -> Scan:
     """Walk the whole store once and work out every group's batch size.
@@ -183,8 +151,7 @@ def scan(
             tree._metas[path] = meta
     tree._children.update(children)
     out = Scan(location=be.location, format=fmt, backend=be, tree=tree, nodes=nodes, errors=errors)
-    groups = [()] + [p for p, k, _ in nodes if k is NodeKind.GROUP]
-    for g in groups:
+    for g in out.groups:
         try:
             out.group_attrs[g] = be.get_attrs(g)
         except (PtdError, OSError, ValueError, TypeError) as err:
@@ -192,18 +159,48 @@ def scan(
                 raise
             errors[g] = f"cannot read the attributes: {err}"
             out.group_attrs[g] = {}
-    _batches(out, batch_size, batch_dims)
+    _batches(out, tuple(int(n) for n in batch_size) if batch_size is not None else None, batch_dims)
     return out
 
 
-def _batches(s: Scan, given: torch.Size | None, batch_dims: int | None) -> None:
+def _join(*problems: str) -> str:
+    return "; ".join(p for p in problems if p)
+
+
+def _misfits(s: Scan, path: Path, stored: Sequence[int], limit: int = 3) -> str:
+    """``'odd' has shape [5, 2]``: the entries of a group whose shapes do not start with
+    ``stored`` (at most ``limit`` of them named)."""
+    found: list[str] = []
+    for name in s.tree.children(path):
+        p = path + (name,)
+        if s.tree.kind(p) is NodeKind.GROUP:
+            gb = s.tree._group_batch.get(p)
+            if gb is not None and not fits(gb, stored):
+                found.append(f"group {'/'.join(p)!r} has batch size {list(gb)}")
+            continue
+        try:
+            shape = s.tree.shape_for_batch(p)
+        except (PtdError, OSError, ValueError, TypeError, KeyError):
+            continue
+        if shape is not None and not fits(shape, stored):
+            found.append(f"{'/'.join(p)!r} has shape {list(shape)}")
+    if len(found) > limit:
+        found = found[:limit] + [f"{len(found) - limit} more"]
+    return ", ".join(found)
+
+
+def _batches(s: Scan, given: tuple[int, ...] | None, batch_dims: int | None) -> None:
+    """Every group's batch size, as :class:`StoreTree` (hence a PersistentTensorDict opened
+    on the store) works it out; the stored attribute's problems are recorded."""
     tree = s.tree
     # the tree reads the attributes again through the backend: hand it ours (no extra I/O)
-    attrs = s.group_attrs
+    parsed = {g: parse_td_meta(s.group_attrs.get(g, {})) for g in s.groups}
 
-    def recorded(path: Path) -> torch.Size | None:
-        bs, _ = stored_batch(attrs.get(path, {}))
-        return torch.Size(bs) if bs is not None else None
+    def recorded(path: Path) -> tuple[int, ...] | None:
+        p = parsed.get(path)
+        if p is None:
+            p = parse_td_meta(s.group_attrs.get(path, {}))
+        return p.meta.batch_size if p.meta is not None else None
 
     tree.stored_batch_attr = recorded  # type: ignore[method-assign]
     try:
@@ -211,57 +208,51 @@ def _batches(s: Scan, given: torch.Size | None, batch_dims: int | None) -> None:
     except Exception:  # noqa: BLE001 - inference never blocks a scan; fall back to []
         pass
     inferred = tree._group_batch
-    for path in [()] + [p for p, k, _ in s.nodes if k is NodeKind.GROUP]:
-        st, problem = stored_batch(attrs.get(path, {}))
+    for path in s.groups:
+        meta, problem = parsed[path]
+        st = list(meta.batch_size) if meta is not None else None
         if path == ():
             if given is not None:
-                gb = GroupBatch(torch.Size(given), GIVEN, st, problem)
+                gb = GroupBatch(given, GIVEN, st, problem)
             else:
-                found = inferred.get((), torch.Size([]))
+                found = inferred.get((), ())
                 src = (
                     STORED
                     if st is not None and list(found) == st and batch_dims is None
                     else INFERRED
                 )
-                if st is not None and src != STORED and batch_dims is None and not problem:
-                    problem = f"the stored batch_size {st} does not fit the entries"
+                if st is not None and src != STORED and batch_dims is None:
+                    misfit = _misfits(s, path, st)
+                    problem = _join(
+                        problem,
+                        f"the stored batch_size {st} does not fit the entries"
+                        + (f": {misfit}" if misfit else ""),
+                    )
                 gb = GroupBatch(found, src, st, problem)
             s.batches[path] = gb
             continue
         parent = s.batches[path[:-1]].batch
-        found = inferred.get(path)
+        found_g = inferred.get(path)
         if st is not None and fits(st, parent) and (given is not None or batch_dims is not None):
             # an explicit root batch size: nested groups keep their stored size if it extends it
-            found = torch.Size(st)
-        if found is None or not fits(found, parent):
-            if st is not None and not problem and not fits(st, parent):
-                problem = f"the stored batch_size {st} does not extend the parent's {list(parent)}"
+            found_g = tuple(st)
+        if found_g is None or not fits(found_g, parent):
+            if st is not None and not fits(st, parent):
+                problem = _join(
+                    problem,
+                    f"the stored batch_size {st} does not extend the parent's {list(parent)}",
+                )
             s.batches[path] = GroupBatch(parent, PARENT, st, problem)
             continue
-        src = STORED if st is not None and list(found) == st else INFERRED
-        if st is not None and src != STORED and not problem:
-            problem = f"the stored batch_size {st} does not fit the entries"
-        s.batches[path] = GroupBatch(found, src, st, problem)
-
-
-def path_nbytes(path: str, storage_options: dict[str, Any] | None = None) -> int | None:
-    """Bytes a file or directory tree (or everything under a URL) occupies, None when
-    unknown."""
-    if is_remote(path):
-        return remote_nbytes(path, storage_options)
-    try:
-        if os.path.isfile(path):
-            return os.path.getsize(path)
-        total = 0
-        for root, _dirs, files in os.walk(path):
-            for f in files:
-                try:
-                    total += os.path.getsize(os.path.join(root, f))
-                except OSError:
-                    pass
-        return total
-    except OSError:
-        return None
+        src = STORED if st is not None and list(found_g) == st else INFERRED
+        if st is not None and src != STORED:
+            misfit = _misfits(s, path, st)
+            problem = _join(
+                problem,
+                f"the stored batch_size {st} does not fit the entries"
+                + (f": {misfit}" if misfit else ""),
+            )
+        s.batches[path] = GroupBatch(found_g, src, st, problem)
 
 
 def zarr_array_nbytes(
@@ -316,3 +307,47 @@ def zarr_array_nbytes(
             return {}
         return sizes
     return {}
+
+
+# ----------------------------------------------------------------------------- transitional
+# ``ptd.transfer.convert`` still imports these three; it moves to StoreLocation in the transfer
+# branch, and then they go (ptd.report itself no longer uses them). They keep their old
+# behaviour, storage options silently dropped for local paths included: convert hands one set
+# of options to a local source and a remote destination.
+
+
+def fspath(target: Any) -> str:
+    """``target`` as a str path (a PathLike is accepted). Transitional: see above."""
+    try:
+        return os.fsdecode(os.fspath(target))
+    except TypeError:
+        raise CorruptStoreError(f"expected a path, got {target!r}") from None
+
+
+@contextmanager
+def open_backend(
+    path: Any,
+    fmt: str | None = None,
+    mode: str = "r",
+    storage_options: dict[str, Any] | None = None,
+) -> Iterator[Backend]:
+    """Open an existing store read-only, without memory maps (format detected from its content
+    unless ``fmt``); ``storage_options`` are dropped for a local path. Transitional: use
+    ``StoreLocation.parse(path, storage_options).open_stream()``."""
+    p = fspath(path)
+    local = not is_remote(p)
+    if local and not os.path.exists(p) and "://" not in p:
+        raise StoreNotFoundError(f"{p} does not exist")
+    loc = StoreLocation.parse(p, None if local else storage_options, format=fmt)
+    be = loc.open(mode, fast_path=False) if local else loc.open(mode)
+    try:
+        yield be
+    finally:
+        be.close()
+
+
+def path_nbytes(path: str, storage_options: dict[str, Any] | None = None) -> int | None:
+    """Bytes a file or directory tree (or everything under a URL) occupies, None when unknown.
+    Transitional: use ``StoreLocation.nbytes()``."""
+    remote = is_remote(path)
+    return StoreLocation.parse(path, storage_options if remote else None).nbytes()

@@ -2,11 +2,15 @@
 
 Checks, from metadata alone (no array data is read):
 
-* every node's metadata can be read, and every ``__tensordict__`` attribute is well formed;
+* every node's metadata can be read, and every ``__tensordict__`` attribute is well formed and
+  fits the entries (``bad_metadata`` otherwise: the attribute is then ignored and the batch size
+  inferred, as a ``PersistentTensorDict`` opened on the store does);
 * every tensor leaf's (and every marked non-tensor stack's) leading dims are its group's batch
-  size: the ``batch_size`` given, else the stored ``__tensordict__`` one, else the one inferred
-  (``batch_dims=K``: the K leading dims most leaves share);
-* a nested group's stored batch size extends its parent's;
+  size: the ``batch_size`` given, else the one a ``PersistentTensorDict`` opened on the store
+  gets (the stored ``__tensordict__`` one, else inferred; ``batch_dims=K``: the K leading dims
+  most leaves share);
+* with a ``batch_size`` or ``batch_dims``, a nested group's stored batch size extends its
+  parent's;
 * every leaf has a torch dtype;
 * with ``schema`` (the JSON document of ``ptd inspect --json``, as a dict or a file path): the
   same keys, kinds and dtypes, and the same shapes apart from the batch dims.
@@ -33,20 +37,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import torch
-
-from ptd.core.batch import as_batch_size, fits
-from ptd.errors import ArgumentError, PtdValueError
+from ptd.errors import ArgumentError, BatchSizeError, PtdValueError
+from ptd.format.shapes import fits
+from ptd.format.tdmeta import parse_td_meta
 from ptd.report.info import StoreInfo, leaf_shape
-from ptd.report.scan import fspath, open_backend, scan, stored_batch
+from ptd.report.scan import Scan, open_stream, scan
 from ptd.storage.backends.base import ArrayMeta, NodeKind, Path, ValueKind
+from ptd.storage.location import StoreLocation, as_path_str
 
 __all__ = ["validate", "ValidationReport", "Problem", "load_schema", "PROBLEM_CODES"]
 
 #: every ``Problem.code``
 PROBLEM_CODES = (
     "unreadable",  # a node's metadata cannot be read
-    "bad_metadata",  # a malformed __tensordict__ attribute
+    "bad_metadata",  # a malformed __tensordict__ attribute, or one that does not fit the entries
     "batch_mismatch",  # a leaf's leading dims are not its group's batch size
     "group_batch_mismatch",  # a nested group's stored batch size does not extend its parent's
     "unsupported_dtype",  # a leaf with no torch dtype
@@ -95,7 +99,7 @@ def load_schema(schema: Any) -> dict[str, Any]:
         doc: Any = dict(schema)
         where = "the schema"
     else:
-        where = fspath(schema)
+        where = as_path_str(schema)
         try:
             with open(where, encoding="utf-8") as f:
                 doc = json.load(f)
@@ -114,11 +118,21 @@ def load_schema(schema: Any) -> dict[str, Any]:
     return doc
 
 
-def _mode_prefix(shapes: list[tuple[int, ...]], k: int) -> torch.Size:
+def _as_batch_size(batch_size: Sequence[int] | int) -> tuple[int, ...]:
+    """A user batch size as a tuple: an int -> ``(n,)``, a sequence of ints -> a tuple."""
+    if isinstance(batch_size, int):
+        return (int(batch_size),)
+    try:
+        return tuple(int(n) for n in batch_size)
+    except (TypeError, ValueError):
+        raise BatchSizeError(f"batch_size must be a sequence of ints, got {batch_size!r}") from None
+
+
+def _mode_prefix(shapes: list[tuple[int, ...]], k: int) -> tuple[int, ...]:
     prefixes = Counter(s[:k] for s in shapes if len(s) >= k)
     if not prefixes:
-        return torch.Size([])
-    return torch.Size(prefixes.most_common(1)[0][0])
+        return ()
+    return tuple(prefixes.most_common(1)[0][0])
 
 
 def validate(
@@ -136,10 +150,10 @@ def validate(
         raise ArgumentError("pass batch_size or batch_dims, not both")
     if batch_dims is not None and (isinstance(batch_dims, bool) or int(batch_dims) < 0):
         raise PtdValueError(f"batch_dims must be >= 0, got {batch_dims!r}")
-    given = as_batch_size(batch_size) if batch_size is not None else None
+    given = _as_batch_size(batch_size) if batch_size is not None else None
     doc = load_schema(schema) if schema is not None else None
-    p = fspath(path)
-    with open_backend(p, storage_options=storage_options) as be:
+    p = as_path_str(path)
+    with open_stream(StoreLocation.parse(p, storage_options)) as be:
         s = scan(
             be,
             be.name,
@@ -154,47 +168,23 @@ def validate(
         metas: dict[Path, ArrayMeta] = {
             q: m for q, k, m in s.nodes if k is NodeKind.ARRAY and m is not None
         }
-        groups = [()] + [q for q, k, _ in s.nodes if k is NodeKind.GROUP]
+        groups = s.groups
 
         # the batch size each group's entries must start with
-        expected: dict[Path, torch.Size] = {}
-        root_stored, _ = stored_batch(s.group_attrs.get((), {}))
-        if given is not None:
-            expected[()], source = given, "given"
-        elif batch_dims is not None:
-            shapes = [_leaf_batch_shape(m) for m in metas.values()]
-            expected[()] = _mode_prefix([sh for sh in shapes if sh is not None], int(batch_dims))
-            source = "inferred"
-        elif root_stored is not None:
-            expected[()], source = torch.Size(root_stored), "stored"
+        expected: dict[Path, tuple[int, ...]] = {}
+        if given is None and batch_dims is None:
+            # as a PersistentTensorDict opened on the store: the stored batch sizes where they
+            # fit the entries, else inferred (the scan's StoreTree works them out); a stored
+            # one that is malformed or does not fit is a problem
+            source = s.batches[()].source
+            for g in groups:
+                gb = s.batches[g]
+                expected[g] = gb.batch
+                if gb.problem:
+                    problems.append(Problem("/".join(g), "bad_metadata", gb.problem))
         else:
-            expected[()], source = s.batches[()].batch, "inferred"
-        for g in groups:
-            st, prob = stored_batch(s.group_attrs.get(g, {}))
-            key = "/".join(g)
-            if prob:
-                problems.append(Problem(key, "bad_metadata", prob))
-            if g == ():
-                continue
-            parent = expected[g[:-1]]
-            if st is not None:
-                if fits(st, parent):
-                    expected[g] = torch.Size(st)
-                    continue
-                problems.append(
-                    Problem(
-                        key,
-                        "group_batch_mismatch",
-                        f"group {key!r} records batch_size {st}, which does not start with its "
-                        f"parent's batch size {list(parent)}",
-                        shape=list(st),
-                        expected=list(parent),
-                    )
-                )
-                expected[g] = parent
-            else:
-                found = s.batches[g].batch
-                expected[g] = found if fits(found, parent) else parent
+            _expected_given(s, given, batch_dims, metas, expected, problems)
+            source = "given" if given is not None else "inferred"
 
         for q, meta in metas.items():
             key = "/".join(q)
@@ -240,9 +230,54 @@ def validate(
             problems=problems,
             schema=None
             if schema is None or isinstance(schema, (Mapping, StoreInfo))
-            else fspath(schema),
+            else as_path_str(schema),
         )
         return report
+
+
+def _expected_given(
+    s: Scan,
+    given: tuple[int, ...] | None,
+    batch_dims: int | None,
+    metas: dict[Path, ArrayMeta],
+    expected: dict[Path, tuple[int, ...]],
+    problems: list[Problem],
+) -> None:
+    """The batch size each group's entries must start with, for a root batch size given by the
+    caller or inferred with ``batch_dims``: nested groups keep their stored one where it
+    extends their parent's (``group_batch_mismatch`` where it does not)."""
+    if given is not None:
+        expected[()] = given
+    else:
+        shapes = [_leaf_batch_shape(m) for m in metas.values()]
+        expected[()] = _mode_prefix([sh for sh in shapes if sh is not None], int(batch_dims or 0))
+    for g in s.groups:
+        meta, prob = parse_td_meta(s.group_attrs.get(g, {}))
+        key = "/".join(g)
+        if prob:
+            problems.append(Problem(key, "bad_metadata", prob))
+        if g == ():
+            continue
+        parent = expected[g[:-1]]
+        if meta is not None:
+            st = meta.batch_size
+            if fits(st, parent):
+                expected[g] = st
+                continue
+            problems.append(
+                Problem(
+                    key,
+                    "group_batch_mismatch",
+                    f"group {key!r} records batch_size {list(st)}, which does not start with its "
+                    f"parent's batch size {list(parent)}",
+                    shape=list(st),
+                    expected=list(parent),
+                )
+            )
+            expected[g] = parent
+        else:
+            found = s.batches[g].batch
+            expected[g] = found if fits(found, parent) else parent
 
 
 def _leaf_batch_shape(meta: ArrayMeta) -> tuple[int, ...] | None:
@@ -266,7 +301,7 @@ def _check_schema(
     doc: dict[str, Any],
     nodes: list[Any],
     metas: dict[Path, ArrayMeta],
-    expected: dict[Path, torch.Size],
+    expected: dict[Path, tuple[int, ...]],
 ) -> list[Problem]:
     out: list[Problem] = []
     depth = doc.get("depth") if isinstance(doc.get("depth"), int) else None

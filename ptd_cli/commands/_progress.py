@@ -1,19 +1,13 @@
-"""A Rich byte progress bar on stderr, shown only when stderr is a terminal."""
+"""A Rich byte progress bar on stderr, shown only when stderr is a terminal.
+
+:mod:`rich.progress` is imported only when a bar is drawn: the command modules import this one
+at import time, and ``ptd --help`` or a redirected run has no use for it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskProgressColumn,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 
 from .._common import err_console
 
@@ -25,8 +19,22 @@ def byte_progress(
     """Yield ``update(done, total)``; draws a bar (bytes, rate, ETA) when stderr is a terminal."""
     console = err_console()
     if not enabled or not console.is_terminal:
-        yield lambda done, total=None: None
+
+        def ignore(done: int, total: int | None = None) -> None:
+            return None
+
+        yield ignore
         return
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),

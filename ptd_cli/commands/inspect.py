@@ -109,6 +109,10 @@ def render(info: StoreInfo, *, show_attrs: bool = False) -> None:
     head.append(str(info.batch_size), style="bold cyan")
     head.append(f" ({_source(info.batch_size_source, info.stored_batch_size)})", style="dim")
     console.print(head)
+    for where, problem in _metadata_problems(info):
+        warn = Text("warning: ", style="bold yellow")
+        warn.append(f"{where}: {problem}" if where else problem)
+        console.print(warn)
     if info.attrs:
         console.print(Text(f"attrs: {_attrs(info.attrs)}", style="dim"))
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold dim")
@@ -164,6 +168,14 @@ def render(info: StoreInfo, *, show_attrs: bool = False) -> None:
     if info.depth is not None:
         foot.append(f"  (listed to depth {info.depth})", style="dim")
     console.print(foot)
+
+
+def _metadata_problems(info: StoreInfo) -> list[tuple[str, str]]:
+    """(key, problem) for the root and each listed group whose ``__tensordict__`` attribute
+    was ignored, or part of it."""
+    out = [("", info.metadata_problem)] if info.metadata_problem else []
+    out += [(e.key, e.metadata_problem) for e in info.entries if e.metadata_problem]
+    return out
 
 
 def _attrs(attrs: dict[str, Any] | None) -> str:

@@ -53,10 +53,12 @@ def test_no_args_shows_help() -> None:
 
 
 def test_import_does_not_load_the_library() -> None:
-    # `ptd --help` must stay fast: importing the CLI must not import torch, h5py or zarr
+    # `ptd --help` must stay fast: importing the CLI must not import torch, numpy, h5py, zarr or
+    # the library, nor the progress bar (drawn by convert/memmap only)
     code = (
         "import sys, ptd_cli.main; "
-        "heavy = [m for m in ('torch', 'h5py', 'zarr', 'ptd') if m in sys.modules]; "
+        "heavy = [m for m in ('torch', 'numpy', 'h5py', 'zarr', 'ptd', 'rich.progress') "
+        "if m in sys.modules]; "
         "print(','.join(heavy))"
     )
     out = subprocess.run(

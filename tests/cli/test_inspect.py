@@ -33,6 +33,7 @@ ENTRY_FIELDS = {
     "batch_size",
     "batch_size_source",
     "stored_batch_size",
+    "metadata_problem",
     "attrs",
 }
 TOP_FIELDS = {
@@ -42,6 +43,7 @@ TOP_FIELDS = {
     "batch_size",
     "batch_size_source",
     "stored_batch_size",
+    "metadata_problem",
     "depth",
     "attrs",
     "entries",
@@ -271,3 +273,29 @@ def test_tensordict_written(ptd_cli, tmp_path: Path, fmt: str) -> None:
     assert e["n/b"]["dtype"] == "int16"
     assert e["st"]["stack"] is True
     assert e["s"]["kind"] == "non_tensor"
+
+
+def test_malformed_metadata_is_a_warning(ptd_cli, tmp_path: Path) -> None:
+    import h5py
+
+    path = write_ptd(tmp_path / "a.h5", "h5")
+    with h5py.File(path, "a") as f:
+        f.attrs["__tensordict__"] = json.dumps({"batch_size": ["6"]})
+    doc = ptd_cli("inspect", path, "--json").json
+    # ignored and inferred, as PersistentTensorDict.from_h5 does; the problem is reported
+    assert (doc["batch_size"], doc["batch_size_source"]) == ([ROWS], "inferred")
+    assert doc["stored_batch_size"] is None
+    assert "no valid batch_size" in doc["metadata_problem"]
+    assert by_key(doc)["next"]["metadata_problem"] is None
+    run = ptd_cli("inspect", path)
+    assert run.code == 0, run
+    assert "warning: the __tensordict__ attribute has no valid batch_size" in run.stdout
+
+
+def test_storage_options_with_a_local_path(ptd_cli, ptd_store: Path) -> None:
+    # one policy: storage options belong to URLs; given with a local path they are an error
+    with pytest.raises(ptd.errors.PtdValueError, match="only apply to URLs"):
+        ptd.info(ptd_store, storage_options={"anon": True})
+    assert_one_line_error(
+        ptd_cli("inspect", ptd_store, "-O", "anon=true"), "only apply to URLs", str(ptd_store)
+    )

@@ -103,7 +103,18 @@ def test_stored_metadata_that_does_not_fit(ptd_cli, tmp_path: Path, fmt: str) ->
         g = zarr.open_group(str(path), mode="a")
         g.create_array("odd", shape=(5, 2), dtype="float32")
         zarr.consolidate_metadata(str(path))  # ptd's stores have consolidated metadata
+    # the stored batch size is ignored, as by PersistentTensorDict.from_h5/from_zarr (one
+    # answer: the batch size is inferred), and reported, naming the leaf that does not fit
     run = ptd_cli("validate", path, "--json")
+    assert run.code == 1, run
+    rep = run.json["reports"][0]
+    assert (rep["batch_size"], rep["batch_size_source"]) == ([], "inferred")
+    found = problems(run.json)
+    assert list(found) == [""]
+    assert found[""][0]["code"] == "bad_metadata"
+    assert "[6]" in found[""][0]["message"] and "'odd' has shape [5, 2]" in found[""][0]["message"]
+    # checked against the batch size it should have: that leaf is the one problem
+    run = ptd_cli("validate", path, "--batch-size", str(ROWS), "--json")
     assert run.code == 1, run
     found = problems(run.json)
     assert list(found) == ["odd"]
@@ -288,3 +299,12 @@ def test_unreadable_node_is_a_problem(ptd_cli, tmp_path: Path) -> None:
     assert problems(run.json)["sub"][0]["code"] == "unreadable"
     # inspect needs the whole tree: one line, exit 2
     assert_one_line_error(ptd_cli("inspect", path), str(path), "metadata")
+
+
+def test_storage_options_with_a_local_path(ptd_cli, ptd_store: Path) -> None:
+    # one policy: storage options belong to URLs; given with a local path they are an error
+    with pytest.raises(ptd.errors.PtdValueError, match="only apply to URLs"):
+        ptd.validate(ptd_store, storage_options={"anon": True})
+    run = ptd_cli("validate", ptd_store, "-O", "anon=true", "--json")
+    assert run.code == 2, run
+    assert "only apply to URLs" in run.json["reports"][0]["error"]
