@@ -128,7 +128,9 @@ class OpsMixin:
 
     def mean(self: TensorDictBase, dim: int | None = None) -> TensorDictBase:
         if dim is None:
-            return self.apply(lambda t: t.float().mean() if not t.is_floating_point() else t.mean(), batch_size=[])  # type: ignore[return-value]
+            return self.apply(
+                lambda t: t.float().mean() if not t.is_floating_point() else t.mean(), batch_size=[]
+            )  # type: ignore[return-value]
         return self.apply(lambda t: t.mean(dim=dim), batch_size=_drop_dim(self.batch_size, dim))  # type: ignore[return-value]
 
     # --- dtype / device --------------------------------------------------------------------
@@ -220,14 +222,18 @@ class OpsMixin:
     def clamp_min_(self: TensorDictBase, min: Any) -> TensorDictBase:
         return self._map_inplace(lambda t, o: t.clamp_min(min))
 
-    def masked_fill_(self: TensorDictBase, mask: torch.Tensor, value: float | bool) -> TensorDictBase:
+    def masked_fill_(
+        self: TensorDictBase, mask: torch.Tensor, value: float | bool
+    ) -> TensorDictBase:
         def fill(t: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
             m = m.reshape(tuple(m.shape) + (1,) * (t.ndim - m.ndim))
             return t.masked_fill(m, value)
 
         return self._map_inplace(fill, mask)
 
-    def copy_(self: TensorDictBase, other: TensorDictBase, non_blocking: bool = False) -> TensorDictBase:
+    def copy_(
+        self: TensorDictBase, other: TensorDictBase, non_blocking: bool = False
+    ) -> TensorDictBase:
         return self.update_(other)
 
 
@@ -236,7 +242,9 @@ def _drop_dim(bs: torch.Size, dim: int) -> list[int]:
     return [n for i, n in enumerate(bs) if i != dim]
 
 
-def _parse_to(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[torch.device | None, torch.dtype | None]:
+def _parse_to(
+    args: Sequence[Any], kwargs: dict[str, Any]
+) -> tuple[torch.device | None, torch.dtype | None]:
     device = kwargs.get("device")
     dtype = kwargs.get("dtype")
     for a in args:
@@ -252,7 +260,9 @@ def _parse_to(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[torch.device
 # ------------------------------------------------------------------------------------------
 # batch-shape operations
 # ------------------------------------------------------------------------------------------
-def _non_tensor_grid_map(value: Any, batch: torch.Size, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+def _non_tensor_grid_map(
+    value: Any, batch: torch.Size, fn: Callable[[torch.Tensor], torch.Tensor]
+) -> Any:
     """Apply a batch-shape op to a non-tensor entry through an index grid."""
     grid = torch.arange(max(1, int(np.prod(batch))) if len(batch) else 1).reshape(batch)
     new = fn(grid)
@@ -260,7 +270,11 @@ def _non_tensor_grid_map(value: Any, batch: torch.Size, fn: Callable[[torch.Tens
         return NonTensorData(value.data, new.shape, value.device)
     flat = np.empty(int(np.prod(batch)), dtype=object)
     flat[:] = _flat_list(value.tolist(), len(batch))
-    picked = flat[new.reshape(-1).numpy()].reshape(tuple(new.shape)) if new.numel() else np.empty(tuple(new.shape), dtype=object)
+    picked = (
+        flat[new.reshape(-1).numpy()].reshape(tuple(new.shape))
+        if new.numel()
+        else np.empty(tuple(new.shape), dtype=object)
+    )
     return NonTensorStack.from_list(picked.tolist(), new.shape)
 
 
@@ -274,7 +288,9 @@ class ShapeMixin:
     """Operations on the batch dims. In-memory results; file-backed classes override the
     ones they refuse."""
 
-    def _batch_map(self: TensorDictBase, fn: Callable[[torch.Tensor], torch.Tensor]) -> TensorDictBase:
+    def _batch_map(
+        self: TensorDictBase, fn: Callable[[torch.Tensor], torch.Tensor]
+    ) -> TensorDictBase:
         """A new TensorDict whose leaves are ``fn(leaf)``; ``fn`` acts on the leading
         ``self.ndim`` dims and keeps the rest."""
 
@@ -287,14 +303,22 @@ class ShapeMixin:
             elif isinstance(value, torch.Tensor):
                 value = fn(value)
             else:
-                value = _non_tensor_grid_map(value, value.batch_size[: self.ndim] if isinstance(value, NonTensorStack) else self.batch_size, fn)
+                value = _non_tensor_grid_map(
+                    value,
+                    value.batch_size[: self.ndim]
+                    if isinstance(value, NonTensorStack)
+                    else self.batch_size,
+                    fn,
+                )
             out._set_str(key, value, inplace=False)
         return out
 
     def _dim(self: TensorDictBase, dim: int, extra: int = 0) -> int:
         n = self.ndim + extra
         if not -n <= dim < n:
-            raise PtdIndexError(f"dim {dim} is out of range for a tensordict with {self.ndim} batch dims")
+            raise PtdIndexError(
+                f"dim {dim} is out of range for a tensordict with {self.ndim} batch dims"
+            )
         return dim % n if n else 0
 
     def reshape(self: TensorDictBase, *shape: Any) -> TensorDictBase:
@@ -331,7 +355,9 @@ class ShapeMixin:
     def permute(self: TensorDictBase, *dims: Any) -> TensorDictBase:
         order = [self._dim(d) for d in _shape_arg(dims)]
         if sorted(order) != list(range(self.ndim)):
-            raise PtdValueError(f"permute needs a permutation of the {self.ndim} batch dims, got {list(dims)}")
+            raise PtdValueError(
+                f"permute needs a permutation of the {self.ndim} batch dims, got {list(dims)}"
+            )
         nb = self.ndim
         return self._batch_map(lambda t: t.permute(*order, *range(nb, t.ndim)))
 
@@ -349,10 +375,16 @@ class ShapeMixin:
         pre = (slice(None),) * d
         return tuple(self._detached(self._index(pre + (i,))) for i in range(self.batch_size[d]))
 
-    def split(self: TensorDictBase, split_size: int | Sequence[int], dim: int = 0) -> tuple[TensorDictBase, ...]:
+    def split(
+        self: TensorDictBase, split_size: int | Sequence[int], dim: int = 0
+    ) -> tuple[TensorDictBase, ...]:
         d = self._dim(dim)
         n = self.batch_size[d]
-        sizes = [split_size] * (n // split_size) + ([n % split_size] if n % split_size else []) if isinstance(split_size, int) else list(split_size)
+        sizes = (
+            [split_size] * (n // split_size) + ([n % split_size] if n % split_size else [])
+            if isinstance(split_size, int)
+            else list(split_size)
+        )
         if sum(sizes) != n:
             raise PtdValueError(f"split sizes {sizes} do not add up to dim {d} of size {n}")
         pre = (slice(None),) * d
@@ -369,7 +401,9 @@ class ShapeMixin:
         return self.split(size, d)
 
     @classmethod
-    def __torch_function__(cls, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None) -> Any:
+    def __torch_function__(
+        cls, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         if func is torch.stack:
             return stack(*args, **kwargs)
@@ -408,18 +442,29 @@ def _combine(values: Sequence[Any], batch: torch.Size, joiner: Callable[[list[An
         else:
             arr.reshape(-1)[:] = _flat_list(v.tolist(), len(v.batch_size))
         grids.append(arr)
-    joined = joiner([torch.arange(g.size).reshape(g.shape) + off for g, off in zip(grids, np.cumsum([0] + [g.size for g in grids[:-1]]), strict=True)])
+    joined = joiner(
+        [
+            torch.arange(g.size).reshape(g.shape) + off
+            for g, off in zip(grids, np.cumsum([0] + [g.size for g in grids[:-1]]), strict=True)
+        ]
+    )
     flat = np.concatenate([g.reshape(-1) for g in grids])
-    return NonTensorStack.from_list(flat[joined.reshape(-1).numpy()].reshape(tuple(joined.shape)).tolist(), joined.shape)
+    return NonTensorStack.from_list(
+        flat[joined.reshape(-1).numpy()].reshape(tuple(joined.shape)).tolist(), joined.shape
+    )
 
 
-def _join(tds: Sequence[TensorDictBase], dim: int, new_bs: torch.Size, joiner: Callable[[list[Any]], Any]) -> TensorDictBase:
+def _join(
+    tds: Sequence[TensorDictBase], dim: int, new_bs: torch.Size, joiner: Callable[[list[Any]], Any]
+) -> TensorDictBase:
 
     out = new_tensordict({}, batch_size=new_bs, device=tds[0].device)
     keys = tds[0]._keys_str()
     for td in tds[1:]:
         if set(td._keys_str()) != set(keys):
-            raise PtdValueError(f"cannot stack/cat tensordicts with different keys: {sorted(keys)} vs {sorted(td._keys_str())}")
+            raise PtdValueError(
+                f"cannot stack/cat tensordicts with different keys: {sorted(keys)} vs {sorted(td._keys_str())}"
+            )
     for key in keys:
         values = [td._get_str(key) for td in tds]
         if isinstance(values[0], TensorDictRoot):
@@ -438,7 +483,9 @@ def stack(tds: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None) -> Te
         raise PtdValueError("cannot stack an empty list of tensordicts")
     bs = tds[0].batch_size
     if any(td.batch_size != bs for td in tds):
-        raise PtdValueError(f"cannot stack tensordicts of different batch sizes: {[list(t.batch_size) for t in tds]}")
+        raise PtdValueError(
+            f"cannot stack tensordicts of different batch sizes: {[list(t.batch_size) for t in tds]}"
+        )
     n = len(bs) + 1
     if not -n <= dim < n:
         raise PtdIndexError(f"dim {dim} is out of range for stacking {len(bs)}-d tensordicts")
@@ -457,9 +504,12 @@ def cat(tds: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None) -> Tens
         raise PtdValueError("cannot concatenate 0-d tensordicts")
     dim %= len(bs)
     for td in tds:
-        if len(td.batch_size) != len(bs) or any(a != b for i, (a, b) in enumerate(zip(td.batch_size, bs, strict=True)) if i != dim):
-            raise PtdValueError(f"cannot concatenate tensordicts of batch sizes {[list(t.batch_size) for t in tds]} along dim {dim}")
+        if len(td.batch_size) != len(bs) or any(
+            a != b for i, (a, b) in enumerate(zip(td.batch_size, bs, strict=True)) if i != dim
+        ):
+            raise PtdValueError(
+                f"cannot concatenate tensordicts of batch sizes {[list(t.batch_size) for t in tds]} along dim {dim}"
+            )
     new_bs = list(bs)
     new_bs[dim] = sum(td.batch_size[dim] for td in tds)
     return _join(tds, dim, torch.Size(new_bs), lambda xs: torch.cat(xs, dim))
-

@@ -36,7 +36,11 @@ class TransformsMixin:
         for key in self.keys(True, True):
             yield unravel_key(key), self.get(key)
 
-    def _map_inplace(self: TensorDictBase, fn: Callable[[torch.Tensor, Any], torch.Tensor | None], other: Any = None) -> TensorDictBase:
+    def _map_inplace(
+        self: TensorDictBase,
+        fn: Callable[[torch.Tensor, Any], torch.Tensor | None],
+        other: Any = None,
+    ) -> TensorDictBase:
         """Replace every tensor leaf ``t`` by ``fn(t, o)`` in place (same dtype and shape),
         where ``o`` is ``other``'s matching leaf (``other`` may be a tensordict, a tensor, a
         number, None, or a tuple of those).
@@ -49,7 +53,9 @@ class TransformsMixin:
                 self.set_(parts, result)
         return self
 
-    def apply_(self: TensorDictBase, fn: Callable[..., torch.Tensor], *others: TensorDictBase) -> TensorDictBase:
+    def apply_(
+        self: TensorDictBase, fn: Callable[..., torch.Tensor], *others: TensorDictBase
+    ) -> TensorDictBase:
         """Apply ``fn`` to every tensor leaf and write the result back in place."""
         return self._map_inplace(lambda t, o: fn(t, *o), tuple(others))
 
@@ -70,7 +76,12 @@ class TransformsMixin:
         if inplace:
             return self.apply_(fn, *others)  # type: ignore[arg-type]
         out_bs = self.batch_size if batch_size is None else as_batch_size(batch_size)
-        out = new_tensordict({}, batch_size=out_bs, device=self.device if device is _NO_DEFAULT else device, names=names)
+        out = new_tensordict(
+            {},
+            batch_size=out_bs,
+            device=self.device if device is _NO_DEFAULT else device,
+            names=names,
+        )
         for key in self._keys_str():
             meta = self._meta_str(key)
             value = self._get_str(key)
@@ -86,10 +97,20 @@ class TransformsMixin:
                 if result is not None:
                     out._set_str(key, result, inplace=False)
             else:
-                out._set_str(key, value if batch_size is None else NonTensorData(value.data, out_bs) if isinstance(value, NonTensorData) else value, inplace=False)
+                out._set_str(
+                    key,
+                    value
+                    if batch_size is None
+                    else NonTensorData(value.data, out_bs)
+                    if isinstance(value, NonTensorData)
+                    else value,
+                    inplace=False,
+                )
         return out
 
-    def named_apply(self: TensorDictBase, fn: Callable[..., Any], *others: TensorDictBase, **kwargs: Any) -> TensorDictBase | None:
+    def named_apply(
+        self: TensorDictBase, fn: Callable[..., Any], *others: TensorDictBase, **kwargs: Any
+    ) -> TensorDictBase | None:
         out = new_tensordict({}, batch_size=self.batch_size, device=self.device)
         for parts, tensor in self._tensor_leaves():
             result = fn(out_key(parts), tensor, *(o.get(parts) for o in others))
@@ -114,7 +135,9 @@ class TransformsMixin:
         """True when ``_get_str`` already returns a fresh tensor (file-backed)."""
         return False
 
-    def to_dict(self: TensorDictBase, *, retain_none: bool = True, convert_tensors: bool = False) -> dict[str, Any]:
+    def to_dict(
+        self: TensorDictBase, *, retain_none: bool = True, convert_tensors: bool = False
+    ) -> dict[str, Any]:
         """A plain nested dict of tensors (and python values for non-tensor entries)."""
         out: dict[str, Any] = {}
         for key in self._keys_str():
@@ -134,16 +157,24 @@ class TransformsMixin:
 
         def conv(d: dict[str, Any]) -> dict[str, Any]:
             return {
-                k: conv(v) if isinstance(v, dict) else v.numpy() if isinstance(v, torch.Tensor) else v
+                k: conv(v)
+                if isinstance(v, dict)
+                else v.numpy()
+                if isinstance(v, torch.Tensor)
+                else v
                 for k, v in d.items()
             }
 
         return conv(self.to_dict())
 
-    def flatten_keys(self: TensorDictBase, separator: str = ".", inplace: bool = False, is_leaf: Any = None) -> TensorDictBase:
+    def flatten_keys(
+        self: TensorDictBase, separator: str = ".", inplace: bool = False, is_leaf: Any = None
+    ) -> TensorDictBase:
         """A copy whose nested keys are joined by ``separator``."""
         if inplace:
-            raise UnsupportedOperationError(f"flatten_keys(inplace=True) is not supported by {type(self).__name__}")
+            raise UnsupportedOperationError(
+                f"flatten_keys(inplace=True) is not supported by {type(self).__name__}"
+            )
         out = new_tensordict({}, batch_size=self.batch_size, device=self.device, names=self._names)
         for parts, meta in self._metas(True):
             if meta.kind == "nested":
@@ -152,10 +183,14 @@ class TransformsMixin:
             out._set_str(separator.join(parts), value, inplace=False)
         return out
 
-    def unflatten_keys(self: TensorDictBase, separator: str = ".", inplace: bool = False) -> TensorDictBase:
+    def unflatten_keys(
+        self: TensorDictBase, separator: str = ".", inplace: bool = False
+    ) -> TensorDictBase:
         """A copy where keys containing ``separator`` become nested keys."""
         if inplace:
-            raise UnsupportedOperationError(f"unflatten_keys(inplace=True) is not supported by {type(self).__name__}")
+            raise UnsupportedOperationError(
+                f"unflatten_keys(inplace=True) is not supported by {type(self).__name__}"
+            )
         out = new_tensordict({}, batch_size=self.batch_size, device=self.device, names=self._names)
         for key in self._keys_str():
             value = self._get_str(key)
@@ -164,7 +199,9 @@ class TransformsMixin:
             out.set(tuple(key.split(separator)), value)
         return out
 
-    def select(self: TensorDictBase, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> TensorDictBase:
+    def select(
+        self: TensorDictBase, *keys: NestedKey, inplace: bool = False, strict: bool = True
+    ) -> TensorDictBase:
         """A copy with only ``keys`` (nested keys allowed)."""
         out = new_tensordict({}, batch_size=self.batch_size, device=self.device, names=self._names)
         for key in keys:
@@ -177,7 +214,11 @@ class TransformsMixin:
             for i, part in enumerate(parts[:-1]):
                 if part not in node._keys_str():
                     src = self.get(parts[: i + 1])
-                    node._set_str(part, new_tensordict({}, batch_size=src.batch_size, device=self.device), inplace=False)
+                    node._set_str(
+                        part,
+                        new_tensordict({}, batch_size=src.batch_size, device=self.device),
+                        inplace=False,
+                    )
                 node = node._get_str(part)
             value = self.get(parts)
             if isinstance(value, TensorDictRoot):

@@ -28,38 +28,94 @@ class OpenersMixin:
     """The class methods that open or create a store."""
 
     @classmethod
-    def from_h5(cls: type[PersistentTensorDict], filename: Any, *, mode: str = "r", auto_batch_size: bool = False,
-                batch_dims: int | None = None, batch_size: Sequence[int] | None = None,
-                non_tensor_as_stack: bool = False, fast_path: bool | None = None,
-                **kwargs: Any) -> PersistentTensorDict:
+    def from_h5(
+        cls: type[PersistentTensorDict],
+        filename: Any,
+        *,
+        mode: str = "r",
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        batch_size: Sequence[int] | None = None,
+        non_tensor_as_stack: bool = False,
+        fast_path: bool | None = None,
+        **kwargs: Any,
+    ) -> PersistentTensorDict:
         """Open an HDF5 file; the batch size is the one given, else the recorded one, else
         the longest leading shape all entries share. ``fast_path``: see the class doc."""
-        return cls._open_infer(filename, "h5", mode, auto_batch_size, batch_dims, batch_size,
-                               non_tensor_as_stack, dict(kwargs, fast_path=fast_path), "from_h5")
+        return cls._open_infer(
+            filename,
+            "h5",
+            mode,
+            auto_batch_size,
+            batch_dims,
+            batch_size,
+            non_tensor_as_stack,
+            dict(kwargs, fast_path=fast_path),
+            "from_h5",
+        )
 
     @classmethod
-    def from_zarr(cls: type[PersistentTensorDict], filename: Any, *, mode: str = "r", auto_batch_size: bool = False,
-                  batch_dims: int | None = None, batch_size: Sequence[int] | None = None,
-                  non_tensor_as_stack: bool = False, allow_pickle: bool | None = None,
-                  fast_path: bool | None = None, **kwargs: Any) -> PersistentTensorDict:
+    def from_zarr(
+        cls: type[PersistentTensorDict],
+        filename: Any,
+        *,
+        mode: str = "r",
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        batch_size: Sequence[int] | None = None,
+        non_tensor_as_stack: bool = False,
+        allow_pickle: bool | None = None,
+        fast_path: bool | None = None,
+        **kwargs: Any,
+    ) -> PersistentTensorDict:
         """Open a Zarr v3 store (path, ``Store`` or ``zarr.Group``), like :meth:`from_h5`."""
-        return cls._open_infer(filename, "zarr", mode, auto_batch_size, batch_dims, batch_size,
-                               non_tensor_as_stack, dict(kwargs, allow_pickle=allow_pickle, fast_path=fast_path),
-                               "from_zarr")
+        return cls._open_infer(
+            filename,
+            "zarr",
+            mode,
+            auto_batch_size,
+            batch_dims,
+            batch_size,
+            non_tensor_as_stack,
+            dict(kwargs, allow_pickle=allow_pickle, fast_path=fast_path),
+            "from_zarr",
+        )
 
     @classmethod
-    def _open_infer(cls: type[PersistentTensorDict], filename: Any, backend: str, mode: str, auto_batch_size: bool,
-                    batch_dims: int | None, batch_size: Any, non_tensor_as_stack: bool,
-                    kwargs: dict[str, Any], fname: str) -> PersistentTensorDict:
+    def _open_infer(
+        cls: type[PersistentTensorDict],
+        filename: Any,
+        backend: str,
+        mode: str,
+        auto_batch_size: bool,
+        batch_dims: int | None,
+        batch_size: Any,
+        non_tensor_as_stack: bool,
+        kwargs: dict[str, Any],
+        fname: str,
+    ) -> PersistentTensorDict:
         if auto_batch_size and batch_size is not None:
-            raise PtdTypeError(f"Conflicting batch sizes in {fname}: batch_size and auto_batch_size cannot be both specified.")
+            raise PtdTypeError(
+                f"Conflicting batch sizes in {fname}: batch_size and auto_batch_size cannot be both specified."
+            )
         if batch_dims is not None and not auto_batch_size:
-            warnings.warn(f"{fname} ignores batch_dims={batch_dims} without auto_batch_size=True.", FutureWarning, stacklevel=3)
+            warnings.warn(
+                f"{fname} ignores batch_dims={batch_dims} without auto_batch_size=True.",
+                FutureWarning,
+                stacklevel=3,
+            )
             batch_dims = None
         is_group = not isinstance(filename, (str, os.PathLike)) and _looks_like_group(filename)
         target = {"group": filename} if is_group else {"filename": filename}
-        out = cls(batch_size=[], mode=mode, backend=backend, validate_batch_size=False,
-                  non_tensor_as_stack=non_tensor_as_stack, **target, **kwargs)
+        out = cls(
+            batch_size=[],
+            mode=mode,
+            backend=backend,
+            validate_batch_size=False,
+            non_tensor_as_stack=non_tensor_as_stack,
+            **target,
+            **kwargs,
+        )
         tree = out._tree
         try:
             tree.load_all()
@@ -78,10 +134,19 @@ class OpenersMixin:
         return out
 
     @classmethod
-    def from_dict(cls: type[PersistentTensorDict], input_dict: Mapping[str, Any] | TensorDictBase, filename: Any, *,
-                  auto_batch_size: bool = False, batch_size: Sequence[int] | None = None,
-                  device: Any = None, backend: str = "h5", batch_dims: int | None = None,
-                  allow_pickle: bool | None = None, **kwargs: Any) -> PersistentTensorDict:
+    def from_dict(
+        cls: type[PersistentTensorDict],
+        input_dict: Mapping[str, Any] | TensorDictBase,
+        filename: Any,
+        *,
+        auto_batch_size: bool = False,
+        batch_size: Sequence[int] | None = None,
+        device: Any = None,
+        backend: str = "h5",
+        batch_dims: int | None = None,
+        allow_pickle: bool | None = None,
+        **kwargs: Any,
+    ) -> PersistentTensorDict:
         """Write a dict or tensordict (a PersistentTensorDict too: it is streamed slab by slab)
         to a new file or store, and return it open for reading and writing."""
         get_backend(backend)
@@ -92,9 +157,16 @@ class OpenersMixin:
         check_dtypes(input_dict)  # before the file is created: no partial file on failure
         if isinstance(filename, FsPath):
             filename = str(filename)
-        out = cls(batch_size=bs, filename=filename, mode="w", backend=backend, device=device,
-                  validate_batch_size=False, allow_pickle=True if allow_pickle is None else allow_pickle,
-                  **kwargs)
+        out = cls(
+            batch_size=bs,
+            filename=filename,
+            mode="w",
+            backend=backend,
+            device=device,
+            validate_batch_size=False,
+            allow_pickle=True if allow_pickle is None else allow_pickle,
+            **kwargs,
+        )
         try:
             write_all(out, input_dict, batch_dims)
             out._backend.finalize()
@@ -108,4 +180,6 @@ class OpenersMixin:
 
 def _looks_like_group(obj: Any) -> bool:
     mod = type(obj).__module__
-    return mod.startswith("h5py") or (mod.startswith("zarr") and type(obj).__name__ in ("Group", "AsyncGroup"))
+    return mod.startswith("h5py") or (
+        mod.startswith("zarr") and type(obj).__name__ in ("Group", "AsyncGroup")
+    )

@@ -22,7 +22,9 @@ class RefusedOpsMixin:
 
     _batch: Any
 
-    def _refuse(self, name: str, fix: str = "Call `to_tensordict()` first.") -> UnsupportedOperationError:
+    def _refuse(
+        self, name: str, fix: str = "Call `to_tensordict()` first."
+    ) -> UnsupportedOperationError:
         return UnsupportedOperationError(f"Cannot call `{name}` on a PersistentTensorDict. {fix}")
 
     def view(self, *args: Any, **kwargs: Any) -> TensorDictBase:
@@ -48,27 +50,43 @@ class RefusedOpsMixin:
         raise self._refuse("squeeze")
 
     def select(self, *keys: Any, **kwargs: Any) -> TensorDictBase:
-        raise NotSupportedError("Cannot call select on a PersistentTensorDict. Call to_tensordict() first.")
+        raise NotSupportedError(
+            "Cannot call select on a PersistentTensorDict. Call to_tensordict() first."
+        )
 
     def exclude(self, *keys: Any, **kwargs: Any) -> TensorDictBase:
-        raise NotSupportedError("Cannot call exclude on a PersistentTensorDict. Call to_tensordict() first.")
+        raise NotSupportedError(
+            "Cannot call exclude on a PersistentTensorDict. Call to_tensordict() first."
+        )
 
     def rename_keys(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        raise NotSupportedError("Cannot call rename_keys on a PersistentTensorDict. Call to_tensordict() first.")
+        raise NotSupportedError(
+            "Cannot call rename_keys on a PersistentTensorDict. Call to_tensordict() first."
+        )
 
     def set_non_tensor(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        raise NotSupportedError("set_non_tensor is not compatible with PersistentTensorDict: set the value with ptd[key] = value.")
+        raise NotSupportedError(
+            "set_non_tensor is not compatible with PersistentTensorDict: set the value with ptd[key] = value."
+        )
 
     def share_memory_(self) -> TensorDictBase:
-        raise NotSupportedError("Cannot call share_memory_ on a PersistentTensorDict. Call `to_tensordict()` first.")
+        raise NotSupportedError(
+            "Cannot call share_memory_ on a PersistentTensorDict. Call `to_tensordict()` first."
+        )
 
     def pin_memory(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        raise UnsupportedOperationError("Cannot pin memory of a PersistentTensorDict. Call to_tensordict() before making this call.")
+        raise UnsupportedOperationError(
+            "Cannot pin memory of a PersistentTensorDict. Call to_tensordict() before making this call."
+        )
 
     def memmap_(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        raise UnsupportedOperationError("Cannot build a memmap TensorDict in-place from a PersistentTensorDict. Use `td.memmap()` instead.")
+        raise UnsupportedOperationError(
+            "Cannot build a memmap TensorDict in-place from a PersistentTensorDict. Use `td.memmap()` instead."
+        )
 
-    def flatten_keys(self, separator: str = ".", inplace: bool = False, is_leaf: Any = None) -> TensorDictBase:
+    def flatten_keys(
+        self, separator: str = ".", inplace: bool = False, is_leaf: Any = None
+    ) -> TensorDictBase:
         """An in-memory copy whose nested keys are joined by ``separator``."""
         if inplace:
             raise ArgumentError("Cannot call flatten_keys in_place with a PersistentTensorDict.")

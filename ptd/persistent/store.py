@@ -46,8 +46,17 @@ class _Store:
     session) is ever shared with the parent. See :meth:`_after_fork`.
     """
 
-    def __init__(self, backend: Backend, *, filename: Any, mode: str, backend_name: str,
-                 dataset_kwargs: dict[str, Any], allow_pickle: bool | None, non_tensor_as_stack: bool):
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        filename: Any,
+        mode: str,
+        backend_name: str,
+        dataset_kwargs: dict[str, Any],
+        allow_pickle: bool | None,
+        non_tensor_as_stack: bool,
+    ):
         self._backend = backend
         self._tree = StoreTree(backend)
         self.filename = filename
@@ -89,7 +98,11 @@ class _Store:
             return
         spec = old.reopen_spec
         if old.name == "h5" and (spec is None or old.writable):
-            why = "it is open for writing" if spec is not None else "it was opened from an h5py object"
+            why = (
+                "it is open for writing"
+                if spec is not None
+                else "it was opened from an h5py object"
+            )
             raise UnsupportedOperationError(
                 f"cannot use the PersistentTensorDict on {old.location} in this forked process "
                 f"({os.getpid()}): {why} in the parent process ({self.pid}), and an HDF5 handle "
@@ -150,9 +163,15 @@ def _key_parts(parts: tuple[str, ...], where: Callable[[], str]) -> tuple[str, .
         for piece in part.split("/"):
             if piece in ("", ".", "..") or "\x00" in piece:
                 key = parts[0] if len(parts) == 1 else parts
-                why = ("a NUL character" if "\x00" in piece else
-                       f"the component {piece!r}" if piece else
-                       "a path starting with '/'" if part.startswith("/") else "an empty component")
+                why = (
+                    "a NUL character"
+                    if "\x00" in piece
+                    else f"the component {piece!r}"
+                    if piece
+                    else "a path starting with '/'"
+                    if part.startswith("/")
+                    else "an empty component"
+                )
                 raise PtdKeyError(
                     f"invalid key {key!r} for {where()}: {why} is not allowed in a key (keys are "
                     "names, not paths: empty components, '.', '..' and NUL are refused)"

@@ -24,7 +24,15 @@ import shutil
 
 from ptd.errors import StoreExistsError
 
-__all__ = ["TMP_TAG", "OLD_TAG", "temp_sibling", "make_temp_dir", "publish", "remove", "check_free_destination"]
+__all__ = [
+    "TMP_TAG",
+    "OLD_TAG",
+    "temp_sibling",
+    "make_temp_dir",
+    "publish",
+    "remove",
+    "check_free_destination",
+]
 
 #: the prefix of every temporary that ptd writes beside a destination
 TMP_TAG = ".ptd-tmp-"
