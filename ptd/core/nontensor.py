@@ -59,7 +59,7 @@ class NonTensorData:
     def __init__(self, data: Any, batch_size: Sequence[int] | None = None, device: Any = None):
         if isinstance(data, NonTensorData):
             data = data.data
-        self.data = data
+        self.data: Any = data
         self.batch_size = as_batch_size(batch_size)
         self.device = device
 

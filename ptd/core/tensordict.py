@@ -178,7 +178,7 @@ class TensorDict(TensorDictBase):
             if isinstance(current, TensorDictBase):
                 current._set_at(idx, new)
             elif isinstance(current, torch.Tensor):
-                current[idx] = new if not isinstance(new, TensorDictBase) else new
+                current[idx] = new
             elif isinstance(current, NonTensorStack) and not isinstance(new, torch.Tensor):
                 grid = current.tolist()
                 _assign_nested(grid, tuple(current.batch_size), idx, new)
@@ -205,7 +205,7 @@ class TensorDict(TensorDictBase):
 
     def _to_device(self, device: torch.device) -> TensorDictBase:
         out = self.apply(lambda t: t.to(device), device=device)
-        return out  # type: ignore[return-value]
+        return out
 
     # ------------------------------------- memmap (ptd.memmap, registered in ptd.core.registry)
     def memmap(
