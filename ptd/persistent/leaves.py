@@ -6,7 +6,7 @@ leaves stream row slabs (:mod:`ptd.transfer.slabs`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -23,6 +23,7 @@ from ptd.transfer.slabs import row_slabs, slab_rows
 
 if TYPE_CHECKING:
     from ptd.persistent.persistent_tensordict import PersistentTensorDict
+    from ptd.persistent.protocols import LeafHost
 
 __all__ = ["LeafIOMixin"]
 
@@ -30,7 +31,7 @@ __all__ = ["LeafIOMixin"]
 class LeafIOMixin:
     """Leaf reads and writes of :class:`~ptd.persistent.persistent_tensordict.PersistentTensorDict`."""
 
-    def _read_stack_view(self: PersistentTensorDict, path: Path, meta: Any) -> Any:
+    def _read_stack_view(self: LeafHost, path: Path, meta: Any) -> Any:
         """The rows of a stack that the view selects. The backend reads only those rows
         (a JSON/pickle payload is decoded whole, then cut); the view's order and repeats are
         applied in memory."""
@@ -63,7 +64,7 @@ class LeafIOMixin:
         )
 
     def _read_leaf(
-        self: PersistentTensorDict,
+        self: LeafHost,
         path: Path,
         meta: Any,
         entries: tuple[ix.Entry, ...] | None = None,
@@ -81,6 +82,7 @@ class LeafIOMixin:
             # a whole-array read that fits says so for every read of this array
             if nbytes_of(meta.shape, meta.dtype.itemsize) <= physical_memory():
                 checked[path] = True
+        arr: np.ndarray | None
         if entries is None:
             arr = be.read(path, ())
         elif simple is not None:
@@ -98,7 +100,7 @@ class LeafIOMixin:
         t = from_storage(arr, meta.attrs, dtype)
         return t if self._device is None else t.to(self._device)
 
-    def _simple_selection(self: PersistentTensorDict) -> tuple[Any, ...] | None:
+    def _simple_selection(self: LeafHost) -> tuple[Any, ...] | None:
         """The view's entries when they are only ints and slices (cached): a direct read."""
         sel = self.__dict__.get("_simple_sel", False)
         if sel is False:
@@ -111,10 +113,10 @@ class LeafIOMixin:
             self._simple_sel = sel
         return sel
 
-    def _leaf_view_shape(self: PersistentTensorDict, meta: Any) -> tuple[int, ...]:
+    def _leaf_view_shape(self: LeafHost, meta: Any) -> tuple[int, ...]:
         return tuple(self._batch) + tuple(meta.shape[len(self._stored_batch) :])
 
-    def _write_leaf(self: PersistentTensorDict, path: Path, meta: Any, value: Any) -> None:
+    def _write_leaf(self: LeafHost, path: Path, meta: Any, value: Any) -> None:
         """Write ``value`` (tensor or number) into the selected rows of an existing leaf."""
         key = "/".join(path)
         dtype = dtype_from_str(meta.torch_dtype)
@@ -148,9 +150,7 @@ class LeafIOMixin:
         box = be.read(path, plan.selection)
         be.write(path, plan.selection, ix.box_assign(box, plan.post, arr))
 
-    def _write_non_tensor_rows(
-        self: PersistentTensorDict, path: Path, meta: Any, value: Any
-    ) -> None:
+    def _write_non_tensor_rows(self: LeafHost, path: Path, meta: Any, value: Any) -> None:
         """Rows of a stack through a view: read the stack, change the rows, write it back."""
         if not self._reads_as_stack(meta):
             return self._create_after_delete(path, value)
@@ -166,7 +166,7 @@ class LeafIOMixin:
         self._tree.invalidate(path)
 
     def _map_inplace(
-        self: PersistentTensorDict,
+        self: LeafHost,
         fn: Callable[[torch.Tensor, Any], torch.Tensor | None],
         other: Any = None,
     ) -> PersistentTensorDict:
@@ -189,7 +189,7 @@ class LeafIOMixin:
                 result = fn(node._read_leaf(path, leaf_meta), operand)
                 if result is not None:
                     node._write_leaf(path, leaf_meta, result)
-        return self
+        return cast("PersistentTensorDict", self)  # the class this is mixed into
 
 
 def _check_leaf_memory(

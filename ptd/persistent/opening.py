@@ -1,5 +1,6 @@
 """Opening a PersistentTensorDict: ``from_h5``, ``from_zarr`` (batch size given, recorded or
-inferred) and ``from_dict`` (write a dict, a TensorDict or another store, streamed)."""
+inferred) and ``from_dict`` (write a dict, a TensorDict or another store, streamed); and opening
+it again when it is unpickled (in a worker process: the pickle holds how to reopen the store)."""
 
 from __future__ import annotations
 
@@ -13,23 +14,24 @@ import torch
 
 from ptd.core.base import TensorDictBase
 from ptd.core.batch import as_batch_size
-from ptd.errors import ArgumentError, PtdTypeError
-from ptd.persistent.store import _check_allow_pickle
+from ptd.errors import ArgumentError, PtdTypeError, UnsupportedOperationError
+from ptd.persistent.store import _check_allow_pickle, _Store
 from ptd.persistent.write import batch_size_of, check_dtypes, write_all
 from ptd.storage.backends import get_backend
 
 if TYPE_CHECKING:
     from ptd.persistent.persistent_tensordict import PersistentTensorDict
+    from ptd.persistent.protocols import OpenerClass, PicklingHost
 
 __all__ = ["OpenersMixin"]
 
 
 class OpenersMixin:
-    """The class methods that open or create a store."""
+    """The class methods that open or create a store, and pickling (which reopens it)."""
 
     @classmethod
     def from_h5(
-        cls: type[PersistentTensorDict],
+        cls: OpenerClass,
         filename: Any,
         *,
         mode: str = "r",
@@ -56,7 +58,7 @@ class OpenersMixin:
 
     @classmethod
     def from_zarr(
-        cls: type[PersistentTensorDict],
+        cls: OpenerClass,
         filename: Any,
         *,
         mode: str = "r",
@@ -83,7 +85,7 @@ class OpenersMixin:
 
     @classmethod
     def _open_infer(
-        cls: type[PersistentTensorDict],
+        cls: OpenerClass,
         filename: Any,
         backend: str,
         mode: str,
@@ -135,7 +137,7 @@ class OpenersMixin:
 
     @classmethod
     def from_dict(
-        cls: type[PersistentTensorDict],
+        cls: OpenerClass,
         input_dict: Mapping[str, Any] | TensorDictBase,
         filename: Any,
         *,
@@ -176,6 +178,48 @@ class OpenersMixin:
         out._store.mode = "r+"
         out._store.allow_pickle = allow_pickle if allow_pickle is not None else True
         return out
+
+    # ---------------------------------------------------------------- pickling
+    def __getstate__(self: PicklingHost) -> dict[str, Any]:
+        spec = self._store.backend.reopen_spec if not self._store.backend.closed else None
+        if spec is None:
+            raise UnsupportedOperationError(
+                f"cannot pickle a PersistentTensorDict on {self._store.backend.location}: the store "
+                "is closed or cannot be reopened by name (in-memory store or a user's object)"
+            )
+        return {
+            "spec": spec,
+            "backend": self.backend,
+            "mode": self.mode,
+            "path": self._path,
+            "stored_batch": list(self._stored_batch),
+            "entries": self._entries,
+            "device": self._device,
+            "dataset_kwargs": self._store.dataset_kwargs,
+            "allow_pickle": self._store.allow_pickle,
+            "non_tensor_as_stack": self._store.non_tensor_as_stack,
+            "filename": self._store.filename,
+        }
+
+    def __setstate__(self: PicklingHost, state: dict[str, Any]) -> None:
+        be = state["spec"].open()
+        store = _Store(
+            be,
+            filename=state["filename"],
+            mode=state["mode"],
+            backend_name=state["backend"],
+            dataset_kwargs=state["dataset_kwargs"],
+            allow_pickle=state["allow_pickle"],
+            non_tensor_as_stack=state["non_tensor_as_stack"],
+        )
+        self._init_view(
+            store,
+            state["path"],
+            torch.Size(state["stored_batch"]),
+            state["entries"],
+            state["device"],
+        )
+        store.tree.set_group_batch(state["path"], torch.Size(state["stored_batch"]))
 
 
 def _looks_like_group(obj: Any) -> bool:

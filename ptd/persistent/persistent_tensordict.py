@@ -21,7 +21,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path as FsPath
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -48,8 +48,7 @@ from ptd.persistent.refused import RefusedOpsMixin
 from ptd.persistent.store import StoreBacked, _check_allow_pickle, _key_parts, _Store
 from ptd.persistent.write import write_value
 from ptd.storage.backends import get_backend
-from ptd.storage.backends.base import Backend, NodeKind, Path, ValueKind
-from ptd.storage.tree import StoreTree
+from ptd.storage.backends.base import NodeKind, Path, ValueKind
 
 __all__ = ["PersistentTensorDict"]
 
@@ -84,6 +83,8 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
     """
 
     _setitem_inplace = True
+    #: the view's entries when they are only ints and slices, cached by ``_simple_selection``
+    _simple_sel: tuple[ix.Entry, ...] | None
 
     def __init__(
         self,
@@ -187,32 +188,6 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
 
     # ---------------------------------------------------------------- public attributes
     @property
-    def filename(self) -> Any:
-        return self._store.filename
-
-    @property
-    def mode(self) -> str:
-        return self._store.mode
-
-    @property
-    def backend(self) -> str:
-        return self._store.backend_name
-
-    @property
-    def file(self) -> Any:
-        """The underlying h5py Group/File or zarr Group of this node."""
-        return self._store.backend.raw_group(self._path)
-
-    @property
-    def kwargs(self) -> dict[str, Any]:
-        warnings.warn(
-            "PersistentTensorDict.kwargs is deprecated and will be removed in a future release.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self._store.dataset_kwargs
-
-    @property
     def batch_size(self) -> torch.Size:
         return self._batch
 
@@ -237,28 +212,6 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
     def device(self) -> torch.device | None:
         return self._device
 
-    @property
-    def _tree(self) -> StoreTree:
-        return self._store.tree
-
-    def _check_open(self) -> None:
-        be = self._store.backend
-        if be.closed:
-            raise ClosedStoreError(f"{self._location()}: the store is closed")
-
-    @property
-    def _backend(self) -> Backend:
-        be = self._store.backend
-        if be.closed:
-            raise ClosedStoreError(f"the store {be.location} is closed")
-        return be
-
-    def _location(self) -> str:
-        be = self._store.backend
-        where = f"<closed {be.location}>" if be.closed else be.location
-        key = "/".join(self._path)
-        return f"PersistentTensorDict {where}" + (f" (group {key!r})" if key else "")
-
     def _missing(self, key: Any) -> ClosedStoreError | Any:
         if self._store.backend.closed:
             return ClosedStoreError(
@@ -268,8 +221,12 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         return super()._missing(key)
 
     # ---------------------------------------------------------------- primitives
-    def _walk(self, parts: tuple[str, ...], *, create: bool = False) -> tuple[TensorDictBase, str]:
-        return super()._walk(_key_parts(parts, self._location), create=create)
+    def _walk(
+        self, parts: tuple[str, ...], *, create: bool = False
+    ) -> tuple[PersistentTensorDict, str]:
+        # every node below a store is one of its views (the base class types it as its own)
+        found = super()._walk(_key_parts(parts, self._location), create=create)
+        return cast("tuple[PersistentTensorDict, str]", found)
 
     def _keys_str(self) -> list[str]:
         be = self._store.backend
@@ -517,10 +474,6 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         return type(self).__name__
 
     # ---------------------------------------------------------------- life cycle
-    def close(self) -> None:
-        """Close the file or store. Afterwards, reading an entry raises KeyError."""
-        self._store.close()
-
     def __enter__(self) -> PersistentTensorDict:
         return self
 
@@ -574,47 +527,6 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         if device is None:
             return self
         return type(self)._view(self._store, self._path, self._stored_batch, self._entries, device)
-
-    def __getstate__(self) -> dict[str, Any]:
-        spec = self._store.backend.reopen_spec if not self._store.backend.closed else None
-        if spec is None:
-            raise UnsupportedOperationError(
-                f"cannot pickle a PersistentTensorDict on {self._store.backend.location}: the store "
-                "is closed or cannot be reopened by name (in-memory store or a user's object)"
-            )
-        return {
-            "spec": spec,
-            "backend": self.backend,
-            "mode": self.mode,
-            "path": self._path,
-            "stored_batch": list(self._stored_batch),
-            "entries": self._entries,
-            "device": self._device,
-            "dataset_kwargs": self._store.dataset_kwargs,
-            "allow_pickle": self._store.allow_pickle,
-            "non_tensor_as_stack": self._store.non_tensor_as_stack,
-            "filename": self._store.filename,
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        be = state["spec"].open()
-        store = _Store(
-            be,
-            filename=state["filename"],
-            mode=state["mode"],
-            backend_name=state["backend"],
-            dataset_kwargs=state["dataset_kwargs"],
-            allow_pickle=state["allow_pickle"],
-            non_tensor_as_stack=state["non_tensor_as_stack"],
-        )
-        self._init_view(
-            store,
-            state["path"],
-            torch.Size(state["stored_batch"]),
-            state["entries"],
-            state["device"],
-        )
-        store.tree.set_group_batch(state["path"], torch.Size(state["stored_batch"]))
 
     def __repr__(self) -> str:
         be = self._store.backend
