@@ -290,6 +290,7 @@ def compose(entries: Sequence[Entry], shape: Sequence[int], index: Any) -> tuple
                     continue
                 j = group.index(ei)
                 sub = _apply_to_entry(e, coords[j].astype(np.int64), shape[vdim + j], vdim + j)
+                # an index array gives Points (the Entry union cannot say so)
                 merged.extend(sub[0].arrays)  # type: ignore[union-attr]
             replace[first] = [Points(tuple(merged))]
             for ei in range(first + 1, last + 1):

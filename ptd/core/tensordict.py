@@ -198,6 +198,7 @@ class TensorDict(TensorDictBase):
 
     def clone(self, recurse: bool = True, **kwargs: Any) -> TensorDict:
         if recurse:
+            # to_tensordict makes a TensorDict (typed as the base it is declared on)
             return self.to_tensordict()  # type: ignore[return-value]
         out = TensorDict({}, batch_size=self.batch_size, device=self.device, names=self._names)
         out._data = dict(self._data)

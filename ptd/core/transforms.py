@@ -80,6 +80,7 @@ class TransformsMixin:
         Leaves for which ``fn`` returns None are dropped; non-tensor entries are kept as they are.
         """
         if inplace:
+            # apply_ takes tensordict operands only (a Mapping is passed to fn as it is)
             return self.apply_(fn, *others)  # type: ignore[arg-type]
         out_bs = self.batch_size if batch_size is None else as_batch_size(batch_size)
         out = new_tensordict(

@@ -104,6 +104,7 @@ def write_all(
         dst._names = list(source._names)
         dst._backend.set_attrs((), td_meta_attrs(dst.batch_size, source._names))
     if isinstance(source, StoreBacked):
+        # a StoreBacked is a PersistentTensorDict (this module cannot import the class)
         _copy_group(dst, dst._path, source)  # type: ignore[arg-type]
         return
     items = (
@@ -149,7 +150,7 @@ def write_value(dst: PersistentTensorDict, path: Path, value: Any) -> None:
         if node is None:
             raise BatchSizeError(f"cannot create nested group {key!r} outside of {dst._location()}")
         if isinstance(value, StoreBacked):
-            _copy_group(node, path, value)  # type: ignore[arg-type]
+            _copy_group(node, path, value)  # type: ignore[arg-type]  # StoreBacked: see above
         else:
             for k in value._keys_str():
                 node.set(k, value._get_str(k))  # a key holding '/' nests, as at the top level
