@@ -44,7 +44,31 @@ _PUBLIC: dict[str, str] = {
     "TdMeta": "ptd.format.tdmeta",
 }
 
-__all__ = [*_PUBLIC, "PtdError", "errors", "memmap", "__version__"]
+#: the names of ``_PUBLIC`` and the eager ones, written out so that linters and type checkers
+#: see the exports of the ``if TYPE_CHECKING:`` block below
+__all__ = [
+    "TensorDict",
+    "TensorDictBase",
+    "EntryMeta",
+    "is_leaf_nontensor",
+    "NonTensorData",
+    "NonTensorStack",
+    "PersistentTensorDict",
+    "convert",
+    "ConvertResult",
+    "ConvertOptions",
+    "convert_distributed",
+    "info",
+    "StoreInfo",
+    "validate",
+    "ValidationReport",
+    "StoreLocation",
+    "TdMeta",
+    "PtdError",
+    "errors",
+    "memmap",
+    "__version__",
+]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from ptd import memmap

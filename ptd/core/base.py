@@ -55,7 +55,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True)
 class EntryMeta:
     """What a child is, known without reading its data."""
@@ -295,18 +294,34 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
             if leaves_only:
                 if meta.kind == "nested":
                     continue
-                if meta.kind == "non_tensor" and not (is_leaf is not None and is_leaf(NonTensorData)):
+                if meta.kind == "non_tensor" and not (
+                    is_leaf is not None and is_leaf(NonTensorData)
+                ):
                     continue
             out.append(out_key(parts))
         if sort:
             out.sort(key=lambda k: k if isinstance(k, str) else ".".join(k))
         return KeysView(out)
 
-    def values(self, include_nested: bool = False, leaves_only: bool = False, is_leaf: Any = None, *, sort: bool = False) -> Iterator[Any]:
+    def values(
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: Any = None,
+        *,
+        sort: bool = False,
+    ) -> Iterator[Any]:
         for key in self.keys(include_nested, leaves_only, is_leaf, sort=sort):
             yield self.get(key)
 
-    def items(self, include_nested: bool = False, leaves_only: bool = False, is_leaf: Any = None, *, sort: bool = False) -> Iterator[tuple[NestedKey, Any]]:
+    def items(
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: Any = None,
+        *,
+        sort: bool = False,
+    ) -> Iterator[tuple[NestedKey, Any]]:
         for key in self.keys(include_nested, leaves_only, is_leaf, sort=sort):
             yield key, self.get(key)
 
@@ -415,7 +430,9 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
             self.set(key, default)
         return self.get(key)
 
-    def rename_key_(self, old_key: NestedKey, new_key: NestedKey, safe: bool = False) -> TensorDictBase:
+    def rename_key_(
+        self, old_key: NestedKey, new_key: NestedKey, safe: bool = False
+    ) -> TensorDictBase:
         """Move an entry to a new key (the target is overwritten unless ``safe``)."""
         old, new = unravel_key(old_key), unravel_key(new_key)
         if not self._has(old):
@@ -432,16 +449,37 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
         self.set(new, value)
         self.del_(old)
 
-    def update(self, input_dict_or_td: Mapping[Any, Any] | TensorDictBase, clone: bool = False, inplace: bool = False, *, keys_to_update: Sequence[NestedKey] | None = None, **_: Any) -> TensorDictBase:
+    def update(
+        self,
+        input_dict_or_td: Mapping[Any, Any] | TensorDictBase,
+        clone: bool = False,
+        inplace: bool = False,
+        *,
+        keys_to_update: Sequence[NestedKey] | None = None,
+        **_: Any,
+    ) -> TensorDictBase:
         """Set every entry of ``input_dict_or_td`` (nested dicts merge into nested entries)."""
         allowed = None if keys_to_update is None else {unravel_key(k) for k in keys_to_update}
         for key, value in _iter_items(input_dict_or_td):
             parts = unravel_key(key)
-            if isinstance(value, (Mapping, TensorDictBase)) and self._has(parts) and self.leaf_meta(parts).kind == "nested":
-                sub_allowed = None if allowed is None else [k[len(parts):] for k in allowed if k[: len(parts)] == parts]
+            if (
+                isinstance(value, (Mapping, TensorDictBase))
+                and self._has(parts)
+                and self.leaf_meta(parts).kind == "nested"
+            ):
+                sub_allowed = (
+                    None
+                    if allowed is None
+                    else [k[len(parts) :] for k in allowed if k[: len(parts)] == parts]
+                )
                 if allowed is not None and not sub_allowed and parts not in allowed:
                     continue
-                self.get(parts).update(value, clone=clone, inplace=inplace, keys_to_update=None if parts in (allowed or ()) else sub_allowed)
+                self.get(parts).update(
+                    value,
+                    clone=clone,
+                    inplace=inplace,
+                    keys_to_update=None if parts in (allowed or ()) else sub_allowed,
+                )
                 continue
             if allowed is not None and parts not in allowed:
                 continue
@@ -450,7 +488,9 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
             self.set(parts, value, inplace=inplace)
         return self
 
-    def update_(self, input_dict_or_td: Mapping[Any, Any] | TensorDictBase, clone: bool = False) -> TensorDictBase:
+    def update_(
+        self, input_dict_or_td: Mapping[Any, Any] | TensorDictBase, clone: bool = False
+    ) -> TensorDictBase:
         """Write every entry of the input into the existing entries (KeyError for new keys)."""
         for key, value in _iter_items(input_dict_or_td):
             parts = unravel_key(key)

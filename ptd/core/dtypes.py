@@ -97,7 +97,9 @@ def to_storage(tensor: torch.Tensor, key: str = "?") -> tuple[np.ndarray, dict[s
     return arr, attrs
 
 
-def torch_dtype_of(np_dtype: np.dtype, attrs: Mapping[str, Any] | None = None) -> torch.dtype | None:
+def torch_dtype_of(
+    np_dtype: np.dtype, attrs: Mapping[str, Any] | None = None
+) -> torch.dtype | None:
     """The torch dtype of a stored array, or ``None`` when it is not a tensor (see
     :func:`ptd.format.dtypes.torch_dtype_name`)."""
     name = fmt_dtypes.torch_dtype_name(np_dtype, attrs)
@@ -116,7 +118,11 @@ def from_storage(
     if not (flags.writeable and flags.c_contiguous and arr.dtype.isnative):
         if not arr.dtype.isnative:
             arr = arr.astype(arr.dtype.newbyteorder("="))
-        arr = np.array(arr, order="C", copy=True) if not (arr.flags.writeable and arr.flags.c_contiguous) else arr
+        arr = (
+            np.array(arr, order="C", copy=True)
+            if not (arr.flags.writeable and arr.flags.c_contiguous)
+            else arr
+        )
     t = torch.from_numpy(arr)
     if dtype in _BITS:
         t = t.view(dtype)
@@ -130,7 +136,13 @@ def dtype_abbrev(dtype: torch.dtype) -> str:
     ('f32', 'bf16', 'bool')
     """
     name = str(dtype).removeprefix("torch.")
-    for long, short in (("bfloat", "bf"), ("float", "f"), ("uint", "u"), ("int", "i"), ("complex", "c")):
+    for long, short in (
+        ("bfloat", "bf"),
+        ("float", "f"),
+        ("uint", "u"),
+        ("int", "i"),
+        ("complex", "c"),
+    ):
         if name.startswith(long):
-            return short + name[len(long):]
+            return short + name[len(long) :]
     return name

@@ -141,7 +141,9 @@ def _split_index(index: Any, shape: tuple[int, ...]) -> list[Any]:
             continue
         arr = _as_index_array(it)
         if arr is None:
-            raise PtdIndexError(f"cannot index a tensordict with an object of type {type(it).__name__}")
+            raise PtdIndexError(
+                f"cannot index a tensordict with an object of type {type(it).__name__}"
+            )
         if arr.dtype == np.bool_:
             if arr.ndim == 0:
                 raise PtdIndexError("a 0-d bool index cannot index a file-backed tensordict lazily")
@@ -186,7 +188,9 @@ def _split_index(index: Any, shape: tuple[int, ...]) -> list[Any]:
 def _check_bounds(arr: np.ndarray, size: int, dim: int) -> np.ndarray:
     if arr.size and (arr.max() >= size or arr.min() < -size):
         bad = arr[(arr >= size) | (arr < -size)][0]
-        raise PtdIndexError(f"index {int(bad)} is out of bounds for dimension {dim} with size {size}")
+        raise PtdIndexError(
+            f"index {int(bad)} is out of bounds for dimension {dim} with size {size}"
+        )
     return np.where(arr < 0, arr + size, arr) if arr.size and arr.min() < 0 else arr
 
 
@@ -194,7 +198,9 @@ def _apply_to_entry(entry: Entry, item: Any, size: int, dim: int) -> list[Entry]
     """Index one view dim (backed by ``entry``) with an int, slice or array."""
     if isinstance(item, int):
         if not -size <= item < size:
-            raise PtdIndexError(f"index {item} is out of bounds for dimension {dim} with size {size}")
+            raise PtdIndexError(
+                f"index {item} is out of bounds for dimension {dim} with size {size}"
+            )
         item %= size
         if isinstance(entry, slice):
             return [entry.start + item * entry.step]
@@ -249,9 +255,13 @@ def _group_advanced(items: list[Any]) -> list[Any]:
     try:
         coords = [c.astype(np.int64, copy=False) for c in np.broadcast_arrays(*coords)]
     except ValueError as err:
-        raise PtdIndexError(f"shape mismatch: index arrays could not be broadcast together: {err}") from None
+        raise PtdIndexError(
+            f"shape mismatch: index arrays could not be broadcast together: {err}"
+        ) from None
     if coords and coords[0].ndim != 1:
-        raise PtdIndexError("index arrays must broadcast to 1-D to index a file-backed tensordict lazily")
+        raise PtdIndexError(
+            "index arrays must broadcast to 1-D to index a file-backed tensordict lazily"
+        )
     return items[:lo] + [("joint", tuple(coords))] + items[hi:]
 
 
@@ -280,6 +290,7 @@ def compose(entries: Sequence[Entry], shape: Sequence[int], index: Any) -> tuple
                     continue
                 j = group.index(ei)
                 sub = _apply_to_entry(e, coords[j].astype(np.int64), shape[vdim + j], vdim + j)
+                # an index array gives Points (the Entry union cannot say so)
                 merged.extend(sub[0].arrays)  # type: ignore[union-attr]
             replace[first] = [Points(tuple(merged))]
             for ei in range(first + 1, last + 1):
@@ -371,8 +382,10 @@ def plan_read(entries: Sequence[Entry], row_nbytes: int) -> ReadPlan:
                 positions.append(inv)
         if len(e.arrays) == 1:
             p = positions[0]
-            if not (len(p) == (_slice_len(sel[-1]) if isinstance(sel[-1], slice) else len(sel[-1]))
-                    and np.array_equal(p, np.arange(len(p)))):
+            if not (
+                len(p) == (_slice_len(sel[-1]) if isinstance(sel[-1], slice) else len(sel[-1]))
+                and np.array_equal(p, np.arange(len(p)))
+            ):
                 any_post = True
                 post.append(p)
             else:

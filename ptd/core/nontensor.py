@@ -33,7 +33,9 @@ def _nested_index(values: Any, shape: tuple[int, ...], index: Any) -> tuple[Any,
     flat = _flatten(values, len(shape))
     if picked.ndim == 0:
         return flat[int(picked)], ()
-    return _unflatten([flat[int(i)] for i in picked.reshape(-1)], tuple(picked.shape)), tuple(picked.shape)
+    return _unflatten([flat[int(i)] for i in picked.reshape(-1)], tuple(picked.shape)), tuple(
+        picked.shape
+    )
 
 
 def _flatten(values: Any, ndim: int) -> list[Any]:
@@ -57,7 +59,7 @@ class NonTensorData:
     def __init__(self, data: Any, batch_size: Sequence[int] | None = None, device: Any = None):
         if isinstance(data, NonTensorData):
             data = data.data
-        self.data = data
+        self.data: Any = data
         self.batch_size = as_batch_size(batch_size)
         self.device = device
 
@@ -95,9 +97,13 @@ class NonTensorStack:
     def __init__(self, *values: Any, batch_size: Sequence[int] | None = None):
         vals = [v.data if isinstance(v, NonTensorData) else v for v in values]
         self._values: Any = vals
-        self.batch_size = as_batch_size(batch_size) if batch_size is not None else torch.Size([len(vals)])
+        self.batch_size = (
+            as_batch_size(batch_size) if batch_size is not None else torch.Size([len(vals)])
+        )
         if batch_size is not None and len(self.batch_size) == 1 and self.batch_size[0] != len(vals):
-            raise PtdIndexError(f"NonTensorStack of {len(vals)} values cannot have batch_size {list(self.batch_size)}")
+            raise PtdIndexError(
+                f"NonTensorStack of {len(vals)} values cannot have batch_size {list(self.batch_size)}"
+            )
 
     @classmethod
     def from_list(cls, values: Any, batch_size: Sequence[int] | None = None) -> NonTensorStack:
@@ -128,7 +134,9 @@ class NonTensorStack:
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, NonTensorStack):
-            return self.batch_size == other.batch_size and bool(_values_equal(self._values, other._values))
+            return self.batch_size == other.batch_size and bool(
+                _values_equal(self._values, other._values)
+            )
         return bool(_values_equal(self._values, other))
 
     def __hash__(self) -> int:  # pragma: no cover

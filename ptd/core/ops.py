@@ -8,20 +8,22 @@ PersistentTensorDict).
 
 from __future__ import annotations
 
+import builtins
 import operator
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 
 from ptd.core.keys import unravel_key
 from ptd.core.nontensor import NonTensorData, NonTensorStack
-from ptd.core.registry import TensorDictRoot, new_tensordict
+from ptd.core.registry import is_tensordict, new_tensordict
 from ptd.errors import PtdIndexError, PtdValueError
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
+    from ptd.core.protocols import OpsHost, ShapeHost
 
 __all__ = ["OpsMixin", "ShapeMixin", "stack", "cat"]
 
@@ -30,57 +32,57 @@ class OpsMixin:
     """Elementwise math and in-place updates."""
 
     # --- out of place ----------------------------------------------------------------------
-    def _binary(self: TensorDictBase, other: Any, op: Callable[[Any, Any], Any]) -> TensorDictBase:
-        if isinstance(other, TensorDictRoot):
-            return self.apply(op, other)  # type: ignore[return-value]
-        return self.apply(lambda t: op(t, other))  # type: ignore[return-value]
+    def _binary(self: OpsHost, other: Any, op: Callable[[Any, Any], Any]) -> TensorDictBase:
+        if is_tensordict(other):
+            return self.apply(op, other)
+        return self.apply(lambda t: op(t, other))
 
-    def __add__(self, other: Any) -> TensorDictBase:
+    def __add__(self: OpsHost, other: Any) -> TensorDictBase:
         return self._binary(other, operator.add)
 
-    def __radd__(self, other: Any) -> TensorDictBase:
+    def __radd__(self: OpsHost, other: Any) -> TensorDictBase:
         return self._binary(other, lambda a, b: b + a)
 
-    def __sub__(self, other: Any) -> TensorDictBase:
+    def __sub__(self: OpsHost, other: Any) -> TensorDictBase:
         return self._binary(other, operator.sub)
 
-    def __rsub__(self, other: Any) -> TensorDictBase:
+    def __rsub__(self: OpsHost, other: Any) -> TensorDictBase:
         return self._binary(other, lambda a, b: b - a)
 
-    def __mul__(self, other: Any) -> TensorDictBase:
+    def __mul__(self: OpsHost, other: Any) -> TensorDictBase:
         return self._binary(other, operator.mul)
 
-    def __rmul__(self, other: Any) -> TensorDictBase:
+    def __rmul__(self: OpsHost, other: Any) -> TensorDictBase:
         return self._binary(other, lambda a, b: b * a)
 
-    def __truediv__(self, other: Any) -> TensorDictBase:
+    def __truediv__(self: OpsHost, other: Any) -> TensorDictBase:
         return self._binary(other, operator.truediv)
 
-    def __rtruediv__(self, other: Any) -> TensorDictBase:
+    def __rtruediv__(self: OpsHost, other: Any) -> TensorDictBase:
         return self._binary(other, lambda a, b: b / a)
 
-    def __pow__(self, other: Any) -> TensorDictBase:
+    def __pow__(self: OpsHost, other: Any) -> TensorDictBase:
         return self._binary(other, operator.pow)
 
-    def __neg__(self: TensorDictBase) -> TensorDictBase:
-        return self.apply(operator.neg)  # type: ignore[return-value]
+    def __neg__(self: OpsHost) -> TensorDictBase:
+        return self.apply(operator.neg)
 
-    def __abs__(self: TensorDictBase) -> TensorDictBase:
-        return self.apply(torch.abs)  # type: ignore[return-value]
+    def __abs__(self: OpsHost) -> TensorDictBase:
+        return self.apply(torch.abs)
 
     add = __add__
     sub = __sub__
     mul = __mul__
     div = __truediv__
 
-    def _compare(self: TensorDictBase, other: Any, op: Callable[[Any, Any], Any]) -> TensorDictBase:
+    def _compare(self: OpsHost, other: Any, op: Callable[[Any, Any], Any]) -> TensorDictBase:
         """Elementwise comparison; non-tensor entries give a bool tensor of the batch shape."""
 
         out = new_tensordict({}, batch_size=self.batch_size, device=self.device)
         for key in self._keys_str():
             mine = self._get_str(key)
-            theirs = other._get_str(key) if isinstance(other, TensorDictRoot) else other
-            if isinstance(mine, TensorDictRoot):
+            theirs = other._get_str(key) if is_tensordict(other) else other
+            if is_tensordict(mine):
                 out._set_str(key, mine._compare(theirs, op), inplace=False)
             elif isinstance(mine, torch.Tensor):
                 out._set_str(key, op(mine, theirs), inplace=False)
@@ -90,144 +92,152 @@ class OpsMixin:
                 out._set_str(key, torch.full(tuple(self.batch_size), bool(value)), inplace=False)
         return out
 
-    def __eq__(self, other: object) -> TensorDictBase:  # type: ignore[override]
+    def __eq__(self: OpsHost, other: object) -> TensorDictBase:  # type: ignore[override]
         return self._compare(other, operator.eq)
 
-    def __ne__(self, other: object) -> TensorDictBase:  # type: ignore[override]
+    def __ne__(self: OpsHost, other: object) -> TensorDictBase:  # type: ignore[override]
         return self._compare(other, operator.ne)
 
-    def __lt__(self, other: Any) -> TensorDictBase:
+    def __lt__(self: OpsHost, other: Any) -> TensorDictBase:
         return self._compare(other, operator.lt)
 
-    def __le__(self, other: Any) -> TensorDictBase:
+    def __le__(self: OpsHost, other: Any) -> TensorDictBase:
         return self._compare(other, operator.le)
 
-    def __gt__(self, other: Any) -> TensorDictBase:
+    def __gt__(self: OpsHost, other: Any) -> TensorDictBase:
         return self._compare(other, operator.gt)
 
-    def __ge__(self, other: Any) -> TensorDictBase:
+    def __ge__(self: OpsHost, other: Any) -> TensorDictBase:
         return self._compare(other, operator.ge)
 
     __hash__ = None  # type: ignore[assignment]
 
-    def all(self: TensorDictBase, dim: int | None = None) -> bool | TensorDictBase:
+    def all(self: OpsHost, dim: int | None = None) -> bool | TensorDictBase:
         """True when every element of every tensor leaf is true (``dim``: per batch dim)."""
         if dim is not None:
-            return self.apply(lambda t: t.all(dim=dim), batch_size=_drop_dim(self.batch_size, dim))  # type: ignore[return-value]
+            return self.apply(lambda t: t.all(dim=dim), batch_size=_drop_dim(self.batch_size, dim))
         return all(bool(t.all()) for _, t in self._tensor_leaves())
 
-    def any(self: TensorDictBase, dim: int | None = None) -> bool | TensorDictBase:
+    def any(self: OpsHost, dim: int | None = None) -> bool | TensorDictBase:
         if dim is not None:
-            return self.apply(lambda t: t.any(dim=dim), batch_size=_drop_dim(self.batch_size, dim))  # type: ignore[return-value]
+            return self.apply(lambda t: t.any(dim=dim), batch_size=_drop_dim(self.batch_size, dim))
         return any(bool(t.any()) for _, t in self._tensor_leaves())
 
-    def sum(self: TensorDictBase, dim: int | None = None) -> TensorDictBase:
+    def sum(self: OpsHost, dim: int | None = None) -> TensorDictBase:
         if dim is None:
-            return self.apply(lambda t: t.sum(), batch_size=[])  # type: ignore[return-value]
-        return self.apply(lambda t: t.sum(dim=dim), batch_size=_drop_dim(self.batch_size, dim))  # type: ignore[return-value]
+            return self.apply(lambda t: t.sum(), batch_size=[])
+        return self.apply(lambda t: t.sum(dim=dim), batch_size=_drop_dim(self.batch_size, dim))
 
-    def mean(self: TensorDictBase, dim: int | None = None) -> TensorDictBase:
+    def mean(self: OpsHost, dim: int | None = None) -> TensorDictBase:
         if dim is None:
-            return self.apply(lambda t: t.float().mean() if not t.is_floating_point() else t.mean(), batch_size=[])  # type: ignore[return-value]
-        return self.apply(lambda t: t.mean(dim=dim), batch_size=_drop_dim(self.batch_size, dim))  # type: ignore[return-value]
+            return self.apply(
+                lambda t: t.float().mean() if not t.is_floating_point() else t.mean(), batch_size=[]
+            )
+        return self.apply(lambda t: t.mean(dim=dim), batch_size=_drop_dim(self.batch_size, dim))
 
     # --- dtype / device --------------------------------------------------------------------
-    def to(self: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
+    def to(self: OpsHost, *args: Any, **kwargs: Any) -> TensorDictBase:
         """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)``, or keywords."""
         device, dtype = _parse_to(args, kwargs)
-        out = self
+        out = cast("TensorDictBase", self)  # a mixin's self is the TensorDictBase it is mixed into
         if dtype is not None:
-            out = out.apply(lambda t: t.to(dtype))  # type: ignore[assignment]
+            out = out.apply(lambda t: t.to(dtype))
         if device is not None:
             out = out._to_device(device)
         return out
 
-    def _to_device(self: TensorDictBase, device: torch.device) -> TensorDictBase:
-        return self.apply(lambda t: t.to(device), device=device)  # type: ignore[return-value]
+    def _to_device(self: OpsHost, device: torch.device) -> TensorDictBase:
+        return self.apply(lambda t: t.to(device), device=device)
 
-    def float(self: TensorDictBase) -> TensorDictBase:
+    def float(self: OpsHost) -> TensorDictBase:
         return self.to(torch.float32)
 
-    def double(self: TensorDictBase) -> TensorDictBase:
+    def double(self: OpsHost) -> TensorDictBase:
         return self.to(torch.float64)
 
-    def half(self: TensorDictBase) -> TensorDictBase:
+    def half(self: OpsHost) -> TensorDictBase:
         return self.to(torch.float16)
 
-    def bfloat16(self: TensorDictBase) -> TensorDictBase:
+    def bfloat16(self: OpsHost) -> TensorDictBase:
         return self.to(torch.bfloat16)
 
-    def int(self: TensorDictBase) -> TensorDictBase:
+    def int(self: OpsHost) -> TensorDictBase:
         return self.to(torch.int32)
 
-    def bool(self: TensorDictBase) -> TensorDictBase:
+    def bool(self: OpsHost) -> TensorDictBase:
         return self.to(torch.bool)
 
-    def cpu(self: TensorDictBase) -> TensorDictBase:
+    def cpu(self: OpsHost) -> TensorDictBase:
         return self.to("cpu")
 
-    def detach(self: TensorDictBase) -> TensorDictBase:
-        return self.apply(lambda t: t.detach())  # type: ignore[return-value]
+    def detach(self: OpsHost) -> TensorDictBase:
+        return self.apply(lambda t: t.detach())
 
-    def contiguous(self: TensorDictBase) -> TensorDictBase:
-        return self.apply(lambda t: t.contiguous())  # type: ignore[return-value]
+    def contiguous(self: OpsHost) -> TensorDictBase:
+        return self.apply(lambda t: t.contiguous())
 
     # --- in place --------------------------------------------------------------------------
-    def add_(self: TensorDictBase, other: Any, *, alpha: float | None = None) -> TensorDictBase:
+    def add_(self: OpsHost, other: Any, *, alpha: builtins.float | None = None) -> TensorDictBase:
         return self._map_inplace(lambda t, o: t + (o if alpha is None else alpha * o), other)
 
-    def sub_(self: TensorDictBase, other: Any, *, alpha: float | None = None) -> TensorDictBase:
+    def sub_(self: OpsHost, other: Any, *, alpha: builtins.float | None = None) -> TensorDictBase:
         return self._map_inplace(lambda t, o: t - (o if alpha is None else alpha * o), other)
 
-    def mul_(self: TensorDictBase, other: Any) -> TensorDictBase:
+    def mul_(self: OpsHost, other: Any) -> TensorDictBase:
         return self._map_inplace(lambda t, o: t * o, other)
 
-    def div_(self: TensorDictBase, other: Any) -> TensorDictBase:
+    def div_(self: OpsHost, other: Any) -> TensorDictBase:
         return self._map_inplace(lambda t, o: t / o, other)
 
-    def __iadd__(self, other: Any) -> TensorDictBase:
+    # mypy checks each __iX__ against __X__ bound to the bare mixin class, which is not an OpsHost
+    # (its self type): the [misc] ignores below are for that check only
+    def __iadd__(self: OpsHost, other: Any) -> TensorDictBase:  # type: ignore[misc]
         return self.add_(other)
 
-    def __isub__(self, other: Any) -> TensorDictBase:
+    def __isub__(self: OpsHost, other: Any) -> TensorDictBase:  # type: ignore[misc]
         return self.sub_(other)
 
-    def __imul__(self, other: Any) -> TensorDictBase:
+    def __imul__(self: OpsHost, other: Any) -> TensorDictBase:  # type: ignore[misc]
         return self.mul_(other)
 
-    def __itruediv__(self, other: Any) -> TensorDictBase:
+    def __itruediv__(self: OpsHost, other: Any) -> TensorDictBase:  # type: ignore[misc]
         return self.div_(other)
 
-    def zero_(self: TensorDictBase) -> TensorDictBase:
+    def zero_(self: OpsHost) -> TensorDictBase:
         return self._map_inplace(lambda t, o: torch.zeros_like(t))
 
-    def fill_(self: TensorDictBase, key: Any, value: float | bool) -> TensorDictBase:
+    def fill_(self: OpsHost, key: Any, value: builtins.float | builtins.bool) -> TensorDictBase:
         """Fill the entry ``key`` (every leaf, for a nested entry) with ``value``."""
 
         parts = unravel_key(key)
         target = self.get(parts)
-        if isinstance(target, TensorDictRoot):
+        if is_tensordict(target):
             target._map_inplace(lambda t, o: torch.full_like(t, value))
         elif isinstance(target, torch.Tensor):
             self.set_(parts, torch.full_like(target, value))
-        return self
+        return cast("TensorDictBase", self)  # a mixin's self is the TensorDictBase it is mixed into
 
-    def clamp_(self: TensorDictBase, min: Any = None, max: Any = None) -> TensorDictBase:
+    def clamp_(self: OpsHost, min: Any = None, max: Any = None) -> TensorDictBase:
         return self._map_inplace(lambda t, o: t.clamp(min=min, max=max))
 
-    def clamp_max_(self: TensorDictBase, max: Any) -> TensorDictBase:
+    def clamp_max_(self: OpsHost, max: Any) -> TensorDictBase:
         return self._map_inplace(lambda t, o: t.clamp_max(max))
 
-    def clamp_min_(self: TensorDictBase, min: Any) -> TensorDictBase:
+    def clamp_min_(self: OpsHost, min: Any) -> TensorDictBase:
         return self._map_inplace(lambda t, o: t.clamp_min(min))
 
-    def masked_fill_(self: TensorDictBase, mask: torch.Tensor, value: float | bool) -> TensorDictBase:
+    def masked_fill_(
+        self: OpsHost, mask: torch.Tensor, value: builtins.float | builtins.bool
+    ) -> TensorDictBase:
         def fill(t: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
             m = m.reshape(tuple(m.shape) + (1,) * (t.ndim - m.ndim))
             return t.masked_fill(m, value)
 
         return self._map_inplace(fill, mask)
 
-    def copy_(self: TensorDictBase, other: TensorDictBase, non_blocking: bool = False) -> TensorDictBase:
+    def copy_(
+        self: OpsHost, other: TensorDictBase, non_blocking: builtins.bool = False
+    ) -> TensorDictBase:
         return self.update_(other)
 
 
@@ -236,7 +246,9 @@ def _drop_dim(bs: torch.Size, dim: int) -> list[int]:
     return [n for i, n in enumerate(bs) if i != dim]
 
 
-def _parse_to(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[torch.device | None, torch.dtype | None]:
+def _parse_to(
+    args: Sequence[Any], kwargs: dict[str, Any]
+) -> tuple[torch.device | None, torch.dtype | None]:
     device = kwargs.get("device")
     dtype = kwargs.get("dtype")
     for a in args:
@@ -252,7 +264,9 @@ def _parse_to(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[torch.device
 # ------------------------------------------------------------------------------------------
 # batch-shape operations
 # ------------------------------------------------------------------------------------------
-def _non_tensor_grid_map(value: Any, batch: torch.Size, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+def _non_tensor_grid_map(
+    value: Any, batch: torch.Size, fn: Callable[[torch.Tensor], torch.Tensor]
+) -> Any:
     """Apply a batch-shape op to a non-tensor entry through an index grid."""
     grid = torch.arange(max(1, int(np.prod(batch))) if len(batch) else 1).reshape(batch)
     new = fn(grid)
@@ -260,7 +274,11 @@ def _non_tensor_grid_map(value: Any, batch: torch.Size, fn: Callable[[torch.Tens
         return NonTensorData(value.data, new.shape, value.device)
     flat = np.empty(int(np.prod(batch)), dtype=object)
     flat[:] = _flat_list(value.tolist(), len(batch))
-    picked = flat[new.reshape(-1).numpy()].reshape(tuple(new.shape)) if new.numel() else np.empty(tuple(new.shape), dtype=object)
+    picked = (
+        flat[new.reshape(-1).numpy()].reshape(tuple(new.shape))
+        if new.numel()
+        else np.empty(tuple(new.shape), dtype=object)
+    )
     return NonTensorStack.from_list(picked.tolist(), new.shape)
 
 
@@ -274,7 +292,7 @@ class ShapeMixin:
     """Operations on the batch dims. In-memory results; file-backed classes override the
     ones they refuse."""
 
-    def _batch_map(self: TensorDictBase, fn: Callable[[torch.Tensor], torch.Tensor]) -> TensorDictBase:
+    def _batch_map(self: ShapeHost, fn: Callable[[torch.Tensor], torch.Tensor]) -> TensorDictBase:
         """A new TensorDict whose leaves are ``fn(leaf)``; ``fn`` acts on the leading
         ``self.ndim`` dims and keeps the rest."""
 
@@ -282,77 +300,93 @@ class ShapeMixin:
         out = new_tensordict({}, batch_size=new_bs, device=self.device)
         for key in self._keys_str():
             value = self._get_str(key)
-            if isinstance(value, TensorDictRoot):
+            if is_tensordict(value):
                 value = value._batch_map(fn)
             elif isinstance(value, torch.Tensor):
                 value = fn(value)
             else:
-                value = _non_tensor_grid_map(value, value.batch_size[: self.ndim] if isinstance(value, NonTensorStack) else self.batch_size, fn)
+                value = _non_tensor_grid_map(
+                    value,
+                    value.batch_size[: self.ndim]
+                    if isinstance(value, NonTensorStack)
+                    else self.batch_size,
+                    fn,
+                )
             out._set_str(key, value, inplace=False)
         return out
 
-    def _dim(self: TensorDictBase, dim: int, extra: int = 0) -> int:
+    def _dim(self: ShapeHost, dim: int, extra: int = 0) -> int:
         n = self.ndim + extra
         if not -n <= dim < n:
-            raise PtdIndexError(f"dim {dim} is out of range for a tensordict with {self.ndim} batch dims")
+            raise PtdIndexError(
+                f"dim {dim} is out of range for a tensordict with {self.ndim} batch dims"
+            )
         return dim % n if n else 0
 
-    def reshape(self: TensorDictBase, *shape: Any) -> TensorDictBase:
+    def reshape(self: ShapeHost, *shape: Any) -> TensorDictBase:
         new = _shape_arg(shape)
         nb = self.ndim
         target = torch.empty(tuple(self.batch_size), device="meta").reshape(new).shape
         return self._batch_map(lambda t: t.reshape(tuple(target) + tuple(t.shape[nb:])))
 
-    def view(self: TensorDictBase, *shape: Any) -> TensorDictBase:
+    def view(self: ShapeHost, *shape: Any) -> TensorDictBase:
         new = _shape_arg(shape)
         nb = self.ndim
         target = torch.empty(tuple(self.batch_size), device="meta").view(new).shape
         return self._batch_map(lambda t: t.view(tuple(target) + tuple(t.shape[nb:])))
 
-    def flatten(self: TensorDictBase, start_dim: int = 0, end_dim: int = -1) -> TensorDictBase:
+    def flatten(self: ShapeHost, start_dim: int = 0, end_dim: int = -1) -> TensorDictBase:
         s, e = self._dim(start_dim), self._dim(end_dim)
         return self._batch_map(lambda t: t.flatten(s, e))
 
-    def unflatten(self: TensorDictBase, dim: int, sizes: Sequence[int]) -> TensorDictBase:
+    def unflatten(self: ShapeHost, dim: int, sizes: Sequence[int]) -> TensorDictBase:
         d = self._dim(dim)
         return self._batch_map(lambda t: t.unflatten(d, sizes))
 
-    def unsqueeze(self: TensorDictBase, dim: int) -> TensorDictBase:
+    def unsqueeze(self: ShapeHost, dim: int) -> TensorDictBase:
         d = self._dim(dim, extra=1)
         return self._batch_map(lambda t: t.unsqueeze(d))
 
-    def squeeze(self: TensorDictBase, dim: int | None = None) -> TensorDictBase:
+    def squeeze(self: ShapeHost, dim: int | None = None) -> TensorDictBase:
         if dim is None:
             dims = [i for i, n in enumerate(self.batch_size) if n == 1]
             return self._batch_map(lambda t: t.squeeze(dims) if dims else t)
         d = self._dim(dim)
         return self._batch_map(lambda t: t.squeeze(d))
 
-    def permute(self: TensorDictBase, *dims: Any) -> TensorDictBase:
+    def permute(self: ShapeHost, *dims: Any) -> TensorDictBase:
         order = [self._dim(d) for d in _shape_arg(dims)]
         if sorted(order) != list(range(self.ndim)):
-            raise PtdValueError(f"permute needs a permutation of the {self.ndim} batch dims, got {list(dims)}")
+            raise PtdValueError(
+                f"permute needs a permutation of the {self.ndim} batch dims, got {list(dims)}"
+            )
         nb = self.ndim
         return self._batch_map(lambda t: t.permute(*order, *range(nb, t.ndim)))
 
-    def transpose(self: TensorDictBase, dim0: int, dim1: int) -> TensorDictBase:
+    def transpose(self: ShapeHost, dim0: int, dim1: int) -> TensorDictBase:
         a, b = self._dim(dim0), self._dim(dim1)
         return self._batch_map(lambda t: t.transpose(a, b))
 
-    def expand(self: TensorDictBase, *shape: Any) -> TensorDictBase:
+    def expand(self: ShapeHost, *shape: Any) -> TensorDictBase:
         new = tuple(_shape_arg(shape))
         nb = self.ndim
         return self._batch_map(lambda t: t.expand(new + tuple(t.shape[nb:])))
 
-    def unbind(self: TensorDictBase, dim: int = 0) -> tuple[TensorDictBase, ...]:
+    def unbind(self: ShapeHost, dim: int = 0) -> tuple[TensorDictBase, ...]:
         d = self._dim(dim)
         pre = (slice(None),) * d
         return tuple(self._detached(self._index(pre + (i,))) for i in range(self.batch_size[d]))
 
-    def split(self: TensorDictBase, split_size: int | Sequence[int], dim: int = 0) -> tuple[TensorDictBase, ...]:
+    def split(
+        self: ShapeHost, split_size: int | Sequence[int], dim: int = 0
+    ) -> tuple[TensorDictBase, ...]:
         d = self._dim(dim)
         n = self.batch_size[d]
-        sizes = [split_size] * (n // split_size) + ([n % split_size] if n % split_size else []) if isinstance(split_size, int) else list(split_size)
+        sizes = (
+            [split_size] * (n // split_size) + ([n % split_size] if n % split_size else [])
+            if isinstance(split_size, int)
+            else list(split_size)
+        )
         if sum(sizes) != n:
             raise PtdValueError(f"split sizes {sizes} do not add up to dim {d} of size {n}")
         pre = (slice(None),) * d
@@ -362,14 +396,16 @@ class ShapeMixin:
             start += s
         return tuple(out)
 
-    def chunk(self: TensorDictBase, chunks: int, dim: int = 0) -> tuple[TensorDictBase, ...]:
+    def chunk(self: ShapeHost, chunks: int, dim: int = 0) -> tuple[TensorDictBase, ...]:
         d = self._dim(dim)
         n = self.batch_size[d]
         size = -(-n // chunks) if n else 1
         return self.split(size, d)
 
     @classmethod
-    def __torch_function__(cls, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None) -> Any:
+    def __torch_function__(
+        cls, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         if func is torch.stack:
             return stack(*args, **kwargs)
@@ -396,7 +432,7 @@ def _combine(values: Sequence[Any], batch: torch.Size, joiner: Callable[[list[An
     first = values[0]
     if isinstance(first, torch.Tensor):
         return joiner(list(values))
-    if isinstance(first, TensorDictRoot):
+    if is_tensordict(first):
         return None  # handled by the caller
     if all(isinstance(v, NonTensorData) for v in values) and all(v == first for v in values):
         return NonTensorData(first.data, batch)
@@ -408,21 +444,32 @@ def _combine(values: Sequence[Any], batch: torch.Size, joiner: Callable[[list[An
         else:
             arr.reshape(-1)[:] = _flat_list(v.tolist(), len(v.batch_size))
         grids.append(arr)
-    joined = joiner([torch.arange(g.size).reshape(g.shape) + off for g, off in zip(grids, np.cumsum([0] + [g.size for g in grids[:-1]]), strict=True)])
+    joined = joiner(
+        [
+            torch.arange(g.size).reshape(g.shape) + off
+            for g, off in zip(grids, np.cumsum([0] + [g.size for g in grids[:-1]]), strict=True)
+        ]
+    )
     flat = np.concatenate([g.reshape(-1) for g in grids])
-    return NonTensorStack.from_list(flat[joined.reshape(-1).numpy()].reshape(tuple(joined.shape)).tolist(), joined.shape)
+    return NonTensorStack.from_list(
+        flat[joined.reshape(-1).numpy()].reshape(tuple(joined.shape)).tolist(), joined.shape
+    )
 
 
-def _join(tds: Sequence[TensorDictBase], dim: int, new_bs: torch.Size, joiner: Callable[[list[Any]], Any]) -> TensorDictBase:
+def _join(
+    tds: Sequence[TensorDictBase], dim: int, new_bs: torch.Size, joiner: Callable[[list[Any]], Any]
+) -> TensorDictBase:
 
     out = new_tensordict({}, batch_size=new_bs, device=tds[0].device)
     keys = tds[0]._keys_str()
     for td in tds[1:]:
         if set(td._keys_str()) != set(keys):
-            raise PtdValueError(f"cannot stack/cat tensordicts with different keys: {sorted(keys)} vs {sorted(td._keys_str())}")
+            raise PtdValueError(
+                f"cannot stack/cat tensordicts with different keys: {sorted(keys)} vs {sorted(td._keys_str())}"
+            )
     for key in keys:
         values = [td._get_str(key) for td in tds]
-        if isinstance(values[0], TensorDictRoot):
+        if is_tensordict(values[0]):
             extra = values[0].batch_size[tds[0].ndim :]
             value = _join(values, dim, torch.Size(list(new_bs) + list(extra)), joiner)
         else:
@@ -438,7 +485,9 @@ def stack(tds: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None) -> Te
         raise PtdValueError("cannot stack an empty list of tensordicts")
     bs = tds[0].batch_size
     if any(td.batch_size != bs for td in tds):
-        raise PtdValueError(f"cannot stack tensordicts of different batch sizes: {[list(t.batch_size) for t in tds]}")
+        raise PtdValueError(
+            f"cannot stack tensordicts of different batch sizes: {[list(t.batch_size) for t in tds]}"
+        )
     n = len(bs) + 1
     if not -n <= dim < n:
         raise PtdIndexError(f"dim {dim} is out of range for stacking {len(bs)}-d tensordicts")
@@ -457,9 +506,12 @@ def cat(tds: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None) -> Tens
         raise PtdValueError("cannot concatenate 0-d tensordicts")
     dim %= len(bs)
     for td in tds:
-        if len(td.batch_size) != len(bs) or any(a != b for i, (a, b) in enumerate(zip(td.batch_size, bs, strict=True)) if i != dim):
-            raise PtdValueError(f"cannot concatenate tensordicts of batch sizes {[list(t.batch_size) for t in tds]} along dim {dim}")
+        if len(td.batch_size) != len(bs) or any(
+            a != b for i, (a, b) in enumerate(zip(td.batch_size, bs, strict=True)) if i != dim
+        ):
+            raise PtdValueError(
+                f"cannot concatenate tensordicts of batch sizes {[list(t.batch_size) for t in tds]} along dim {dim}"
+            )
     new_bs = list(bs)
     new_bs[dim] = sum(td.batch_size[dim] for td in tds)
     return _join(tds, dim, torch.Size(new_bs), lambda xs: torch.cat(xs, dim))
-

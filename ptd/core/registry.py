@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
@@ -61,6 +61,7 @@ def new_tensordict(*args: Any, **kwargs: Any) -> TensorDictBase:
     return lookup("TensorDict")(*args, **kwargs)  # type: ignore[no-any-return]
 
 
-def is_tensordict(obj: object) -> bool:
-    """True for any ptd container (in memory or store-backed)."""
+def is_tensordict(obj: object) -> TypeGuard[TensorDictBase]:
+    """True for any ptd container (in memory or store-backed). For type checkers, ``obj`` is then
+    a :class:`~ptd.core.base.TensorDictBase` (every container class derives from it)."""
     return isinstance(obj, TensorDictRoot)

@@ -33,7 +33,12 @@ def _expand_index(index: Any, ndim: int) -> Any:
     """Replace Ellipsis so that the index covers the batch dims only, and turn lists into
     tensors (so it can be applied unchanged to leaves with more dims)."""
     items = list(index) if isinstance(index, tuple) else [index]
-    items = [(torch.as_tensor(i) if i else torch.zeros(0, dtype=torch.long)) if isinstance(i, list) else i for i in items]
+    items = [
+        (torch.as_tensor(i) if i else torch.zeros(0, dtype=torch.long))
+        if isinstance(i, list)
+        else i
+        for i in items
+    ]
     if any(i is Ellipsis for i in items):
         consumed = sum(
             (i.ndim if isinstance(i, torch.Tensor) and i.dtype == torch.bool else 1)
@@ -70,7 +75,9 @@ class TensorDict(TensorDictBase):
         self._device = torch.device(device) if device is not None else None
         self._names = list(names) if names is not None else None
         if self._names is not None and len(self._names) != len(self._batch_size):
-            raise BatchSizeError(f"names {self._names} do not match batch_size {list(self._batch_size)}")
+            raise BatchSizeError(
+                f"names {self._names} do not match batch_size {list(self._batch_size)}"
+            )
         items = list(_iter_items(source)) if source is not None else []
         for key, value in items + list(kwargs.items()):
             self.set(key, value)
@@ -148,7 +155,9 @@ class TensorDict(TensorDictBase):
         out = TensorDict({}, batch_size=new_bs, device=self.device)
         for key, value in self._data.items():
             if isinstance(value, (TensorDictBase, NonTensorStack)):
-                out._data[key] = value._index(idx) if isinstance(value, TensorDictBase) else value[idx]
+                out._data[key] = (
+                    value._index(idx) if isinstance(value, TensorDictBase) else value[idx]
+                )
             elif isinstance(value, NonTensorData):
                 out._data[key] = NonTensorData(value.data, new_bs, value.device)
             else:
@@ -169,7 +178,7 @@ class TensorDict(TensorDictBase):
             if isinstance(current, TensorDictBase):
                 current._set_at(idx, new)
             elif isinstance(current, torch.Tensor):
-                current[idx] = new if not isinstance(new, TensorDictBase) else new
+                current[idx] = new
             elif isinstance(current, NonTensorStack) and not isinstance(new, torch.Tensor):
                 grid = current.tolist()
                 _assign_nested(grid, tuple(current.batch_size), idx, new)
@@ -178,7 +187,9 @@ class TensorDict(TensorDictBase):
     # ---------------------------------------------------------------- TensorDict only
     def auto_batch_size_(self, batch_dims: int | None = None) -> TensorDict:
         """Set the batch size to the longest leading shape every entry shares."""
-        shapes = [m.shape for k in self._keys_str() if (m := self._meta_str(k)).kind != "non_tensor"]
+        shapes = [
+            m.shape for k in self._keys_str() if (m := self._meta_str(k)).kind != "non_tensor"
+        ]
         for key in self._keys_str():
             if isinstance(self._data[key], TensorDictBase):
                 self._data[key].auto_batch_size_()
@@ -187,6 +198,7 @@ class TensorDict(TensorDictBase):
 
     def clone(self, recurse: bool = True, **kwargs: Any) -> TensorDict:
         if recurse:
+            # to_tensordict makes a TensorDict (typed as the base it is declared on)
             return self.to_tensordict()  # type: ignore[return-value]
         out = TensorDict({}, batch_size=self.batch_size, device=self.device, names=self._names)
         out._data = dict(self._data)
@@ -194,21 +206,27 @@ class TensorDict(TensorDictBase):
 
     def _to_device(self, device: torch.device) -> TensorDictBase:
         out = self.apply(lambda t: t.to(device), device=device)
-        return out  # type: ignore[return-value]
+        return out
 
     # ------------------------------------- memmap (ptd.memmap, registered in ptd.core.registry)
-    def memmap(self, prefix: Any = None, *, existsok: bool = False, overwrite: bool = False) -> TensorDict:
+    def memmap(
+        self, prefix: Any = None, *, existsok: bool = False, overwrite: bool = False
+    ) -> TensorDict:
         """Save to the memmap directory ``prefix`` (tensordict 0.15's layout) and return a
         locked TensorDict whose leaves are mapped from its files. An existing non-empty
         ``prefix`` is refused unless ``existsok``/``overwrite`` (it is then replaced)."""
         return lookup("memmap_tensordict")(self, prefix, overwrite=existsok or overwrite)  # type: ignore[no-any-return]
 
-    def memmap_(self, prefix: Any = None, *, existsok: bool = False, overwrite: bool = False) -> TensorDict:
+    def memmap_(
+        self, prefix: Any = None, *, existsok: bool = False, overwrite: bool = False
+    ) -> TensorDict:
         """Like :meth:`memmap`, but swap this TensorDict's own leaves for the mapped ones."""
         return lookup("memmap_inplace")(self, prefix, overwrite=existsok or overwrite)  # type: ignore[no-any-return]
 
     @classmethod
-    def load_memmap(cls, prefix: Any, *, mode: str = "r+", allow_pickle: bool | None = False) -> TensorDict:
+    def load_memmap(
+        cls, prefix: Any, *, mode: str = "r+", allow_pickle: bool | None = False
+    ) -> TensorDict:
         """Load a memmap directory (ptd's or tensordict 0.15's); see :func:`ptd.memmap.load_memmap`."""
         return lookup("load_memmap")(prefix, mode=mode, allow_pickle=allow_pickle)  # type: ignore[no-any-return]
 

@@ -10,18 +10,19 @@ stream row slabs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from ptd.core.batch import as_batch_size
 from ptd.core.keys import NestedKey, out_key, unravel_key
 from ptd.core.nontensor import NonTensorData, NonTensorStack
-from ptd.core.registry import TensorDictRoot, new_tensordict
+from ptd.core.registry import is_tensordict, new_tensordict
 from ptd.errors import UnsupportedOperationError
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
+    from ptd.core.protocols import TransformsHost
 
 __all__ = ["TransformsMixin", "pick_operand"]
 
@@ -29,14 +30,23 @@ _NO_DEFAULT: Any = object()
 
 
 class TransformsMixin:
-    """Leaf-wise maps, conversions and key selection of :class:`~ptd.core.base.TensorDictBase`."""
+    """Leaf-wise maps, conversions and key selection of :class:`~ptd.core.base.TensorDictBase`.
+
+    ``self`` is typed as :class:`~ptd.core.protocols.TransformsHost`, the primitives used here.
+    Where a method returns ``self`` as a ``TensorDictBase`` (what it is at run time: this class is
+    mixed into it only), ``cast`` says so: mypy has no type for "this protocol and that class".
+    """
 
     # ------------------------------------------------------------------ leaf-wise maps
-    def _tensor_leaves(self: TensorDictBase) -> Iterator[tuple[tuple[str, ...], torch.Tensor]]:
+    def _tensor_leaves(self: TransformsHost) -> Iterator[tuple[tuple[str, ...], torch.Tensor]]:
         for key in self.keys(True, True):
             yield unravel_key(key), self.get(key)
 
-    def _map_inplace(self: TensorDictBase, fn: Callable[[torch.Tensor, Any], torch.Tensor | None], other: Any = None) -> TensorDictBase:
+    def _map_inplace(
+        self: TransformsHost,
+        fn: Callable[[torch.Tensor, Any], torch.Tensor | None],
+        other: Any = None,
+    ) -> TensorDictBase:
         """Replace every tensor leaf ``t`` by ``fn(t, o)`` in place (same dtype and shape),
         where ``o`` is ``other``'s matching leaf (``other`` may be a tensordict, a tensor, a
         number, None, or a tuple of those).
@@ -47,14 +57,16 @@ class TransformsMixin:
             result = fn(tensor, pick_operand(other, parts, None))
             if result is not None:
                 self.set_(parts, result)
-        return self
+        return cast("TensorDictBase", self)
 
-    def apply_(self: TensorDictBase, fn: Callable[..., torch.Tensor], *others: TensorDictBase) -> TensorDictBase:
+    def apply_(
+        self: TransformsHost, fn: Callable[..., torch.Tensor], *others: TensorDictBase
+    ) -> TensorDictBase:
         """Apply ``fn`` to every tensor leaf and write the result back in place."""
         return self._map_inplace(lambda t, o: fn(t, *o), tuple(others))
 
     def apply(
-        self,
+        self: TransformsHost,
         fn: Callable[..., Any],
         *others: TensorDictBase | Mapping[str, Any],
         batch_size: Sequence[int] | None = None,
@@ -62,15 +74,21 @@ class TransformsMixin:
         names: Sequence[str | None] | None = None,
         inplace: bool = False,
         **_: Any,
-    ) -> TensorDictBase | None:
+    ) -> TensorDictBase:
         """A new in-memory TensorDict with ``fn`` applied to every tensor leaf.
 
         Leaves for which ``fn`` returns None are dropped; non-tensor entries are kept as they are.
         """
         if inplace:
+            # apply_ takes tensordict operands only (a Mapping is passed to fn as it is)
             return self.apply_(fn, *others)  # type: ignore[arg-type]
         out_bs = self.batch_size if batch_size is None else as_batch_size(batch_size)
-        out = new_tensordict({}, batch_size=out_bs, device=self.device if device is _NO_DEFAULT else device, names=names)
+        out = new_tensordict(
+            {},
+            batch_size=out_bs,
+            device=self.device if device is _NO_DEFAULT else device,
+            names=names,
+        )
         for key in self._keys_str():
             meta = self._meta_str(key)
             value = self._get_str(key)
@@ -86,10 +104,20 @@ class TransformsMixin:
                 if result is not None:
                     out._set_str(key, result, inplace=False)
             else:
-                out._set_str(key, value if batch_size is None else NonTensorData(value.data, out_bs) if isinstance(value, NonTensorData) else value, inplace=False)
+                out._set_str(
+                    key,
+                    value
+                    if batch_size is None
+                    else NonTensorData(value.data, out_bs)
+                    if isinstance(value, NonTensorData)
+                    else value,
+                    inplace=False,
+                )
         return out
 
-    def named_apply(self: TensorDictBase, fn: Callable[..., Any], *others: TensorDictBase, **kwargs: Any) -> TensorDictBase | None:
+    def named_apply(
+        self: TransformsHost, fn: Callable[..., Any], *others: TensorDictBase, **kwargs: Any
+    ) -> TensorDictBase | None:
         out = new_tensordict({}, batch_size=self.batch_size, device=self.device)
         for parts, tensor in self._tensor_leaves():
             result = fn(out_key(parts), tensor, *(o.get(parts) for o in others))
@@ -98,28 +126,30 @@ class TransformsMixin:
         return out
 
     # ------------------------------------------------------------------ conversions
-    def to_tensordict(self: TensorDictBase, *, retain_none: bool | None = None) -> TensorDictBase:
+    def to_tensordict(self: TransformsHost, *, retain_none: bool | None = None) -> TensorDictBase:
         """An in-memory :class:`ptd.TensorDict` copy of every entry."""
         out = new_tensordict({}, batch_size=self.batch_size, device=self.device, names=self._names)
         for key in self._keys_str():
             value = self._get_str(key)
-            if isinstance(value, TensorDictRoot):
+            if is_tensordict(value):
                 value = value.to_tensordict()
             elif isinstance(value, torch.Tensor) and not self._reads_copy():
                 value = value.clone()
             out._set_str(key, value, inplace=False)
         return out
 
-    def _reads_copy(self: TensorDictBase) -> bool:
+    def _reads_copy(self: TransformsHost) -> bool:
         """True when ``_get_str`` already returns a fresh tensor (file-backed)."""
         return False
 
-    def to_dict(self: TensorDictBase, *, retain_none: bool = True, convert_tensors: bool = False) -> dict[str, Any]:
+    def to_dict(
+        self: TransformsHost, *, retain_none: bool = True, convert_tensors: bool = False
+    ) -> dict[str, Any]:
         """A plain nested dict of tensors (and python values for non-tensor entries)."""
         out: dict[str, Any] = {}
         for key in self._keys_str():
             value = self._get_str(key)
-            if isinstance(value, TensorDictRoot):
+            if is_tensordict(value):
                 out[key] = value.to_dict(convert_tensors=convert_tensors)
             elif isinstance(value, NonTensorData):
                 out[key] = value.data
@@ -129,21 +159,29 @@ class TransformsMixin:
                 out[key] = value.tolist() if convert_tensors else value
         return out
 
-    def numpy(self: TensorDictBase) -> dict[str, Any]:
+    def numpy(self: TransformsHost) -> dict[str, Any]:
         """A plain nested dict of numpy arrays (and python values for non-tensor entries)."""
 
         def conv(d: dict[str, Any]) -> dict[str, Any]:
             return {
-                k: conv(v) if isinstance(v, dict) else v.numpy() if isinstance(v, torch.Tensor) else v
+                k: conv(v)
+                if isinstance(v, dict)
+                else v.numpy()
+                if isinstance(v, torch.Tensor)
+                else v
                 for k, v in d.items()
             }
 
         return conv(self.to_dict())
 
-    def flatten_keys(self: TensorDictBase, separator: str = ".", inplace: bool = False, is_leaf: Any = None) -> TensorDictBase:
+    def flatten_keys(
+        self: TransformsHost, separator: str = ".", inplace: bool = False, is_leaf: Any = None
+    ) -> TensorDictBase:
         """A copy whose nested keys are joined by ``separator``."""
         if inplace:
-            raise UnsupportedOperationError(f"flatten_keys(inplace=True) is not supported by {type(self).__name__}")
+            raise UnsupportedOperationError(
+                f"flatten_keys(inplace=True) is not supported by {type(self).__name__}"
+            )
         out = new_tensordict({}, batch_size=self.batch_size, device=self.device, names=self._names)
         for parts, meta in self._metas(True):
             if meta.kind == "nested":
@@ -152,19 +190,25 @@ class TransformsMixin:
             out._set_str(separator.join(parts), value, inplace=False)
         return out
 
-    def unflatten_keys(self: TensorDictBase, separator: str = ".", inplace: bool = False) -> TensorDictBase:
+    def unflatten_keys(
+        self: TransformsHost, separator: str = ".", inplace: bool = False
+    ) -> TensorDictBase:
         """A copy where keys containing ``separator`` become nested keys."""
         if inplace:
-            raise UnsupportedOperationError(f"unflatten_keys(inplace=True) is not supported by {type(self).__name__}")
+            raise UnsupportedOperationError(
+                f"unflatten_keys(inplace=True) is not supported by {type(self).__name__}"
+            )
         out = new_tensordict({}, batch_size=self.batch_size, device=self.device, names=self._names)
         for key in self._keys_str():
             value = self._get_str(key)
-            if isinstance(value, TensorDictRoot):
+            if is_tensordict(value):
                 value = value.unflatten_keys(separator)
             out.set(tuple(key.split(separator)), value)
         return out
 
-    def select(self: TensorDictBase, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> TensorDictBase:
+    def select(
+        self: TransformsHost, *keys: NestedKey, inplace: bool = False, strict: bool = True
+    ) -> TensorDictBase:
         """A copy with only ``keys`` (nested keys allowed)."""
         out = new_tensordict({}, batch_size=self.batch_size, device=self.device, names=self._names)
         for key in keys:
@@ -177,27 +221,31 @@ class TransformsMixin:
             for i, part in enumerate(parts[:-1]):
                 if part not in node._keys_str():
                     src = self.get(parts[: i + 1])
-                    node._set_str(part, new_tensordict({}, batch_size=src.batch_size, device=self.device), inplace=False)
+                    node._set_str(
+                        part,
+                        new_tensordict({}, batch_size=src.batch_size, device=self.device),
+                        inplace=False,
+                    )
                 node = node._get_str(part)
             value = self.get(parts)
-            if isinstance(value, TensorDictRoot):
+            if is_tensordict(value):
                 value = value.to_tensordict()
             node._set_str(parts[-1], value, inplace=False)
         if inplace:
             for key in list(self.keys()):
                 if not any(unravel_key(k)[0] == key for k in keys):
                     self.del_(key)
-            return self
+            return cast("TensorDictBase", self)
         return out
 
-    def exclude(self: TensorDictBase, *keys: NestedKey, inplace: bool = False) -> TensorDictBase:
+    def exclude(self: TransformsHost, *keys: NestedKey, inplace: bool = False) -> TensorDictBase:
         """A copy without ``keys``."""
         drop = {unravel_key(k) for k in keys}
         if inplace:
             for parts in drop:
                 if self._has(parts):
                     self.del_(parts)
-            return self
+            return cast("TensorDictBase", self)
         out = self.to_tensordict()
         for parts in drop:
             if out._has(parts):
@@ -210,14 +258,14 @@ def pick_operand(other: Any, parts: tuple[str, ...], rows: slice | None) -> Any:
     dim (tensordicts, and tensors that carry the batch dims, i.e. have the leaf's ndim)."""
     if isinstance(other, tuple):
         return tuple(pick_operand(o, parts, rows) for o in other)
-    if isinstance(other, TensorDictRoot):
-        value = other.get(parts)  # type: ignore[attr-defined]
+    if is_tensordict(other):
+        value = other.get(parts)
         return value if rows is None or not other.batch_size else value[rows]
     return other
 
 
 def _get_any(obj: Any, key: str) -> Any:
-    if isinstance(obj, TensorDictRoot):
+    if is_tensordict(obj):
         return obj._get_str(key)
     if isinstance(obj, Mapping):
         return obj[key]

@@ -21,7 +21,9 @@ def fits(shape: Sequence[int], batch_size: Sequence[int]) -> bool:
     return len(shape) >= len(batch_size) and tuple(shape[: len(batch_size)]) == tuple(batch_size)
 
 
-def common_prefix(shapes: Iterable[Sequence[int]], batch_dims: int | None = None) -> tuple[int, ...]:
+def common_prefix(
+    shapes: Iterable[Sequence[int]], batch_dims: int | None = None
+) -> tuple[int, ...]:
     """The longest leading shape every shape shares (``()`` when there are none), cut to at
     most ``batch_dims`` dims."""
     prefix: list[int] | None = None

@@ -6,7 +6,7 @@ leaves stream row slabs (:mod:`ptd.transfer.slabs`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -23,6 +23,7 @@ from ptd.transfer.slabs import row_slabs, slab_rows
 
 if TYPE_CHECKING:
     from ptd.persistent.persistent_tensordict import PersistentTensorDict
+    from ptd.persistent.protocols import LeafHost
 
 __all__ = ["LeafIOMixin"]
 
@@ -30,7 +31,7 @@ __all__ = ["LeafIOMixin"]
 class LeafIOMixin:
     """Leaf reads and writes of :class:`~ptd.persistent.persistent_tensordict.PersistentTensorDict`."""
 
-    def _read_stack_view(self: PersistentTensorDict, path: Path, meta: Any) -> Any:
+    def _read_stack_view(self: LeafHost, path: Path, meta: Any) -> Any:
         """The rows of a stack that the view selects. The backend reads only those rows
         (a JSON/pickle payload is decoded whole, then cut); the view's order and repeats are
         applied in memory."""
@@ -38,7 +39,9 @@ class LeafIOMixin:
         foreign = meta.stack_shape is None
         allow = self._store.allow_pickle
         stack_ndim = len(meta.shape if foreign else meta.stack_shape)
-        if stack_ndim < len(entries) or any(isinstance(e, ix.Points) and len(e.arrays) > 1 for e in entries):
+        if stack_ndim < len(entries) or any(
+            isinstance(e, ix.Points) and len(e.arrays) > 1 for e in entries
+        ):
             # a stack shorter than the batch: read it whole and pick (joint index arrays
             # over several dims are refused by _entry_as_index)
             payload = self._backend.read_non_tensor(path, (), allow_pickle=allow, as_stack=foreign)
@@ -48,15 +51,24 @@ class LeafIOMixin:
         # variable-length rows have no known size: read a span only when it is dense
         row = _row_nbytes(meta) if meta.dtype.kind not in "OT" else 1 << 18
         plan = ix.plan_read(entries, row)
-        payload = self._backend.read_non_tensor(path, plan.selection, allow_pickle=allow, as_stack=foreign)
+        payload = self._backend.read_non_tensor(
+            path, plan.selection, allow_pickle=allow, as_stack=foreign
+        )
         if not payload.is_stack:
             return NonTensorData(payload.value, ())
         stack = NonTensorStack.from_list(payload.value, payload.stack_shape)
         if plan.post is None:
             return stack
-        return _stack_pick(stack, tuple(slice(None) if p is None else torch.as_tensor(p) for p in plan.post))
+        return _stack_pick(
+            stack, tuple(slice(None) if p is None else torch.as_tensor(p) for p in plan.post)
+        )
 
-    def _read_leaf(self: PersistentTensorDict, path: Path, meta: Any, entries: tuple[ix.Entry, ...] | None = None) -> torch.Tensor:
+    def _read_leaf(
+        self: LeafHost,
+        path: Path,
+        meta: Any,
+        entries: tuple[ix.Entry, ...] | None = None,
+    ) -> torch.Tensor:
         dtype = dtype_from_str(meta.torch_dtype)
         be = self._store.backend
         if entries is None:
@@ -70,6 +82,7 @@ class LeafIOMixin:
             # a whole-array read that fits says so for every read of this array
             if nbytes_of(meta.shape, meta.dtype.itemsize) <= physical_memory():
                 checked[path] = True
+        arr: np.ndarray | None
         if entries is None:
             arr = be.read(path, ())
         elif simple is not None:
@@ -77,7 +90,7 @@ class LeafIOMixin:
         else:
             vshape = ix.view_shape(entries)
             if 0 in vshape:
-                feat = tuple(meta.shape[ix.stored_ndim(entries):])
+                feat = tuple(meta.shape[ix.stored_ndim(entries) :])
                 return torch.empty(vshape + feat, dtype=dtype, device=self._device)
             direct = ix.direct_selection(entries)
             arr = be.read_direct(path, direct) if direct is not None else None
@@ -87,19 +100,23 @@ class LeafIOMixin:
         t = from_storage(arr, meta.attrs, dtype)
         return t if self._device is None else t.to(self._device)
 
-    def _simple_selection(self: PersistentTensorDict) -> tuple[Any, ...] | None:
+    def _simple_selection(self: LeafHost) -> tuple[Any, ...] | None:
         """The view's entries when they are only ints and slices (cached): a direct read."""
         sel = self.__dict__.get("_simple_sel", False)
         if sel is False:
             entries = self._entries
-            sel = entries if entries is not None and all(not isinstance(e, ix.Points) for e in entries) else None
+            sel = (
+                entries
+                if entries is not None and all(not isinstance(e, ix.Points) for e in entries)
+                else None
+            )
             self._simple_sel = sel
         return sel
 
-    def _leaf_view_shape(self: PersistentTensorDict, meta: Any) -> tuple[int, ...]:
-        return tuple(self._batch) + tuple(meta.shape[len(self._stored_batch):])
+    def _leaf_view_shape(self: LeafHost, meta: Any) -> tuple[int, ...]:
+        return tuple(self._batch) + tuple(meta.shape[len(self._stored_batch) :])
 
-    def _write_leaf(self: PersistentTensorDict, path: Path, meta: Any, value: Any) -> None:
+    def _write_leaf(self: LeafHost, path: Path, meta: Any, value: Any) -> None:
         """Write ``value`` (tensor or number) into the selected rows of an existing leaf."""
         key = "/".join(path)
         dtype = dtype_from_str(meta.torch_dtype)
@@ -133,18 +150,26 @@ class LeafIOMixin:
         box = be.read(path, plan.selection)
         be.write(path, plan.selection, ix.box_assign(box, plan.post, arr))
 
-    def _write_non_tensor_rows(self: PersistentTensorDict, path: Path, meta: Any, value: Any) -> None:
+    def _write_non_tensor_rows(self: LeafHost, path: Path, meta: Any, value: Any) -> None:
         """Rows of a stack through a view: read the stack, change the rows, write it back."""
         if not self._reads_as_stack(meta):
             return self._create_after_delete(path, value)
-        payload = self._backend.read_non_tensor(path, (), allow_pickle=self._store.allow_pickle, as_stack=meta.stack_shape is None)
+        payload = self._backend.read_non_tensor(
+            path, (), allow_pickle=self._store.allow_pickle, as_stack=meta.stack_shape is None
+        )
         grid = payload.value
         index = tuple(_entry_as_index(e) for e in self._entries_full())
         _assign_nested(grid, tuple(payload.stack_shape), index, value)
-        self._backend.write_non_tensor(path, grid, stack_shape=tuple(payload.stack_shape), options=self._store.dataset_kwargs)
+        self._backend.write_non_tensor(
+            path, grid, stack_shape=tuple(payload.stack_shape), options=self._store.dataset_kwargs
+        )
         self._tree.invalidate(path)
 
-    def _map_inplace(self: PersistentTensorDict, fn: Callable[[torch.Tensor, Any], torch.Tensor | None], other: Any = None) -> PersistentTensorDict:
+    def _map_inplace(
+        self: LeafHost,
+        fn: Callable[[torch.Tensor, Any], torch.Tensor | None],
+        other: Any = None,
+    ) -> PersistentTensorDict:
         """Apply ``fn`` leaf by leaf and, for large leaves, slab by slab along the first batch
         dim, writing each result back: memory stays bounded by the slab size."""
         for parts, meta in self._tensor_leaf_metas():
@@ -164,18 +189,23 @@ class LeafIOMixin:
                 result = fn(node._read_leaf(path, leaf_meta), operand)
                 if result is not None:
                     node._write_leaf(path, leaf_meta, result)
-        return self
+        return cast("PersistentTensorDict", self)  # the class this is mixed into
 
 
-def _check_leaf_memory(path: Path, meta: Any, entries: tuple[ix.Entry, ...] | None, be: Backend) -> None:
+def _check_leaf_memory(
+    path: Path, meta: Any, entries: tuple[ix.Entry, ...] | None, be: Backend
+) -> None:
     """A damaged store can declare any shape: refuse a read (or a chunk decode) that cannot fit
     in memory before anything is allocated."""
     itemsize = meta.dtype.itemsize
     if meta.chunks:
         check_chunks(meta.chunks, itemsize, f"key {'/'.join(path)!r} of {be.location}")
     if nbytes_of(meta.shape, itemsize) > physical_memory():
-        shape = tuple(meta.shape) if entries is None else (
-            tuple(ix.view_shape(entries)) + tuple(meta.shape[ix.stored_ndim(entries):]))
+        shape = (
+            tuple(meta.shape)
+            if entries is None
+            else (tuple(ix.view_shape(entries)) + tuple(meta.shape[ix.stored_ndim(entries) :]))
+        )
         check_read(nbytes_of(shape, itemsize), f"key {'/'.join(path)!r} of {be.location}")
 
 
@@ -199,7 +229,9 @@ def _row_nbytes(meta: Any) -> int:
 def _entry_as_index(e: ix.Entry) -> Any:
     if isinstance(e, ix.Points):
         if len(e.arrays) != 1:
-            raise UnsupportedOperationError("joint index arrays over a non-tensor stack are not supported lazily")
+            raise UnsupportedOperationError(
+                "joint index arrays over a non-tensor stack are not supported lazily"
+            )
         return torch.as_tensor(e.arrays[0])
     return e
 

@@ -1,5 +1,6 @@
 """Opening a PersistentTensorDict: ``from_h5``, ``from_zarr`` (batch size given, recorded or
-inferred) and ``from_dict`` (write a dict, a TensorDict or another store, streamed)."""
+inferred) and ``from_dict`` (write a dict, a TensorDict or another store, streamed); and opening
+it again when it is unpickled (in a worker process: the pickle holds how to reopen the store)."""
 
 from __future__ import annotations
 
@@ -13,53 +14,110 @@ import torch
 
 from ptd.core.base import TensorDictBase
 from ptd.core.batch import as_batch_size
-from ptd.errors import ArgumentError, PtdTypeError
-from ptd.persistent.store import _check_allow_pickle
+from ptd.errors import ArgumentError, PtdTypeError, UnsupportedOperationError
+from ptd.persistent.store import _check_allow_pickle, _Store
 from ptd.persistent.write import batch_size_of, check_dtypes, write_all
 from ptd.storage.backends import get_backend
 
 if TYPE_CHECKING:
     from ptd.persistent.persistent_tensordict import PersistentTensorDict
+    from ptd.persistent.protocols import OpenerClass, PicklingHost
 
 __all__ = ["OpenersMixin"]
 
 
 class OpenersMixin:
-    """The class methods that open or create a store."""
+    """The class methods that open or create a store, and pickling (which reopens it)."""
 
     @classmethod
-    def from_h5(cls: type[PersistentTensorDict], filename: Any, *, mode: str = "r", auto_batch_size: bool = False,
-                batch_dims: int | None = None, batch_size: Sequence[int] | None = None,
-                non_tensor_as_stack: bool = False, fast_path: bool | None = None,
-                **kwargs: Any) -> PersistentTensorDict:
+    def from_h5(
+        cls: OpenerClass,
+        filename: Any,
+        *,
+        mode: str = "r",
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        batch_size: Sequence[int] | None = None,
+        non_tensor_as_stack: bool = False,
+        fast_path: bool | None = None,
+        **kwargs: Any,
+    ) -> PersistentTensorDict:
         """Open an HDF5 file; the batch size is the one given, else the recorded one, else
         the longest leading shape all entries share. ``fast_path``: see the class doc."""
-        return cls._open_infer(filename, "h5", mode, auto_batch_size, batch_dims, batch_size,
-                               non_tensor_as_stack, dict(kwargs, fast_path=fast_path), "from_h5")
+        return cls._open_infer(
+            filename,
+            "h5",
+            mode,
+            auto_batch_size,
+            batch_dims,
+            batch_size,
+            non_tensor_as_stack,
+            dict(kwargs, fast_path=fast_path),
+            "from_h5",
+        )
 
     @classmethod
-    def from_zarr(cls: type[PersistentTensorDict], filename: Any, *, mode: str = "r", auto_batch_size: bool = False,
-                  batch_dims: int | None = None, batch_size: Sequence[int] | None = None,
-                  non_tensor_as_stack: bool = False, allow_pickle: bool | None = None,
-                  fast_path: bool | None = None, **kwargs: Any) -> PersistentTensorDict:
+    def from_zarr(
+        cls: OpenerClass,
+        filename: Any,
+        *,
+        mode: str = "r",
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        batch_size: Sequence[int] | None = None,
+        non_tensor_as_stack: bool = False,
+        allow_pickle: bool | None = None,
+        fast_path: bool | None = None,
+        **kwargs: Any,
+    ) -> PersistentTensorDict:
         """Open a Zarr v3 store (path, ``Store`` or ``zarr.Group``), like :meth:`from_h5`."""
-        return cls._open_infer(filename, "zarr", mode, auto_batch_size, batch_dims, batch_size,
-                               non_tensor_as_stack, dict(kwargs, allow_pickle=allow_pickle, fast_path=fast_path),
-                               "from_zarr")
+        return cls._open_infer(
+            filename,
+            "zarr",
+            mode,
+            auto_batch_size,
+            batch_dims,
+            batch_size,
+            non_tensor_as_stack,
+            dict(kwargs, allow_pickle=allow_pickle, fast_path=fast_path),
+            "from_zarr",
+        )
 
     @classmethod
-    def _open_infer(cls: type[PersistentTensorDict], filename: Any, backend: str, mode: str, auto_batch_size: bool,
-                    batch_dims: int | None, batch_size: Any, non_tensor_as_stack: bool,
-                    kwargs: dict[str, Any], fname: str) -> PersistentTensorDict:
+    def _open_infer(
+        cls: OpenerClass,
+        filename: Any,
+        backend: str,
+        mode: str,
+        auto_batch_size: bool,
+        batch_dims: int | None,
+        batch_size: Any,
+        non_tensor_as_stack: bool,
+        kwargs: dict[str, Any],
+        fname: str,
+    ) -> PersistentTensorDict:
         if auto_batch_size and batch_size is not None:
-            raise PtdTypeError(f"Conflicting batch sizes in {fname}: batch_size and auto_batch_size cannot be both specified.")
+            raise PtdTypeError(
+                f"Conflicting batch sizes in {fname}: batch_size and auto_batch_size cannot be both specified."
+            )
         if batch_dims is not None and not auto_batch_size:
-            warnings.warn(f"{fname} ignores batch_dims={batch_dims} without auto_batch_size=True.", FutureWarning, stacklevel=3)
+            warnings.warn(
+                f"{fname} ignores batch_dims={batch_dims} without auto_batch_size=True.",
+                FutureWarning,
+                stacklevel=3,
+            )
             batch_dims = None
         is_group = not isinstance(filename, (str, os.PathLike)) and _looks_like_group(filename)
         target = {"group": filename} if is_group else {"filename": filename}
-        out = cls(batch_size=[], mode=mode, backend=backend, validate_batch_size=False,
-                  non_tensor_as_stack=non_tensor_as_stack, **target, **kwargs)
+        out = cls(
+            batch_size=[],
+            mode=mode,
+            backend=backend,
+            validate_batch_size=False,
+            non_tensor_as_stack=non_tensor_as_stack,
+            **target,
+            **kwargs,
+        )
         tree = out._tree
         try:
             tree.load_all()
@@ -78,10 +136,19 @@ class OpenersMixin:
         return out
 
     @classmethod
-    def from_dict(cls: type[PersistentTensorDict], input_dict: Mapping[str, Any] | TensorDictBase, filename: Any, *,
-                  auto_batch_size: bool = False, batch_size: Sequence[int] | None = None,
-                  device: Any = None, backend: str = "h5", batch_dims: int | None = None,
-                  allow_pickle: bool | None = None, **kwargs: Any) -> PersistentTensorDict:
+    def from_dict(
+        cls: OpenerClass,
+        input_dict: Mapping[str, Any] | TensorDictBase,
+        filename: Any,
+        *,
+        auto_batch_size: bool = False,
+        batch_size: Sequence[int] | None = None,
+        device: Any = None,
+        backend: str = "h5",
+        batch_dims: int | None = None,
+        allow_pickle: bool | None = None,
+        **kwargs: Any,
+    ) -> PersistentTensorDict:
         """Write a dict or tensordict (a PersistentTensorDict too: it is streamed slab by slab)
         to a new file or store, and return it open for reading and writing."""
         get_backend(backend)
@@ -92,9 +159,16 @@ class OpenersMixin:
         check_dtypes(input_dict)  # before the file is created: no partial file on failure
         if isinstance(filename, FsPath):
             filename = str(filename)
-        out = cls(batch_size=bs, filename=filename, mode="w", backend=backend, device=device,
-                  validate_batch_size=False, allow_pickle=True if allow_pickle is None else allow_pickle,
-                  **kwargs)
+        out = cls(
+            batch_size=bs,
+            filename=filename,
+            mode="w",
+            backend=backend,
+            device=device,
+            validate_batch_size=False,
+            allow_pickle=True if allow_pickle is None else allow_pickle,
+            **kwargs,
+        )
         try:
             write_all(out, input_dict, batch_dims)
             out._backend.finalize()
@@ -105,7 +179,51 @@ class OpenersMixin:
         out._store.allow_pickle = allow_pickle if allow_pickle is not None else True
         return out
 
+    # ---------------------------------------------------------------- pickling
+    def __getstate__(self: PicklingHost) -> dict[str, Any]:
+        spec = self._store.backend.reopen_spec if not self._store.backend.closed else None
+        if spec is None:
+            raise UnsupportedOperationError(
+                f"cannot pickle a PersistentTensorDict on {self._store.backend.location}: the store "
+                "is closed or cannot be reopened by name (in-memory store or a user's object)"
+            )
+        return {
+            "spec": spec,
+            "backend": self.backend,
+            "mode": self.mode,
+            "path": self._path,
+            "stored_batch": list(self._stored_batch),
+            "entries": self._entries,
+            "device": self._device,
+            "dataset_kwargs": self._store.dataset_kwargs,
+            "allow_pickle": self._store.allow_pickle,
+            "non_tensor_as_stack": self._store.non_tensor_as_stack,
+            "filename": self._store.filename,
+        }
+
+    def __setstate__(self: PicklingHost, state: dict[str, Any]) -> None:
+        be = state["spec"].open()
+        store = _Store(
+            be,
+            filename=state["filename"],
+            mode=state["mode"],
+            backend_name=state["backend"],
+            dataset_kwargs=state["dataset_kwargs"],
+            allow_pickle=state["allow_pickle"],
+            non_tensor_as_stack=state["non_tensor_as_stack"],
+        )
+        self._init_view(
+            store,
+            state["path"],
+            torch.Size(state["stored_batch"]),
+            state["entries"],
+            state["device"],
+        )
+        store.tree.set_group_batch(state["path"], torch.Size(state["stored_batch"]))
+
 
 def _looks_like_group(obj: Any) -> bool:
     mod = type(obj).__module__
-    return mod.startswith("h5py") or (mod.startswith("zarr") and type(obj).__name__ in ("Group", "AsyncGroup"))
+    return mod.startswith("h5py") or (
+        mod.startswith("zarr") and type(obj).__name__ in ("Group", "AsyncGroup")
+    )

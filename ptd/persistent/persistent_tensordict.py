@@ -21,7 +21,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path as FsPath
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -48,8 +48,7 @@ from ptd.persistent.refused import RefusedOpsMixin
 from ptd.persistent.store import StoreBacked, _check_allow_pickle, _key_parts, _Store
 from ptd.persistent.write import write_value
 from ptd.storage.backends import get_backend
-from ptd.storage.backends.base import Backend, NodeKind, Path, ValueKind
-from ptd.storage.tree import StoreTree
+from ptd.storage.backends.base import NodeKind, Path, ValueKind
 
 __all__ = ["PersistentTensorDict"]
 
@@ -84,6 +83,8 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
     """
 
     _setitem_inplace = True
+    #: the view's entries when they are only ints and slices, cached by ``_simple_selection``
+    _simple_sel: tuple[ix.Entry, ...] | None
 
     def __init__(
         self,
@@ -126,12 +127,20 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
             opts["storage_options"] = dict(storage_options)
         target = group if group is not None else filename
         be = cls.open(target, mode, **opts)
-        store = _Store(be, filename=filename, mode=mode, backend_name=cls.name,
-                       dataset_kwargs=dict(kwargs), allow_pickle=allow_pickle,
-                       non_tensor_as_stack=non_tensor_as_stack)
+        store = _Store(
+            be,
+            filename=filename,
+            mode=mode,
+            backend_name=cls.name,
+            dataset_kwargs=dict(kwargs),
+            allow_pickle=allow_pickle,
+            non_tensor_as_stack=non_tensor_as_stack,
+        )
         bs = as_batch_size(batch_size) if not isinstance(batch_size, int) else None
         if bs is None:
-            raise PtdTypeError(f"batch_size must be a list or torch.Size, not an int ({batch_size!r})")
+            raise PtdTypeError(
+                f"batch_size must be a list or torch.Size, not an int ({batch_size!r})"
+            )
         try:
             if validate_batch_size:
                 store.tree.load_all()
@@ -146,8 +155,14 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         self._init_view(store, (), bs, None, torch.device(device) if device is not None else None)
         store.tree.set_group_batch((), bs)
 
-    def _init_view(self, store: _Store, path: Path, stored_batch: torch.Size,
-                   entries: tuple[ix.Entry, ...] | None, device: torch.device | None) -> None:
+    def _init_view(
+        self,
+        store: _Store,
+        path: Path,
+        stored_batch: torch.Size,
+        entries: tuple[ix.Entry, ...] | None,
+        device: torch.device | None,
+    ) -> None:
         self._store = store
         self._path = path
         self._stored_batch = stored_batch
@@ -159,39 +174,19 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         self._names = None
 
     @classmethod
-    def _view(cls, store: _Store, path: Path, stored_batch: torch.Size,
-              entries: tuple[ix.Entry, ...] | None, device: torch.device | None) -> PersistentTensorDict:
+    def _view(
+        cls,
+        store: _Store,
+        path: Path,
+        stored_batch: torch.Size,
+        entries: tuple[ix.Entry, ...] | None,
+        device: torch.device | None,
+    ) -> PersistentTensorDict:
         out = cls.__new__(cls)
         out._init_view(store, path, stored_batch, entries, device)
         return out
 
     # ---------------------------------------------------------------- public attributes
-    @property
-    def filename(self) -> Any:
-        return self._store.filename
-
-    @property
-    def mode(self) -> str:
-        return self._store.mode
-
-    @property
-    def backend(self) -> str:
-        return self._store.backend_name
-
-    @property
-    def file(self) -> Any:
-        """The underlying h5py Group/File or zarr Group of this node."""
-        return self._store.backend.raw_group(self._path)
-
-    @property
-    def kwargs(self) -> dict[str, Any]:
-        warnings.warn(
-            "PersistentTensorDict.kwargs is deprecated and will be removed in a future release.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self._store.dataset_kwargs
-
     @property
     def batch_size(self) -> torch.Size:
         return self._batch
@@ -200,7 +195,9 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
     def batch_size(self, value: Sequence[int]) -> None:
         new = as_batch_size(value)
         if self._entries is not None:
-            raise UnsupportedOperationError("Cannot change the batch size of an indexed view; call to_tensordict() first")
+            raise UnsupportedOperationError(
+                "Cannot change the batch size of an indexed view; call to_tensordict() first"
+            )
         try:
             self._tree.validate(self._path, new, self._location())
         except BatchSizeError as err:
@@ -215,28 +212,6 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
     def device(self) -> torch.device | None:
         return self._device
 
-    @property
-    def _tree(self) -> StoreTree:
-        return self._store.tree
-
-    def _check_open(self) -> None:
-        be = self._store.backend
-        if be.closed:
-            raise ClosedStoreError(f"{self._location()}: the store is closed")
-
-    @property
-    def _backend(self) -> Backend:
-        be = self._store.backend
-        if be.closed:
-            raise ClosedStoreError(f"the store {be.location} is closed")
-        return be
-
-    def _location(self) -> str:
-        be = self._store.backend
-        where = f"<closed {be.location}>" if be.closed else be.location
-        key = "/".join(self._path)
-        return f"PersistentTensorDict {where}" + (f" (group {key!r})" if key else "")
-
     def _missing(self, key: Any) -> ClosedStoreError | Any:
         if self._store.backend.closed:
             return ClosedStoreError(
@@ -246,13 +221,19 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         return super()._missing(key)
 
     # ---------------------------------------------------------------- primitives
-    def _walk(self, parts: tuple[str, ...], *, create: bool = False) -> tuple[TensorDictBase, str]:
-        return super()._walk(_key_parts(parts, self._location), create=create)
+    def _walk(
+        self, parts: tuple[str, ...], *, create: bool = False
+    ) -> tuple[PersistentTensorDict, str]:
+        # every node below a store is one of its views (the base class types it as its own)
+        found = super()._walk(_key_parts(parts, self._location), create=create)
+        return cast("tuple[PersistentTensorDict, str]", found)
 
     def _keys_str(self) -> list[str]:
         be = self._store.backend
         if be.closed:
-            raise ClosedStoreError(f"cannot list the keys of {self._location()}: the store is closed")
+            raise ClosedStoreError(
+                f"cannot list the keys of {self._location()}: the store is closed"
+            )
         return list(self._tree.children(self._path))
 
     def _entries_full(self) -> tuple[ix.Entry, ...]:
@@ -267,18 +248,26 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
             return EntryMeta("nested", self._get_str(key).batch_size)
         meta = self._tree.meta(path)
         if meta.kind is ValueKind.NUMERIC and meta.torch_dtype is not None:
-            shape = torch.Size(tuple(self._batch) + tuple(meta.shape[len(self._stored_batch):]))
+            shape = torch.Size(tuple(self._batch) + tuple(meta.shape[len(self._stored_batch) :]))
             return EntryMeta("tensor", shape, dtype_from_str(meta.torch_dtype))
         if meta.kind is ValueKind.UNSUPPORTED:
             return EntryMeta("non_tensor", self._batch, None, "Unsupported")
-        return EntryMeta("non_tensor", self._batch, None,
-                         "NonTensorStack" if self._reads_as_stack(meta) else "NonTensorData")
+        return EntryMeta(
+            "non_tensor",
+            self._batch,
+            None,
+            "NonTensorStack" if self._reads_as_stack(meta) else "NonTensorData",
+        )
 
     def _reads_as_stack(self, meta: Any) -> bool:
         if meta.stack_shape is not None:
             return True
-        return (self._store.non_tensor_as_stack and meta.non_tensor_kind in ("str", "bytes", "other")
-                and len(self._stored_batch) > 0 and fits(meta.shape, self._stored_batch))
+        return (
+            self._store.non_tensor_as_stack
+            and meta.non_tensor_kind in ("str", "bytes", "other")
+            and len(self._stored_batch) > 0
+            and fits(meta.shape, self._stored_batch)
+        )
 
     def _get_str(self, key: str) -> Any:
         path = self._path + (key,)
@@ -295,12 +284,18 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         if meta.kind is ValueKind.NUMERIC and meta.torch_dtype is not None:
             return self._read_leaf(path, meta)
         if meta.kind is ValueKind.UNSUPPORTED:
-            raise UnsupportedDtypeError(f"key {'/'.join(path)!r} in {be.location} has dtype {meta.dtype}, which has no torch equivalent")
+            raise UnsupportedDtypeError(
+                f"key {'/'.join(path)!r} in {be.location} has dtype {meta.dtype}, which has no torch equivalent"
+            )
         as_stack = self._reads_as_stack(meta)
         if as_stack and self._entries is not None:
             return self._read_stack_view(path, meta)
-        payload = be.read_non_tensor(path, (), allow_pickle=self._store.allow_pickle,
-                                     as_stack=as_stack and meta.stack_shape is None)
+        payload = be.read_non_tensor(
+            path,
+            (),
+            allow_pickle=self._store.allow_pickle,
+            as_stack=as_stack and meta.stack_shape is None,
+        )
         if payload.is_stack:
             return NonTensorStack.from_list(payload.value, payload.stack_shape)
         return NonTensorData(payload.value, self._batch)
@@ -313,7 +308,7 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         nested_batch = torch.Size(self._tree.group_batch(path, self._stored_batch))
         entries = None
         if self._entries is not None:
-            entries = self._entries + ix.full_entries(nested_batch[len(self._stored_batch):])
+            entries = self._entries + ix.full_entries(nested_batch[len(self._stored_batch) :])
         out = type(self)._view(self._store, path, nested_batch, entries, self._device)
         if self._entries is None:
             self._nested[key] = out
@@ -331,7 +326,11 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
             )
         if kind is NodeKind.ARRAY:
             meta = self._tree.meta(path)
-            if isinstance(value, torch.Tensor) and meta.kind is ValueKind.NUMERIC and (inplace or self._entries is not None):
+            if (
+                isinstance(value, torch.Tensor)
+                and meta.kind is ValueKind.NUMERIC
+                and (inplace or self._entries is not None)
+            ):
                 self._write_leaf(path, meta, value)
                 return
             if self._entries is not None:
@@ -346,7 +345,9 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
                 self._get_str(key).update(value, inplace=True)
                 return
             if self._entries is not None:
-                raise UnsupportedOperationError(f"cannot replace group {key!r} of {be.location} through an indexed view")
+                raise UnsupportedOperationError(
+                    f"cannot replace group {key!r} of {be.location} through an indexed view"
+                )
             if not isinstance(value, TensorDictBase):
                 raise PtdTypeError(
                     f"cannot store a {type(value).__name__} over the nested tensordict {key!r} in {be.location}; delete it first"
@@ -388,12 +389,16 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
 
     def _del_str(self, key: str) -> None:
         if self._entries is not None:
-            raise UnsupportedOperationError(f"cannot delete key {key!r} through an indexed view of {self._backend.location}")
+            raise UnsupportedOperationError(
+                f"cannot delete key {key!r} through an indexed view of {self._backend.location}"
+            )
         self._delete(self._path + (key,))
 
     def _new_nested(self, key: str) -> TensorDictBase:
         if self._entries is not None:
-            raise UnsupportedOperationError(f"cannot create group {key!r} through an indexed view of {self._backend.location}")
+            raise UnsupportedOperationError(
+                f"cannot create group {key!r} through an indexed view of {self._backend.location}"
+            )
         path = self._path + (key,)
         self._backend.create_group(path, td_meta_attrs(self._stored_batch))
         self._tree.invalidate(path)
@@ -469,10 +474,6 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         return type(self).__name__
 
     # ---------------------------------------------------------------- life cycle
-    def close(self) -> None:
-        """Close the file or store. Afterwards, reading an entry raises KeyError."""
-        self._store.close()
-
     def __enter__(self) -> PersistentTensorDict:
         return self
 
@@ -492,18 +493,23 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         store is never reopened, so a store created with mode ``"w"`` is never wiped).
         ``clone()``: a copy in a new file (``filename``, or a temporary one with a warning)."""
         if not recurse:
-            out = type(self)._view(self._store, self._path, self._stored_batch, self._entries, self._device)
+            out = type(self)._view(
+                self._store, self._path, self._stored_batch, self._entries, self._device
+            )
             return out
         if filename is None:
             import tempfile
 
             warnings.warn(
                 "A destination should be provided when cloning a PersistentTensorDict. A temporary file will be used instead.",
-                UserWarning, stacklevel=2,
+                UserWarning,
+                stacklevel=2,
             )
             suffix = ".h5" if self.backend == "h5" else ".zarr"
             filename = tempfile.mkdtemp(prefix="ptd-clone-") + "/clone" + suffix
-        return type(self).from_dict(self, filename, backend=self.backend, device=self._device, **self._store.dataset_kwargs)
+        return type(self).from_dict(
+            self, filename, backend=self.backend, device=self._device, **self._store.dataset_kwargs
+        )
 
     def to(self, *args: Any, **kwargs: Any) -> TensorDictBase:
         """``to(device)`` gives a new PersistentTensorDict on the same store reading onto that
@@ -511,7 +517,9 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         if kwargs.pop("inplace", False):
             raise PtdTypeError("Cannot use inplace=True with PersistentTensorDict.to().")
         if kwargs.pop("non_blocking_pin", False):
-            raise UnsupportedOperationError("Cannot use non_blocking_pin=True PersistentTensorDict.to(). Call `to_tensordict()` before executing this code.")
+            raise UnsupportedOperationError(
+                "Cannot use non_blocking_pin=True PersistentTensorDict.to(). Call `to_tensordict()` before executing this code."
+            )
         device, dtype = _parse_to(args, kwargs)
         if dtype is not None:
             out = self.to_tensordict().to(dtype)
@@ -520,33 +528,12 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
             return self
         return type(self)._view(self._store, self._path, self._stored_batch, self._entries, device)
 
-    def __getstate__(self) -> dict[str, Any]:
-        spec = self._store.backend.reopen_spec if not self._store.backend.closed else None
-        if spec is None:
-            raise UnsupportedOperationError(
-                f"cannot pickle a PersistentTensorDict on {self._store.backend.location}: the store "
-                "is closed or cannot be reopened by name (in-memory store or a user's object)"
-            )
-        return {
-            "spec": spec, "backend": self.backend, "mode": self.mode, "path": self._path,
-            "stored_batch": list(self._stored_batch), "entries": self._entries,
-            "device": self._device, "dataset_kwargs": self._store.dataset_kwargs,
-            "allow_pickle": self._store.allow_pickle, "non_tensor_as_stack": self._store.non_tensor_as_stack,
-            "filename": self._store.filename,
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        be = state["spec"].open()
-        store = _Store(be, filename=state["filename"], mode=state["mode"], backend_name=state["backend"],
-                       dataset_kwargs=state["dataset_kwargs"], allow_pickle=state["allow_pickle"],
-                       non_tensor_as_stack=state["non_tensor_as_stack"])
-        self._init_view(store, state["path"], torch.Size(state["stored_batch"]), state["entries"], state["device"])
-        store.tree.set_group_batch(state["path"], torch.Size(state["stored_batch"]))
-
     def __repr__(self) -> str:
         be = self._store.backend
         if be.closed:
-            return f"PersistentTensorDict(batch_size={list(self._batch)}, <closed {be.location}>)".replace(" ", "", 1)
+            return f"PersistentTensorDict(batch_size={list(self._batch)}, <closed {be.location}>)".replace(
+                " ", "", 1
+            )
         return super().__repr__()
 
     def is_memmap(self) -> bool:
@@ -556,8 +543,14 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         return False
 
     # ---------------------------------------- memmap (ptd.memmap, found through ptd.core.registry)
-    def memmap(self, prefix: Any = None, *, existsok: bool = False, overwrite: bool = False,
-               progress: Callable[[int], Any] | None = None) -> TensorDictBase:
+    def memmap(
+        self,
+        prefix: Any = None,
+        *,
+        existsok: bool = False,
+        overwrite: bool = False,
+        progress: Callable[[int], Any] | None = None,
+    ) -> TensorDictBase:
         """Stream every entry into the memmap directory ``prefix`` (tensordict 0.15's layout),
         slab by slab, and return a locked in-memory TensorDict whose leaves are mapped from its
         files. An existing non-empty ``prefix`` is refused unless ``existsok``/``overwrite``."""
@@ -565,7 +558,9 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         return export(self, prefix, overwrite=existsok or overwrite, progress=progress)  # type: ignore[no-any-return]
 
     @staticmethod
-    def load_memmap(prefix: Any, *, mode: str = "r+", allow_pickle: bool | None = False) -> TensorDictBase:
+    def load_memmap(
+        prefix: Any, *, mode: str = "r+", allow_pickle: bool | None = False
+    ) -> TensorDictBase:
         """Load a memmap directory as an in-memory TensorDict (as the reference does)."""
         return lookup("load_memmap")(prefix, mode=mode, allow_pickle=allow_pickle)  # type: ignore[no-any-return]
 

@@ -7,12 +7,13 @@ raise and point at ``to_tensordict()``; ``select``/``exclude``/``rename_keys`` r
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ptd.errors import ArgumentError, NotSupportedError, UnsupportedOperationError
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
+    from ptd.persistent.protocols import RefusedHost
 
 __all__ = ["RefusedOpsMixin"]
 
@@ -20,9 +21,9 @@ __all__ = ["RefusedOpsMixin"]
 class RefusedOpsMixin:
     """Mixed in before :class:`ptd.base.TensorDictBase` by PersistentTensorDict."""
 
-    _batch: Any
-
-    def _refuse(self, name: str, fix: str = "Call `to_tensordict()` first.") -> UnsupportedOperationError:
+    def _refuse(
+        self, name: str, fix: str = "Call `to_tensordict()` first."
+    ) -> UnsupportedOperationError:
         return UnsupportedOperationError(f"Cannot call `{name}` on a PersistentTensorDict. {fix}")
 
     def view(self, *args: Any, **kwargs: Any) -> TensorDictBase:
@@ -40,41 +41,60 @@ class RefusedOpsMixin:
     def unsqueeze(self, *args: Any, **kwargs: Any) -> TensorDictBase:
         raise self._refuse("unsqueeze")
 
-    def squeeze(self, dim: int | None = None) -> TensorDictBase:
-        if dim is not None and self._batch and self._batch[self._dim(dim)] != 1:  # type: ignore[attr-defined]
-            return self
+    def squeeze(self: RefusedHost, dim: int | None = None) -> TensorDictBase:
+        # self is the PersistentTensorDict (a TensorDictBase) this is mixed into
+        if dim is not None and self._batch and self._batch[self._dim(dim)] != 1:
+            return cast("TensorDictBase", self)
         if dim is None and 1 not in self._batch:
-            return self
+            return cast("TensorDictBase", self)
         raise self._refuse("squeeze")
 
     def select(self, *keys: Any, **kwargs: Any) -> TensorDictBase:
-        raise NotSupportedError("Cannot call select on a PersistentTensorDict. Call to_tensordict() first.")
+        raise NotSupportedError(
+            "Cannot call select on a PersistentTensorDict. Call to_tensordict() first."
+        )
 
     def exclude(self, *keys: Any, **kwargs: Any) -> TensorDictBase:
-        raise NotSupportedError("Cannot call exclude on a PersistentTensorDict. Call to_tensordict() first.")
+        raise NotSupportedError(
+            "Cannot call exclude on a PersistentTensorDict. Call to_tensordict() first."
+        )
 
     def rename_keys(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        raise NotSupportedError("Cannot call rename_keys on a PersistentTensorDict. Call to_tensordict() first.")
+        raise NotSupportedError(
+            "Cannot call rename_keys on a PersistentTensorDict. Call to_tensordict() first."
+        )
 
     def set_non_tensor(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        raise NotSupportedError("set_non_tensor is not compatible with PersistentTensorDict: set the value with ptd[key] = value.")
+        raise NotSupportedError(
+            "set_non_tensor is not compatible with PersistentTensorDict: set the value with ptd[key] = value."
+        )
 
     def share_memory_(self) -> TensorDictBase:
-        raise NotSupportedError("Cannot call share_memory_ on a PersistentTensorDict. Call `to_tensordict()` first.")
+        raise NotSupportedError(
+            "Cannot call share_memory_ on a PersistentTensorDict. Call `to_tensordict()` first."
+        )
 
     def pin_memory(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        raise UnsupportedOperationError("Cannot pin memory of a PersistentTensorDict. Call to_tensordict() before making this call.")
+        raise UnsupportedOperationError(
+            "Cannot pin memory of a PersistentTensorDict. Call to_tensordict() before making this call."
+        )
 
     def memmap_(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        raise UnsupportedOperationError("Cannot build a memmap TensorDict in-place from a PersistentTensorDict. Use `td.memmap()` instead.")
+        raise UnsupportedOperationError(
+            "Cannot build a memmap TensorDict in-place from a PersistentTensorDict. Use `td.memmap()` instead."
+        )
 
-    def flatten_keys(self, separator: str = ".", inplace: bool = False, is_leaf: Any = None) -> TensorDictBase:
+    def flatten_keys(
+        self, separator: str = ".", inplace: bool = False, is_leaf: Any = None
+    ) -> TensorDictBase:
         """An in-memory copy whose nested keys are joined by ``separator``."""
         if inplace:
             raise ArgumentError("Cannot call flatten_keys in_place with a PersistentTensorDict.")
+        # TensorDictBase's, next in the class's MRO (mypy sees object after a mixin)
         return super().flatten_keys(separator)  # type: ignore[misc]
 
     def unflatten_keys(self, separator: str = ".", inplace: bool = False) -> TensorDictBase:
         if inplace:
             raise ArgumentError("Cannot call unflatten_keys in_place with a PersistentTensorDict.")
+        # TensorDictBase's, next in the class's MRO (mypy sees object after a mixin)
         return super().unflatten_keys(separator)  # type: ignore[misc]

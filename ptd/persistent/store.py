@@ -1,15 +1,17 @@
 """The state a PersistentTensorDict shares with its nested groups and views: the open backend,
-its metadata cache, the open options, and what happens to them in a forked process.
+its metadata cache, the open options, and what happens to them in a forked process; and
+:class:`StoreBacked`, the attributes a PersistentTensorDict derives from that state.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from ptd.errors import ClosedStoreError, PtdKeyError, PtdTypeError, UnsupportedOperationError
-from ptd.storage.backends.base import Backend
+from ptd.storage.backends.base import Backend, Path
 from ptd.storage.tree import StoreTree
 
 __all__ = ["StoreBacked", "_Store", "_key_parts", "_check_allow_pickle"]
@@ -33,9 +35,67 @@ if hasattr(os, "register_at_fork"):
 
 class StoreBacked:
     """The marker of every store-backed container (PersistentTensorDict and its views), so that
-    modules below the class (``write.py``) can tell one without importing it."""
+    modules below the class (``write.py``) can tell one without importing it, and the attributes
+    that such a container derives from its shared :class:`_Store` and its group ``_path``."""
 
     __slots__ = ()
+
+    _store: _Store
+    _path: Path
+
+    # ---------------------------------------------------------------- public attributes
+    @property
+    def filename(self) -> Any:
+        return self._store.filename
+
+    @property
+    def mode(self) -> str:
+        return self._store.mode
+
+    @property
+    def backend(self) -> str:
+        return self._store.backend_name
+
+    @property
+    def file(self) -> Any:
+        """The underlying h5py Group/File or zarr Group of this node."""
+        return self._store.backend.raw_group(self._path)
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        warnings.warn(
+            "PersistentTensorDict.kwargs is deprecated and will be removed in a future release.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self._store.dataset_kwargs
+
+    # ---------------------------------------------------------------- the open store
+    @property
+    def _tree(self) -> StoreTree:
+        return self._store.tree
+
+    def _check_open(self) -> None:
+        be = self._store.backend
+        if be.closed:
+            raise ClosedStoreError(f"{self._location()}: the store is closed")
+
+    @property
+    def _backend(self) -> Backend:
+        be = self._store.backend
+        if be.closed:
+            raise ClosedStoreError(f"the store {be.location} is closed")
+        return be
+
+    def _location(self) -> str:
+        be = self._store.backend
+        where = f"<closed {be.location}>" if be.closed else be.location
+        key = "/".join(self._path)
+        return f"PersistentTensorDict {where}" + (f" (group {key!r})" if key else "")
+
+    def close(self) -> None:
+        """Close the file or store. Afterwards, reading an entry raises KeyError."""
+        self._store.close()
 
 
 class _Store:
@@ -46,8 +106,17 @@ class _Store:
     session) is ever shared with the parent. See :meth:`_after_fork`.
     """
 
-    def __init__(self, backend: Backend, *, filename: Any, mode: str, backend_name: str,
-                 dataset_kwargs: dict[str, Any], allow_pickle: bool | None, non_tensor_as_stack: bool):
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        filename: Any,
+        mode: str,
+        backend_name: str,
+        dataset_kwargs: dict[str, Any],
+        allow_pickle: bool | None,
+        non_tensor_as_stack: bool,
+    ):
         self._backend = backend
         self._tree = StoreTree(backend)
         self.filename = filename
@@ -89,7 +158,11 @@ class _Store:
             return
         spec = old.reopen_spec
         if old.name == "h5" and (spec is None or old.writable):
-            why = "it is open for writing" if spec is not None else "it was opened from an h5py object"
+            why = (
+                "it is open for writing"
+                if spec is not None
+                else "it was opened from an h5py object"
+            )
             raise UnsupportedOperationError(
                 f"cannot use the PersistentTensorDict on {old.location} in this forked process "
                 f"({os.getpid()}): {why} in the parent process ({self.pid}), and an HDF5 handle "
@@ -111,8 +184,9 @@ class _Store:
             try:
                 self._after_fork()
             except UnsupportedOperationError:  # leave the parent's handle alone
-                self._backend = _Abandoned(self._backend)
-                self._tree.backend = self._backend  # type: ignore[assignment]
+                # a duck-typed stand-in: closed, and any other use raises ClosedStoreError
+                self._backend = cast("Backend", _Abandoned(self._backend))
+                self._tree.backend = self._backend
                 self.pid = os.getpid()
                 return
         self._backend.close()
@@ -150,9 +224,15 @@ def _key_parts(parts: tuple[str, ...], where: Callable[[], str]) -> tuple[str, .
         for piece in part.split("/"):
             if piece in ("", ".", "..") or "\x00" in piece:
                 key = parts[0] if len(parts) == 1 else parts
-                why = ("a NUL character" if "\x00" in piece else
-                       f"the component {piece!r}" if piece else
-                       "a path starting with '/'" if part.startswith("/") else "an empty component")
+                why = (
+                    "a NUL character"
+                    if "\x00" in piece
+                    else f"the component {piece!r}"
+                    if piece
+                    else "a path starting with '/'"
+                    if part.startswith("/")
+                    else "an empty component"
+                )
                 raise PtdKeyError(
                     f"invalid key {key!r} for {where()}: {why} is not allowed in a key (keys are "
                     "names, not paths: empty components, '.', '..' and NUL are refused)"

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["batch_size_of", "check_dtypes", "write_all", "write_value", "copy_leaf"]
 
+
 def _shape_of(value: Any) -> tuple[int, ...] | None:
     if isinstance(value, (torch.Tensor, np.ndarray)):
         return tuple(value.shape)
@@ -36,7 +37,11 @@ def _shape_of(value: Any) -> tuple[int, ...] | None:
         return tuple(value.batch_size)
     if isinstance(value, NonTensorStack):
         return tuple(value.batch_size)
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (int, float, bool)) for v in value):
+    if (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(v, (int, float, bool)) for v in value)
+    ):
         return (len(value),)
     return None
 
@@ -55,7 +60,9 @@ def _infer_dict(d: Mapping[str, Any], batch_dims: int | None) -> torch.Size | No
     return infer_batch_size(shapes, batch_dims) if shapes else None
 
 
-def batch_size_of(source: Any, batch_size: Sequence[int] | None, batch_dims: int | None) -> torch.Size:
+def batch_size_of(
+    source: Any, batch_size: Sequence[int] | None, batch_dims: int | None
+) -> torch.Size:
     """The batch size ``from_dict`` gives its result."""
     if batch_size is not None:
         return as_batch_size(batch_size)
@@ -86,16 +93,25 @@ def check_dtypes(source: Any, prefix: tuple[str, ...] = ()) -> None:
             check_dtypes(value, parts)
 
 
-def write_all(dst: PersistentTensorDict, source: Mapping[str, Any] | TensorDictBase, batch_dims: int | None = None) -> None:
+def write_all(
+    dst: PersistentTensorDict,
+    source: Mapping[str, Any] | TensorDictBase,
+    batch_dims: int | None = None,
+) -> None:
     """Write every entry of ``source`` into the (empty) group of ``dst``; nested dicts get
     their own inferred batch size, cut to ``batch_dims`` dims."""
     if isinstance(source, TensorDictBase) and source._names is not None and dst._path == ():
         dst._names = list(source._names)
         dst._backend.set_attrs((), td_meta_attrs(dst.batch_size, source._names))
     if isinstance(source, StoreBacked):
+        # a StoreBacked is a PersistentTensorDict (this module cannot import the class)
         _copy_group(dst, dst._path, source)  # type: ignore[arg-type]
         return
-    items = source.items() if isinstance(source, Mapping) else ((k, source._get_str(k)) for k in source._keys_str())
+    items = (
+        source.items()
+        if isinstance(source, Mapping)
+        else ((k, source._get_str(k)) for k in source._keys_str())
+    )
     for key, value in items:
         if isinstance(value, Mapping) and not isinstance(value, TensorDictBase):
             sub_bs = _infer_dict(value, batch_dims)
@@ -117,11 +133,15 @@ def write_value(dst: PersistentTensorDict, path: Path, value: Any) -> None:
     options = dst._store.dataset_kwargs
     if isinstance(value, torch.Tensor):
         arr, attrs = to_storage(value, key)
-        be.create_array(path, shape=arr.shape, dtype=arr.dtype, data=arr, attrs=attrs, options=options)
+        be.create_array(
+            path, shape=arr.shape, dtype=arr.dtype, data=arr, attrs=attrs, options=options
+        )
     elif isinstance(value, NonTensorData):
         be.write_non_tensor(path, value.data, stack_shape=None, options=options)
     elif isinstance(value, NonTensorStack):
-        be.write_non_tensor(path, value.tolist(), stack_shape=tuple(value.batch_size), options=options)
+        be.write_non_tensor(
+            path, value.tolist(), stack_shape=tuple(value.batch_size), options=options
+        )
     elif isinstance(value, TensorDictBase):
         be.create_group(path, td_meta_attrs(value.batch_size, value._names))
         dst._tree.invalidate(path)
@@ -130,7 +150,7 @@ def write_value(dst: PersistentTensorDict, path: Path, value: Any) -> None:
         if node is None:
             raise BatchSizeError(f"cannot create nested group {key!r} outside of {dst._location()}")
         if isinstance(value, StoreBacked):
-            _copy_group(node, path, value)  # type: ignore[arg-type]
+            _copy_group(node, path, value)  # type: ignore[arg-type]  # StoreBacked: see above
         else:
             for k in value._keys_str():
                 node.set(k, value._get_str(k))  # a key holding '/' nests, as at the top level
@@ -158,15 +178,28 @@ def _copy_group(dst: PersistentTensorDict, path: Path, src: PersistentTensorDict
         else:
             value = src._get_str(key)
             if isinstance(value, NonTensorStack):
-                be.write_non_tensor(target, value.tolist(), stack_shape=tuple(value.batch_size), options=dst._store.dataset_kwargs)
+                be.write_non_tensor(
+                    target,
+                    value.tolist(),
+                    stack_shape=tuple(value.batch_size),
+                    options=dst._store.dataset_kwargs,
+                )
             else:
-                be.write_non_tensor(target, value.data, stack_shape=None, options=dst._store.dataset_kwargs)
+                be.write_non_tensor(
+                    target, value.data, stack_shape=None, options=dst._store.dataset_kwargs
+                )
             dst._tree.invalidate(target)
 
 
-def copy_leaf(src: PersistentTensorDict, key: str, dst_backend: Any, dst_path: Path,
-              options: Mapping[str, Any] | None = None, chunks: Sequence[int] | None = None,
-              progress: Any = None) -> int:
+def copy_leaf(
+    src: PersistentTensorDict,
+    key: str,
+    dst_backend: Any,
+    dst_path: Path,
+    options: Mapping[str, Any] | None = None,
+    chunks: Sequence[int] | None = None,
+    progress: Any = None,
+) -> int:
     """Copy the tensor leaf ``key`` of ``src`` (a store or a view of one) slab by slab.
 
     Returns the number of bytes copied. ``progress`` (if given) is called with each slab's
@@ -177,7 +210,9 @@ def copy_leaf(src: PersistentTensorDict, key: str, dst_backend: Any, dst_path: P
     np_dtype, attrs = storage_dtype(meta.dtype, key)
     shape = tuple(meta.shape)
     src_meta = src._tree.meta(src._path + (key,))
-    dst_backend.create_array(dst_path, shape=shape, dtype=np_dtype, attrs=attrs, chunks=chunks, options=options)
+    dst_backend.create_array(
+        dst_path, shape=shape, dtype=np_dtype, attrs=attrs, chunks=chunks, options=options
+    )
     total = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
     if total == 0:
         return 0
@@ -202,4 +237,3 @@ def copy_leaf(src: PersistentTensorDict, key: str, dst_backend: Any, dst_path: P
         if progress:
             progress(arr.nbytes)
     return done
-

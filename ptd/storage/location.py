@@ -250,4 +250,6 @@ class ReopenSpec:
         """A spec whose local path is absolute (for workers that may run elsewhere)."""
         if self.location.is_remote:
             return self
-        return replace(self, location=replace(self.location, path=os.path.abspath(self.location.path)))
+        return replace(
+            self, location=replace(self.location, path=os.path.abspath(self.location.path))
+        )

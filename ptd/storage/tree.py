@@ -70,7 +70,13 @@ class StoreTree:
 
     def invalidate(self, path: Path) -> None:
         """Forget ``path`` and everything below it (after a create/delete/move)."""
-        for cache in (self._kinds, self._metas, self._children, self._group_batch, self.memory_checked):
+        for cache in (
+            self._kinds,
+            self._metas,
+            self._children,
+            self._group_batch,
+            self.memory_checked,
+        ):
             for p in [p for p in cache if p[: len(path)] == path]:
                 del cache[p]
         self._children.pop(path[:-1], None)
