@@ -390,9 +390,7 @@ def time_row(
         value = statistics.median(t) * 1e3
         ratio = value / row.raw
         row.variants.append(
-            Variant(
-                name, value, ratio, f"<= {CORE_META_TARGET:g}x", ratio <= CORE_META_TARGET, t
-            )
+            Variant(name, value, ratio, f"<= {CORE_META_TARGET:g}x", ratio <= CORE_META_TARGET, t)
         )
     return row
 
@@ -653,8 +651,12 @@ def print_table(backend: str, rows: list[Row], repeats: int) -> None:
             if v is None:
                 cells += ["-", "-", "", ""]
             else:
-                cells += [_fmt(v.value, r.unit), f"{v.ratio:.2f}x", v.target,
-                          "ok" if v.ok else "MISSED"]
+                cells += [
+                    _fmt(v.value, r.unit),
+                    f"{v.ratio:.2f}x",
+                    v.target,
+                    "ok" if v.ok else "MISSED",
+                ]
         table.append(tuple(cells))
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     title = f"{backend}  (median of {repeats} repeats after 1 warm-up, interleaved)"

@@ -33,7 +33,7 @@ _PUBLIC: dict[str, str] = {
     "NonTensorStack": "ptd.core.nontensor",
     "PersistentTensorDict": "ptd.persistent.persistent_tensordict",
     "convert": "ptd.transfer.convert",
-    "ConvertResult": "ptd.transfer.convert",
+    "ConvertResult": "ptd.transfer.options",
     "ConvertOptions": "ptd.transfer.options",
     "convert_distributed": "ptd.transfer.distributed",
     "info": "ptd.report.info",

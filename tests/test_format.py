@@ -239,8 +239,9 @@ def test_non_tensor_round_trip(tmp_path, backend) -> None:
 
 
 def test_non_tensor_set_and_replace(tmp_path, backend) -> None:
-    p = PersistentTensorDict(filename=str(tmp_path / f"w{SUFFIX[backend]}"), batch_size=[4],
-                             mode="w", backend=backend)
+    p = PersistentTensorDict(
+        filename=str(tmp_path / f"w{SUFFIX[backend]}"), batch_size=[4], mode="w", backend=backend
+    )
     p["a"] = torch.zeros(4)
     p["s"] = "first"
     p["s"] = "a longer second value"  # an existing key (tensordict's zarr fails here, §6.3)
@@ -262,8 +263,11 @@ def test_non_tensor_set_and_replace(tmp_path, backend) -> None:
 
 @pytest.mark.parametrize(
     "stack,shape",
-    [(["a", "b", "c"], [3]), ([[1, 2], [3, 4], [5, 6]], [3, 2]),
-     ([["p", "q"], ["r", "s"], ["t", "u"]], [3, 2])],
+    [
+        (["a", "b", "c"], [3]),
+        ([[1, 2], [3, 4], [5, 6]], [3, 2]),
+        ([["p", "q"], ["r", "s"], ["t", "u"]], [3, 2]),
+    ],
     ids=["str_1d", "int_2d", "str_2d"],
 )
 def test_stack_views_match_in_memory(tmp_path, backend, stack, shape) -> None:
@@ -311,8 +315,9 @@ def _selected_rows(selection: tuple, n: int) -> int:
 
 
 @pytest.mark.parametrize("foreign", [False, True], ids=["marked", "foreign"])
-def test_stack_view_reads_only_the_selected_rows(tmp_path, backend, foreign,
-                                                 non_tensor_read_log) -> None:
+def test_stack_view_reads_only_the_selected_rows(
+    tmp_path, backend, foreign, non_tensor_read_log
+) -> None:
     n = 1000
     names = [f"row{i}" for i in range(n)]
     path = tmp_path / f"rows{SUFFIX[backend]}"
@@ -335,7 +340,7 @@ def test_stack_view_reads_only_the_selected_rows(tmp_path, backend, foreign,
         got = p[idx]["names"]
         expected = names[rows] if isinstance(rows, int) else [names[r] for r in rows]
         assert to_py(got) == expected, idx
-        (path_read, selection), = non_tensor_read_log
+        ((path_read, selection),) = non_tensor_read_log
         assert path_read == ("names",)
         assert 0 < _selected_rows(selection, n) <= 3, selection
     p.close()
@@ -390,8 +395,9 @@ def test_empty_stack_view(tmp_path, backend) -> None:
 
 def test_h5_strings_written_by_ptd_are_marked_and_warn(tmp_path) -> None:
     path = tmp_path / "s.h5"
-    p = PersistentTensorDict.from_dict({"a": torch.zeros(3), "s": "hé", "n": {"t": "deep"}},
-                                       path, backend="h5")
+    p = PersistentTensorDict.from_dict(
+        {"a": torch.zeros(3), "s": "hé", "n": {"t": "deep"}}, path, backend="h5"
+    )
     p.close()
     with h5py.File(path, "r") as f:
         for name in ("s", "n/t"):
@@ -402,7 +408,9 @@ def test_h5_strings_written_by_ptd_are_marked_and_warn(tmp_path) -> None:
             tid = ds.attrs.get_id("__tensordict_str__").get_type()
             assert tid.get_class() == h5py.h5t.ENUM and tid.get_size() == 1
             assert {tid.get_member_name(i): tid.get_member_value(i) for i in range(2)} == {
-                b"FALSE": 0, b"TRUE": 1}
+                b"FALSE": 0,
+                b"TRUE": 1,
+            }
     q = PersistentTensorDict.from_h5(path)
     with pytest.warns(FutureWarning, match=STR_WARNING + " '/s'"):
         assert q["s"] == "hé".encode()
@@ -429,8 +437,9 @@ def test_h5_foreign_strings_read_as_bytes_silently() -> None:
 
 
 def test_zarr_strings_are_str(tmp_path) -> None:
-    p = PersistentTensorDict.from_dict({"a": torch.zeros(3), "s": "hé"}, tmp_path / "s.zarr",
-                                       backend="zarr")
+    p = PersistentTensorDict.from_dict(
+        {"a": torch.zeros(3), "s": "hé"}, tmp_path / "s.zarr", backend="zarr"
+    )
     p.close()
     raw = (tmp_path / "s.zarr" / "s" / "c" / "0").read_bytes()
     assert raw == b'"h\\u00e9"'  # stdlib json.dumps, as tensordict writes it
@@ -527,11 +536,13 @@ def _zarr_with_pickle(tmp_path) -> tuple[Any, Any]:
     path = tmp_path / "pk.zarr"
     p = PersistentTensorDict.from_dict(
         {"a": torch.arange(3), "j": NonTensorData({"k": 1}), "o": NonTensorData(_Sentinel())},
-        path, backend="zarr",
+        path,
+        backend="zarr",
     )
     p.close()
     assert json.loads((path / "o" / "zarr.json").read_text())["attributes"] == {
-        "__tensordict_non_tensor__": {"encoding": "pickle"}}
+        "__tensordict_non_tensor__": {"encoding": "pickle"}
+    }
     return path, marker
 
 
@@ -539,8 +550,9 @@ def test_allow_pickle_false_refuses_before_decoding(tmp_path) -> None:
     path, marker = _zarr_with_pickle(tmp_path)
     for q in (
         PersistentTensorDict.from_zarr(path, allow_pickle=False),
-        PersistentTensorDict(filename=str(path), batch_size=[3], backend="zarr",
-                             allow_pickle=False),
+        PersistentTensorDict(
+            filename=str(path), batch_size=[3], backend="zarr", allow_pickle=False
+        ),
     ):
         with pytest.raises(PickleRefusedError, match="Refusing to load pickled.*'o'") as info:
             q["o"]
@@ -576,18 +588,21 @@ def test_from_dict_allow_pickle_policy(tmp_path) -> None:
     p = PersistentTensorDict.from_dict({"o": value}, tmp_path / "a.zarr", backend="zarr")
     assert p["o"] == (1, 2)
     p.close()
-    p = PersistentTensorDict.from_dict({"o": value}, tmp_path / "b.zarr", backend="zarr",
-                                       allow_pickle=False)
+    p = PersistentTensorDict.from_dict(
+        {"o": value}, tmp_path / "b.zarr", backend="zarr", allow_pickle=False
+    )
     with pytest.raises(PickleRefusedError):
         p["o"]
     p.close()
-    p = PersistentTensorDict.from_dict({"o": value}, tmp_path / "c.zarr", backend="zarr",
-                                       allow_pickle=True)
+    p = PersistentTensorDict.from_dict(
+        {"o": value}, tmp_path / "c.zarr", backend="zarr", allow_pickle=True
+    )
     assert p["o"] == (1, 2)
     p.close()
     with pytest.raises(TypeError, match="allow_pickle must be a bool or None"):
-        PersistentTensorDict.from_dict({"o": value}, tmp_path / "d.zarr", backend="zarr",
-                                       allow_pickle="yes")
+        PersistentTensorDict.from_dict(
+            {"o": value}, tmp_path / "d.zarr", backend="zarr", allow_pickle="yes"
+        )
     assert not (tmp_path / "d.zarr").exists()
 
 
@@ -628,8 +643,9 @@ def test_dtype_round_trip_bit_exact(tmp_path, backend, dtype) -> None:
     t = random_bits(dtype, (7, 3), seed=1)
     u = random_bits(dtype, (7, 3, 2), seed=2)
     path = tmp_path / f"d{SUFFIX[backend]}"
-    p = PersistentTensorDict.from_dict({"x": t, "n": {"y": u}}, path, backend=backend,
-                                       batch_size=[7, 3])
+    p = PersistentTensorDict.from_dict(
+        {"x": t, "n": {"y": u}}, path, backend=backend, batch_size=[7, 3]
+    )
     p.close()
     q = reopen(path, backend)
     assert q.batch_size == torch.Size([7, 3])
@@ -659,8 +675,9 @@ def test_dtype_scalar_empty_and_inplace(tmp_path, backend, dtype) -> None:
     # writes into existing entries keep every bit too
     w = random_bits(dtype, (5, 2), seed=4)
     new = random_bits(dtype, (2, 2), seed=5)
-    p = PersistentTensorDict.from_dict({"w": w}, tmp_path / f"w{SUFFIX[backend]}",
-                                       backend=backend, batch_size=[5])
+    p = PersistentTensorDict.from_dict(
+        {"w": w}, tmp_path / f"w{SUFFIX[backend]}", backend=backend, batch_size=[5]
+    )
     p[[4, 1]] = TensorDict({"w": new}, batch_size=[2])
     p[0]["w"] = new[0]
     rows = list(w.unbind(0))  # (torch has no index_put for uint16/32/64)
@@ -671,8 +688,18 @@ def test_dtype_scalar_empty_and_inplace(tmp_path, backend, dtype) -> None:
 
 
 def _unsupported_dtypes() -> list[torch.dtype]:
-    names = ["complex32", "float8_e8m0fnu", "float4_e2m1fn_x2", "uint1", "uint4", "int3",
-             "bits8", "bits16", "quint8", "qint32"]
+    names = [
+        "complex32",
+        "float8_e8m0fnu",
+        "float4_e2m1fn_x2",
+        "uint1",
+        "uint4",
+        "int3",
+        "bits8",
+        "bits16",
+        "quint8",
+        "qint32",
+    ]
     return [getattr(torch, n) for n in names if hasattr(torch, n)]
 
 
@@ -690,8 +717,9 @@ def test_unsupported_dtype_is_a_clear_error(tmp_path, backend, dtype) -> None:
     t = _make(dtype, (3, 2))
     path = tmp_path / f"u{SUFFIX[backend]}"
     with pytest.raises(UnsupportedDtypeError) as info:
-        PersistentTensorDict.from_dict({"ok": torch.zeros(3), "n": {"bad": t}}, path,
-                                       backend=backend)
+        PersistentTensorDict.from_dict(
+            {"ok": torch.zeros(3), "n": {"bad": t}}, path, backend=backend
+        )
     msg = str(info.value)
     assert "'n/bad'" in msg and str(dtype) in msg
     assert isinstance(info.value, TypeError) and isinstance(info.value, PtdError)
@@ -722,7 +750,8 @@ def test_batch_size_metadata_recovers_the_batch_exactly(tmp_path, backend) -> No
     path = tmp_path / f"m{SUFFIX[backend]}"
     src = TensorDict(
         {"a": torch.zeros(4, 3), "n": TensorDict({"b": torch.zeros(4, 3, 2)}, batch_size=[4, 3])},
-        batch_size=[4], names=["row"],
+        batch_size=[4],
+        names=["row"],
     )
     PersistentTensorDict.from_dict(src, path, backend=backend).close()
     assert _meta_of(path, backend) == {"batch_size": [4], "version": 1, "names": ["row"]}
@@ -739,8 +768,12 @@ def test_batch_size_metadata_recovers_the_batch_exactly(tmp_path, backend) -> No
 def test_batch_size_metadata_dict_input_and_later_groups(tmp_path, backend) -> None:
     path = tmp_path / f"m{SUFFIX[backend]}"
     p = PersistentTensorDict.from_dict(
-        {"a": torch.zeros(4, 3), "n": {"b": torch.zeros(4, 3, 5), "m": {"c": torch.zeros(4, 3, 5, 6)}}},
-        path, backend=backend,
+        {
+            "a": torch.zeros(4, 3),
+            "n": {"b": torch.zeros(4, 3, 5), "m": {"c": torch.zeros(4, 3, 5, 6)}},
+        },
+        path,
+        backend=backend,
     )
     p["late", "x"] = torch.zeros(4, 3, 7)  # a group made after from_dict (tensordict's §6.8)
     p.close()
@@ -800,8 +833,9 @@ def test_foreign_stores_infer_the_batch_size(backend) -> None:
     assert torch.equal(q["sensors", "sub", "flag"], torch.from_numpy(exp["sensors"]["sub"]["flag"]))
     assert torch.equal(q[[3, 1]]["ids"], torch.from_numpy(exp["ids"][[3, 1]]))
     assert torch.equal(q[1:3]["sensors", "temp"], torch.from_numpy(exp["sensors"]["temp"][1:3]))
-    assert torch.equal(q["sensors"][2]["sub", "flag"],
-                       torch.from_numpy(exp["sensors"]["sub"]["flag"][2]))
+    assert torch.equal(
+        q["sensors"][2]["sub", "flag"], torch.from_numpy(exp["sensors"]["sub"]["flag"][2])
+    )
     title = q["title"]
     assert (decoded(title) if backend == "h5" else title) == exp["title"]
     if backend == "h5":
@@ -829,16 +863,35 @@ def _zarr_raw(path: Any, payload: bytes, attrs: dict, dtype: str = "uint8") -> N
 
 ZARR_BAD = {
     "invalid_json": (b'{"a": ', {NT: {"encoding": "json"}}, "Corrupt JSON"),
-    "unknown_encoding": (b'"x"', {NT: {"encoding": "yaml"}}, "Unknown zarr non-tensor encoding: 'yaml'"),
+    "unknown_encoding": (
+        b'"x"',
+        {NT: {"encoding": "yaml"}},
+        "Unknown zarr non-tensor encoding: 'yaml'",
+    ),
     "marker_not_a_dict": (b'"x"', {NT: "json"}, "Unknown zarr non-tensor encoding: None"),
     "truncated_json": (b'"abc', {NT: {"encoding": "json"}}, "Corrupt JSON"),
     "empty_payload": (b"", {NT: {"encoding": "json"}}, "Corrupt JSON"),
     "invalid_utf8": (b'"\xff\xfe"', {NT: {"encoding": "json"}}, "UTF-8"),
-    "truncated_pickle": (pickle.dumps({"a": list(range(50))})[:-20], {NT: {"encoding": "pickle"}},
-                         "Corrupt pickle"),
-    "stack_attr_not_a_shape": (b'["a"]', {NT: {"encoding": "json"}, STACK: "abc"}, "Corrupt non-tensor stack"),
-    "stack_attr_negative": (b'["a"]', {NT: {"encoding": "json"}, STACK: [-1]}, "Corrupt non-tensor stack"),
-    "stack_too_short": (b'["a", "b"]', {NT: {"encoding": "json"}, STACK: [3]}, "Corrupt non-tensor stack"),
+    "truncated_pickle": (
+        pickle.dumps({"a": list(range(50))})[:-20],
+        {NT: {"encoding": "pickle"}},
+        "Corrupt pickle",
+    ),
+    "stack_attr_not_a_shape": (
+        b'["a"]',
+        {NT: {"encoding": "json"}, STACK: "abc"},
+        "Corrupt non-tensor stack",
+    ),
+    "stack_attr_negative": (
+        b'["a"]',
+        {NT: {"encoding": "json"}, STACK: [-1]},
+        "Corrupt non-tensor stack",
+    ),
+    "stack_too_short": (
+        b'["a", "b"]',
+        {NT: {"encoding": "json"}, STACK: [3]},
+        "Corrupt non-tensor stack",
+    ),
     "stack_not_a_list": (b"5", {NT: {"encoding": "json"}, STACK: [3]}, "Corrupt non-tensor stack"),
 }
 
@@ -850,8 +903,12 @@ def test_bad_zarr_payloads(tmp_path, case) -> None:
     _zarr_raw(path, payload, attrs)
     q = PersistentTensorDict.from_zarr(path, allow_pickle=True)
     assert q.batch_size == torch.Size([3])
-    for read in (lambda: q["bad"], lambda: q[1:3]["bad"], lambda: q[[2, 0]]["bad"],
-                 lambda: q.to_tensordict()):
+    for read in (
+        lambda: q["bad"],
+        lambda: q[1:3]["bad"],
+        lambda: q[[2, 0]]["bad"],
+        lambda: q.to_tensordict(),
+    ):
         with pytest.raises(PtdValueError, match=match) as info:
             read()
         assert "'bad'" in str(info.value) and "bad.zarr" in str(info.value)
@@ -912,7 +969,11 @@ H5_BAD = {
     "invalid_json": (_h5_invalid_json, PtdValueError, "Corrupt JSON"),
     "json_invalid_utf8": (_h5_json_invalid_utf8, PtdValueError, "utf-8"),
     "stack_invalid_utf8": (_h5_stack_invalid_utf8, PtdValueError, "utf-8"),
-    "stack_attr_not_a_shape": (_h5_stack_attr_not_a_shape, PtdValueError, "Corrupt non-tensor stack"),
+    "stack_attr_not_a_shape": (
+        _h5_stack_attr_not_a_shape,
+        PtdValueError,
+        "Corrupt non-tensor stack",
+    ),
     "stack_attr_mismatch": (_h5_stack_attr_mismatch, PtdValueError, "Corrupt non-tensor stack"),
     "truncated_opaque": (_h5_truncated_opaque, PtdValueError, "cannot read"),
     "unknown_opaque_tag": (_h5_unknown_opaque_tag, UnsupportedDtypeError, "no torch equivalent"),
@@ -976,8 +1037,12 @@ def test_h5_opaque_object_type_does_not_crash(tmp_path, where) -> None:
     test session down."""
     script = tmp_path / "crash.py"
     script.write_text(_CRASH_SCRIPT)
-    res = subprocess.run([sys.executable, str(script), str(tmp_path / "o.h5"), where],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "o.h5"), where],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, (res.returncode, res.stderr[-2000:])
     assert res.stdout.strip().endswith("ok")
     if where != "attribute":
@@ -1046,7 +1111,9 @@ def test_goldens_are_small_and_documented() -> None:
         name = os.path.basename(path)
         assert name in readme
         if os.path.isdir(path):
-            size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+            size = sum(
+                os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs
+            )
         else:
             size = os.path.getsize(path)
         assert size < 40_000, (name, size)
@@ -1201,8 +1268,9 @@ def test_interop_ptd_writes_tensordict_reads(tmp_path, backend) -> None:
 def test_interop_zarr_group_metadata_matches_tensordict(tmp_path) -> None:
     tdmod = pytest.importorskip("tensordict")
     ref, mine = tmp_path / "ref.zarr", tmp_path / "mine.zarr"
-    tdmod.PersistentTensorDict.from_dict(_content(tdmod, "zarr", names=False), filename=str(ref),
-                                         backend="zarr").close()
+    tdmod.PersistentTensorDict.from_dict(
+        _content(tdmod, "zarr", names=False), filename=str(ref), backend="zarr"
+    ).close()
     PersistentTensorDict.from_dict(_content(ptd, "zarr", names=False), mine, backend="zarr").close()
     for group in ("", "nested", "nested/deep"):
         want = json.loads((ref / group / "zarr.json").read_text())
@@ -1211,14 +1279,18 @@ def test_interop_zarr_group_metadata_matches_tensordict(tmp_path) -> None:
     # the payloads and stacks are byte-identical
     for key in ("text", "meta", "none", "lst", "num", "mixed", "nested/label"):
         assert (mine / key / "c" / "0").read_bytes() == (ref / key / "c" / "0").read_bytes(), key
-        assert (json.loads((mine / key / "zarr.json").read_text())["attributes"]
-                == json.loads((ref / key / "zarr.json").read_text())["attributes"]), key
+        assert (
+            json.loads((mine / key / "zarr.json").read_text())["attributes"]
+            == json.loads((ref / key / "zarr.json").read_text())["attributes"]
+        ), key
     # both consolidate: the root lists the same nodes
     want = json.loads((ref / "zarr.json").read_text())["consolidated_metadata"]["metadata"]
     got = json.loads((mine / "zarr.json").read_text())["consolidated_metadata"]["metadata"]
     assert sorted(got) == sorted(want)
     # names on the root, as tensordict writes them
-    PersistentTensorDict.from_dict(_content(ptd, "zarr"), tmp_path / "n.zarr", backend="zarr").close()
+    PersistentTensorDict.from_dict(
+        _content(ptd, "zarr"), tmp_path / "n.zarr", backend="zarr"
+    ).close()
     meta = json.loads((tmp_path / "n.zarr" / "zarr.json").read_text())["attributes"]
     assert meta == {"__tensordict__": {"batch_size": [4], "version": 1, "names": ["row"]}}
 
@@ -1268,8 +1340,9 @@ def test_interop_modify_each_others_files(tmp_path, backend) -> None:
     q.close()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        ref = _td_open(tdmod, path, backend, mode="r+",
-                       **({"batch_size": [4]} if backend == "h5" else {}))  # see above
+        ref = _td_open(
+            tdmod, path, backend, mode="r+", **({"batch_size": [4]} if backend == "h5" else {})
+        )  # see above
         try:
             assert torch.equal(ref["float32"][1:3], torch.full((2, 2), 7.0))
             assert torch.equal(ref["float32"][[0, 3]], src["float32"][[0, 3]])
@@ -1308,8 +1381,11 @@ def test_interop_pickled_payloads_both_ways(tmp_path) -> None:
     assert q["b"] == b"bytes" and q["t"] == (1, 2)
     q.close()
     mine = tmp_path / "mine.zarr"
-    PersistentTensorDict.from_dict({"a": torch.arange(3), "b": NonTensorData(b"bytes"),
-                                    "t": NonTensorData((1, 2))}, mine, backend="zarr").close()
+    PersistentTensorDict.from_dict(
+        {"a": torch.arange(3), "b": NonTensorData(b"bytes"), "t": NonTensorData((1, 2))},
+        mine,
+        backend="zarr",
+    ).close()
     ref = tdmod.PersistentTensorDict.from_zarr(str(mine), allow_pickle=True)
     try:
         assert ref["b"] == b"bytes" and ref["t"] == (1, 2)
@@ -1330,11 +1406,16 @@ def test_interop_tensordict_reads_the_goldens_too(backend) -> None:
     tdmod = pytest.importorskip("tensordict")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        ref = _td_open(tdmod, GOLDENS.TD015[backend], backend, allow_pickle=True) \
-            if backend == "zarr" else _td_open(tdmod, GOLDENS.TD015[backend], backend,
-                                               batch_size=[3])  # its own opaque "num": §6.11
-        q = reopen(GOLDENS.TD015[backend], backend, allow_pickle=True) if backend == "zarr" \
+        ref = (
+            _td_open(tdmod, GOLDENS.TD015[backend], backend, allow_pickle=True)
+            if backend == "zarr"
+            else _td_open(tdmod, GOLDENS.TD015[backend], backend, batch_size=[3])
+        )  # its own opaque "num": §6.11
+        q = (
+            reopen(GOLDENS.TD015[backend], backend, allow_pickle=True)
+            if backend == "zarr"
             else reopen(GOLDENS.TD015[backend], backend)
+        )
         try:
             assert q.batch_size == ref.batch_size
             for key in GOLDENS.DTYPES:

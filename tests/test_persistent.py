@@ -1123,7 +1123,9 @@ def test_leaf_read_reads_only_the_rows_asked(make_ptd, read_log, monkeypatch) ->
     assert rows_of(selection, n) <= 100
 
 
-def test_storage_reads_only_the_rows_asked(make_ptd, backend, library_read_log, monkeypatch) -> None:
+def test_storage_reads_only_the_rows_asked(
+    make_ptd, backend, library_read_log, monkeypatch
+) -> None:
     """Below the Backend interface too: h5py / zarr are asked for the rows, not a span."""
     monkeypatch.setenv("PTD_FAST_PATH", "0")  # the library path (test_fast_path.py: the maps)
     n = 100_000

@@ -171,8 +171,10 @@ def main() -> int:
             problems.append(f"{mod}: {n} lines (more than 600: split it by task)")
     for p in problems:
         print(p)
-    print(f"{len(modules)} modules, {sum(map(len, graph.values()))} internal imports, "
-          f"{len(problems)} problem(s)")
+    print(
+        f"{len(modules)} modules, {sum(map(len, graph.values()))} internal imports, "
+        f"{len(problems)} problem(s)"
+    )
     return 1 if problems else 0
 
 

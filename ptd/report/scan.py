@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ptd.errors import CorruptStoreError, PtdError, StoreNotFoundError
+from ptd.errors import CorruptStoreError, PtdError
 from ptd.format.names import ZARR_JSON
 from ptd.format.shapes import fits
 from ptd.format.tdmeta import parse_td_meta
@@ -307,47 +307,3 @@ def zarr_array_nbytes(
             return {}
         return sizes
     return {}
-
-
-# ----------------------------------------------------------------------------- transitional
-# ``ptd.transfer.convert`` still imports these three; it moves to StoreLocation in the transfer
-# branch, and then they go (ptd.report itself no longer uses them). They keep their old
-# behaviour, storage options silently dropped for local paths included: convert hands one set
-# of options to a local source and a remote destination.
-
-
-def fspath(target: Any) -> str:
-    """``target`` as a str path (a PathLike is accepted). Transitional: see above."""
-    try:
-        return os.fsdecode(os.fspath(target))
-    except TypeError:
-        raise CorruptStoreError(f"expected a path, got {target!r}") from None
-
-
-@contextmanager
-def open_backend(
-    path: Any,
-    fmt: str | None = None,
-    mode: str = "r",
-    storage_options: dict[str, Any] | None = None,
-) -> Iterator[Backend]:
-    """Open an existing store read-only, without memory maps (format detected from its content
-    unless ``fmt``); ``storage_options`` are dropped for a local path. Transitional: use
-    ``StoreLocation.parse(path, storage_options).open_stream()``."""
-    p = fspath(path)
-    local = not is_remote(p)
-    if local and not os.path.exists(p) and "://" not in p:
-        raise StoreNotFoundError(f"{p} does not exist")
-    loc = StoreLocation.parse(p, None if local else storage_options, format=fmt)
-    be = loc.open(mode, fast_path=False) if local else loc.open(mode)
-    try:
-        yield be
-    finally:
-        be.close()
-
-
-def path_nbytes(path: str, storage_options: dict[str, Any] | None = None) -> int | None:
-    """Bytes a file or directory tree (or everything under a URL) occupies, None when unknown.
-    Transitional: use ``StoreLocation.nbytes()``."""
-    remote = is_remote(path)
-    return StoreLocation.parse(path, storage_options if remote else None).nbytes()

@@ -65,7 +65,11 @@ def demo(
     console = out_console()
     keep = directory is not None
     with errors_handled(ctx, directory):
-        root = os.path.abspath(directory) if keep else tempfile.mkdtemp(prefix="ptd-demo-")
+        root = (
+            os.path.abspath(directory)
+            if directory is not None
+            else tempfile.mkdtemp(prefix="ptd-demo-")
+        )
         if keep:
             if os.path.exists(root) and not os.path.isdir(root):
                 raise fail(f"{root} exists and is not a directory")

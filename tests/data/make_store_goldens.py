@@ -60,7 +60,9 @@ def dtype_values(dtype: torch.dtype) -> torch.Tensor:
     if dtype.is_complex:
         return torch.tensor([1.5 - 2j, -0.25 + 0j, 3 + 4.5j], dtype=dtype)
     if dtype.is_floating_point:
-        return torch.tensor([-1.5, 0.0078125, 65504.0 if dtype == torch.float16 else 1e30], dtype=dtype)
+        return torch.tensor(
+            [-1.5, 0.0078125, 65504.0 if dtype == torch.float16 else 1e30], dtype=dtype
+        )
     if dtype == torch.uint64:
         return torch.tensor([0, 1, 2**64 - 1], dtype=torch.uint64)
     if dtype in (torch.uint8, torch.uint16, torch.uint32):
@@ -130,7 +132,9 @@ def write_td015() -> None:
                 td[key] = NonTensorData(value)
         _remove(path)
         PersistentTensorDict.from_dict(td, filename=path, backend=backend).close()
-    print(f"wrote td015 goldens with tensordict {tensordict.__version__}, torch {torch.__version__}")
+    print(
+        f"wrote td015 goldens with tensordict {tensordict.__version__}, torch {torch.__version__}"
+    )
 
 
 def write_plain() -> None:

@@ -245,7 +245,9 @@ def build(out: Path) -> list[Case]:
         "td-bool-bs": json.dumps({"batch_size": [True]}),
         "td-not-json": "{oops",
     }.items():
-        h5case(f"h5-attr-{name}", h5edit(lambda f, v=value: f.attrs.__setitem__("__tensordict__", v)))
+        h5case(
+            f"h5-attr-{name}", h5edit(lambda f, v=value: f.attrs.__setitem__("__tensordict__", v))
+        )
     for name, value in {
         "stack-str": "abc",
         "stack-wrong": np.array([3], dtype=np.int64),
@@ -256,9 +258,16 @@ def build(out: Path) -> list[Case]:
             f"h5-attr-{name}",
             h5edit(lambda f, v=value: f["st"].attrs.__setitem__("__tensordict_stack__", v)),
         )
-    for name, value in {"dtype-nonsense": "complex512", "dtype-bf16-on-f32": "bfloat16",
-                        "dtype-int": 5, "dtype-f8-on-f32": "float8_e4m3fn"}.items():
-        h5case(f"h5-attr-{name}", h5edit(lambda f, v=value: f["x"].attrs.__setitem__("__ptd_dtype__", v)))
+    for name, value in {
+        "dtype-nonsense": "complex512",
+        "dtype-bf16-on-f32": "bfloat16",
+        "dtype-int": 5,
+        "dtype-f8-on-f32": "float8_e4m3fn",
+    }.items():
+        h5case(
+            f"h5-attr-{name}",
+            h5edit(lambda f, v=value: f["x"].attrs.__setitem__("__ptd_dtype__", v)),
+        )
 
     def odd_names(f: h5py.File) -> None:
         f.create_dataset("..", data=np.zeros(ROWS))
@@ -299,11 +308,26 @@ def build(out: Path) -> list[Case]:
     zcase("zarr-root-empty", lambda p: (p / "zarr.json").write_bytes(b""), True)
     zcase("zarr-root-binary", lambda p: (p / "zarr.json").write_bytes(b"\xff\xfe\x00garbage"), True)
     zcase("zarr-root-list", lambda p: write_json(p / "zarr.json", [1, 2]), True)
-    zcase("zarr-root-node-type-num", lambda p: write_json(p / "zarr.json", {"zarr_format": 3, "node_type": 5}), True)
-    zcase("zarr-root-format-str", lambda p: write_json(p / "zarr.json", {"zarr_format": "3", "node_type": "group"}), True)
-    zcase("zarr-root-format-2", lambda p: write_json(p / "zarr.json", {"zarr_format": 2, "node_type": "group"}))
+    zcase(
+        "zarr-root-node-type-num",
+        lambda p: write_json(p / "zarr.json", {"zarr_format": 3, "node_type": 5}),
+        True,
+    )
+    zcase(
+        "zarr-root-format-str",
+        lambda p: write_json(p / "zarr.json", {"zarr_format": "3", "node_type": "group"}),
+        True,
+    )
+    zcase(
+        "zarr-root-format-2",
+        lambda p: write_json(p / "zarr.json", {"zarr_format": 2, "node_type": "group"}),
+    )
     zcase("zarr-root-missing-type", lambda p: write_json(p / "zarr.json", {"zarr_format": 3}))
-    zcase("zarr-root-is-array", lambda p: shutil.copyfile(p / "x" / "zarr.json", p / "zarr.json"), True)
+    zcase(
+        "zarr-root-is-array",
+        lambda p: shutil.copyfile(p / "x" / "zarr.json", p / "zarr.json"),
+        True,
+    )
 
     def root_attrs(value: object) -> Callable[[Path], None]:
         def run(p: Path) -> None:
@@ -328,7 +352,10 @@ def build(out: Path) -> list[Case]:
         return run
 
     zcase("zarr-root-cons-list", cons_value([1]))
-    zcase("zarr-root-cons-bad-meta", cons_value({"kind": "inline", "must_understand": False, "metadata": 5}))
+    zcase(
+        "zarr-root-cons-bad-meta",
+        cons_value({"kind": "inline", "must_understand": False, "metadata": 5}),
+    )
 
     # --- zarr: an array's zarr.json (with and without consolidated metadata)
     def set_field(field: str, value: object) -> Callable[[dict], None]:
@@ -350,7 +377,9 @@ def build(out: Path) -> list[Case]:
         "dtype-missing": del_field("data_type"),
         "grid-ndim": lambda d: d["chunk_grid"]["configuration"].__setitem__("chunk_shape", [2]),
         "grid-zero": lambda d: d["chunk_grid"]["configuration"].__setitem__("chunk_shape", [0, 4]),
-        "grid-huge": lambda d: d["chunk_grid"]["configuration"].__setitem__("chunk_shape", [2**40, 4]),
+        "grid-huge": lambda d: d["chunk_grid"]["configuration"].__setitem__(
+            "chunk_shape", [2**40, 4]
+        ),
         "grid-name": lambda d: d["chunk_grid"].__setitem__("name", "irregular"),
         "codecs-unknown": set_field("codecs", [{"name": "nope"}]),
         "codecs-empty": set_field("codecs", []),
@@ -365,13 +394,40 @@ def build(out: Path) -> list[Case]:
     }
     for name, fn in edits.items():
         zcase(f"zarr-arr-{name}", lambda p, fn=fn: edit_array_meta(p, "x", fn))
-        zcase(f"zarr-arr-{name}-nocons", lambda p, fn=fn: (drop_consolidated(p), edit_array_meta(p, "x", fn)))
-    zcase("zarr-arr-not-json-nocons", lambda p: (drop_consolidated(p), (p / "x" / "zarr.json").write_text("{")))
-    zcase("zarr-arr-missing-json-nocons", lambda p: (drop_consolidated(p), (p / "x" / "zarr.json").unlink()))
-    zcase("zarr-arr-stack-bad", lambda p: edit_array_meta(p, "st", lambda d: d["attributes"].__setitem__("__tensordict_stack__", "abc")))
-    zcase("zarr-arr-stack-wrong", lambda p: edit_array_meta(p, "st", lambda d: d["attributes"].__setitem__("__tensordict_stack__", [3, 3])))
-    zcase("zarr-arr-stack-huge", lambda p: edit_array_meta(p, "j", lambda d: d["attributes"].__setitem__("__tensordict_stack__", [2**40])))
-    zcase("zarr-arr-payload-as-f32", lambda p: edit_array_meta(p, "j", lambda d: d.__setitem__("data_type", "float32")))
+        zcase(
+            f"zarr-arr-{name}-nocons",
+            lambda p, fn=fn: (drop_consolidated(p), edit_array_meta(p, "x", fn)),
+        )
+    zcase(
+        "zarr-arr-not-json-nocons",
+        lambda p: (drop_consolidated(p), (p / "x" / "zarr.json").write_text("{")),
+    )
+    zcase(
+        "zarr-arr-missing-json-nocons",
+        lambda p: (drop_consolidated(p), (p / "x" / "zarr.json").unlink()),
+    )
+    zcase(
+        "zarr-arr-stack-bad",
+        lambda p: edit_array_meta(
+            p, "st", lambda d: d["attributes"].__setitem__("__tensordict_stack__", "abc")
+        ),
+    )
+    zcase(
+        "zarr-arr-stack-wrong",
+        lambda p: edit_array_meta(
+            p, "st", lambda d: d["attributes"].__setitem__("__tensordict_stack__", [3, 3])
+        ),
+    )
+    zcase(
+        "zarr-arr-stack-huge",
+        lambda p: edit_array_meta(
+            p, "j", lambda d: d["attributes"].__setitem__("__tensordict_stack__", [2**40])
+        ),
+    )
+    zcase(
+        "zarr-arr-payload-as-f32",
+        lambda p: edit_array_meta(p, "j", lambda d: d.__setitem__("data_type", "float32")),
+    )
 
     # --- zarr: chunk files
     zcase("zarr-chunk-missing", lambda p: (p / "x" / "c" / "1" / "0").unlink())
@@ -395,11 +451,21 @@ def build(out: Path) -> list[Case]:
     # --- zarr: non-tensor payloads
     zcase("zarr-payload-not-json", lambda p: zarr_payload(p, "bad", b"{not json", "json"))
     zcase("zarr-payload-not-utf8", lambda p: zarr_payload(p, "bad", b"\xff\xfe\xfd", "json"))
-    zcase("zarr-payload-deep", lambda p: zarr_payload(p, "bad", b"[" * 100_000 + b"]" * 100_000, "json"))
+    zcase(
+        "zarr-payload-deep",
+        lambda p: zarr_payload(p, "bad", b"[" * 100_000 + b"]" * 100_000, "json"),
+    )
     zcase("zarr-payload-yaml", lambda p: zarr_payload(p, "bad", b"a: 1", "yaml"))
     zcase("zarr-payload-encoding-num", lambda p: zarr_payload(p, "bad", b"1", 5))
-    zcase("zarr-payload-pickle-evil", lambda p: zarr_payload(p, "evil", evil_pickle(marker), "pickle"), True)
-    zcase("zarr-payload-pickle-garbage", lambda p: zarr_payload(p, "bad", b"\x80\x05garbage", "pickle"))
+    zcase(
+        "zarr-payload-pickle-evil",
+        lambda p: zarr_payload(p, "evil", evil_pickle(marker), "pickle"),
+        True,
+    )
+    zcase(
+        "zarr-payload-pickle-garbage",
+        lambda p: zarr_payload(p, "bad", b"\x80\x05garbage", "pickle"),
+    )
 
     # --- zarr: keys that try to leave the store (via consolidated metadata)
     def cons_child(name: str) -> Callable[[Path], None]:
@@ -411,8 +477,15 @@ def build(out: Path) -> list[Case]:
 
         return run
 
-    for name, key in {"dotdot": "..", "parent": "../outside", "updown": "n/../../outside",
-                      "empty": "", "nul": "a\x00b", "abs": "/etc", "dot": "."}.items():
+    for name, key in {
+        "dotdot": "..",
+        "parent": "../outside",
+        "updown": "n/../../outside",
+        "empty": "",
+        "nul": "a\x00b",
+        "abs": "/etc",
+        "dot": ".",
+    }.items():
         zcase(f"zarr-keys-{name}", cons_child(key), True)
 
     # --- memmap directory with a hostile pickle

@@ -42,8 +42,12 @@ def test_concurrent_readers(tmp_path: Path, backend: str) -> None:
     d = data()
     for seed in range(6):
         g = torch.Generator().manual_seed(seed)
-        want.append([float(d["x"][i].sum() + d["n"]["y"][i].sum())
-                     for i in (torch.randint(0, N, (8,), generator=g) for _ in range(40))])
+        want.append(
+            [
+                float(d["x"][i].sum() + d["n"]["y"][i].sum())
+                for i in (torch.randint(0, N, (8,), generator=g) for _ in range(40))
+            ]
+        )
     with mp.get_context("fork").Pool(6) as pool:  # six processes open and read it at once
         got = pool.map(_reader, [(str(path), backend, s) for s in range(6)])
     assert torch.allclose(torch.tensor(got), torch.tensor(want))
@@ -82,8 +86,12 @@ def test_second_h5_writer_gets_a_clear_error(tmp_path: Path) -> None:
     assert path.read_bytes() == before
 
 
-@pytest.mark.parametrize("errno, text", [(38, "Function not implemented"), (37, "No locks available")])
-def test_lock_failures_name_the_locking_option(tmp_path: Path, monkeypatch, cli, errno: int, text: str) -> None:
+@pytest.mark.parametrize(
+    "errno, text", [(38, "Function not implemented"), (37, "No locks available")]
+)
+def test_lock_failures_name_the_locking_option(
+    tmp_path: Path, monkeypatch, cli, errno: int, text: str
+) -> None:
     """What HDF5 reports when the file system refuses locks (NFS, some FUSE mounts)."""
     import ptd.storage.backends.h5 as h5mod
 

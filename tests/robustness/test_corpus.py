@@ -22,8 +22,17 @@ def _cases(corpus: list[Case], fmt: str | None = None) -> list[Case]:
 def test_corpus_is_large_and_varied(corpus: list[Case]) -> None:
     names = {c.name.split("-")[0] + "-" + c.name.split("-")[1] for c in corpus}
     assert len(corpus) > 150
-    for prefix in ("h5-trunc", "h5-super", "h5-chunk", "zarr-root", "zarr-arr", "zarr-chunk",
-                   "zarr-payload", "zarr-keys", "memmap-pickle"):
+    for prefix in (
+        "h5-trunc",
+        "h5-super",
+        "h5-chunk",
+        "zarr-root",
+        "zarr-arr",
+        "zarr-chunk",
+        "zarr-payload",
+        "zarr-keys",
+        "memmap-pickle",
+    ):
         assert prefix in names
 
 

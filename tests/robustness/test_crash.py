@@ -37,11 +37,21 @@ ROWS = 4000
 def make_source(path: Path, backend: str, groups: int = 6, fill: float | None = None) -> Path:
     g = torch.Generator().manual_seed(0)
     data = {
-        f"g{i}": {f"l{j}": (torch.full((ROWS, 16), fill) if fill is not None
-                            else torch.randn(ROWS, 16, generator=g)) for j in range(10)}
+        f"g{i}": {
+            f"l{j}": (
+                torch.full((ROWS, 16), fill)
+                if fill is not None
+                else torch.randn(ROWS, 16, generator=g)
+            )
+            for j in range(10)
+        }
         for i in range(groups)
     }
-    opts = {"chunks": (500,), "compression": "gzip", "compression_opts": 1} if backend == "h5" else {"chunks": 500}
+    opts = (
+        {"chunks": (500,), "compression": "gzip", "compression_opts": 1}
+        if backend == "h5"
+        else {"chunks": 500}
+    )
     PersistentTensorDict.from_dict(data, path, backend=backend, batch_size=[ROWS], **opts).close()
     return path
 
@@ -50,7 +60,9 @@ def content(path: Path) -> dict:
     if path.suffix == ".mm":
         td = load_memmap(path, mode="r")
     else:
-        opener = PersistentTensorDict.from_h5 if path.suffix == ".h5" else PersistentTensorDict.from_zarr
+        opener = (
+            PersistentTensorDict.from_h5 if path.suffix == ".h5" else PersistentTensorDict.from_zarr
+        )
         with opener(path) as p:
             td = p.to_tensordict()
     return {k: td[k].clone() for k in td.keys(True, True)}
@@ -67,8 +79,9 @@ def cli_cmd(*args: object) -> list[str]:
 def kill_midway(cmd: list[str], workdir: Path, delay: float) -> tuple[int, bool]:
     """Start ``cmd``; once its temporary sibling appears in ``workdir``, wait ``delay`` s and
     SIGKILL it. Returns (return code, whether the temporary sibling existed at the kill)."""
-    proc = subprocess.Popen(cmd, env=env_for_subprocess(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, env=env_for_subprocess(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     t0 = time.monotonic()
     while proc.poll() is None and time.monotonic() - t0 < 60:
         if any(".ptd-tmp" in p.name for p in workdir.iterdir()):
@@ -87,23 +100,33 @@ def kill_midway(cmd: list[str], workdir: Path, delay: float) -> tuple[int, bool]
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("crash-src")
-    return {"h5": make_source(d / "src.h5", "h5"), "zarr": make_source(d / "src.zarr", "zarr"),
-            "old": make_source(d / "old.h5", "h5", groups=1, fill=1.0)}
+    return {
+        "h5": make_source(d / "src.h5", "h5"),
+        "zarr": make_source(d / "src.zarr", "zarr"),
+        "old": make_source(d / "old.h5", "h5", groups=1, fill=1.0),
+    }
 
 
-def test_sigkill_leaves_destination_absent_or_complete(sources: dict[str, Path], tmp_path: Path) -> None:
+def test_sigkill_leaves_destination_absent_or_complete(
+    sources: dict[str, Path], tmp_path: Path
+) -> None:
     want = content(sources["h5"])
     old_zarr = tmp_path / "old.zarr"  # what --overwrite must either keep or replace whole
     convert(sources["old"], old_zarr)
     old_want = content(old_zarr)
     rng = random.Random(20240614)
     jobs = []
-    for i, (cmd, src, name, overwrite) in enumerate([
-        ("convert", "h5", "out.zarr", False), ("convert", "zarr", "out.h5", False),
-        ("memmap", "h5", "out.mm", False), ("memmap", "zarr", "out.mm", False),
-        ("convert", "h5", "out.zarr", True), ("memmap", "zarr", "out.mm", True),
-        ("convert", "zarr", "out.h5", False),  # killed too late: complete
-    ]):
+    for i, (cmd, src, name, overwrite) in enumerate(
+        [
+            ("convert", "h5", "out.zarr", False),
+            ("convert", "zarr", "out.h5", False),
+            ("memmap", "h5", "out.mm", False),
+            ("memmap", "zarr", "out.mm", False),
+            ("convert", "h5", "out.zarr", True),
+            ("memmap", "zarr", "out.mm", True),
+            ("convert", "zarr", "out.h5", False),  # killed too late: complete
+        ]
+    ):
         work = tmp_path / f"job{i}"
         work.mkdir()
         dst = work / name
@@ -132,7 +155,7 @@ def test_sigkill_leaves_destination_absent_or_complete(sources: dict[str, Path],
     assert completed >= 1
 
 
-DISK_FULL = textwrap.dedent('''
+DISK_FULL = textwrap.dedent("""
     import json, resource, signal, sys, torch
     from ptd import PersistentTensorDict
     from ptd.errors import PtdError
@@ -153,7 +176,7 @@ DISK_FULL = textwrap.dedent('''
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         p.close()
         print(json.dumps([path, out]))
-''')
+""")
 
 
 def test_disk_full_midway(tmp_path: Path) -> None:
@@ -167,8 +190,13 @@ def test_disk_full_midway(tmp_path: Path) -> None:
         path = tmp_path / f"d{limit}.{backend}"
         PersistentTensorDict.from_dict({"a": a, "b": b}, path, backend=backend).close()
         jobs.append((backend, str(path), limit))
-    run = subprocess.run([*python(), "-c", DISK_FULL, json.dumps(jobs)],
-                         env=env_for_subprocess(), capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [*python(), "-c", DISK_FULL, json.dumps(jobs)],
+        env=env_for_subprocess(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
     results = dict(json.loads(line) for line in run.stdout.splitlines())
     for backend, path, limit in jobs:

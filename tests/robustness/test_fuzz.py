@@ -49,7 +49,9 @@ def _flip(data: bytearray, edits: list[tuple[float, int]]) -> bytearray:
     return data
 
 
-edits = st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(1, 255)), min_size=1, max_size=6)
+edits = st.lists(
+    st.tuples(st.floats(0, 1, exclude_max=True), st.integers(1, 255)), min_size=1, max_size=6
+)
 
 
 @seed(20240611)
@@ -68,7 +70,9 @@ def test_damaged_h5(bases: dict[str, Path], cli: Any, edits: list, cut: float | 
 @seed(20240612)
 @SETTINGS
 @given(pick=st.integers(0, 10_000), edits=edits, cut=st.one_of(st.none(), st.floats(0, 1)))
-def test_damaged_zarr_bytes(bases: dict[str, Path], cli: Any, pick: int, edits: list, cut: float | None) -> None:
+def test_damaged_zarr_bytes(
+    bases: dict[str, Path], cli: Any, pick: int, edits: list, cut: float | None
+) -> None:
     with tempfile.TemporaryDirectory() as d:
         store = Path(shutil.copytree(bases["zarr"], Path(d) / "x.zarr"))
         files = sorted(p for p in store.rglob("*") if p.is_file())
@@ -82,7 +86,9 @@ def test_damaged_zarr_bytes(bases: dict[str, Path], cli: Any, pick: int, edits: 
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 
@@ -107,10 +113,15 @@ def _replace(doc: Any, path: tuple, value: Any) -> Any:
 
 @seed(20240613)
 @SETTINGS
-@given(pick=st.integers(0, 10_000), where=st.integers(0, 10_000), value=json_values,
-       drop_consolidated=st.booleans())
-def test_wrong_types_in_zarr_json(bases: dict[str, Path], cli: Any, pick: int, where: int,
-                                  value: Any, drop_consolidated: bool) -> None:
+@given(
+    pick=st.integers(0, 10_000),
+    where=st.integers(0, 10_000),
+    value=json_values,
+    drop_consolidated=st.booleans(),
+)
+def test_wrong_types_in_zarr_json(
+    bases: dict[str, Path], cli: Any, pick: int, where: int, value: Any, drop_consolidated: bool
+) -> None:
     with tempfile.TemporaryDirectory() as d:
         store = Path(shutil.copytree(bases["zarr"], Path(d) / "x.zarr"))
         metas = sorted(store.rglob("zarr.json"))

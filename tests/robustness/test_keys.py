@@ -19,8 +19,24 @@ import ptd
 from ptd import PersistentTensorDict, TensorDict
 from ptd.errors import PtdKeyError
 
-BAD_KEYS = ["", ".", "..", "../x", "x/../../y", "/abs", "/", "a//b", "a/", "a\x00b", "\x00",
-            ("n", ".."), ("n", ""), ("..", "x"), ("n", "a/../b"), ("n", "a\x00")]
+BAD_KEYS = [
+    "",
+    ".",
+    "..",
+    "../x",
+    "x/../../y",
+    "/abs",
+    "/",
+    "a//b",
+    "a/",
+    "a\x00b",
+    "\x00",
+    ("n", ".."),
+    ("n", ""),
+    ("..", "x"),
+    ("n", "a/../b"),
+    ("n", "a\x00"),
+]
 
 
 def listing(root: Path) -> set[str]:
@@ -44,7 +60,9 @@ def test_slash_nests(store) -> None:
     store[("q", "r/s")] = torch.zeros(3)
     keys = set(store.keys(True, True))
     assert {("a", "b"), ("n", "m", "c"), ("q", "r", "s")} <= keys
-    assert torch.equal(store["a", "b"], torch.arange(3)) and torch.equal(store["a/b"], torch.arange(3))
+    assert torch.equal(store["a", "b"], torch.arange(3)) and torch.equal(
+        store["a/b"], torch.arange(3)
+    )
     assert "a/b" in store and ("a", "b") in store
     assert torch.equal(store.get("n/m/c"), torch.ones(3, 2))
     del store["a/b"]
@@ -57,8 +75,11 @@ def test_slash_nests(store) -> None:
 
 
 def test_from_dict_slash_nests(tmp_path: Path, backend: str) -> None:
-    p = PersistentTensorDict.from_dict({"a/b": torch.zeros(2), "c": {"d/e": torch.ones(2)}},
-                                       tmp_path / f"x.{backend}", backend=backend)
+    p = PersistentTensorDict.from_dict(
+        {"a/b": torch.zeros(2), "c": {"d/e": torch.ones(2)}},
+        tmp_path / f"x.{backend}",
+        backend=backend,
+    )
     assert set(p.keys(True, True)) == {("a", "b"), ("c", "d", "e")}
     p.close()
 
@@ -88,7 +109,9 @@ def test_bad_keys_are_refused_everywhere(store, tmp_path: Path, key) -> None:
     with pytest.raises(KeyError):
         del store[key]
     assert set(store.keys(True)) == before_keys, "a refused key created something"
-    assert listing(tmp_path) - before_fs <= {str(Path("inner") / p) for p in listing(tmp_path / "inner")}
+    assert listing(tmp_path) - before_fs <= {
+        str(Path("inner") / p) for p in listing(tmp_path / "inner")
+    }
     assert not (tmp_path / "x").exists() and not (tmp_path / "abs").exists()
 
 

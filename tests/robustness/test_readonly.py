@@ -24,17 +24,25 @@ N = 6
 
 def make(path: Path, backend: str) -> Path:
     PersistentTensorDict.from_dict(
-        {"x": torch.arange(N * 2, dtype=torch.float32).reshape(N, 2), "b": torch.arange(N) % 2 == 0,
-         "n": {"y": torch.arange(N), "m": {"z": torch.ones(N, 1, dtype=torch.bfloat16)}},
-         "j": NonTensorData({"cfg": [1, 2]}), "st": NonTensorStack.from_list([str(i) for i in range(N)], (N,))},
-        path, backend=backend,
+        {
+            "x": torch.arange(N * 2, dtype=torch.float32).reshape(N, 2),
+            "b": torch.arange(N) % 2 == 0,
+            "n": {"y": torch.arange(N), "m": {"z": torch.ones(N, 1, dtype=torch.bfloat16)}},
+            "j": NonTensorData({"cfg": [1, 2]}),
+            "st": NonTensorStack.from_list([str(i) for i in range(N)], (N,)),
+        },
+        path,
+        backend=backend,
     ).close()
     return path
 
 
 def open_ro(path: Path, backend: str) -> PersistentTensorDict:
-    return (PersistentTensorDict.from_h5(path) if backend == "h5"
-            else PersistentTensorDict.from_zarr(path))
+    return (
+        PersistentTensorDict.from_h5(path)
+        if backend == "h5"
+        else PersistentTensorDict.from_zarr(path)
+    )
 
 
 def _child_read(path: str, backend: str, q) -> None:
@@ -53,7 +61,14 @@ def test_every_read_path_leaves_the_store_untouched(tmp_path: Path, backend: str
         list(p.keys(True, True))
         repr(p)
         p.to_tensordict()
-        for index in (0, slice(1, 4), [3, 1, 3], torch.tensor([True, False] * 3), torch.tensor([5, 0]), ...):
+        for index in (
+            0,
+            slice(1, 4),
+            [3, 1, 3],
+            torch.tensor([True, False] * 3),
+            torch.tensor([5, 0]),
+            ...,
+        ):
             p[index].to_tensordict()
         p["n"]["m"][1:3].to_tensordict()
         list(p)
@@ -92,8 +107,13 @@ def test_every_read_path_leaves_the_store_untouched(tmp_path: Path, backend: str
     ptd.validate(path)
     ptd.convert(path, out / f"c.{'zarr' if backend == 'h5' else 'h5'}")
     export_memmap(path, out / "mm2")
-    for args in (("inspect", path), ("inspect", path, "--json", "--attrs"), ("validate", path),
-                 ("convert", path, out / "c2"), ("memmap", path, out / "mm3")):
+    for args in (
+        ("inspect", path),
+        ("inspect", path, "--json", "--attrs"),
+        ("validate", path),
+        ("convert", path, out / "c2"),
+        ("memmap", path, out / "mm3"),
+    ):
         run = cli(*args)
         assert run.code == 0, run
     assert snapshot(path) == before

@@ -23,16 +23,22 @@ N = 24
 
 def make(path: Path, backend: str) -> Path:
     PersistentTensorDict.from_dict(
-        {"x": torch.arange(N * 3, dtype=torch.float32).reshape(N, 3), "n": {"y": torch.arange(N)},
+        {
+            "x": torch.arange(N * 3, dtype=torch.float32).reshape(N, 3),
+            "n": {"y": torch.arange(N)},
         },
-        path, backend=backend,
+        path,
+        backend=backend,
     ).close()
     return path
 
 
 def open_ro(path: Path, backend: str) -> PersistentTensorDict:
-    return (PersistentTensorDict.from_h5(path) if backend == "h5"
-            else PersistentTensorDict.from_zarr(path))
+    return (
+        PersistentTensorDict.from_h5(path)
+        if backend == "h5"
+        else PersistentTensorDict.from_zarr(path)
+    )
 
 
 def collate(view: PersistentTensorDict) -> tuple[TensorDict, int, int]:
@@ -57,8 +63,12 @@ def test_pickle_holds_what_reopens(tmp_path: Path, backend: str) -> None:
 
 def _load(p: PersistentTensorDict, ctx: str) -> tuple[TensorDict, set[int], set[int]]:
     loader = DataLoader(
-        p, batch_size=None, sampler=BatchSampler(SequentialSampler(range(N)), 5, False),
-        collate_fn=collate, num_workers=2, multiprocessing_context=ctx,
+        p,
+        batch_size=None,
+        sampler=BatchSampler(SequentialSampler(range(N)), 5, False),
+        collate_fn=collate,
+        num_workers=2,
+        multiprocessing_context=ctx,
     )
     parts, pids, parked = [], set(), set()
     for td, pid, n in loader:
@@ -113,8 +123,9 @@ def _run_child(p: PersistentTensorDict) -> list:
 def test_fork_reopens_read_only_and_refuses_writable_h5(tmp_path: Path, backend: str) -> None:
     path = make(tmp_path / f"d.{backend}", backend)
     # a store open for writing in the parent (a from_dict result is r+)
-    p = PersistentTensorDict.from_dict({"x": torch.ones(4, 2)}, tmp_path / f"w.{backend}",
-                                       backend=backend, batch_size=[4])
+    p = PersistentTensorDict.from_dict(
+        {"x": torch.ones(4, 2)}, tmp_path / f"w.{backend}", backend=backend, batch_size=[4]
+    )
     p["x"]  # used before the fork
     out = _run_child(p)
     if backend == "h5":

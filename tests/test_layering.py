@@ -1,0 +1,113 @@
+"""The package's layering (see the README's Layout section), checked by ``tools/check_imports.py``:
+no import cycle between modules (imports inside functions count), each layer importing only the
+layers below it, h5py/zarr only in the backends, no torch in the torch-free layers, no
+typer/rich/tensordict in the library, no module over 600 lines."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def checker() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "check_imports", ROOT / "tools" / "check_imports.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["check_imports"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_package_is_layered(checker: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    status = checker.main()
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert out.strip().endswith("0 problem(s)")
+
+
+def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    for pkg in ("ptd", "ptd_cli"):
+        (tmp_path / pkg).mkdir(exist_ok=True)
+        (tmp_path / pkg / "__init__.py").touch()
+    return tmp_path
+
+
+def _run(
+    checker: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    root: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> str:
+    monkeypatch.setattr(checker, "ROOT", root)
+    status = checker.main()
+    out = capsys.readouterr().out
+    assert status == 1, out
+    return out
+
+
+def test_a_cycle_through_a_function_level_import_is_found(
+    checker: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = _fake_tree(tmp_path, {
+        "ptd/core/__init__.py": "",
+        "ptd/core/a.py": "from ptd.core import b\n",
+        "ptd/core/b.py": "def f():\n    from ptd.core.a import x\n",
+    })  # fmt: skip
+    out = _run(checker, monkeypatch, root, capsys)
+    assert "import cycle: ptd.core.a <-> ptd.core.b" in out
+
+
+def test_type_checking_imports_do_not_count(
+    checker: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = _fake_tree(tmp_path, {
+        "ptd/core/__init__.py": "",
+        "ptd/core/a.py": "from ptd.core import b\n",
+        "ptd/core/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ptd.core.a import x\n",
+        "ptd/format/__init__.py": "",
+        "ptd/format/bad.py": "import torch\n",  # one real problem, so that main() reports
+    })  # fmt: skip
+    out = _run(checker, monkeypatch, root, capsys)
+    assert "cycle" not in out
+    assert "ptd.format.bad imports torch" in out
+
+
+def test_upward_imports_and_third_party_rules_are_found(
+    checker: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = _fake_tree(tmp_path, {
+        "ptd/core/__init__.py": "",
+        "ptd/core/x.py": "def f():\n    from ptd.persistent import y\n",
+        "ptd/persistent/__init__.py": "",
+        "ptd/persistent/y.py": "import h5py\n",
+        "ptd/report/__init__.py": "",
+        "ptd/report/r.py": "import rich\n" + "x = 1\n" * 601,
+    })  # fmt: skip
+    out = _run(checker, monkeypatch, root, capsys)
+    assert "ptd.core.x (layer ptd.core) imports ptd.persistent.y (layer ptd.persistent)" in out
+    assert "ptd.persistent.y imports h5py" in out
+    assert "ptd.report.r imports rich" in out
+    assert "ptd.report.r: 602 lines" in out
