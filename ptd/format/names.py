@@ -1,7 +1,7 @@
 """Every on-disk name ptd reads or writes, in one place.
 
 The names shared with tensordict 0.15 are fixed by its format (see
-``shared/reference/format.md``); the ``__ptd_*`` names are ptd's own extensions, which tensordict
+``docs/format.md``); the ``__ptd_*`` names are ptd's own extensions, which tensordict
 ignores.
 """
 

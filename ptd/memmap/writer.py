@@ -3,7 +3,7 @@
 A directory holds one ``meta.json`` per tensordict node, one ``<key>.memmap`` file of raw
 little-endian C-order bytes per tensor leaf (none for a leaf with no elements), and one
 sub-directory per nested tensordict, ``NonTensorData`` or ``NonTensorStack`` (see
-``shared/reference/format.md`` §3). File and directory names are the percent-encoded keys
+``docs/format.md`` §3). File and directory names are the percent-encoded keys
 (:func:`encode_key`), as tensordict writes them. ``tensordict.TensorDict.load_memmap`` reads
 what ptd writes, and :func:`load_memmap` reads what tensordict writes.
 

@@ -1,6 +1,6 @@
 """The HDF5 backend (h5py), on-disk compatible with tensordict 0.15's ``backend="h5"``.
 
-Layout (see ``shared/reference/format.md`` §1): a nested key ``("a", "b")`` is the HDF5 path
+Layout (see ``docs/format.md`` §1): a nested key ``("a", "b")`` is the HDF5 path
 ``a/b``; groups are nested tensordicts, datasets are leaves. Non-tensors follow tensordict's
 conventions (vlen UTF-8 strings marked ``__tensordict_str__``, opaque bytes/numbers, stacks
 marked ``__tensordict_stack__``) plus one ptd extension: values that have no HDF5 form (None,
@@ -556,7 +556,7 @@ class H5Backend(Backend):
             opts = dict(options or {})
         else:
             arr, attrs = h5_codec.encode_value(value, key)
-            opts = {}  # scalar datasets take no chunk/filter options (tensordict's bug §6.13)
+            opts = {}  # scalar datasets take no chunk/filter options (tensordict passes them and fails)
         parent, name = self._parent_for_create(path)
         self._create_dataset(parent, name, path, arr.shape, arr.dtype, arr, opts, None)
         ds = parent[name]

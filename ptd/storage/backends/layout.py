@@ -17,7 +17,7 @@ __all__ = ["leading_chunks"]
 def leading_chunks(spec: Any, shape: Sequence[int]) -> tuple[int, ...]:
     """The chunk shape that a ``chunks=`` option (an int or a tuple) gives an array of
     ``shape``: it covers the leading dims, the others stay whole; each chunk dim is at least 1
-    (``shared/reference/format.md`` §2.1)."""
+    (``docs/format.md`` §2)."""
     c = (int(spec),) if isinstance(spec, (int, np.integer)) else tuple(int(x) for x in spec)
     c = c[: len(shape)] + tuple(shape[len(c) :])
     return tuple(max(1, x) for x in c)

@@ -1,13 +1,13 @@
 """The Zarr v3 backend (zarr>=3.1.1), on-disk compatible with tensordict 0.15's ``backend="zarr"``.
 
-Layout (``shared/reference/format.md`` §2): groups are nested tensordicts, arrays are leaves.
+Layout (``docs/format.md`` §2): groups are nested tensordicts, arrays are leaves.
 Tensors are one uncompressed chunk by default (``compressors=None``; a ``chunks=`` option covers
 the leading dims). Non-tensors are 1-D ``uint8`` JSON/pickle payloads marked
 ``__tensordict_non_tensor__``, except stacks of str, which are zarr ``string`` arrays marked
 ``__tensordict_stack__`` (see :mod:`~ptd.storage.backends.zarr_codec`).
 
 Differences from tensordict, all fixes: a write whose shape does not fit raises instead of being
-cut (§6.4); :attr:`ZarrBackend.reopen_spec` never repeats mode ``"w"`` (§6.5); consolidated
+cut; :attr:`ZarrBackend.reopen_spec` never repeats mode ``"w"``; consolidated
 metadata, when the store has it, is rewritten after *any* metadata change (also attributes),
 once per session in :meth:`~ZarrBackend.flush` / :meth:`~ZarrBackend.close` rather than after
 each change (:mod:`~ptd.storage.backends.zarr_consolidated`). Children are listed in name order
@@ -165,7 +165,7 @@ class ZarrBackend(Backend):
             else:
                 store = local_store(location, mode)
                 owns = isinstance(store, ZipStore)
-            # never "w"/"w-"/"x": reopening must not wipe what this session wrote (§6.5)
+            # never "w"/"w-"/"x": reopening must not wipe what this session wrote
             spec = ReopenSpec.make(parsed, "r" if mode == "r" else "r+", fast_path=fast_path)
         root = open_root(store, mode, location, remote=remote)
         fresh = mode in ("w", "w-", "x")
