@@ -116,12 +116,6 @@ class StoreLocation:
         return self.path
 
     # --- the store behind it -----------------------------------------------------------------
-    def exists(self) -> bool:
-        if self.is_remote:
-            _fs, _path, kind = remote.probe(self.path, self.options)
-            return kind is not None
-        return os.path.lexists(self.path)
-
     def detect(self) -> StoreLocation:
         """This location with its format read from the content (an existing store), or as
         given. Missing: StoreNotFoundError; neither format: CorruptStoreError."""
@@ -137,14 +131,6 @@ class StoreLocation:
         if format not in FORMATS:
             raise PtdValueError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
         return replace(self, format=format)
-
-    def sibling(self, name: str) -> StoreLocation:
-        """A location beside this one (same directory or prefix, same options)."""
-        if self.is_remote:
-            parent = self.path.rstrip("/").rsplit("/", 1)[0]
-            return replace(self, path=f"{parent}/{name}", format=None)
-        parent = os.path.dirname(self.path.rstrip("/\\"))
-        return replace(self, path=os.path.join(parent, name), format=None)
 
     def with_suffix_of(self, format: str) -> StoreLocation:
         """This path with its format suffix swapped for ``format``'s (data.h5 -> data.zarr)."""
@@ -197,25 +183,24 @@ def split_options(
     storage_options: Mapping[str, Any] | None, *targets: Any
 ) -> tuple[StoreLocation, ...]:
     """Parse several stores that share one set of storage options (a command's ``-O``): the
-    options go to each store that is a URL; when none is, they are an error."""
-    paths = [t if isinstance(t, StoreLocation) else as_path_str(t) for t in targets]
-    if storage_options is not None and not any(
-        (p.is_remote if isinstance(p, StoreLocation) else remote.is_remote(remote.normalize(p)))
-        for p in paths
-    ):
-        shown = ", ".join(str(p) for p in paths)
+    options go to each store that is a URL; when none is, they are an error. A target that is
+    already a StoreLocation is kept as it is."""
+    parsed = [(t, StoreLocation.parse(t)) for t in targets]
+    if storage_options is None:
+        return tuple(loc for _, loc in parsed)
+    if not any(loc.is_remote for _, loc in parsed):
+        shown = ", ".join(loc.path for _, loc in parsed)
         raise PtdValueError(
             f"storage options {set(storage_options)} only apply to URLs (like "
             f"'s3://bucket/data.zarr'), and none of {shown} is one"
         )
-    out = []
-    for p in paths:
-        if isinstance(p, StoreLocation):
-            out.append(p)
-            continue
-        url = remote.is_remote(remote.normalize(p))
-        out.append(StoreLocation.parse(p, storage_options if url else None))
-    return tuple(out)
+    opts = tuple(sorted(dict(storage_options).items()))
+    return tuple(
+        replace(loc, storage_options=opts)
+        if loc.is_remote and not isinstance(target, StoreLocation)
+        else loc
+        for target, loc in parsed
+    )
 
 
 @dataclass(frozen=True)
