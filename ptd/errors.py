@@ -20,6 +20,9 @@ __all__ = [
     "PtdValueError",
     "PtdTypeError",
     "PtdIndexError",
+    "InvalidKeyError",
+    "KeyTypeError",
+    "LockedError",
     "StoreNotFoundError",
     "StoreExistsError",
     "ReadOnlyError",
@@ -54,12 +57,22 @@ class PtdValueError(PtdError, ValueError):
     """A value does not fit what the store or container expects."""
 
 
-class BatchSizeError(PtdValueError):
-    """A leaf's leading dims do not match the batch size."""
+class BatchSizeError(PtdValueError, RuntimeError):
+    """A leaf's leading dims do not match the batch size (caught as ValueError, or as
+    RuntimeError like tensordict's)."""
 
 
 class PtdTypeError(PtdError, TypeError):
     """An argument or value has the wrong type."""
+
+
+class InvalidKeyError(PtdKeyError, TypeError):
+    """A key that is not a NestedKey (a str or a possibly nested tuple of str): KeyError as in
+    tensordict, TypeError for what it is."""
+
+
+class KeyTypeError(PtdTypeError, RuntimeError):
+    """``obj in td`` with an ``obj`` that is not a NestedKey (tensordict raises RuntimeError)."""
 
 
 class PtdIndexError(PtdError, IndexError):
@@ -88,6 +101,11 @@ class UnsupportedDtypeError(PtdTypeError):
 
 class UnsupportedOperationError(PtdError, RuntimeError):
     """An operation a file-backed tensordict cannot do (the message names the fix)."""
+
+
+class LockedError(UnsupportedOperationError):
+    """A locked tensordict was asked to add, delete or replace an entry (RuntimeError, as in
+    tensordict); ``set_``/``update_`` and in-place writes still work."""
 
 
 class PickleRefusedError(PtdError, RuntimeError):

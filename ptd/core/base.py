@@ -22,6 +22,7 @@ conversions and key selection in :mod:`ptd.core.transforms`; key helpers in :mod
 from __future__ import annotations
 
 import numbers
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ import torch
 from ptd.core.batch import fits
 from ptd.core.dtypes import dtype_abbrev
 from ptd.core.indexing import is_key_index
+from ptd.core.lastop import last_op
 from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import OpsMixin, ShapeMixin
@@ -40,7 +42,9 @@ from ptd.core.transforms import _NO_DEFAULT, TransformsMixin, pick_operand
 from ptd.errors import (
     BatchSizeError,
     ClosedStoreError,
+    LockedError,
     PtdKeyError,
+    KeyTypeError,
     PtdTypeError,
     UnsupportedOperationError,
 )
@@ -161,23 +165,64 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
     def is_locked(self) -> bool:
         return self._is_locked
 
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        if value:
+            self.lock_()
+        else:
+            self.unlock_()
+
+    def _nested_containers(self) -> list[TensorDictBase]:
+        return [
+            self._get_str(k) for k in self._keys_str() if self._meta_str(k).kind == "nested"
+        ]
+
+    @last_op("is_locked")
     def lock_(self) -> TensorDictBase:
-        self._is_locked = True
-        for key in self._keys_str():
-            if self._meta_str(key).kind == "nested":
-                self._get_str(key).lock_()
+        """Lock the tensordict and every nested one: no key can be added, deleted or replaced
+        (``set_``, ``update_`` and in-place writes still work). ``with td.lock_():`` unlocks
+        on exit."""
+        self._lock_tree()
         return self
 
+    def _lock_tree(self) -> None:
+        self._is_locked = True
+        for sub in self._nested_containers():
+            parents = sub.__dict__.setdefault("_lock_parents", [])
+            if not any(ref() is self for ref in parents):
+                parents.append(weakref.ref(self))
+            sub._lock_tree()
+
+    @last_op("is_locked")
     def unlock_(self) -> TensorDictBase:
-        self._is_locked = False
-        for key in self._keys_str():
-            if self._meta_str(key).kind == "nested":
-                self._get_str(key).unlock_()
+        """Unlock the tensordict and every nested one. A nested tensordict of a locked one
+        cannot be unlocked alone (RuntimeError). ``with td.unlock_():`` locks again on exit."""
+        self._check_can_unlock()
+        self._unlock_tree()
         return self
+
+    def _check_can_unlock(self) -> None:
+        for ref in self.__dict__.get("_lock_parents", []):
+            parent = ref()
+            if parent is not None and parent.is_locked:
+                raise LockedError(
+                    "Cannot unlock a tensordict that is part of a locked graph. Unlock the root "
+                    "tensordict first. If the tensordict is part of multiple graphs, group the "
+                    "graphs under a common tensordict an unlock this root. "
+                    f"self: {self!r}, obj: {parent!r}"
+                )
+
+    def _unlock_tree(self) -> None:
+        self._is_locked = False
+        for sub in self._nested_containers():
+            parents = sub.__dict__.get("_lock_parents", [])
+            parents[:] = [r for r in parents if r() is not None and r() is not self]
+            if not any(r().is_locked for r in parents):  # type: ignore[union-attr]
+                sub._unlock_tree()
 
     def _check_unlocked(self) -> None:
-        if self._is_locked:
-            raise UnsupportedOperationError(
+        if self.is_locked:
+            raise LockedError(
                 "Cannot modify locked TensorDict. For in-place modification, consider using the "
                 "`set_()` method and make sure the key is present."
             )
@@ -214,10 +259,11 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
             return False
 
     # ------------------------------------------------------------------ read access
-    def get(self, key: NestedKey, default: Any = _NO_DEFAULT) -> Any:
+    def get(self, key: NestedKey, default: Any = None) -> Any:
         """The entry at ``key`` (tensor, nested tensordict, NonTensorData or NonTensorStack).
 
-        A missing key raises KeyError unless ``default`` is given.
+        A missing key gives ``default`` (None), as in tensordict 0.15; ``td[key]`` raises
+        KeyError. On a closed store every read raises KeyError.
         """
         parts = unravel_key(key)
         try:
@@ -226,11 +272,19 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
                 raise self._missing(key)
             return node._get_str(last)
         except KeyError as err:
-            if default is not _NO_DEFAULT:
-                return default
             if isinstance(err, ClosedStoreError):
                 raise self._missing(key) from None
-            raise
+            if isinstance(err, PtdKeyError) and "cannot be reached" in str(err):
+                raise
+            return default
+
+    def _get_strict(self, key: NestedKey) -> Any:
+        """The entry at ``key``; KeyError when it is missing."""
+        parts = unravel_key(key)
+        node, last = self._walk(parts)
+        if last not in node._keys_str():
+            raise self._missing(key)
+        return node._get_str(last)
 
     def leaf_meta(self, key: NestedKey) -> EntryMeta:
         """Kind, shape and dtype of an entry, without reading its data."""
@@ -242,7 +296,7 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
 
     def __getitem__(self, index: Any) -> Any:
         if is_key_index(index):
-            value = self.get(index)
+            value = self._get_strict(index)
             if isinstance(value, NonTensorData):
                 return value.data
             if isinstance(value, NonTensorStack):
@@ -254,7 +308,7 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
 
     def __contains__(self, key: object) -> bool:
         if not isinstance(key, (str, tuple)):
-            raise PtdTypeError("key must be a NestedKey (a str or a possibly tuple of str).")
+            raise KeyTypeError("key must be a NestedKey (a str or a possibly tuple of str).")
         try:
             parts = unravel_key(key)
         except PtdTypeError:
@@ -373,15 +427,23 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
             value = value.to(self.device)
         return value
 
-    def set(self, key: NestedKey, value: Any, *, inplace: bool = False, **_: Any) -> TensorDictBase:
-        """Store ``value`` at ``key`` (creating nested levels); ``inplace`` writes into an
-        existing entry of the same shape instead of replacing it."""
+    def set(
+        self, key: NestedKey, item: Any, inplace: bool = False, **kwargs: Any
+    ) -> TensorDictBase:
+        """Store ``item`` at ``key`` (creating nested levels); ``inplace`` writes into an
+        existing entry of the same shape instead of replacing it.
+
+        A locked tensordict refuses any ``set`` that is not an in-place write into an existing
+        entry (RuntimeError, as tensordict): use ``set_`` or ``inplace=True``.
+        """
+        if "value" in kwargs:
+            item = kwargs.pop("value")
         parts = unravel_key(key)
         node, last = self._walk(parts, create=True)
         exists = last in node._keys_str()
-        if not exists:
+        if not (inplace and exists):
             node._check_unlocked()
-        node._set_str(last, node._convert(last, value), inplace=inplace and exists)
+        node._set_str(last, node._convert(last, item), inplace=inplace and exists)
         return self
 
     def __setitem__(self, index: Any, value: Any) -> None:
@@ -415,7 +477,7 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
 
     def pop(self, key: NestedKey, default: Any = _NO_DEFAULT) -> Any:
         try:
-            value = self.get(key)
+            value = self._get_strict(key)
         except KeyError:
             if default is _NO_DEFAULT:
                 raise
@@ -435,6 +497,7 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
     ) -> TensorDictBase:
         """Move an entry to a new key (the target is overwritten unless ``safe``)."""
         old, new = unravel_key(old_key), unravel_key(new_key)
+        self._check_unlocked()
         if not self._has(old):
             raise PtdKeyError(f"key {old_key!r} not found in {self._location()}")
         if self._has(new):
@@ -451,55 +514,157 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
 
     def update(
         self,
-        input_dict_or_td: Mapping[Any, Any] | TensorDictBase,
+        input_dict_or_td: Mapping[Any, Any] | TensorDictBase | None = None,
         clone: bool = False,
         inplace: bool = False,
         *,
+        non_blocking: bool = False,
         keys_to_update: Sequence[NestedKey] | None = None,
-        **_: Any,
+        is_leaf: Callable[[type], bool] | None = None,
+        update_batch_size: bool = False,
+        ignore_lock: bool = False,
+        **kwargs: Any,
     ) -> TensorDictBase:
-        """Set every entry of ``input_dict_or_td`` (nested dicts merge into nested entries)."""
-        allowed = None if keys_to_update is None else {unravel_key(k) for k in keys_to_update}
+        """Write every entry of ``input_dict_or_td`` (and of ``kwargs``) into this tensordict;
+        nested tensordicts are merged, a leaf replaces whatever is there (a nested tensordict
+        too). ``inplace``: existing entries are written into; ``clone``: values are cloned;
+        ``keys_to_update``: only these keys (nested keys allowed) are written. A locked
+        tensordict accepts ``inplace=True`` only (RuntimeError otherwise).
+        """
+        if kwargs:
+            if input_dict_or_td is None:
+                input_dict_or_td = kwargs
+            elif isinstance(input_dict_or_td, Mapping) and not isinstance(
+                input_dict_or_td, TensorDictBase
+            ):
+                input_dict_or_td = {**input_dict_or_td, **kwargs}
+            else:
+                self.update(input_dict_or_td, clone, inplace, keys_to_update=keys_to_update)
+                input_dict_or_td = kwargs
+        if input_dict_or_td is None or input_dict_or_td is self:
+            return self
+        if not inplace and self.is_locked:
+            self._check_unlocked()
+        allowed = None if keys_to_update is None else [unravel_key(k) for k in keys_to_update]
+        if allowed is not None and not allowed:
+            return self
+        if isinstance(input_dict_or_td, TensorDictBase):
+            src_bs = input_dict_or_td.batch_size
+            if self.batch_size[: len(src_bs)] != src_bs[: self.ndim]:
+                if not update_batch_size:
+                    raise BatchSizeError(
+                        f"update() got a source with batch size {src_bs} for a destination "
+                        f"with batch size {self.batch_size} ({self._location()}). Pass "
+                        "update_batch_size=True to replace the batch size."
+                    )
+                self._replace_batch_size_for(input_dict_or_td)
         for key, value in _iter_items(input_dict_or_td):
             parts = unravel_key(key)
-            if (
-                isinstance(value, (Mapping, TensorDictBase))
-                and self._has(parts)
-                and self.leaf_meta(parts).kind == "nested"
-            ):
-                sub_allowed = (
-                    None
-                    if allowed is None
-                    else [k[len(parts) :] for k in allowed if k[: len(parts)] == parts]
-                )
-                if allowed is not None and not sub_allowed and parts not in allowed:
-                    continue
-                self.get(parts).update(
-                    value,
-                    clone=clone,
-                    inplace=inplace,
-                    keys_to_update=None if parts in (allowed or ()) else sub_allowed,
-                )
+            first, rest = parts[0], parts[1:]
+            if allowed is not None and not any(k[0] == first for k in allowed):
                 continue
-            if allowed is not None and parts not in allowed:
-                continue
-            if clone and isinstance(value, torch.Tensor):
+            if clone and isinstance(value, (torch.Tensor, TensorDictBase)):
                 value = value.clone()
+            target_kind = (
+                self._meta_str(first).kind if first in self._keys_str() else None
+            )
+            sub_allowed = _prune_keys(allowed, first)
+            if target_kind == "nested" and (
+                rest or isinstance(value, (TensorDictBase, Mapping))
+            ) and not (is_leaf is not None and is_leaf(type(value))):
+                sub = self._get_str(first)
+                sub.update(
+                    {rest: value} if rest else value,
+                    clone=False,
+                    inplace=inplace,
+                    keys_to_update=sub_allowed,
+                    is_leaf=is_leaf,
+                )
+                continue
+            if rest and sub_allowed is not None and rest not in sub_allowed:
+                continue
             self.set(parts, value, inplace=inplace)
         return self
 
+    def _replace_batch_size_for(self, source: TensorDictBase) -> None:
+        raise BatchSizeError(
+            f"cannot replace the batch size of {self._location()} with {source.batch_size} "
+            "through update()"
+        )
+
     def update_(
-        self, input_dict_or_td: Mapping[Any, Any] | TensorDictBase, clone: bool = False
+        self,
+        input_dict_or_td: Mapping[Any, Any] | TensorDictBase | None = None,
+        clone: bool = False,
+        *,
+        non_blocking: bool = False,
+        keys_to_update: Sequence[NestedKey] | None = None,
+        **kwargs: Any,
     ) -> TensorDictBase:
-        """Write every entry of the input into the existing entries (KeyError for new keys)."""
+        """Write every entry of the input into the existing entries (KeyError for new keys);
+        works on a locked tensordict."""
+        if kwargs:
+            input_dict_or_td = {**dict(_iter_items(input_dict_or_td or {})), **kwargs}
+        if input_dict_or_td is None or input_dict_or_td is self:
+            return self
+        allowed = None if keys_to_update is None else [unravel_key(k) for k in keys_to_update]
+        if allowed is not None and not allowed:
+            return self
         for key, value in _iter_items(input_dict_or_td):
             parts = unravel_key(key)
+            if allowed is not None and not any(k[0] == parts[0] for k in allowed):
+                continue
             if not self._has(parts):
-                raise PtdKeyError(f"The key {out_key(parts)} was not found in the dest tensordict.")
-            if isinstance(value, (Mapping, TensorDictBase)):
-                self.get(parts).update_(value, clone=clone)
+                raise PtdKeyError(
+                    f"The key {out_key(parts)} was not found in the dest tensordict "
+                    f"({self._location()})."
+                )
+            if clone and isinstance(value, (torch.Tensor, TensorDictBase)):
+                value = value.clone()
+            if isinstance(value, (Mapping, TensorDictBase)) and not isinstance(
+                value, (NonTensorData, NonTensorStack)
+            ):
+                self._get_strict(parts).update_(
+                    value, keys_to_update=_prune_keys(allowed, parts[0]) if len(parts) == 1 else None
+                )
             else:
                 self.set_(parts, value)
+        return self
+
+    def set_at_(self, key: NestedKey, value: Any, index: Any, **kwargs: Any) -> TensorDictBase:
+        """Write ``value`` into the rows ``index`` of the existing entry ``key``."""
+        parts = unravel_key(key)
+        if not self._has(parts):
+            raise PtdKeyError(f"key {key!r} not found in {self._location()}")
+        nested: Any = value
+        for part in reversed(parts):
+            nested = {part: nested}
+        self._set_at(index, nested)
+        return self
+
+    def update_at_(
+        self,
+        input_dict_or_td: Mapping[Any, Any] | TensorDictBase,
+        idx: Any,
+        clone: bool = False,
+        *,
+        non_blocking: bool = False,
+        keys_to_update: Sequence[NestedKey] | None = None,
+    ) -> TensorDictBase:
+        """Write every leaf of the input into the rows ``idx`` of the existing entries
+        (KeyError for a key this tensordict lacks)."""
+        allowed = None if keys_to_update is None else {unravel_key(k) for k in keys_to_update}
+        src = input_dict_or_td
+        if not isinstance(src, TensorDictBase):
+            src = new_tensordict(dict(src), batch_size=[])
+        for key in src.keys(True, True):
+            parts = unravel_key(key)
+            if allowed is not None and not any(parts[: len(k)] == k for k in allowed):
+                continue
+            value = src.get(key)
+            if clone and isinstance(value, torch.Tensor):
+                value = value.clone()
+            self.set_at_(parts, value, idx)
         return self
 
     def copy(self) -> TensorDictBase:
@@ -549,6 +714,16 @@ def _iter_items(obj: Mapping[Any, Any] | TensorDictBase) -> Iterator[tuple[Any, 
             yield key, obj._get_str(key)
     else:
         yield from obj.items()
+
+
+def _prune_keys(
+    allowed: list[tuple[str, ...]] | None, first: str
+) -> list[tuple[str, ...]] | None:
+    """``keys_to_update`` for the nested tensordict at ``first``: None (everything) when
+    ``first`` itself is listed."""
+    if allowed is None or any(k == (first,) for k in allowed):
+        return None
+    return [k[1:] for k in allowed if k[0] == first and len(k) > 1]
 
 
 def is_leaf_nontensor(cls: type) -> bool:

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ptd.core.keys import unravel_key
+from ptd.core.lastop import last_op
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.registry import is_tensordict, new_tensordict
 from ptd.errors import PtdIndexError, PtdValueError
@@ -136,6 +137,7 @@ class OpsMixin:
         return self.apply(lambda t: t.mean(dim=dim), batch_size=_drop_dim(self.batch_size, dim))
 
     # --- dtype / device --------------------------------------------------------------------
+    @last_op()
     def to(self: OpsHost, *args: Any, **kwargs: Any) -> TensorDictBase:
         """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)``, or keywords."""
         device, dtype = _parse_to(args, kwargs)
@@ -210,7 +212,7 @@ class OpsMixin:
         """Fill the entry ``key`` (every leaf, for a nested entry) with ``value``."""
 
         parts = unravel_key(key)
-        target = self.get(parts)
+        target = self._get_strict(parts)
         if is_tensordict(target):
             target._map_inplace(lambda t, o: torch.full_like(t, value))
         elif isinstance(target, torch.Tensor):
@@ -329,24 +331,29 @@ class ShapeMixin:
         target = torch.empty(tuple(self.batch_size), device="meta").reshape(new).shape
         return self._batch_map(lambda t: t.reshape(tuple(target) + tuple(t.shape[nb:])))
 
+    @last_op()
     def view(self: ShapeHost, *shape: Any) -> TensorDictBase:
         new = _shape_arg(shape)
         nb = self.ndim
         target = torch.empty(tuple(self.batch_size), device="meta").view(new).shape
         return self._batch_map(lambda t: t.view(tuple(target) + tuple(t.shape[nb:])))
 
+    @last_op()
     def flatten(self: ShapeHost, start_dim: int = 0, end_dim: int = -1) -> TensorDictBase:
         s, e = self._dim(start_dim), self._dim(end_dim)
         return self._batch_map(lambda t: t.flatten(s, e))
 
+    @last_op()
     def unflatten(self: ShapeHost, dim: int, sizes: Sequence[int]) -> TensorDictBase:
         d = self._dim(dim)
         return self._batch_map(lambda t: t.unflatten(d, sizes))
 
+    @last_op()
     def unsqueeze(self: ShapeHost, dim: int) -> TensorDictBase:
         d = self._dim(dim, extra=1)
         return self._batch_map(lambda t: t.unsqueeze(d))
 
+    @last_op()
     def squeeze(self: ShapeHost, dim: int | None = None) -> TensorDictBase:
         if dim is None:
             dims = [i for i, n in enumerate(self.batch_size) if n == 1]
@@ -354,6 +361,7 @@ class ShapeMixin:
         d = self._dim(dim)
         return self._batch_map(lambda t: t.squeeze(d))
 
+    @last_op()
     def permute(self: ShapeHost, *dims: Any) -> TensorDictBase:
         order = [self._dim(d) for d in _shape_arg(dims)]
         if sorted(order) != list(range(self.ndim)):
@@ -363,6 +371,7 @@ class ShapeMixin:
         nb = self.ndim
         return self._batch_map(lambda t: t.permute(*order, *range(nb, t.ndim)))
 
+    @last_op()
     def transpose(self: ShapeHost, dim0: int, dim1: int) -> TensorDictBase:
         a, b = self._dim(dim0), self._dim(dim1)
         return self._batch_map(lambda t: t.transpose(a, b))

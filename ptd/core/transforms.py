@@ -16,6 +16,7 @@ import torch
 
 from ptd.core.batch import as_batch_size
 from ptd.core.keys import NestedKey, out_key, unravel_key
+from ptd.core.lastop import LastOpMixin, last_op
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.registry import is_tensordict, new_tensordict
 from ptd.errors import UnsupportedOperationError
@@ -29,7 +30,7 @@ __all__ = ["TransformsMixin", "pick_operand"]
 _NO_DEFAULT: Any = object()
 
 
-class TransformsMixin:
+class TransformsMixin(LastOpMixin):
     """Leaf-wise maps, conversions and key selection of :class:`~ptd.core.base.TensorDictBase`.
 
     ``self`` is typed as :class:`~ptd.core.protocols.TransformsHost`, the primitives used here.
@@ -174,6 +175,7 @@ class TransformsMixin:
 
         return conv(self.to_dict())
 
+    @last_op()
     def flatten_keys(
         self: TransformsHost, separator: str = ".", inplace: bool = False, is_leaf: Any = None
     ) -> TensorDictBase:
@@ -190,6 +192,7 @@ class TransformsMixin:
             out._set_str(separator.join(parts), value, inplace=False)
         return out
 
+    @last_op()
     def unflatten_keys(
         self: TransformsHost, separator: str = ".", inplace: bool = False
     ) -> TensorDictBase:

@@ -29,6 +29,7 @@ from ptd.core import indexing as ix
 from ptd.core.base import EntryMeta, TensorDictBase
 from ptd.core.batch import as_batch_size, fits
 from ptd.core.dtypes import dtype_from_str
+from ptd.core.lastop import caller_site, entered_from_call, user_stacklevel
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import _parse_to
 from ptd.core.registry import lookup, new_tensordict
@@ -36,6 +37,7 @@ from ptd.errors import (
     ArgumentError,
     BatchSizeError,
     ClosedStoreError,
+    LockedError,
     PtdTypeError,
     PtdValueError,
     UnsupportedDtypeError,
@@ -53,6 +55,8 @@ from ptd.storage.backends.base import NodeKind, Path, ValueKind
 __all__ = ["PersistentTensorDict"]
 
 _MODES = ("r", "r+", "w", "w-", "x", "a")
+#: what ``__enter__`` queues for a plain ``with p:`` (close on exit)
+_CLOSE: Any = object()
 
 
 class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBacked, TensorDictBase):
@@ -170,7 +174,6 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         self._batch = stored_batch if entries is None else torch.Size(ix.view_shape(entries))
         self._device = device
         self._nested: dict[str, PersistentTensorDict] = {}
-        self._is_locked = False
         self._names = None
 
     @classmethod
@@ -211,6 +214,39 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
     @property
     def device(self) -> torch.device | None:
         return self._device
+
+    # ---------------------------------------------------------------- locking
+    # The lock state lives in the shared store (the set of locked group paths), so that
+    # nested groups and indexed views of a locked tensordict are locked too.
+    @property
+    def is_locked(self) -> bool:
+        locked = self._store.locked
+        return bool(locked) and any(self._path[:i] in locked for i in range(len(self._path) + 1))
+
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        if value:
+            self.lock_()
+        else:
+            self.unlock_()
+
+    def _lock_tree(self) -> None:
+        self._store.locked.add(self._path)
+
+    def _check_can_unlock(self) -> None:
+        locked = self._store.locked
+        for i in range(len(self._path)):
+            if self._path[:i] in locked:
+                raise LockedError(
+                    "Cannot unlock a tensordict that is part of a locked graph. Unlock the root "
+                    "tensordict first. If the tensordict is part of multiple graphs, group the "
+                    "graphs under a common tensordict an unlock this root. "
+                    f"self: {self._location()}, locked: group {'/'.join(self._path[:i])!r}"
+                )
+
+    def _unlock_tree(self) -> None:
+        n = len(self._path)
+        self._store.locked -= {p for p in self._store.locked if p[:n] == self._path}
 
     def _missing(self, key: Any) -> ClosedStoreError | Any:
         if self._store.backend.closed:
@@ -339,6 +375,7 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
                 raise UnsupportedOperationError(
                     f"cannot replace key {key!r} of {be.location} through an indexed view; index assignment writes rows of existing entries only"
                 )
+            _warn_replace(key, be.location)
             self._delete(path)
         elif kind is NodeKind.GROUP:
             if isinstance(value, TensorDictBase) and (inplace or self._entries is not None):
@@ -348,10 +385,7 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
                 raise UnsupportedOperationError(
                     f"cannot replace group {key!r} of {be.location} through an indexed view"
                 )
-            if not isinstance(value, TensorDictBase):
-                raise PtdTypeError(
-                    f"cannot store a {type(value).__name__} over the nested tensordict {key!r} in {be.location}; delete it first"
-                )
+            _warn_replace(key, be.location)
             self._delete(path)
         elif self._entries is not None:
             raise UnsupportedOperationError(
@@ -475,10 +509,23 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
 
     # ---------------------------------------------------------------- life cycle
     def __enter__(self) -> PersistentTensorDict:
+        """``with p:`` closes the store on exit; ``with p.unlock_():``/``with p.lock_():``
+        (and the other methods of :mod:`ptd.core.lastop`) undo the method instead and leave
+        the store open."""
+        if entered_from_call(self._last_call, caller_site()):
+            self._push_last_op(self._last_op)
+        else:
+            self._push_last_op(_CLOSE)
+        self._last_call = None
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        queue = self._last_op_queue
+        op = queue.pop() if queue else _CLOSE
+        if op is _CLOSE:
+            self.close()
+            return False
+        return self._undo(op, exc_type)
 
     def __del__(self) -> None:  # the file is not closed when the object goes out of scope
         pass
@@ -563,6 +610,16 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
     ) -> TensorDictBase:
         """Load a memmap directory as an in-memory TensorDict (as the reference does)."""
         return lookup("load_memmap")(prefix, mode=mode, allow_pickle=allow_pickle)  # type: ignore[no-any-return]
+
+
+def _warn_replace(key: str, where: str) -> None:
+    """tensordict's warning when ``set`` replaces a stored entry (delete and create)."""
+    warnings.warn(
+        f"Replacing an array with another one is inefficient (key {key!r} in {where}). "
+        "Consider using different names or populating in-place using `inplace=True`.",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )
 
 
 def _broadcastable(a: Sequence[int], b: Sequence[int]) -> bool:

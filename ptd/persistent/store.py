@@ -125,6 +125,8 @@ class _Store:
         self.dataset_kwargs = dataset_kwargs
         self.allow_pickle = allow_pickle
         self.non_tensor_as_stack = non_tensor_as_stack
+        #: paths of the locked groups (a group is locked when it or an ancestor is listed)
+        self.locked: set[Path] = set()
         self.pid = os.getpid()
 
     @property
