@@ -638,7 +638,8 @@ def test_writes_through_ptd_are_seen(tmp_path, backend) -> None:
     assert torch.equal(p["a"], expected["a"])
     assert mapped(p, ("c",))
     # replaced entries
-    p.set("a", torch.ones(20, 3), inplace=False)
+    with pytest.warns(UserWarning, match="Replacing an array"):
+        p.set("a", torch.ones(20, 3), inplace=False)
     assert torch.equal(p["a"], torch.ones(20, 3))
     p.close()
 

@@ -1410,7 +1410,8 @@ def test_setitem_on_existing_key_writes_in_place(sample_ptd, backend) -> None:
     assert torch.equal(sample_ptd["b"], torch.full((6,), 3))
     sample_ptd["a"] = torch.arange(4.0)[None].expand(6, 4)[:, :1]  # (6, 1) broadcasts to (6, 4)
     assert torch.equal(sample_ptd["a"], torch.zeros(6, 4))
-    sample_ptd.set("a", torch.ones(6, 9, dtype=torch.int8), inplace=False)  # replace
+    with pytest.warns(UserWarning, match="Replacing an array with another one is inefficient"):
+        sample_ptd.set("a", torch.ones(6, 9, dtype=torch.int8), inplace=False)  # replace
     assert sample_ptd["a"].shape == (6, 9) and sample_ptd["a"].dtype == torch.int8
 
 

@@ -263,7 +263,7 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
         """The entry at ``key`` (tensor, nested tensordict, NonTensorData or NonTensorStack).
 
         A missing key gives ``default`` (None), as in tensordict 0.15; ``td[key]`` raises
-        KeyError. On a closed store every read raises KeyError.
+        KeyError (also on a closed store).
         """
         parts = unravel_key(key)
         try:
@@ -272,8 +272,6 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
                 raise self._missing(key)
             return node._get_str(last)
         except KeyError as err:
-            if isinstance(err, ClosedStoreError):
-                raise self._missing(key) from None
             if isinstance(err, PtdKeyError) and "cannot be reached" in str(err):
                 raise
             return default
@@ -281,10 +279,13 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
     def _get_strict(self, key: NestedKey) -> Any:
         """The entry at ``key``; KeyError when it is missing."""
         parts = unravel_key(key)
-        node, last = self._walk(parts)
-        if last not in node._keys_str():
-            raise self._missing(key)
-        return node._get_str(last)
+        try:
+            node, last = self._walk(parts)
+            if last not in node._keys_str():
+                raise self._missing(key)
+            return node._get_str(last)
+        except ClosedStoreError:
+            raise self._missing(key) from None
 
     def leaf_meta(self, key: NestedKey) -> EntryMeta:
         """Kind, shape and dtype of an entry, without reading its data."""
@@ -569,9 +570,11 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
                 self._meta_str(first).kind if first in self._keys_str() else None
             )
             sub_allowed = _prune_keys(allowed, first)
-            if target_kind == "nested" and (
-                rest or isinstance(value, (TensorDictBase, Mapping))
-            ) and not (is_leaf is not None and is_leaf(type(value))):
+            if (
+                target_kind == "nested"
+                and isinstance(value, (TensorDictBase, Mapping))
+                and not (is_leaf is not None and is_leaf(type(value)))
+            ):
                 sub = self._get_str(first)
                 sub.update(
                     {rest: value} if rest else value,

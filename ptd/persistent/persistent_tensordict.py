@@ -375,7 +375,8 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
                 raise UnsupportedOperationError(
                     f"cannot replace key {key!r} of {be.location} through an indexed view; index assignment writes rows of existing entries only"
                 )
-            _warn_replace(key, be.location)
+            if be.writable and not inplace:
+                _warn_replace(key, be.location)
             self._delete(path)
         elif kind is NodeKind.GROUP:
             if isinstance(value, TensorDictBase) and (inplace or self._entries is not None):
@@ -385,7 +386,8 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
                 raise UnsupportedOperationError(
                     f"cannot replace group {key!r} of {be.location} through an indexed view"
                 )
-            _warn_replace(key, be.location)
+            if be.writable and not inplace:
+                _warn_replace(key, be.location)
             self._delete(path)
         elif self._entries is not None:
             raise UnsupportedOperationError(
