@@ -70,7 +70,7 @@ def is_key_index(idx: Any) -> bool:
     """True when ``idx`` is a key (str or tuple of str) rather than a batch index."""
     if isinstance(idx, str):
         return True
-    return isinstance(idx, tuple) and len(idx) > 0 and all(isinstance(k, str) for k in idx)
+    return isinstance(idx, tuple) and len(idx) > 0 and all(is_key_index(k) for k in idx)
 
 
 def full_entries(shape: Sequence[int]) -> tuple[Entry, ...]:

@@ -9,18 +9,20 @@ PersistentTensorDict).
 from __future__ import annotations
 
 import builtins
+import numbers
 import operator
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 
 from ptd.core.keys import unravel_key
-from ptd.core.lastop import last_op
+from ptd.core.lastop import last_op, user_stacklevel
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.registry import is_tensordict, new_tensordict
-from ptd.errors import PtdIndexError, PtdValueError
+from ptd.errors import PtdIndexError, PtdKeyError, PtdValueError
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
@@ -76,40 +78,89 @@ class OpsMixin:
     mul = __mul__
     div = __truediv__
 
-    def _compare(self: OpsHost, other: Any, op: Callable[[Any, Any], Any]) -> TensorDictBase:
-        """Elementwise comparison; non-tensor entries give a bool tensor of the batch shape."""
+    def _compare(
+        self: OpsHost, other: Any, op: Callable[[Any, Any], Any], default: builtins.bool = False
+    ) -> TensorDictBase | builtins.bool:
+        """Leaf-wise comparison, as tensordict's: ``other`` is a tensordict or a dict with the
+        same keys (KeyError otherwise), a tensor (aligned with the batch dims of each leaf, its
+        shape broadcast with the batch size) or a number. Any other ``other`` (None, a str...)
+        gives ``default`` (False for ``==``, True for ``!=``), with a FutureWarning for the
+        ordering comparisons. Non-tensor entries give a bool tensor of the batch shape.
 
+        >>> import torch
+        >>> from ptd import TensorDict
+        >>> td = TensorDict({"a": torch.tensor([1.0, 2.0])}, batch_size=[2])
+        >>> (td == {"a": torch.tensor([1.0, 0.0])})["a"]
+        tensor([ True, False])
+        >>> td == "z", td != None
+        (False, True)
+        """
+        if isinstance(other, torch.Tensor) and other.ndim:
+            shape = torch.broadcast_shapes(tuple(self.batch_size), tuple(other.shape))
+            me = self if shape == tuple(self.batch_size) else self._detached_copy().expand(shape)
+            wide = other.expand(shape)
+            return me.apply(lambda t: op(t, _expand_right(wide, t)))
+        if is_tensordict(other) and other.ndim and other.batch_size != self.batch_size:
+            shape = torch.broadcast_shapes(tuple(self.batch_size), tuple(other.batch_size))
+            me = self if shape == tuple(self.batch_size) else self._detached_copy().expand(shape)
+            them = other if shape == tuple(other.batch_size) else other._detached_copy().expand(shape)
+            return me._compare(them, op, default)
+        if isinstance(other, Mapping) and not is_tensordict(other):
+            other = new_tensordict(dict(other), batch_size=[])
+        if is_tensordict(other):
+            mine, theirs = set(self._keys_str()), set(other._keys_str())
+            if mine != theirs:
+                raise PtdKeyError(
+                    f"keys in {self._location()} and the other tensordict mismatch, got "
+                    f"{sorted(mine)} and {sorted(theirs)}"
+                )
+        elif not isinstance(other, (numbers.Number, torch.Tensor, np.ndarray, np.generic)):
+            if op not in (operator.eq, operator.ne):
+                warnings.warn(
+                    f"Comparing a tensordict with an object of type {type(other).__name__} gives "
+                    f"{default}. Starting with TensorDict 0.17, this will raise a TypeError.",
+                    FutureWarning,
+                    stacklevel=user_stacklevel(),
+                )
+            return default
         out = new_tensordict({}, batch_size=self.batch_size, device=self.device)
         for key in self._keys_str():
-            mine = self._get_str(key)
-            theirs = other._get_str(key) if is_tensordict(other) else other
-            if is_tensordict(mine):
-                out._set_str(key, mine._compare(theirs, op), inplace=False)
-            elif isinstance(mine, torch.Tensor):
-                out._set_str(key, op(mine, theirs), inplace=False)
+            value = self._get_str(key)
+            operand = other._get_str(key) if is_tensordict(other) else other
+            if is_tensordict(value):
+                out._set_str(key, value._compare(operand, op, default), inplace=False)
+            elif isinstance(value, torch.Tensor):
+                out._set_str(key, op(value, operand), inplace=False)
             else:
-                eq = mine == theirs
-                value = eq if op is operator.eq else not eq
-                out._set_str(key, torch.full(tuple(self.batch_size), bool(value)), inplace=False)
+                if isinstance(operand, NonTensorData):
+                    operand = operand.data
+                data = value.data if isinstance(value, NonTensorData) else value
+                eq = data == operand
+                flag = builtins.bool(eq) if op is operator.eq else not builtins.bool(eq)
+                out._set_str(key, torch.full(tuple(self.batch_size), flag), inplace=False)
         return out
 
-    def __eq__(self: OpsHost, other: object) -> TensorDictBase:  # type: ignore[override]
-        return self._compare(other, operator.eq)
+    def _detached_copy(self: OpsHost) -> TensorDictBase:
+        """An in-memory copy when this is file-backed (shape ops need one), else self."""
+        return self._detached(cast("TensorDictBase", self))
 
-    def __ne__(self: OpsHost, other: object) -> TensorDictBase:  # type: ignore[override]
-        return self._compare(other, operator.ne)
+    def __eq__(self: OpsHost, other: object) -> TensorDictBase | builtins.bool:  # type: ignore[override]
+        return self._compare(other, operator.eq, False)
 
-    def __lt__(self: OpsHost, other: Any) -> TensorDictBase:
-        return self._compare(other, operator.lt)
+    def __ne__(self: OpsHost, other: object) -> TensorDictBase | builtins.bool:  # type: ignore[override]
+        return self._compare(other, operator.ne, True)
 
-    def __le__(self: OpsHost, other: Any) -> TensorDictBase:
-        return self._compare(other, operator.le)
+    def __lt__(self: OpsHost, other: Any) -> TensorDictBase | builtins.bool:
+        return self._compare(other, operator.lt, False)
 
-    def __gt__(self: OpsHost, other: Any) -> TensorDictBase:
-        return self._compare(other, operator.gt)
+    def __le__(self: OpsHost, other: Any) -> TensorDictBase | builtins.bool:
+        return self._compare(other, operator.le, False)
 
-    def __ge__(self: OpsHost, other: Any) -> TensorDictBase:
-        return self._compare(other, operator.ge)
+    def __gt__(self: OpsHost, other: Any) -> TensorDictBase | builtins.bool:
+        return self._compare(other, operator.gt, False)
+
+    def __ge__(self: OpsHost, other: Any) -> TensorDictBase | builtins.bool:
+        return self._compare(other, operator.ge, False)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -241,6 +292,11 @@ class OpsMixin:
         self: OpsHost, other: TensorDictBase, non_blocking: builtins.bool = False
     ) -> TensorDictBase:
         return self.update_(other)
+
+
+def _expand_right(other: torch.Tensor, leaf: torch.Tensor) -> torch.Tensor:
+    """``other`` (batch-shaped) with trailing dims of size 1 added to match ``leaf``."""
+    return other.reshape(tuple(other.shape) + (1,) * (leaf.ndim - other.ndim))
 
 
 def _drop_dim(bs: torch.Size, dim: int) -> list[int]:

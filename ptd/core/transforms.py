@@ -19,7 +19,7 @@ from ptd.core.keys import NestedKey, out_key, unravel_key
 from ptd.core.lastop import LastOpMixin, last_op
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.registry import is_tensordict, new_tensordict
-from ptd.errors import UnsupportedOperationError
+from ptd.errors import PtdKeyError, UnsupportedOperationError
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
@@ -61,70 +61,190 @@ class TransformsMixin(LastOpMixin):
         return cast("TensorDictBase", self)
 
     def apply_(
-        self: TransformsHost, fn: Callable[..., torch.Tensor], *others: TensorDictBase
+        self: TransformsHost, fn: Callable[..., torch.Tensor], *others: Any
     ) -> TensorDictBase:
-        """Apply ``fn`` to every tensor leaf and write the result back in place."""
+        """Apply ``fn`` to every tensor leaf and write the result back in place; ``others``
+        (tensordicts, dicts, tensors or numbers) give ``fn`` the matching entry."""
         return self._map_inplace(lambda t, o: fn(t, *o), tuple(others))
 
     def apply(
         self: TransformsHost,
         fn: Callable[..., Any],
-        *others: TensorDictBase | Mapping[str, Any],
+        *others: Any,
         batch_size: Sequence[int] | None = None,
         device: Any = _NO_DEFAULT,
-        names: Sequence[str | None] | None = None,
+        names: Sequence[str | None] | None = _NO_DEFAULT,
         inplace: bool = False,
-        **_: Any,
-    ) -> TensorDictBase:
-        """A new in-memory TensorDict with ``fn`` applied to every tensor leaf.
+        default: Any = _NO_DEFAULT,
+        filter_empty: bool | None = None,
+        propagate_lock: bool = False,
+        call_on_nested: bool = False,
+        out: TensorDictBase | None = None,
+        **constructor_kwargs: Any,
+    ) -> TensorDictBase | None:
+        """A new in-memory TensorDict with ``fn(leaf, *matching entries of others)`` for every
+        tensor leaf (tensordict 0.15's rules).
 
-        Leaves for which ``fn`` returns None are dropped; non-tensor entries are kept as they are.
+        Leaves for which ``fn`` returns None are left out; non-tensor entries are kept.
+        ``filter_empty``: True drops nested results left empty and returns None when nothing
+        remains; None (default) does the same except for tensordicts that were empty to begin
+        with; False keeps empty results. ``inplace=True`` writes into this tensordict and
+        returns it; ``out`` writes into ``out``. ``default``: the value passed for an entry an
+        ``other`` lacks (KeyError without it). ``call_on_nested``: ``fn`` gets nested
+        tensordicts whole. ``others`` may be tensordicts, dicts (ptd extension), tensors or
+        numbers.
+
+        >>> import torch
+        >>> from ptd import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.ones(2)}}, batch_size=[2])
+        >>> td.apply(lambda x: None, filter_empty=True) is None
+        True
+        >>> td.apply(lambda x, y: x + y, {"a": torch.ones(2), "n": {"b": 1}})["n", "b"]
+        tensor([2., 2.])
         """
-        if inplace:
-            # apply_ takes tensordict operands only (a Mapping is passed to fn as it is)
-            return self.apply_(fn, *others)  # type: ignore[arg-type]
-        out_bs = self.batch_size if batch_size is None else as_batch_size(batch_size)
-        out = new_tensordict(
-            {},
-            batch_size=out_bs,
-            device=self.device if device is _NO_DEFAULT else device,
+        return self._apply_rec(
+            fn,
+            others,
+            named=False,
+            nested_keys=False,
+            prefix=(),
+            batch_size=batch_size,
+            device=device,
             names=names,
+            inplace=inplace,
+            default=default,
+            filter_empty=filter_empty,
+            propagate_lock=propagate_lock,
+            call_on_nested=call_on_nested,
+            out=out,
         )
+
+    def named_apply(
+        self: TransformsHost,
+        fn: Callable[..., Any],
+        *others: Any,
+        nested_keys: bool = False,
+        batch_size: Sequence[int] | None = None,
+        device: Any = _NO_DEFAULT,
+        names: Sequence[str | None] | None = _NO_DEFAULT,
+        inplace: bool = False,
+        default: Any = _NO_DEFAULT,
+        filter_empty: bool | None = None,
+        propagate_lock: bool = False,
+        call_on_nested: bool = False,
+        out: TensorDictBase | None = None,
+        **constructor_kwargs: Any,
+    ) -> TensorDictBase | None:
+        """As :meth:`apply`, with ``fn(key, leaf, *others)``: ``key`` is the leaf's own name, or
+        its full nested key (a tuple below the top level) with ``nested_keys=True``."""
+        return self._apply_rec(
+            fn,
+            others,
+            named=True,
+            nested_keys=nested_keys,
+            prefix=(),
+            batch_size=batch_size,
+            device=device,
+            names=names,
+            inplace=inplace,
+            default=default,
+            filter_empty=filter_empty,
+            propagate_lock=propagate_lock,
+            call_on_nested=call_on_nested,
+            out=out,
+        )
+
+    def _apply_rec(
+        self: TransformsHost,
+        fn: Callable[..., Any],
+        others: tuple[Any, ...],
+        *,
+        named: bool,
+        nested_keys: bool,
+        prefix: tuple[str, ...],
+        batch_size: Sequence[int] | None,
+        device: Any,
+        names: Any,
+        inplace: bool,
+        default: Any,
+        filter_empty: bool | None,
+        propagate_lock: bool,
+        call_on_nested: bool,
+        out: TensorDictBase | None,
+    ) -> TensorDictBase | None:
+        if inplace and not named and not call_on_nested and out is None and default is _NO_DEFAULT:
+            # the streaming path (file-backed tensordicts write row slabs)
+            return self._map_inplace(lambda t, o: fn(t, *o), tuple(others))
+        me = cast("TensorDictBase", self)
+        out_bs = self.batch_size if batch_size is None else as_batch_size(batch_size)
+        if inplace:
+            result: TensorDictBase | None = me
+        elif out is not None:
+            result = out
+        else:
+            if names is _NO_DEFAULT:
+                names = self._names if batch_size is None else None
+            result = new_tensordict(
+                {},
+                batch_size=out_bs,
+                device=self.device if device is _NO_DEFAULT else device,
+                names=names,
+            )
+        any_set = False
         for key in self._keys_str():
             meta = self._meta_str(key)
             value = self._get_str(key)
-            sub_others = [_get_any(o, key) for o in others]
-            if meta.kind == "nested":
+            subs = [_get_any(o, key, default) for o in others]
+            if meta.kind == "nested" and not call_on_nested:
                 extra = value.batch_size[self.ndim :] if batch_size is not None else None
-                sub_bs = None if extra is None else list(out_bs) + list(extra)
-                sub = value.apply(fn, *sub_others, batch_size=sub_bs, device=device)
-                if sub is not None:
-                    out._set_str(key, sub, inplace=False)
-            elif meta.kind == "tensor":
-                result = fn(value, *sub_others)
-                if result is not None:
-                    out._set_str(key, result, inplace=False)
-            else:
-                out._set_str(
-                    key,
-                    value
-                    if batch_size is None
-                    else NonTensorData(value.data, out_bs)
-                    if isinstance(value, NonTensorData)
-                    else value,
-                    inplace=False,
+                sub_out = None
+                if out is not None and key in out._keys_str():
+                    sub_out = out._get_str(key)
+                new = value._apply_rec(
+                    fn,
+                    tuple(subs),
+                    named=named,
+                    nested_keys=nested_keys,
+                    prefix=prefix + (key,),
+                    batch_size=None if extra is None else list(out_bs) + list(extra),
+                    device=device,
+                    names=_NO_DEFAULT if batch_size is None else None,
+                    inplace=inplace,
+                    default=default,
+                    filter_empty=filter_empty,
+                    propagate_lock=False,
+                    call_on_nested=call_on_nested,
+                    out=sub_out,
                 )
-        return out
-
-    def named_apply(
-        self: TransformsHost, fn: Callable[..., Any], *others: TensorDictBase, **kwargs: Any
-    ) -> TensorDictBase | None:
-        out = new_tensordict({}, batch_size=self.batch_size, device=self.device)
-        for parts, tensor in self._tensor_leaves():
-            result = fn(out_key(parts), tensor, *(o.get(parts) for o in others))
-            if result is not None:
-                out.set(parts, result)
-        return out
+            elif meta.kind == "non_tensor":
+                new = value
+                if batch_size is not None and isinstance(value, NonTensorData):
+                    new = NonTensorData(value.data, out_bs)
+                if inplace:
+                    any_set = True
+                    continue
+            else:
+                if named:
+                    name: Any = out_key(prefix + (key,)) if nested_keys else key
+                    new = fn(name, value, *subs)
+                else:
+                    new = fn(value, *subs)
+            if new is None:
+                continue
+            any_set = True
+            assert result is not None
+            if inplace:
+                if new is not value:
+                    result.set_(key, new)
+            elif out is not None:
+                result.set(key, new, inplace=key in result._keys_str())
+            else:
+                result._set_str(key, new, inplace=False)
+        if not any_set and (filter_empty or (filter_empty is None and not me.is_empty())):
+            return None
+        if propagate_lock and self.is_locked and result is not None and not inplace:
+            result.lock_()
+        return result
 
     # ------------------------------------------------------------------ conversions
     def to_tensordict(self: TransformsHost, *, retain_none: bool | None = None) -> TensorDictBase:
@@ -258,18 +378,36 @@ class TransformsMixin(LastOpMixin):
 
 def pick_operand(other: Any, parts: tuple[str, ...], rows: slice | None) -> Any:
     """The operand matching leaf ``parts``; with ``rows``, cut to those rows of the first batch
-    dim (tensordicts, and tensors that carry the batch dims, i.e. have the leaf's ndim)."""
+    dim (tensordicts, and tensors that carry the batch dims, i.e. have the leaf's ndim).
+    A mapping operand gives its entry at ``parts``."""
     if isinstance(other, tuple):
         return tuple(pick_operand(o, parts, rows) for o in other)
     if is_tensordict(other):
-        value = other.get(parts)
+        value = other._get_strict(parts)
         return value if rows is None or not other.batch_size else value[rows]
+    if isinstance(other, Mapping):
+        value = other
+        for part in parts:
+            value = value[part] if part in value else value[parts]
+            if not isinstance(value, Mapping):
+                break
+        if isinstance(value, torch.Tensor) and rows is not None and value.ndim:
+            return value[rows]
+        return value
     return other
 
 
-def _get_any(obj: Any, key: str) -> Any:
+def _get_any(obj: Any, key: str, default: Any = _NO_DEFAULT) -> Any:
+    """The entry ``key`` of a tensordict or mapping operand (``default`` when it lacks it, or
+    KeyError); any other operand (tensor, number, None) as it is."""
     if is_tensordict(obj):
-        return obj._get_str(key)
-    if isinstance(obj, Mapping):
-        return obj[key]
-    return obj
+        if key in obj._keys_str():
+            return obj._get_str(key)
+    elif isinstance(obj, Mapping):
+        if key in obj:
+            return obj[key]
+    else:
+        return obj
+    if default is _NO_DEFAULT:
+        raise PtdKeyError(f"key {key!r} not found in an operand of apply (pass default=...)")
+    return default
