@@ -178,7 +178,10 @@ class ZarrBackend(Backend):
 
     def _release_handles(self) -> None:
         self._cache.clear()
-        if self._owns_store:
+        if self._owns_store or (isinstance(self._store, ZipStore) and not self._store.read_only):
+            # a writable ZipStore holds nothing readable until it is closed (its central
+            # directory is written then): close it even when the user handed it over, so that
+            # after close() the store holds everything written
             self._store.close()
 
     @property

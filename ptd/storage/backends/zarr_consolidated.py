@@ -1,17 +1,27 @@
-"""Consolidated metadata of a zarr store, kept in sync with the changes of a session.
+"""Consolidated metadata of a zarr store, never stale while a session writes.
 
 A store that carries consolidated metadata (all of its ``zarr.json`` documents copied into the
-root's) has it rewritten after *any* metadata change this session makes (also attributes), once
-per session in ``flush``/``close`` rather than after each change. A store without it never gets
-it, except by an explicit :meth:`Consolidation.consolidate` (``Backend.finalize``).
+root's) loses it at the first metadata change of a session (a new, deleted or moved array or
+group, an attribute): the root ``zarr.json`` is rewritten once without it, so a reader that
+opens the store meanwhile lists the live hierarchy instead of trusting a stale copy. It is
+written again, once, at ``flush``/``close``. Rewriting it after every change instead would
+cost a walk of the whole hierarchy per change (``benchmarks/bench_consolidated.py`` measures
+both). A store without it never gets it, except by an explicit
+:meth:`Consolidation.consolidate` (``Backend.finalize``, after ``from_dict`` and ``convert``).
+Append-only stores (a ``ZipStore``) are never rewritten.
 """
 
 from __future__ import annotations
 
+import json
 import warnings
 from typing import Any
 
 import zarr
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.sync import sync
+
+from ptd.format.names import ZARR_JSON
 
 __all__ = ["Consolidation"]
 
@@ -30,17 +40,31 @@ class Consolidation:
         self._dirty = False
 
     def changed(self) -> None:
-        """Record a metadata change: consolidated metadata (if any) is rewritten on flush."""
-        if self._present is None:
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    ro = zarr.open_group(self._store, path=self._path, mode="r")
-                self._present = ro.metadata.consolidated_metadata is not None
-            except Exception:  # noqa: BLE001 - no readable consolidated metadata
-                self._present = False
-        if self._present:
-            self._dirty = True
+        """Record a metadata change: the first one drops the consolidated metadata (if any),
+        which is written again on flush."""
+        if self._dirty or self._present is False:
+            return
+        self._present = self._drop()
+        self._dirty = self._present
+
+    def _drop(self) -> bool:
+        """Rewrite the root ``zarr.json`` without its consolidated metadata (readers opened
+        from now on list the live hierarchy). One read and one write of that document; False
+        when the store carries no consolidated metadata."""
+        key = f"{self._path}/{ZARR_JSON}" if self._path else ZARR_JSON
+        proto = default_buffer_prototype()
+        try:
+            buf = sync(self._store.get(key, prototype=proto))
+            doc = json.loads(buf.to_bytes()) if buf is not None else {}
+        except (ValueError, OSError):  # unreadable: nothing to keep fresh
+            return False
+        if not isinstance(doc, dict) or doc.get("consolidated_metadata") is None:
+            return False
+        if getattr(self._store, "supports_deletes", True):  # a ZipStore is append-only
+            doc.pop("consolidated_metadata")
+            data = json.dumps(doc, indent=2).encode()
+            sync(self._store.set(key, proto.buffer.from_bytes(data)))
+        return True
 
     def flush(self) -> None:
         """Rewrite the consolidated metadata if a change was recorded since it was written."""
