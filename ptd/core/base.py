@@ -46,6 +46,7 @@ from ptd.errors import (
     PtdKeyError,
     KeyTypeError,
     PtdTypeError,
+    PtdValueError,
     UnsupportedOperationError,
 )
 
@@ -151,8 +152,83 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
 
     @property
     def names(self) -> list[str | None]:
+        """The names of the batch dims (None for an unnamed dim)."""
         names = self._names
         return list(names) if names is not None else [None] * self.ndim
+
+    @names.setter
+    def names(self, value: Sequence[str | None] | None) -> None:
+        self._set_names(self._check_names(value))
+
+    def _check_names(self, value: Sequence[str | None] | None) -> list[str | None] | None:
+        if value is None:
+            return None
+        names = list(value)
+        if len(names) != self.ndim:
+            raise PtdValueError(
+                "the length of the dimension names must equate the tensordict batch_dims "
+                f"attribute. Got {names} for batch_dims {self.ndim}."
+            )
+        named = [n for n in names if n is not None]
+        if len(set(named)) != len(named):
+            raise PtdValueError(f"Some dimension names are non-unique: {names}.")
+        return None if not named else names
+
+    def _set_names(self, names: list[str | None] | None) -> None:
+        """Store validated names (None: no names) on this tensordict and its nested ones."""
+        self._names = names
+        for sub in self._nested_containers():
+            extra = sub.ndim - self.ndim
+            sub._set_names(None if names is None else names + [None] * extra)
+
+    def refine_names(self, *names: Any) -> TensorDictBase:
+        """Name the unnamed batch dims, in place, as :meth:`torch.Tensor.refine_names` does:
+        ``...`` stands for the dims not listed, None keeps a dim's name, and a dim already
+        named differently raises RuntimeError. Returns ``self``."""
+        given = list(names)
+        if any(n is Ellipsis for n in given):
+            pos = given.index(Ellipsis)
+            fill = self.ndim - (len(given) - 1)
+            given[pos : pos + 1] = self.names[pos : pos + fill] if fill > 0 else []
+        if len(given) != self.ndim:
+            raise PtdValueError(
+                f"refine_names got {len(given)} names for {self.ndim} batch dims: {list(names)}"
+            )
+        current = self.names
+        new: list[str | None] = []
+        for old, want in zip(current, given, strict=True):
+            if old is not None and want is not None and old != want:
+                raise UnsupportedOperationError(
+                    f"refine_names: cannot coerce TensorDict names {current} with {given}."
+                )
+            new.append(old if want is None else want)
+        self.names = new
+        return self
+
+    def _renamed(self, names: tuple[Any, ...], rename_map: dict[str, str]) -> list[Any] | None:
+        if names and rename_map:
+            raise PtdValueError("Passed both a name map and a name list. Only one is accepted.")
+        if names:
+            if len(names) == 1 and names[0] is None:
+                return None
+            return list(names)
+        current = self.names
+        missing = [k for k in rename_map if k not in current]
+        if missing:
+            raise PtdValueError(f"Some names to be renamed were not part of the names: {missing}")
+        return [rename_map.get(n, n) if n is not None else None for n in current]
+
+    def rename(self, *names: Any, **rename_map: str) -> TensorDictBase:
+        """A shallow copy with new dim names: all of them (``rename("t", None)``; ``rename(None)``
+        drops them) or some, by keyword (``rename(t="time")``)."""
+        out = self.clone(recurse=False)
+        out.names = self._renamed(names, rename_map)
+        return out
+
+    def rename_(self, *names: Any, **rename_map: str) -> TensorDictBase:
+        """:meth:`rename` in place; returns ``self``."""
+        self.names = self._renamed(names, rename_map)
+        return self
 
     def is_empty(self) -> bool:
         """True when the tensordict holds no leaf (nested empty containers do not count)."""

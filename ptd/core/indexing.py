@@ -47,6 +47,7 @@ __all__ = [
     "plan_write",
     "ReadPlan",
     "is_key_index",
+    "index_names",
 ]
 
 
@@ -491,3 +492,68 @@ def box_assign(box: np.ndarray, post: Sequence[Any], value: np.ndarray) -> np.nd
     """``box[mesh(post)] = value`` where the mesh keeps the view's axis order."""
     box[_open_mesh(post, box.shape)] = value
     return box
+
+
+def _consumed(item: Any) -> int:
+    """How many batch dims an index item consumes."""
+    if item is None or item is Ellipsis:
+        return 0
+    arr = item
+    if isinstance(arr, torch.Tensor):
+        return arr.ndim if arr.dtype == torch.bool else 1
+    if isinstance(arr, np.ndarray):
+        return arr.ndim if arr.dtype == np.bool_ else 1
+    return 1
+
+
+def index_names(
+    names: Sequence[str | None] | None, index: Any, ndim: int
+) -> list[str | None] | None:
+    """The dim names of a tensordict indexed by ``index`` (None when it has none): an int drops
+    its dim, a slice or a 1-D index array keeps its name, ``None`` adds an unnamed dim, a mask
+    keeps the name of the one dim it covers. Several index arrays (which numpy broadcasts
+    together) give no names.
+
+    >>> index_names(["t", "x"], (None, slice(None), 0), 2)
+    [None, 't']
+    """
+    if names is None or all(n is None for n in names):
+        return None
+    items = list(index) if isinstance(index, tuple) else [index]
+    advanced = 0
+    for it in items:
+        if isinstance(it, (list, torch.Tensor, np.ndarray)) and not (
+            isinstance(it, torch.Tensor) and it.ndim == 0 and it.dtype != torch.bool
+        ):
+            advanced += 1
+    if advanced > 1:
+        return None
+    consumed = sum(_consumed(it) for it in items)
+    out: list[str | None] = []
+    d = 0
+    for it in items:
+        if it is None:
+            out.append(None)
+        elif it is Ellipsis:
+            k = max(0, ndim - consumed)
+            out.extend(names[d : d + k])
+            d += k
+        elif isinstance(it, slice):
+            out.append(names[d] if d < ndim else None)
+            d += 1
+        elif isinstance(it, (list, torch.Tensor, np.ndarray)):
+            arr = it if not isinstance(it, list) else np.asarray(it)
+            k = _consumed(arr)
+            is_mask = arr.dtype in (torch.bool, np.bool_)
+            if arr.ndim == 0 and not is_mask:
+                d += 1
+                continue
+            if is_mask:
+                out.append(names[d] if k == 1 and d < ndim else None)
+            else:
+                out.extend([names[d] if d < ndim else None] + [None] * (arr.ndim - 1))
+            d += k
+        else:  # an int
+            d += 1
+    out.extend(names[d:])
+    return out

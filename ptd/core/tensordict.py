@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from ptd.core.base import EntryMeta, TensorDictBase, _iter_items
+from ptd.core.indexing import index_names
 from ptd.core.batch import as_batch_size, fits, infer_batch_size
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import _flat_list
@@ -73,14 +74,12 @@ class TensorDict(TensorDictBase):
         self._data: dict[str, Any] = {}
         self._batch_size = as_batch_size(batch_size)
         self._device = torch.device(device) if device is not None else None
-        self._names = list(names) if names is not None else None
-        if self._names is not None and len(self._names) != len(self._batch_size):
-            raise BatchSizeError(
-                f"names {self._names} do not match batch_size {list(self._batch_size)}"
-            )
+        self._names = None
         items = list(_iter_items(source)) if source is not None else []
         for key, value in items + list(kwargs.items()):
             self.set(key, value)
+        if names is not None:
+            self.names = names
         if lock:
             self.lock_()
 
@@ -129,6 +128,13 @@ class TensorDict(TensorDictBase):
             raise self._missing(key) from None
 
     def _set_str(self, key: str, value: Any, *, inplace: bool) -> None:
+        if (
+            self._names is not None
+            and isinstance(value, TensorDict)
+            and value._names is None
+            and len(value.batch_size) >= self.ndim
+        ):
+            value._set_names(self._names + [None] * (len(value.batch_size) - self.ndim))
         old = self._data.get(key)
         if inplace and isinstance(old, torch.Tensor) and isinstance(value, torch.Tensor):
             old.copy_(value)
@@ -143,6 +149,7 @@ class TensorDict(TensorDictBase):
 
     def _new_nested(self, key: str) -> TensorDictBase:
         sub = TensorDict({}, batch_size=self.batch_size, device=self.device)
+        sub._names = None if self._names is None else list(self._names)
         self._data[key] = sub
         return sub
 
@@ -153,6 +160,7 @@ class TensorDict(TensorDictBase):
         except IndexError as err:
             raise PtdIndexError(f"{err} (batch_size={list(self.batch_size)})") from None
         out = TensorDict({}, batch_size=new_bs, device=self.device)
+        out._names = index_names(self._names, idx, self.ndim)
         for key, value in self._data.items():
             if isinstance(value, (TensorDictBase, NonTensorStack)):
                 out._data[key] = (

@@ -57,6 +57,7 @@ __all__ = ["PersistentTensorDict"]
 _MODES = ("r", "r+", "w", "w-", "x", "a")
 #: what ``__enter__`` queues for a plain ``with p:`` (close on exit)
 _CLOSE: Any = object()
+_UNSET: Any = object()
 
 
 class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBacked, TensorDictBase):
@@ -174,7 +175,6 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         self._batch = stored_batch if entries is None else torch.Size(ix.view_shape(entries))
         self._device = device
         self._nested: dict[str, PersistentTensorDict] = {}
-        self._names = None
 
     @classmethod
     def _view(
@@ -214,6 +214,72 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
     @property
     def device(self) -> torch.device | None:
         return self._device
+
+    # ---------------------------------------------------------------- dim names
+    # Names of the stored dims of each group live in the shared store (read from the group's
+    # ``__tensordict__`` attribute, written there when set); a view maps them through its
+    # index entries. ``rename`` gives a copy with names of its own (never written).
+    def _stored_names(self, path: Path, ndim: int) -> list[str | None] | None:
+        cache = self._store.names
+        if path not in cache:
+            found = self._tree.stored_names(path, ndim) if not self._backend.closed else None
+            if found is None and path:
+                parent = self._stored_names(path[:-1], len(self._tree.group_batch(path[:-1], ())))
+                if parent is not None:
+                    found = (parent + [None] * ndim)[:ndim]
+            cache[path] = found
+        return cache[path]
+
+    @property  # type: ignore[override]
+    def _names(self) -> list[str | None] | None:
+        own = self.__dict__.get("_own_names", _UNSET)
+        if own is not _UNSET:
+            return own  # type: ignore[no-any-return]
+        stored = self._stored_names(self._path, len(self._stored_batch))
+        if stored is None or self._entries is None:
+            return stored
+        out: list[str | None] = []
+        d = 0
+        for e in self._entries:
+            if isinstance(e, int):
+                d += 1
+            elif isinstance(e, slice):
+                out.append(stored[d])
+                d += 1
+            else:
+                k = len(e.arrays)
+                out.append(stored[d] if k == 1 else None)
+                d += k
+        return out if any(n is not None for n in out) else None
+
+    @_names.setter
+    def _names(self, value: list[str | None] | None) -> None:
+        self._store.names[self._path] = None if value is None else list(value)
+
+    def _set_names(self, names: list[str | None] | None) -> None:
+        if "_own_names" in self.__dict__:
+            self.__dict__["_own_names"] = names
+            return
+        if self._entries is not None:
+            raise UnsupportedOperationError(
+                f"cannot set the dim names of an indexed view of {self._location()}; set them "
+                "on the full tensordict"
+            )
+        be = self._backend
+        self._store.names[self._path] = names
+        if be.writable:
+            be.set_attrs(self._path, td_meta_attrs(self._stored_batch, names))
+        for sub in self._nested_containers():
+            extra = len(sub._stored_batch) - len(self._stored_batch)
+            sub._set_names(None if names is None else names + [None] * extra)
+
+    def rename(self, *names: Any, **rename_map: str) -> TensorDictBase:
+        """A new PersistentTensorDict on the same store with other dim names (the store's
+        names are left as they are)."""
+        new = self._renamed(names, rename_map)
+        out = self.clone(recurse=False)
+        out.__dict__["_own_names"] = self._check_names(new)
+        return out
 
     # ---------------------------------------------------------------- locking
     # The lock state lives in the shared store (the set of locked group paths), so that
@@ -421,7 +487,11 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         self._nested.pop(path[-1], None)
 
     def _write_meta(self, path: Path, batch: torch.Size) -> None:
-        self._backend.set_attrs(path, td_meta_attrs(batch))
+        names = self._store.names.get(path)
+        if names is not None and len(names) != len(batch):
+            names = None
+            self._store.names[path] = None
+        self._backend.set_attrs(path, td_meta_attrs(batch, names))
 
     def _del_str(self, key: str) -> None:
         if self._entries is not None:
