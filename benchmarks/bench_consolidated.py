@@ -104,7 +104,9 @@ def main() -> None:
         print(f"ptd (drop once, consolidate at close)     {ptd_ms:8.2f} ms / change")
         print(f"    one-off: first change {first * 1e3:.2f} ms, close {close * 1e3:.2f} ms")
         print(f"refresh after every change                {ref_ms:8.2f} ms / change")
-        print(f"ratio refresh / ptd per change: {ref_ms / ptd_ms:.1f}x; ptd / raw: {ptd_ms / raw_ms:.1f}x")
+        print(
+            f"ratio refresh / ptd per change: {ref_ms / ptd_ms:.1f}x; ptd / raw: {ptd_ms / raw_ms:.1f}x"
+        )
 
 
 if __name__ == "__main__":

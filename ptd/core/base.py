@@ -22,8 +22,7 @@ conversions and key selection in :mod:`ptd.core.transforms`; key helpers in :mod
 from __future__ import annotations
 
 import numbers
-import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +32,6 @@ import torch
 from ptd.core.batch import fits
 from ptd.core.dtypes import dtype_abbrev
 from ptd.core.indexing import is_key_index
-from ptd.core.lastop import last_op
 from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import OpsMixin, ShapeMixin
@@ -42,11 +40,9 @@ from ptd.core.transforms import _NO_DEFAULT, TransformsMixin, pick_operand
 from ptd.errors import (
     BatchSizeError,
     ClosedStoreError,
-    LockedError,
-    PtdKeyError,
     KeyTypeError,
+    PtdKeyError,
     PtdTypeError,
-    PtdValueError,
     UnsupportedOperationError,
 )
 
@@ -150,158 +146,11 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
     def size(self, dim: int | None = None) -> torch.Size | int:
         return self.batch_size if dim is None else self.batch_size[dim]
 
-    @property
-    def names(self) -> list[str | None]:
-        """The names of the batch dims (None for an unnamed dim)."""
-        names = self._names
-        return list(names) if names is not None else [None] * self.ndim
-
-    @names.setter
-    def names(self, value: Sequence[str | None] | None) -> None:
-        self._set_names(self._check_names(value))
-
-    def _check_names(self, value: Sequence[str | None] | None) -> list[str | None] | None:
-        if value is None:
-            return None
-        names = list(value)
-        if len(names) != self.ndim:
-            raise PtdValueError(
-                "the length of the dimension names must equate the tensordict batch_dims "
-                f"attribute. Got {names} for batch_dims {self.ndim}."
-            )
-        named = [n for n in names if n is not None]
-        if len(set(named)) != len(named):
-            raise PtdValueError(f"Some dimension names are non-unique: {names}.")
-        return None if not named else names
-
-    def _set_names(self, names: list[str | None] | None) -> None:
-        """Store validated names (None: no names) on this tensordict and its nested ones."""
-        self._names = names
-        for sub in self._nested_containers():
-            extra = sub.ndim - self.ndim
-            sub._set_names(None if names is None else names + [None] * extra)
-
-    def refine_names(self, *names: Any) -> TensorDictBase:
-        """Name the unnamed batch dims, in place, as :meth:`torch.Tensor.refine_names` does:
-        ``...`` stands for the dims not listed, None keeps a dim's name, and a dim already
-        named differently raises RuntimeError. Returns ``self``."""
-        given = list(names)
-        if any(n is Ellipsis for n in given):
-            pos = given.index(Ellipsis)
-            fill = self.ndim - (len(given) - 1)
-            given[pos : pos + 1] = self.names[pos : pos + fill] if fill > 0 else []
-        if len(given) != self.ndim:
-            raise PtdValueError(
-                f"refine_names got {len(given)} names for {self.ndim} batch dims: {list(names)}"
-            )
-        current = self.names
-        new: list[str | None] = []
-        for old, want in zip(current, given, strict=True):
-            if old is not None and want is not None and old != want:
-                raise UnsupportedOperationError(
-                    f"refine_names: cannot coerce TensorDict names {current} with {given}."
-                )
-            new.append(old if want is None else want)
-        self.names = new
-        return self
-
-    def _renamed(self, names: tuple[Any, ...], rename_map: dict[str, str]) -> list[Any] | None:
-        if names and rename_map:
-            raise PtdValueError("Passed both a name map and a name list. Only one is accepted.")
-        if names:
-            if len(names) == 1 and names[0] is None:
-                return None
-            return list(names)
-        current = self.names
-        missing = [k for k in rename_map if k not in current]
-        if missing:
-            raise PtdValueError(f"Some names to be renamed were not part of the names: {missing}")
-        return [rename_map.get(n, n) if n is not None else None for n in current]
-
-    def rename(self, *names: Any, **rename_map: str) -> TensorDictBase:
-        """A shallow copy with new dim names: all of them (``rename("t", None)``; ``rename(None)``
-        drops them) or some, by keyword (``rename(t="time")``)."""
-        out = self.clone(recurse=False)
-        out.names = self._renamed(names, rename_map)
-        return out
-
-    def rename_(self, *names: Any, **rename_map: str) -> TensorDictBase:
-        """:meth:`rename` in place; returns ``self``."""
-        self.names = self._renamed(names, rename_map)
-        return self
-
     def is_empty(self) -> bool:
         """True when the tensordict holds no leaf (nested empty containers do not count)."""
         for _ in self.keys(True, True):
             return False
         return not any(m.kind == "non_tensor" for _, m in self._metas(True))
-
-    # ------------------------------------------------------------------ locking
-    @property
-    def is_locked(self) -> bool:
-        return self._is_locked
-
-    @is_locked.setter
-    def is_locked(self, value: bool) -> None:
-        if value:
-            self.lock_()
-        else:
-            self.unlock_()
-
-    def _nested_containers(self) -> list[TensorDictBase]:
-        return [
-            self._get_str(k) for k in self._keys_str() if self._meta_str(k).kind == "nested"
-        ]
-
-    @last_op("is_locked")
-    def lock_(self) -> TensorDictBase:
-        """Lock the tensordict and every nested one: no key can be added, deleted or replaced
-        (``set_``, ``update_`` and in-place writes still work). ``with td.lock_():`` unlocks
-        on exit."""
-        self._lock_tree()
-        return self
-
-    def _lock_tree(self) -> None:
-        self._is_locked = True
-        for sub in self._nested_containers():
-            parents = sub.__dict__.setdefault("_lock_parents", [])
-            if not any(ref() is self for ref in parents):
-                parents.append(weakref.ref(self))
-            sub._lock_tree()
-
-    @last_op("is_locked")
-    def unlock_(self) -> TensorDictBase:
-        """Unlock the tensordict and every nested one. A nested tensordict of a locked one
-        cannot be unlocked alone (RuntimeError). ``with td.unlock_():`` locks again on exit."""
-        self._check_can_unlock()
-        self._unlock_tree()
-        return self
-
-    def _check_can_unlock(self) -> None:
-        for ref in self.__dict__.get("_lock_parents", []):
-            parent = ref()
-            if parent is not None and parent.is_locked:
-                raise LockedError(
-                    "Cannot unlock a tensordict that is part of a locked graph. Unlock the root "
-                    "tensordict first. If the tensordict is part of multiple graphs, group the "
-                    "graphs under a common tensordict an unlock this root. "
-                    f"self: {self!r}, obj: {parent!r}"
-                )
-
-    def _unlock_tree(self) -> None:
-        self._is_locked = False
-        for sub in self._nested_containers():
-            parents = sub.__dict__.get("_lock_parents", [])
-            parents[:] = [r for r in parents if r() is not None and r() is not self]
-            if not any(r().is_locked for r in parents):  # type: ignore[union-attr]
-                sub._unlock_tree()
-
-    def _check_unlocked(self) -> None:
-        if self.is_locked:
-            raise LockedError(
-                "Cannot modify locked TensorDict. For in-place modification, consider using the "
-                "`set_()` method and make sure the key is present."
-            )
 
     # ------------------------------------------------------------------ key walking
     def _missing(self, key: NestedKey) -> PtdKeyError:
@@ -589,163 +438,6 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
         self.set(new, value)
         self.del_(old)
 
-    def update(
-        self,
-        input_dict_or_td: Mapping[Any, Any] | TensorDictBase | None = None,
-        clone: bool = False,
-        inplace: bool = False,
-        *,
-        non_blocking: bool = False,
-        keys_to_update: Sequence[NestedKey] | None = None,
-        is_leaf: Callable[[type], bool] | None = None,
-        update_batch_size: bool = False,
-        ignore_lock: bool = False,
-        **kwargs: Any,
-    ) -> TensorDictBase:
-        """Write every entry of ``input_dict_or_td`` (and of ``kwargs``) into this tensordict;
-        nested tensordicts are merged, a leaf replaces whatever is there (a nested tensordict
-        too). ``inplace``: existing entries are written into; ``clone``: values are cloned;
-        ``keys_to_update``: only these keys (nested keys allowed) are written. A locked
-        tensordict accepts ``inplace=True`` only (RuntimeError otherwise).
-        """
-        if kwargs:
-            if input_dict_or_td is None:
-                input_dict_or_td = kwargs
-            elif isinstance(input_dict_or_td, Mapping) and not isinstance(
-                input_dict_or_td, TensorDictBase
-            ):
-                input_dict_or_td = {**input_dict_or_td, **kwargs}
-            else:
-                self.update(input_dict_or_td, clone, inplace, keys_to_update=keys_to_update)
-                input_dict_or_td = kwargs
-        if input_dict_or_td is None or input_dict_or_td is self:
-            return self
-        if not inplace and self.is_locked:
-            self._check_unlocked()
-        allowed = None if keys_to_update is None else [unravel_key(k) for k in keys_to_update]
-        if allowed is not None and not allowed:
-            return self
-        if isinstance(input_dict_or_td, TensorDictBase):
-            src_bs = input_dict_or_td.batch_size
-            if self.batch_size[: len(src_bs)] != src_bs[: self.ndim]:
-                if not update_batch_size:
-                    raise BatchSizeError(
-                        f"update() got a source with batch size {src_bs} for a destination "
-                        f"with batch size {self.batch_size} ({self._location()}). Pass "
-                        "update_batch_size=True to replace the batch size."
-                    )
-                self._replace_batch_size_for(input_dict_or_td)
-        for key, value in _iter_items(input_dict_or_td):
-            parts = unravel_key(key)
-            first, rest = parts[0], parts[1:]
-            if allowed is not None and not any(k[0] == first for k in allowed):
-                continue
-            if clone and isinstance(value, (torch.Tensor, TensorDictBase)):
-                value = value.clone()
-            target_kind = (
-                self._meta_str(first).kind if first in self._keys_str() else None
-            )
-            sub_allowed = _prune_keys(allowed, first)
-            if (
-                target_kind == "nested"
-                and isinstance(value, (TensorDictBase, Mapping))
-                and not (is_leaf is not None and is_leaf(type(value)))
-            ):
-                sub = self._get_str(first)
-                sub.update(
-                    {rest: value} if rest else value,
-                    clone=False,
-                    inplace=inplace,
-                    keys_to_update=sub_allowed,
-                    is_leaf=is_leaf,
-                )
-                continue
-            if rest and sub_allowed is not None and rest not in sub_allowed:
-                continue
-            self.set(parts, value, inplace=inplace)
-        return self
-
-    def _replace_batch_size_for(self, source: TensorDictBase) -> None:
-        raise BatchSizeError(
-            f"cannot replace the batch size of {self._location()} with {source.batch_size} "
-            "through update()"
-        )
-
-    def update_(
-        self,
-        input_dict_or_td: Mapping[Any, Any] | TensorDictBase | None = None,
-        clone: bool = False,
-        *,
-        non_blocking: bool = False,
-        keys_to_update: Sequence[NestedKey] | None = None,
-        **kwargs: Any,
-    ) -> TensorDictBase:
-        """Write every entry of the input into the existing entries (KeyError for new keys);
-        works on a locked tensordict."""
-        if kwargs:
-            input_dict_or_td = {**dict(_iter_items(input_dict_or_td or {})), **kwargs}
-        if input_dict_or_td is None or input_dict_or_td is self:
-            return self
-        allowed = None if keys_to_update is None else [unravel_key(k) for k in keys_to_update]
-        if allowed is not None and not allowed:
-            return self
-        for key, value in _iter_items(input_dict_or_td):
-            parts = unravel_key(key)
-            if allowed is not None and not any(k[0] == parts[0] for k in allowed):
-                continue
-            if not self._has(parts):
-                raise PtdKeyError(
-                    f"The key {out_key(parts)} was not found in the dest tensordict "
-                    f"({self._location()})."
-                )
-            if clone and isinstance(value, (torch.Tensor, TensorDictBase)):
-                value = value.clone()
-            if isinstance(value, (Mapping, TensorDictBase)) and not isinstance(
-                value, (NonTensorData, NonTensorStack)
-            ):
-                self._get_strict(parts).update_(
-                    value, keys_to_update=_prune_keys(allowed, parts[0]) if len(parts) == 1 else None
-                )
-            else:
-                self.set_(parts, value)
-        return self
-
-    def set_at_(self, key: NestedKey, value: Any, index: Any, **kwargs: Any) -> TensorDictBase:
-        """Write ``value`` into the rows ``index`` of the existing entry ``key``."""
-        parts = unravel_key(key)
-        if not self._has(parts):
-            raise PtdKeyError(f"key {key!r} not found in {self._location()}")
-        nested: Any = value
-        for part in reversed(parts):
-            nested = {part: nested}
-        self._set_at(index, nested)
-        return self
-
-    def update_at_(
-        self,
-        input_dict_or_td: Mapping[Any, Any] | TensorDictBase,
-        idx: Any,
-        clone: bool = False,
-        *,
-        non_blocking: bool = False,
-        keys_to_update: Sequence[NestedKey] | None = None,
-    ) -> TensorDictBase:
-        """Write every leaf of the input into the rows ``idx`` of the existing entries
-        (KeyError for a key this tensordict lacks)."""
-        allowed = None if keys_to_update is None else {unravel_key(k) for k in keys_to_update}
-        src = input_dict_or_td
-        if not isinstance(src, TensorDictBase):
-            src = new_tensordict(dict(src), batch_size=[])
-        for key in src.keys(True, True):
-            parts = unravel_key(key)
-            if allowed is not None and not any(parts[: len(k)] == k for k in allowed):
-                continue
-            value = src.get(key)
-            if clone and isinstance(value, torch.Tensor):
-                value = value.clone()
-            self.set_at_(parts, value, idx)
-        return self
-
     def copy(self) -> TensorDictBase:
         return self.clone(recurse=False)
 
@@ -793,16 +485,6 @@ def _iter_items(obj: Mapping[Any, Any] | TensorDictBase) -> Iterator[tuple[Any, 
             yield key, obj._get_str(key)
     else:
         yield from obj.items()
-
-
-def _prune_keys(
-    allowed: list[tuple[str, ...]] | None, first: str
-) -> list[tuple[str, ...]] | None:
-    """``keys_to_update`` for the nested tensordict at ``first``: None (everything) when
-    ``first`` itself is listed."""
-    if allowed is None or any(k == (first,) for k in allowed):
-        return None
-    return [k[1:] for k in allowed if k[0] == first and len(k) > 1]
 
 
 def is_leaf_nontensor(cls: type) -> bool:

@@ -44,7 +44,14 @@ import torch
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
 
-__all__ = ["user_stacklevel", "last_op", "LastOpMixin", "REVERSE", "entered_from_call", "caller_site"]
+__all__ = [
+    "user_stacklevel",
+    "last_op",
+    "LastOpMixin",
+    "REVERSE",
+    "entered_from_call",
+    "caller_site",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -183,8 +190,8 @@ def _rev_unlock(res: Any, args: Any, kwargs: Any, out: Any) -> Any:
 
 
 def _rev_transpose(res: Any, args: Any, kwargs: Any, out: Any) -> Any:
-    dim0, dim1 = (*args, *kwargs.values())
-    return _write_back(out, res.transpose(dim0, dim1))
+    dims = [*args, *kwargs.values()]
+    return _write_back(out, res.transpose(dims[0], dims[1]))
 
 
 def _sep(args: Any, kwargs: Any) -> str:

@@ -103,7 +103,9 @@ class OpsMixin:
         if is_tensordict(other) and other.ndim and other.batch_size != self.batch_size:
             shape = torch.broadcast_shapes(tuple(self.batch_size), tuple(other.batch_size))
             me = self if shape == tuple(self.batch_size) else self._detached_copy().expand(shape)
-            them = other if shape == tuple(other.batch_size) else other._detached_copy().expand(shape)
+            them = (
+                other if shape == tuple(other.batch_size) else other._detached_copy().expand(shape)
+            )
             return me._compare(them, op, default)
         if isinstance(other, Mapping) and not is_tensordict(other):
             other = new_tensordict(dict(other), batch_size=[])

@@ -79,6 +79,25 @@ class TransformsHost(ContainerPrimitives, Protocol):
 
     def to_dict(self) -> dict[str, Any]: ...
 
+    def _apply_rec(
+        self,
+        fn: Callable[..., Any],
+        others: tuple[Any, ...],
+        *,
+        named: bool,
+        nested_keys: bool,
+        prefix: tuple[str, ...],
+        batch_size: Sequence[int] | None,
+        device: Any,
+        names: Any,
+        inplace: bool,
+        default: Any,
+        filter_empty: bool | None,
+        propagate_lock: bool,
+        call_on_nested: bool,
+        out: TensorDictBase | None,
+    ) -> Any: ...
+
 
 class OpsHost(ContainerPrimitives, Protocol):
     """What :class:`~ptd.core.ops.OpsMixin` uses."""
@@ -106,7 +125,17 @@ class OpsHost(ContainerPrimitives, Protocol):
     # the family's own methods that call each other
     def _binary(self, other: Any, op: Callable[[Any, Any], Any]) -> TensorDictBase: ...
 
-    def _compare(self, other: Any, op: Callable[[Any, Any], Any]) -> TensorDictBase: ...
+    def _compare(
+        self, other: Any, op: Callable[[Any, Any], Any], default: bool = ...
+    ) -> TensorDictBase | bool: ...
+
+    def _detached_copy(self) -> TensorDictBase: ...
+
+    def _detached(self, value: TensorDictBase) -> TensorDictBase: ...
+
+    def _location(self) -> str: ...
+
+    def _get_strict(self, key: NestedKey) -> Any: ...
 
     def to(self, *args: Any, **kwargs: Any) -> TensorDictBase: ...
 

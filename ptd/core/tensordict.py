@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 from ptd.core.base import EntryMeta, TensorDictBase, _iter_items
-from ptd.core.indexing import index_names
 from ptd.core.batch import as_batch_size, fits, infer_batch_size
+from ptd.core.indexing import index_names
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import _flat_list
 from ptd.core.registry import lookup, register
@@ -207,13 +207,13 @@ class TensorDict(TensorDictBase):
     def clone(self, recurse: bool = True, **kwargs: Any) -> TensorDict:
         if recurse:
             # to_tensordict makes a TensorDict (typed as the base it is declared on)
-            return self.to_tensordict()  # type: ignore[return-value]
+            return self.to_tensordict()  # type: ignore[return-value,misc]
         out = TensorDict({}, batch_size=self.batch_size, device=self.device, names=self._names)
         out._data = dict(self._data)
         return out
 
     def _to_device(self, device: torch.device) -> TensorDictBase:
-        out = self.apply(lambda t: t.to(device), device=device)
+        out = self.apply(lambda t: t.to(device), device=device)  # type: ignore[misc]
         return out
 
     # ------------------------------------- memmap (ptd.memmap, registered in ptd.core.registry)

@@ -17,8 +17,11 @@ import torch
 from ptd.core.batch import as_batch_size
 from ptd.core.keys import NestedKey, out_key, unravel_key
 from ptd.core.lastop import LastOpMixin, last_op
+from ptd.core.locking import LockingMixin
+from ptd.core.names import NamesMixin
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.registry import is_tensordict, new_tensordict
+from ptd.core.update import UpdateMixin
 from ptd.errors import PtdKeyError, UnsupportedOperationError
 
 if TYPE_CHECKING:
@@ -30,7 +33,7 @@ __all__ = ["TransformsMixin", "pick_operand"]
 _NO_DEFAULT: Any = object()
 
 
-class TransformsMixin(LastOpMixin):
+class TransformsMixin(LastOpMixin, LockingMixin, NamesMixin, UpdateMixin):
     """Leaf-wise maps, conversions and key selection of :class:`~ptd.core.base.TensorDictBase`.
 
     ``self`` is typed as :class:`~ptd.core.protocols.TransformsHost`, the primitives used here.
@@ -81,7 +84,7 @@ class TransformsMixin(LastOpMixin):
         call_on_nested: bool = False,
         out: TensorDictBase | None = None,
         **constructor_kwargs: Any,
-    ) -> TensorDictBase | None:
+    ) -> Any:  # a TensorDictBase, or None (filter_empty)
         """A new in-memory TensorDict with ``fn(leaf, *matching entries of others)`` for every
         tensor leaf (tensordict 0.15's rules).
 
@@ -134,7 +137,7 @@ class TransformsMixin(LastOpMixin):
         call_on_nested: bool = False,
         out: TensorDictBase | None = None,
         **constructor_kwargs: Any,
-    ) -> TensorDictBase | None:
+    ) -> Any:  # a TensorDictBase, or None (filter_empty)
         """As :meth:`apply`, with ``fn(key, leaf, *others)``: ``key`` is the leaf's own name, or
         its full nested key (a tuple below the top level) with ``nested_keys=True``."""
         return self._apply_rec(
@@ -171,11 +174,12 @@ class TransformsMixin(LastOpMixin):
         propagate_lock: bool,
         call_on_nested: bool,
         out: TensorDictBase | None,
-    ) -> TensorDictBase | None:
+    ) -> Any:  # a TensorDictBase, or None (filter_empty)
         if inplace and not named and not call_on_nested and out is None and default is _NO_DEFAULT:
             # the streaming path (file-backed tensordicts write row slabs)
             return self._map_inplace(lambda t, o: fn(t, *o), tuple(others))
         me = cast("TensorDictBase", self)
+        was_locked = me.is_locked
         out_bs = self.batch_size if batch_size is None else as_batch_size(batch_size)
         if inplace:
             result: TensorDictBase | None = me
@@ -242,7 +246,7 @@ class TransformsMixin(LastOpMixin):
                 result._set_str(key, new, inplace=False)
         if not any_set and (filter_empty or (filter_empty is None and not me.is_empty())):
             return None
-        if propagate_lock and self.is_locked and result is not None and not inplace:
+        if propagate_lock and was_locked and result is not None and not inplace:
             result.lock_()
         return result
 

@@ -29,7 +29,7 @@ from ptd.core import indexing as ix
 from ptd.core.base import EntryMeta, TensorDictBase
 from ptd.core.batch import as_batch_size, fits
 from ptd.core.dtypes import dtype_from_str
-from ptd.core.lastop import caller_site, entered_from_call, user_stacklevel
+from ptd.core.lastop import caller_site, entered_from_call
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import _parse_to
 from ptd.core.registry import lookup, new_tensordict
@@ -37,7 +37,6 @@ from ptd.errors import (
     ArgumentError,
     BatchSizeError,
     ClosedStoreError,
-    LockedError,
     PtdTypeError,
     PtdValueError,
     UnsupportedDtypeError,
@@ -47,7 +46,9 @@ from ptd.format.tdmeta import td_meta_attrs
 from ptd.persistent.leaves import LeafIOMixin
 from ptd.persistent.opening import OpenersMixin
 from ptd.persistent.refused import RefusedOpsMixin
+from ptd.persistent.state import StoreStateMixin
 from ptd.persistent.store import StoreBacked, _check_allow_pickle, _key_parts, _Store
+from ptd.persistent.write import warn_replace as _warn_replace
 from ptd.persistent.write import write_value
 from ptd.storage.backends import get_backend
 from ptd.storage.backends.base import NodeKind, Path, ValueKind
@@ -57,10 +58,11 @@ __all__ = ["PersistentTensorDict"]
 _MODES = ("r", "r+", "w", "w-", "x", "a")
 #: what ``__enter__`` queues for a plain ``with p:`` (close on exit)
 _CLOSE: Any = object()
-_UNSET: Any = object()
 
 
-class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBacked, TensorDictBase):
+class PersistentTensorDict(
+    StoreStateMixin, OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBacked, TensorDictBase
+):
     """A tensordict whose entries live in an HDF5 file (``backend="h5"``) or a Zarr v3 store
     (``backend="zarr"``). See the module docstring and the README for the full behaviour.
 
@@ -214,105 +216,6 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
     @property
     def device(self) -> torch.device | None:
         return self._device
-
-    # ---------------------------------------------------------------- dim names
-    # Names of the stored dims of each group live in the shared store (read from the group's
-    # ``__tensordict__`` attribute, written there when set); a view maps them through its
-    # index entries. ``rename`` gives a copy with names of its own (never written).
-    def _stored_names(self, path: Path, ndim: int) -> list[str | None] | None:
-        cache = self._store.names
-        if path not in cache:
-            found = self._tree.stored_names(path, ndim) if not self._backend.closed else None
-            if found is None and path:
-                parent = self._stored_names(path[:-1], len(self._tree.group_batch(path[:-1], ())))
-                if parent is not None:
-                    found = (parent + [None] * ndim)[:ndim]
-            cache[path] = found
-        return cache[path]
-
-    @property  # type: ignore[override]
-    def _names(self) -> list[str | None] | None:
-        own = self.__dict__.get("_own_names", _UNSET)
-        if own is not _UNSET:
-            return own  # type: ignore[no-any-return]
-        stored = self._stored_names(self._path, len(self._stored_batch))
-        if stored is None or self._entries is None:
-            return stored
-        out: list[str | None] = []
-        d = 0
-        for e in self._entries:
-            if isinstance(e, int):
-                d += 1
-            elif isinstance(e, slice):
-                out.append(stored[d])
-                d += 1
-            else:
-                k = len(e.arrays)
-                out.append(stored[d] if k == 1 else None)
-                d += k
-        return out if any(n is not None for n in out) else None
-
-    @_names.setter
-    def _names(self, value: list[str | None] | None) -> None:
-        self._store.names[self._path] = None if value is None else list(value)
-
-    def _set_names(self, names: list[str | None] | None) -> None:
-        if "_own_names" in self.__dict__:
-            self.__dict__["_own_names"] = names
-            return
-        if self._entries is not None:
-            raise UnsupportedOperationError(
-                f"cannot set the dim names of an indexed view of {self._location()}; set them "
-                "on the full tensordict"
-            )
-        be = self._backend
-        self._store.names[self._path] = names
-        if be.writable:
-            be.set_attrs(self._path, td_meta_attrs(self._stored_batch, names))
-        for sub in self._nested_containers():
-            extra = len(sub._stored_batch) - len(self._stored_batch)
-            sub._set_names(None if names is None else names + [None] * extra)
-
-    def rename(self, *names: Any, **rename_map: str) -> TensorDictBase:
-        """A new PersistentTensorDict on the same store with other dim names (the store's
-        names are left as they are)."""
-        new = self._renamed(names, rename_map)
-        out = self.clone(recurse=False)
-        out.__dict__["_own_names"] = self._check_names(new)
-        return out
-
-    # ---------------------------------------------------------------- locking
-    # The lock state lives in the shared store (the set of locked group paths), so that
-    # nested groups and indexed views of a locked tensordict are locked too.
-    @property
-    def is_locked(self) -> bool:
-        locked = self._store.locked
-        return bool(locked) and any(self._path[:i] in locked for i in range(len(self._path) + 1))
-
-    @is_locked.setter
-    def is_locked(self, value: bool) -> None:
-        if value:
-            self.lock_()
-        else:
-            self.unlock_()
-
-    def _lock_tree(self) -> None:
-        self._store.locked.add(self._path)
-
-    def _check_can_unlock(self) -> None:
-        locked = self._store.locked
-        for i in range(len(self._path)):
-            if self._path[:i] in locked:
-                raise LockedError(
-                    "Cannot unlock a tensordict that is part of a locked graph. Unlock the root "
-                    "tensordict first. If the tensordict is part of multiple graphs, group the "
-                    "graphs under a common tensordict an unlock this root. "
-                    f"self: {self._location()}, locked: group {'/'.join(self._path[:i])!r}"
-                )
-
-    def _unlock_tree(self) -> None:
-        n = len(self._path)
-        self._store.locked -= {p for p in self._store.locked if p[:n] == self._path}
 
     def _missing(self, key: Any) -> ClosedStoreError | Any:
         if self._store.backend.closed:
@@ -605,7 +508,7 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
     def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
         """Read every entry into an in-memory :class:`ptd.TensorDict` (one copy of the data)."""
         self._check_open()
-        return super().to_tensordict()
+        return super().to_tensordict()  # type: ignore[misc]
 
     def clone(self, recurse: bool = True, *, filename: Any = None, **kwargs: Any) -> TensorDictBase:
         """``clone(False)``/``copy()``: a new PersistentTensorDict on the same open store (the
@@ -682,16 +585,6 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
     ) -> TensorDictBase:
         """Load a memmap directory as an in-memory TensorDict (as the reference does)."""
         return lookup("load_memmap")(prefix, mode=mode, allow_pickle=allow_pickle)  # type: ignore[no-any-return]
-
-
-def _warn_replace(key: str, where: str) -> None:
-    """tensordict's warning when ``set`` replaces a stored entry (delete and create)."""
-    warnings.warn(
-        f"Replacing an array with another one is inefficient (key {key!r} in {where}). "
-        "Consider using different names or populating in-place using `inplace=True`.",
-        UserWarning,
-        stacklevel=user_stacklevel(),
-    )
 
 
 def _broadcastable(a: Sequence[int], b: Sequence[int]) -> bool:

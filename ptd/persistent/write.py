@@ -6,6 +6,7 @@ number of rows at a time, aligned to the source's chunks).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ import torch
 from ptd.core.base import TensorDictBase
 from ptd.core.batch import as_batch_size, fits, infer_batch_size
 from ptd.core.dtypes import storage_dtype, to_storage
+from ptd.core.lastop import user_stacklevel
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.errors import BatchSizeError
 from ptd.format.tdmeta import td_meta_attrs
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
     from ptd.persistent.persistent_tensordict import PersistentTensorDict
     from ptd.storage.backends.base import Path
 
-__all__ = ["batch_size_of", "check_dtypes", "write_all", "write_value", "copy_leaf"]
+__all__ = ["warn_replace", "batch_size_of", "check_dtypes", "write_all", "write_value", "copy_leaf"]
 
 
 def _shape_of(value: Any) -> tuple[int, ...] | None:
@@ -237,3 +239,13 @@ def copy_leaf(
         if progress:
             progress(arr.nbytes)
     return done
+
+
+def warn_replace(key: str, where: str) -> None:
+    """tensordict's warning when ``set`` replaces a stored entry (delete and create)."""
+    warnings.warn(
+        f"Replacing an array with another one is inefficient (key {key!r} in {where}). "
+        "Consider using different names or populating in-place using `inplace=True`.",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )
