@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from ptd import PersistentTensorDict, TensorDict
-from ptd.errors import BatchSizeError, LockedError, PtdError, PtdKeyError
+from ptd.errors import BatchSizeError, LockedError, PtdError
 
 KINDS = ["memory", "h5", "zarr"]
 
@@ -101,9 +101,11 @@ def test_with_p_closes_but_with_unlock_does_not(tmp_path: Path, backend: str) ->
         pass
     with pytest.raises(KeyError):
         p["a"]
-    with PersistentTensorDict.from_h5(path) if backend == "h5" else PersistentTensorDict.from_zarr(
-        path
-    ) as q:
+    with (
+        PersistentTensorDict.from_h5(path)
+        if backend == "h5"
+        else PersistentTensorDict.from_zarr(path) as q
+    ):
         assert q["a"].shape == (3, 4)
     with pytest.raises(KeyError):
         q["a"]
@@ -210,7 +212,10 @@ def test_locking_matches_tensordict(tmp_path: Path) -> None:
         with pytest.raises(RuntimeError) as info2:
             td["n"].unlock_()
         td.set("a", torch.ones(3, 4), inplace=True)
-    assert str(info.value) == "Cannot modify locked TensorDict. For in-place modification, consider using the `set_()` method and make sure the key is present."
+    assert (
+        str(info.value)
+        == "Cannot modify locked TensorDict. For in-place modification, consider using the `set_()` method and make sure the key is present."
+    )
     assert "part of a locked graph" in str(info2.value)
 
 
@@ -226,7 +231,11 @@ def test_update_replaces_nested_with_tensor(make: Callable[..., Any], kind: str)
 def test_update_keys_to_update(make: Callable[..., Any]) -> None:
     td = make()
     td.update(
-        {"a": torch.ones(3, 4), "x": torch.ones(3), "n": {"b": torch.full((3,), 9.0), "y": torch.ones(3)}},
+        {
+            "a": torch.ones(3, 4),
+            "x": torch.ones(3),
+            "n": {"b": torch.full((3,), 9.0), "y": torch.ones(3)},
+        },
         keys_to_update=["x", ("n", "y")],
     )
     assert td["a"].sum() == 0 and td["n", "b"][0] == 1
@@ -428,7 +437,9 @@ def test_apply_flags(make: Callable[..., Any], kind: str) -> None:
 
 def test_apply_inplace_returns_self_and_uses_matching_entries(make: Callable[..., Any]) -> None:
     td = make()
-    out = td.apply(lambda x, y: x + y, {"a": torch.ones(3, 4), "n": {"b": 1, "m": {"c": 1}}}, inplace=True)
+    out = td.apply(
+        lambda x, y: x + y, {"a": torch.ones(3, 4), "n": {"b": 1, "m": {"c": 1}}}, inplace=True
+    )
     assert out is td
     assert td["a"].sum() == 12 and td["n", "b"][0] == 2 and td["n", "m", "c"][0] == 1
     assert td.named_apply(lambda k, x: x * 0, inplace=True) is td

@@ -40,6 +40,7 @@ from ptd.core.transforms import _NO_DEFAULT, TransformsMixin, pick_operand
 from ptd.errors import (
     BatchSizeError,
     ClosedStoreError,
+    InvalidKeyError,
     KeyTypeError,
     PtdKeyError,
     PtdTypeError,
@@ -237,7 +238,7 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
             raise KeyTypeError("key must be a NestedKey (a str or a possibly tuple of str).")
         try:
             parts = unravel_key(key)
-        except PtdTypeError:
+        except InvalidKeyError:
             return False
         return self._has(parts)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ptd.errors import PtdTypeError
+from ptd.errors import InvalidKeyError
 
 __all__ = ["NestedKey", "unravel_key", "out_key", "KeysView"]
 
@@ -27,7 +27,7 @@ def unravel_key(key: Any) -> tuple[str, ...]:
         for k in key:
             out.extend(unravel_key(k))
         return tuple(out)
-    raise PtdTypeError(
+    raise InvalidKeyError(
         f"key must be a NestedKey (a str or a possibly nested tuple of str), got {key!r}"
     )
 
@@ -52,7 +52,7 @@ class KeysView:
     def __contains__(self, key: object) -> bool:
         try:
             parts = unravel_key(key)
-        except PtdTypeError:
+        except InvalidKeyError:
             return False
         return out_key(parts) in self._keys
 

@@ -175,10 +175,11 @@ class LastOpMixin:
 # ------------------------------------------------------------------------------ inverses
 def _write_back(out: TensorDictBase, value: TensorDictBase) -> Any:
     """Write the undone result into the original: replace entries, or write into them when
-    the original is locked."""
+    the original is locked. A file-backed original is written in place (new keys are added):
+    replacing every stored array would rewrite the whole store."""
     if out.is_locked:
         return out.update_(value)
-    return out.update(value, inplace=False)
+    return out.update(value, inplace=getattr(out, "_setitem_inplace", False))
 
 
 def _rev_lock(res: Any, args: Any, kwargs: Any, out: Any) -> Any:
