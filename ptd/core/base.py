@@ -429,7 +429,9 @@ class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
             raise PtdKeyError(f"key {old_key!r} not found in {self._location()}")
         if self._has(new):
             if safe:
-                raise PtdKeyError(f"key {new_key!r} already present in {self._location()}")
+                raise PtdKeyError(
+                    f"key {new_key!r} already present in TensorDict ({self._location()})"
+                )
             self.del_(new)
         self._rename(old, new)
         return self

@@ -10,6 +10,7 @@ never written.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from ptd.errors import LockedError, UnsupportedOperationError
@@ -95,7 +96,9 @@ class StoreStateMixin:
     @property
     def is_locked(self: Any) -> bool:
         locked = self._store.locked
-        return bool(locked) and any(self._path[:i] in locked for i in range(len(self._path) + 1))
+        if not locked:
+            return False
+        return any(_alive(locked, self._path[:i]) for i in range(len(self._path) + 1))
 
     @is_locked.setter
     def is_locked(self: Any, value: bool) -> None:
@@ -105,12 +108,16 @@ class StoreStateMixin:
             self.unlock_()
 
     def _lock_tree(self: Any) -> None:
-        self._store.locked.add(self._path)
+        # the lock lasts as long as the object that took it (as tensordict's, which holds its
+        # parents by weak reference)
+        refs = self._store.locked.setdefault(self._path, [])
+        if not any(r() is self for r in refs):
+            refs.append(weakref.ref(self))
 
     def _check_can_unlock(self: Any) -> None:
         locked = self._store.locked
         for i in range(len(self._path)):
-            if self._path[:i] in locked:
+            if _alive(locked, self._path[:i]):
                 raise LockedError(
                     "Cannot unlock a tensordict that is part of a locked graph. Unlock the root "
                     "tensordict first. If the tensordict is part of multiple graphs, group the "
@@ -120,4 +127,17 @@ class StoreStateMixin:
 
     def _unlock_tree(self: Any) -> None:
         n = len(self._path)
-        self._store.locked -= {p for p in self._store.locked if p[:n] == self._path}
+        for path in [p for p in self._store.locked if p[:n] == self._path]:
+            del self._store.locked[path]
+
+
+def _alive(locked: dict[Path, list[Any]], path: Path) -> bool:
+    """Whether a live object holds the lock of ``path`` (dead holders are dropped)."""
+    refs = locked.get(path)
+    if not refs:
+        return False
+    refs[:] = [r for r in refs if r() is not None]
+    if not refs:
+        del locked[path]
+        return False
+    return True

@@ -126,7 +126,7 @@ class _Store:
         self.allow_pickle = allow_pickle
         self.non_tensor_as_stack = non_tensor_as_stack
         #: paths of the locked groups (a group is locked when it or an ancestor is listed)
-        self.locked: set[Path] = set()
+        self.locked: dict[Path, list[Any]] = {}
         #: dim names of the stored dims of each group seen (None: unnamed)
         self.names: dict[Path, list[str | None] | None] = {}
         self.pid = os.getpid()
