@@ -8,9 +8,10 @@ the leading dims). Non-tensors are 1-D ``uint8`` JSON/pickle payloads marked
 
 Differences from tensordict, all fixes: a write whose shape does not fit raises instead of being
 cut; :attr:`ZarrBackend.reopen_spec` never repeats mode ``"w"``; consolidated
-metadata, when the store has it, is rewritten after *any* metadata change (also attributes),
-once per session in :meth:`~ZarrBackend.flush` / :meth:`~ZarrBackend.close` rather than after
-each change (:mod:`~ptd.storage.backends.zarr_consolidated`). Children are listed in name order
+metadata, when the store has it, is removed at a session's first metadata change (so that it
+is never stale) and written again in :meth:`~ZarrBackend.flush` / :meth:`~ZarrBackend.close`
+(:mod:`~ptd.storage.backends.zarr_consolidated`); a writable ``ZipStore`` handed over is closed
+(finalized) by :meth:`~ZarrBackend.close`. Children are listed in name order
 (the store's order is arbitrary).
 
 Opening stores is :mod:`~ptd.storage.backends.zarr_open`; uncompressed chunks of local stores
@@ -135,7 +136,8 @@ class ZarrBackend(Backend):
         """Open a zarr group: a path (a directory, a ``.zip`` file or an fsspec URL), a
         ``zarr.abc.store.Store``, or an open ``zarr.Group`` (used as is; ``mode`` ignored).
 
-        Stores and groups passed in are not closed by :meth:`close`. ``fast_path``: read
+        Stores and groups passed in are not closed by :meth:`close`, except a writable
+        ``ZipStore`` (a zip is not readable until it is closed). ``fast_path``: read
         uncompressed chunks of a local store from memory maps (None: on unless
         ``PTD_FAST_PATH=0``; see ``fast_path``).
         """
