@@ -46,6 +46,7 @@ from ptd.persistent.leaves import LeafIOMixin
 from ptd.persistent.opening import OpenersMixin
 from ptd.persistent.refused import RefusedOpsMixin
 from ptd.persistent.store import StoreBacked, _check_allow_pickle, _key_parts, _Store
+from ptd.persistent.streaming import StreamingMixin
 from ptd.persistent.write import write_value
 from ptd.storage.backends import get_backend
 from ptd.storage.backends.base import NodeKind, Path, ValueKind
@@ -55,7 +56,9 @@ __all__ = ["PersistentTensorDict"]
 _MODES = ("r", "r+", "w", "w-", "x", "a")
 
 
-class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBacked, TensorDictBase):
+class PersistentTensorDict(
+    StreamingMixin, OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBacked, TensorDictBase
+):
     """A tensordict whose entries live in an HDF5 file (``backend="h5"``) or a Zarr v3 store
     (``backend="zarr"``). See the module docstring and the README for the full behaviour.
 
