@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
 
-from ptd.core.keys import NestedKey, unravel_key
+from ptd.core.keys import NestedKey
 from ptd.core.leafop import (
     _NO_EMPTY_DIM,
     _WITH_INDICES,
@@ -573,12 +573,13 @@ class ReductionsMixin:
 def _transform(
     result: Any, key_transform: Callable[[NestedKey], NestedKey] | None, reduce: Any
 ) -> Any:
-    """The result with its leaf keys renamed by ``key_transform`` (nested keys: the last part)."""
+    """The result with every part of every key renamed by ``key_transform``."""
     if key_transform is None or reduce or not is_tensordict(result):
         return result
     out = new_tensordict({}, batch_size=result.batch_size, device=result.device)
-    for key in result.keys(True, True):
-        parts = unravel_key(key)
-        new = unravel_key(key_transform(parts[-1]))
-        out.set(parts[:-1] + new, result.get(key))
+    for key in result._keys_str():
+        value = result._get_str(key)
+        if is_tensordict(value):
+            value = _transform(value, key_transform, None)
+        out._set_str(cast(str, key_transform(key)), value, inplace=False)
     return out

@@ -149,6 +149,7 @@ def _accumulate(
     keepdim = bool(op.keepdim)
     state: Any = None
     out_dtype: torch.dtype | None = None
+    ref: Any = None
     for start, x in slabs:
         if out_dtype is None:
             with warnings.catch_warnings():
@@ -156,6 +157,8 @@ def _accumulate(
                 warnings.simplefilter("ignore")
                 ref = first_op(x)
             out_dtype = (ref[0] if isinstance(ref, tuple) else ref).dtype
+        if x.numel() == 0:
+            continue  # an empty leaf among others (reduce=True) adds nothing
         if name in ("sum", "nansum", "prod"):
             wx = _wide(x) if kw.get("dtype") is None else _wide(x.to(kw["dtype"]))
             part = getattr(wx, name)(dim=dims if name != "prod" else dims[0], keepdim=True)
@@ -210,6 +213,8 @@ def _accumulate(
         elif name == "norm":
             part = (_wide(x.to(kw["dtype"]) if kw.get("dtype") else x) ** 2).sum()
             state = part if state is None else state + part
+    if state is None:
+        return ref  # nothing but empty slabs: what torch gives for the first one
     assert out_dtype is not None
     if name in ("mean", "nanmean"):
         result = state[0] / state[1]
