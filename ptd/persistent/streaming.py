@@ -96,7 +96,7 @@ class StreamingMixin:
             if meta.kind == "tensor":
                 self._store.backend._check_writable("/".join(self._path + parts))
                 break
-        return super()._inplace(fn, *operands)
+        return super()._inplace(fn, *operands)  # type: ignore[misc]
 
     def _reduce_together(self: Any, name: str, dim: Any, keepdim: Any, **kwargs: Any) -> Any:
         """``reduce=True`` without ``dim``: the slabs of every leaf, flattened and cast to the
