@@ -27,6 +27,7 @@ tensor([[ 10,  20],
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -165,12 +166,12 @@ class PointwiseMixin:
                 raise _mismatch(mine, theirs)
         flags = [is_tensordict(o) for o in ops]
 
-        def leaf_fn(x: torch.Tensor, *leaves: Any) -> Any:
+        def leaf_fn(x: torch.Tensor, leaves: list[Any]) -> Any:
             it = iter(leaves)
             args = [next(it) if f else _on_leaf(o, x) for f, o in zip(flags, ops, strict=True)]
             return fn(x, *args)
 
-        return me.apply(leaf_fn, *tds)
+        return _map_tree(me, leaf_fn, tds)
 
     def _inplace(self: PointwiseHost, fn: Callable[..., Any], *operands: Any) -> TensorDictBase:
         """Apply ``fn(leaf, *operand leaves)`` (a torch in-place method) to every leaf and
@@ -266,7 +267,7 @@ class PointwiseMixin:
         return self._pointwise(torch.neg)
 
     def __invert__(self: PointwiseHost) -> TensorDictBase:
-        return self._pointwise(torch.bitwise_not)
+        return self._pointwise(operator.invert)
 
     # ------------------------------------------------------------------ binary, out of place
     def add(
@@ -505,12 +506,31 @@ class PointwiseMixin:
         return self.pow_(other)
 
 
+def _map_tree(
+    td: TensorDictBase, fn: Callable[[torch.Tensor, list[Any]], Any], others: list[Any]
+) -> TensorDictBase:
+    """A new TensorDict (same batch size, names) of ``fn(leaf, matching leaves of others)``;
+    non-tensor entries are kept as they are."""
+    out = new_tensordict({}, batch_size=td.batch_size, device=td.device, names=td._names)
+    for key in td._keys_str():
+        meta = td._meta_str(key)
+        value = td._get_str(key)
+        if meta.kind == "nested":
+            value = _map_tree(value, fn, [o._get_str(key) for o in others])
+        elif meta.kind == "tensor":
+            value = fn(value, [o._get_str(key) for o in others])
+        out._set_str(key, value, inplace=False)
+    return out
+
+
 def _value(value: float | None) -> float:
     return 1 if value is None else value
 
 
 def _as_tensor(value: Any, like: torch.Tensor) -> torch.Tensor:
-    return value if isinstance(value, torch.Tensor) else torch.as_tensor(value, dtype=like.dtype)
+    # a number becomes a 0-d tensor of its own kind: torch then refuses a float into an int
+    # leaf, as tensordict does
+    return value if isinstance(value, torch.Tensor) else torch.as_tensor(value, device=like.device)
 
 
 def _as_leaf_tensordict(host: Any, operand: Any) -> Any:
