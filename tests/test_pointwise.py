@@ -9,6 +9,8 @@ a float result) both hold the same values, and a refused op changed nothing.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from math_oracle import build, compare, datasets, run, same
@@ -24,8 +26,9 @@ pytestmark = pytest.mark.interop
 KINDS = ["td", "h5", "zarr"]
 
 
-def _half(t):
-    return t * 0.5
+def _mask(t):
+    """A bool mask over the batch dims."""
+    return torch.arange(math.prod(t.batch_size)).reshape(t.batch_size) % 2 == 0
 
 
 #: name -> fn(container, operand tensordict of the same library, library module)
@@ -70,6 +73,11 @@ BINARY = {
     "addcdiv": lambda t, o, lib: t.addcdiv(o, o + 3, 0.5),
     "bitwise_and(td)": lambda t, o, lib: t.bitwise_and(o),
     "logical_and(td)": lambda t, o, lib: t.logical_and(o),
+    "masked_fill": lambda t, o, lib: t.masked_fill(_mask(t), 1),
+    "where(scalar)": lambda t, o, lib: t.where(_mask(t), 0),
+    "where(td)": lambda t, o, lib: t.where(_mask(t), o),
+    "where(td missing)": lambda t, o, lib: t.where(_mask(t), o.exclude("a")),
+    "where(td missing,pad)": lambda t, o, lib: t.where(_mask(t), o.exclude("a"), pad=0),
     "+": lambda t, o, lib: t + o,
     "radd": lambda t, o, lib: 1 + t,
     "-": lambda t, o, lib: t - 1,

@@ -378,6 +378,37 @@ class PointwiseMixin:
             lambda x, a, b: torch.addcdiv(x, a, b, value=_value(value)), other1, other2
         )
 
+    # ------------------------------------------------------------------ masks
+    def masked_fill(self: PointwiseHost, mask: torch.Tensor, value: float | bool) -> TensorDictBase:
+        """A copy with ``value`` where ``mask`` (over the batch dims) is True."""
+        return cast("TensorDictBase", self).to_tensordict().masked_fill_(mask, value)
+
+    def where(
+        self: PointwiseHost,
+        condition: torch.Tensor,
+        other: Any,
+        *,
+        out: TensorDictBase | None = None,
+        pad: Any = None,
+        update_batch_size: bool = False,
+    ) -> TensorDictBase:
+        """``torch.where(condition, leaf, other)`` for every leaf, ``condition`` lining up with
+        the batch dims. A tensordict ``other`` is paired by key; a key that only one side has
+        takes ``pad`` on the other (KeyError without ``pad``)."""
+        me = cast("TensorDictBase", self)
+        if is_tensordict(other):
+            return _where_td(me, condition, other, out, pad)
+
+        def pick(x: torch.Tensor, _: list[Any]) -> torch.Tensor:
+            return torch.where(_expanded(condition, x.shape), x, other)
+
+        result = _map_tree(me, pick, [])
+        if out is None:
+            return result
+        if not result.is_empty():
+            out.update(result)
+        return out
+
     # ------------------------------------------------------------------ binary, in place
     def add_(self: PointwiseHost, other: Any, *, alpha: float | None = None) -> TensorDictBase:
         if alpha is None:
@@ -523,6 +554,49 @@ def _map_tree(
     return out
 
 
+def _where_td(
+    me: TensorDictBase, cond: torch.Tensor, other: Any, out: Any, pad: Any
+) -> TensorDictBase:
+    result = (
+        out if out is not None else new_tensordict({}, batch_size=me.batch_size, device=me.device)
+    )
+    mine = me._keys_str()
+
+    def leaf(mine_t: Any, theirs_t: Any, key: str) -> torch.Tensor:
+        c = cond
+        if mine_t is None or theirs_t is None:
+            if pad is None:
+                raise PtdKeyError(f"Key {key} not found and no pad value provided.")
+            present = theirs_t if mine_t is None else mine_t
+            filler = torch.tensor(pad, dtype=present.dtype, device=present.device)
+            if mine_t is None:
+                mine_t, theirs_t, c = present, filler, ~cond
+            else:
+                theirs_t = filler
+        return torch.where(_expanded(c, mine_t.shape), mine_t, theirs_t)
+
+    for key in mine:
+        value = me._get_str(key)
+        theirs = other._get_str(key) if key in other._keys_str() else None
+        if is_tensordict(value):
+            sub_out = out._get_str(key) if out is not None and key in out._keys_str() else None
+            if theirs is None:
+                theirs = new_tensordict({}, batch_size=value.batch_size)
+            result._set_str(key, value.where(cond, theirs, out=sub_out, pad=pad), inplace=False)
+        elif isinstance(value, torch.Tensor):
+            result._set_str(key, leaf(value, theirs, key), inplace=False)
+    for key in other._keys_str():
+        if key in mine:
+            continue
+        theirs = other._get_str(key)
+        if is_tensordict(theirs):
+            empty = new_tensordict({}, batch_size=theirs.batch_size)
+            result._set_str(key, theirs.where(~cond, empty, pad=pad), inplace=False)
+        elif isinstance(theirs, torch.Tensor):
+            result._set_str(key, leaf(None, theirs, key), inplace=False)
+    return result
+
+
 def _value(value: float | None) -> float:
     return 1 if value is None else value
 
@@ -544,7 +618,7 @@ def _as_leaf_tensordict(host: Any, operand: Any) -> Any:
     return out
 
 
-def _expanded(t: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+def _expanded(t: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
     t = t.reshape(tuple(t.shape) + (1,) * (len(shape) - t.ndim))
     return t.expand(shape)
 
