@@ -79,6 +79,12 @@ CALLS = {
     "amax(1,keepdim)": lambda t: t.amax(1, keepdim=True),
     "amax(reduce)": lambda t: t.amax(reduce=True),
     "amax(7)": lambda t: t.amax(7),
+    # a tuple where the reduction takes one dim: the first, with tensordict's warnings
+    "max((0,1))": lambda t: t.max((0, 1)),
+    "amax((0,1))": lambda t: t.amax((0, 1)),
+    "amin((0,))": lambda t: t.amin((0,)),
+    "prod((1,))": lambda t: t.prod((1,)),
+    "quantile(0.5,(0,1))": lambda t: t.quantile(0.5, (0, 1)),
     "cummin(0)": lambda t: t.cummin(0),
     "cummax(1)": lambda t: t.cummax(1),
     "cummax(-1,no indices)": lambda t: t.cummax(-1, return_indices=False),

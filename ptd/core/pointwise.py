@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from ptd.core.keys import NestedKey, unravel_key  # noqa: F401
 from ptd.core.operands import (
     _as_leaf_tensordict,
     _as_tensor,
