@@ -1236,6 +1236,13 @@ def test_write_through_views_of_views(sample_ptd, sample_td, backend) -> None:
 
 
 def test_inplace_ops_on_views_write_to_file(sample_ptd, sample_td, backend) -> None:
+    # as in torch (and tensordict), adding an int to the bool leaf is refused, before any write
+    before = sample_ptd.to_tensordict()
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        sample_ptd[0].add_(10)
+    assert_same_leaves(sample_ptd, before)
+    del sample_ptd["n", "m"]
+    del sample_td["n", "m"]
     sample_ptd[1:3].zero_()
     sample_ptd[0].add_(10)
     sample_ptd[[5, 4]].mul_(2)

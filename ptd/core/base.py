@@ -35,6 +35,8 @@ from ptd.core.indexing import is_key_index
 from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import OpsMixin, ShapeMixin
+from ptd.core.pointwise import PointwiseMixin
+from ptd.core.reductions import ReductionsMixin
 from ptd.core.registry import TensorDictRoot, new_tensordict
 from ptd.core.transforms import _NO_DEFAULT, TransformsMixin, pick_operand
 from ptd.errors import (
@@ -69,7 +71,9 @@ class EntryMeta:
     non_tensor: str | None = None
 
 
-class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
+class TensorDictBase(
+    ReductionsMixin, PointwiseMixin, TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot
+):
     """Shared behaviour of :class:`ptd.TensorDict` and :class:`ptd.PersistentTensorDict`."""
 
     _is_locked: bool = False

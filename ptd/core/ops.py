@@ -1,4 +1,4 @@
-"""Arithmetic, comparisons, in-place ops, reductions and batch-shape operations.
+"""Comparisons, dtype/device casts, fills and batch-shape operations.
 
 Written once, on top of the primitives of :class:`ptd.core.base.TensorDictBase` (``apply``,
 ``_map_inplace``, ``_index``...), and mixed into it. Out-of-place results are in-memory
@@ -32,51 +32,8 @@ __all__ = ["OpsMixin", "ShapeMixin", "stack", "cat"]
 
 
 class OpsMixin:
-    """Elementwise math and in-place updates."""
-
-    # --- out of place ----------------------------------------------------------------------
-    def _binary(self: OpsHost, other: Any, op: Callable[[Any, Any], Any]) -> TensorDictBase:
-        if is_tensordict(other):
-            return self.apply(op, other)
-        return self.apply(lambda t: op(t, other))
-
-    def __add__(self: OpsHost, other: Any) -> TensorDictBase:
-        return self._binary(other, operator.add)
-
-    def __radd__(self: OpsHost, other: Any) -> TensorDictBase:
-        return self._binary(other, lambda a, b: b + a)
-
-    def __sub__(self: OpsHost, other: Any) -> TensorDictBase:
-        return self._binary(other, operator.sub)
-
-    def __rsub__(self: OpsHost, other: Any) -> TensorDictBase:
-        return self._binary(other, lambda a, b: b - a)
-
-    def __mul__(self: OpsHost, other: Any) -> TensorDictBase:
-        return self._binary(other, operator.mul)
-
-    def __rmul__(self: OpsHost, other: Any) -> TensorDictBase:
-        return self._binary(other, lambda a, b: b * a)
-
-    def __truediv__(self: OpsHost, other: Any) -> TensorDictBase:
-        return self._binary(other, operator.truediv)
-
-    def __rtruediv__(self: OpsHost, other: Any) -> TensorDictBase:
-        return self._binary(other, lambda a, b: b / a)
-
-    def __pow__(self: OpsHost, other: Any) -> TensorDictBase:
-        return self._binary(other, operator.pow)
-
-    def __neg__(self: OpsHost) -> TensorDictBase:
-        return self.apply(operator.neg)
-
-    def __abs__(self: OpsHost) -> TensorDictBase:
-        return self.apply(torch.abs)
-
-    add = __add__
-    sub = __sub__
-    mul = __mul__
-    div = __truediv__
+    """Comparisons, casts and fills (elementwise math: :mod:`ptd.core.pointwise`; reductions:
+    :mod:`ptd.core.reductions`)."""
 
     def _compare(
         self: OpsHost, other: Any, op: Callable[[Any, Any], Any], default: builtins.bool = False
@@ -166,29 +123,6 @@ class OpsMixin:
 
     __hash__ = None  # type: ignore[assignment]
 
-    def all(self: OpsHost, dim: int | None = None) -> bool | TensorDictBase:
-        """True when every element of every tensor leaf is true (``dim``: per batch dim)."""
-        if dim is not None:
-            return self.apply(lambda t: t.all(dim=dim), batch_size=_drop_dim(self.batch_size, dim))
-        return all(bool(t.all()) for _, t in self._tensor_leaves())
-
-    def any(self: OpsHost, dim: int | None = None) -> bool | TensorDictBase:
-        if dim is not None:
-            return self.apply(lambda t: t.any(dim=dim), batch_size=_drop_dim(self.batch_size, dim))
-        return any(bool(t.any()) for _, t in self._tensor_leaves())
-
-    def sum(self: OpsHost, dim: int | None = None) -> TensorDictBase:
-        if dim is None:
-            return self.apply(lambda t: t.sum(), batch_size=[])
-        return self.apply(lambda t: t.sum(dim=dim), batch_size=_drop_dim(self.batch_size, dim))
-
-    def mean(self: OpsHost, dim: int | None = None) -> TensorDictBase:
-        if dim is None:
-            return self.apply(
-                lambda t: t.float().mean() if not t.is_floating_point() else t.mean(), batch_size=[]
-            )
-        return self.apply(lambda t: t.mean(dim=dim), batch_size=_drop_dim(self.batch_size, dim))
-
     # --- dtype / device --------------------------------------------------------------------
     @last_op()
     def to(self: OpsHost, *args: Any, **kwargs: Any) -> TensorDictBase:
@@ -232,32 +166,6 @@ class OpsMixin:
         return self.apply(lambda t: t.contiguous())
 
     # --- in place --------------------------------------------------------------------------
-    def add_(self: OpsHost, other: Any, *, alpha: builtins.float | None = None) -> TensorDictBase:
-        return self._map_inplace(lambda t, o: t + (o if alpha is None else alpha * o), other)
-
-    def sub_(self: OpsHost, other: Any, *, alpha: builtins.float | None = None) -> TensorDictBase:
-        return self._map_inplace(lambda t, o: t - (o if alpha is None else alpha * o), other)
-
-    def mul_(self: OpsHost, other: Any) -> TensorDictBase:
-        return self._map_inplace(lambda t, o: t * o, other)
-
-    def div_(self: OpsHost, other: Any) -> TensorDictBase:
-        return self._map_inplace(lambda t, o: t / o, other)
-
-    # mypy checks each __iX__ against __X__ bound to the bare mixin class, which is not an OpsHost
-    # (its self type): the [misc] ignores below are for that check only
-    def __iadd__(self: OpsHost, other: Any) -> TensorDictBase:  # type: ignore[misc]
-        return self.add_(other)
-
-    def __isub__(self: OpsHost, other: Any) -> TensorDictBase:  # type: ignore[misc]
-        return self.sub_(other)
-
-    def __imul__(self: OpsHost, other: Any) -> TensorDictBase:  # type: ignore[misc]
-        return self.mul_(other)
-
-    def __itruediv__(self: OpsHost, other: Any) -> TensorDictBase:  # type: ignore[misc]
-        return self.div_(other)
-
     def zero_(self: OpsHost) -> TensorDictBase:
         return self._map_inplace(lambda t, o: torch.zeros_like(t))
 
@@ -271,15 +179,6 @@ class OpsMixin:
         elif isinstance(target, torch.Tensor):
             self.set_(parts, torch.full_like(target, value))
         return cast("TensorDictBase", self)  # a mixin's self is the TensorDictBase it is mixed into
-
-    def clamp_(self: OpsHost, min: Any = None, max: Any = None) -> TensorDictBase:
-        return self._map_inplace(lambda t, o: t.clamp(min=min, max=max))
-
-    def clamp_max_(self: OpsHost, max: Any) -> TensorDictBase:
-        return self._map_inplace(lambda t, o: t.clamp_max(max))
-
-    def clamp_min_(self: OpsHost, min: Any) -> TensorDictBase:
-        return self._map_inplace(lambda t, o: t.clamp_min(min))
 
     def masked_fill_(
         self: OpsHost, mask: torch.Tensor, value: builtins.float | builtins.bool
@@ -299,11 +198,6 @@ class OpsMixin:
 def _expand_right(other: torch.Tensor, leaf: torch.Tensor) -> torch.Tensor:
     """``other`` (batch-shaped) with trailing dims of size 1 added to match ``leaf``."""
     return other.reshape(tuple(other.shape) + (1,) * (leaf.ndim - other.ndim))
-
-
-def _drop_dim(bs: torch.Size, dim: int) -> list[int]:
-    dim = dim % len(bs) if bs else 0
-    return [n for i, n in enumerate(bs) if i != dim]
 
 
 def _parse_to(

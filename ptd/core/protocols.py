@@ -1,6 +1,6 @@
 """What each method family mixed into :class:`~ptd.core.base.TensorDictBase` needs from it.
 
-:class:`~ptd.core.transforms.TransformsMixin`, :class:`~ptd.core.ops.OpsMixin` and
+:class:`~ptd.core.transforms.TransformsMixin`, :class:`~ptd.core.ops.OpsMixin`, the reductions and pointwise mixins and
 :class:`~ptd.core.ops.ShapeMixin` are written on a few primitives of the class they are mixed
 into. Their methods annotate ``self`` with the protocol below that declares exactly those
 primitives (and the methods of the family that call each other): the mixin type-checks on its
@@ -19,8 +19,16 @@ if TYPE_CHECKING:
 
     from ptd.core.base import EntryMeta, TensorDictBase
     from ptd.core.keys import NestedKey
+    from ptd.core.leafop import LeafOp
 
-__all__ = ["ContainerPrimitives", "TransformsHost", "OpsHost", "ShapeHost"]
+__all__ = [
+    "ContainerPrimitives",
+    "TransformsHost",
+    "OpsHost",
+    "ShapeHost",
+    "ReductionsHost",
+    "PointwiseHost",
+]
 
 
 class ContainerPrimitives(Protocol):
@@ -123,8 +131,6 @@ class OpsHost(ContainerPrimitives, Protocol):
     def update_(self, input_dict_or_td: Mapping[Any, Any] | TensorDictBase) -> TensorDictBase: ...
 
     # the family's own methods that call each other
-    def _binary(self, other: Any, op: Callable[[Any, Any], Any]) -> TensorDictBase: ...
-
     def _compare(
         self, other: Any, op: Callable[[Any, Any], Any], default: bool = ...
     ) -> TensorDictBase | bool: ...
@@ -140,14 +146,6 @@ class OpsHost(ContainerPrimitives, Protocol):
     def to(self, *args: Any, **kwargs: Any) -> TensorDictBase: ...
 
     def _to_device(self, device: torch.device) -> TensorDictBase: ...
-
-    def add_(self, other: Any, *, alpha: float | None = ...) -> TensorDictBase: ...
-
-    def sub_(self, other: Any, *, alpha: float | None = ...) -> TensorDictBase: ...
-
-    def mul_(self, other: Any) -> TensorDictBase: ...
-
-    def div_(self, other: Any) -> TensorDictBase: ...
 
 
 class ShapeHost(ContainerPrimitives, Protocol):
@@ -167,6 +165,107 @@ class ShapeHost(ContainerPrimitives, Protocol):
     ) -> tuple[TensorDictBase, ...]: ...
 
 
+class ReductionsHost(ContainerPrimitives, Protocol):
+    """What :class:`ReductionsMixin` uses of the class it is mixed into (mypy only)."""
+
+    @property
+    def _names(self) -> list[str | None] | None: ...
+
+    def _meta_str(self, key: str) -> EntryMeta: ...
+
+    def _metas(self, include_nested: bool) -> Iterator[tuple[tuple[str, ...], EntryMeta]]: ...
+
+    def _walk(self, parts: tuple[str, ...]) -> tuple[TensorDictBase, str]: ...
+
+    def _tensor_leaves(self) -> Iterator[tuple[tuple[str, ...], torch.Tensor]]: ...
+
+    # the family's own methods that call each other
+    def _reduce_leaf(self, key: str, op: LeafOp) -> Any: ...
+
+    def _reduce_tree(
+        self,
+        op: LeafOp,
+        batch_size: Sequence[int],
+        nested: Callable[[TensorDictBase], Any] | None,
+        names: list[str | None] | None = ...,
+    ) -> Any: ...
+
+    def _names_without(self, dims: Sequence[int]) -> list[str | None] | None: ...
+
+    def _reduction(self, name: str, dim: Any, keepdim: Any, **kwargs: Any) -> Any: ...
+
+    def _reduce_together(self, name: str, dim: Any, keepdim: Any, **kwargs: Any) -> Any: ...
+
+    def _all_any(self, name: str, dim: int | None) -> bool | TensorDictBase: ...
+
+    def _tensor_leaf_keys(self) -> list[tuple[tuple[str, ...], Any]]: ...
+
+    def _extremum(
+        self, name: str, dim: Any, keepdim: Any, reduce: bool | None, return_indices: bool
+    ) -> Any: ...
+
+    def logsumexp(
+        self,
+        dim: int | tuple[int, ...] | None = ...,
+        keepdim: bool = ...,
+        *,
+        out: TensorDictBase | None = ...,
+    ) -> TensorDictBase: ...
+
+    def softmax(self, dim: int, dtype: torch.dtype | None = ...) -> TensorDictBase: ...
+
+
+class PointwiseHost(ContainerPrimitives, Protocol):
+    """What :class:`PointwiseMixin` uses of the class it is mixed into (mypy only)."""
+
+    def _metas(self, include_nested: bool) -> Iterator[tuple[tuple[str, ...], EntryMeta]]: ...
+
+    def apply(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> TensorDictBase: ...
+
+    def expand(self, *shape: Any) -> TensorDictBase: ...
+
+    def _map_inplace(
+        self, fn: Callable[[torch.Tensor, Any], torch.Tensor | None], other: Any = ...
+    ) -> TensorDictBase: ...
+
+    def keys(self, include_nested: bool = ..., leaves_only: bool = ...) -> Any: ...
+
+    def get(self, key: NestedKey) -> Any: ...
+
+    # the family's own methods that call each other
+    def _pointwise(
+        self, fn: Callable[..., Any], *operands: Any, default: Any = ...
+    ) -> TensorDictBase: ...
+
+    def _inplace(self, fn: Callable[..., Any], *operands: Any) -> TensorDictBase: ...
+
+    def _operands(
+        self, operands: Sequence[Any], *, inplace: bool
+    ) -> tuple[TensorDictBase, list[Any]]: ...
+
+    def clamp_max(self, other: Any, *, default: Any = ...) -> TensorDictBase: ...
+
+    def clamp_min(self, other: Any, default: Any = ...) -> TensorDictBase: ...
+
+    def clamp(self, min: Any = ..., max: Any = ..., *, out: Any = ...) -> TensorDictBase: ...
+
+    def pow_(self, other: Any) -> TensorDictBase: ...
+
+    def clamp_max_(self, other: Any) -> TensorDictBase: ...
+
+    def is_empty(self) -> bool: ...
+
+    def clamp_min_(self, other: Any) -> TensorDictBase: ...
+
+    def add_(self, other: Any, *, alpha: float | None = ...) -> TensorDictBase: ...
+
+    def sub_(self, other: Any, alpha: float | None = ...) -> TensorDictBase: ...
+
+    def mul_(self, other: Any) -> TensorDictBase: ...
+
+    def div_(self, other: Any) -> TensorDictBase: ...
+
+
 if TYPE_CHECKING:
 
     def _conforms(td: TensorDictBase) -> None:
@@ -175,3 +274,5 @@ if TYPE_CHECKING:
         _transforms: TransformsHost = td
         _ops: OpsHost = td
         _shape: ShapeHost = td
+        _reductions: ReductionsHost = td
+        _pointwise: PointwiseHost = td

@@ -183,9 +183,7 @@ class LeafIOMixin:
                 node, last = view._walk(parts)
                 path = node._path + (last,)
                 leaf_meta = node._tree.meta(path)
-                operand = pick_operand(other, parts, sl)
-                if sl is not None:
-                    operand = _cut_tensor_operand(operand, sl, len(meta.shape))
+                operand = _slab_operand(other, parts, sl, len(meta.shape))
                 result = fn(node._read_leaf(path, leaf_meta), operand)
                 if result is not None:
                     node._write_leaf(path, leaf_meta, result)
@@ -209,13 +207,15 @@ def _check_leaf_memory(
         check_read(nbytes_of(shape, itemsize), f"key {'/'.join(path)!r} of {be.location}")
 
 
-def _cut_tensor_operand(operand: Any, rows: slice, leaf_ndim: int) -> Any:
-    """A plain tensor operand that carries the batch dims (full leaf ndim) is cut to ``rows``."""
-    if isinstance(operand, tuple):
-        return tuple(_cut_tensor_operand(o, rows, leaf_ndim) for o in operand)
-    if isinstance(operand, torch.Tensor) and operand.ndim == leaf_ndim and operand.ndim > 0:
-        return operand[rows]
-    return operand
+def _slab_operand(other: Any, parts: tuple[str, ...], rows: slice | None, leaf_ndim: int) -> Any:
+    """The operand of leaf ``parts`` for the slab ``rows``: a tensordict's matching leaf cut to
+    the rows, a plain tensor that carries the batch dims (full leaf ndim) cut to the rows, and
+    anything else as it is (each cut once: a leaf taken from a tensordict is not cut again)."""
+    if isinstance(other, tuple):
+        return tuple(_slab_operand(o, parts, rows, leaf_ndim) for o in other)
+    if rows is not None and isinstance(other, torch.Tensor) and other.ndim == leaf_ndim > 0:
+        return other[rows]
+    return pick_operand(other, parts, rows)
 
 
 def _row_nbytes(meta: Any) -> int:

@@ -48,6 +48,7 @@ from ptd.persistent.opening import OpenersMixin
 from ptd.persistent.refused import RefusedOpsMixin
 from ptd.persistent.state import StoreStateMixin
 from ptd.persistent.store import StoreBacked, _check_allow_pickle, _key_parts, _Store
+from ptd.persistent.streaming import StreamingMixin
 from ptd.persistent.write import warn_replace as _warn_replace
 from ptd.persistent.write import write_value
 from ptd.storage.backends import get_backend
@@ -61,7 +62,13 @@ _CLOSE: Any = object()
 
 
 class PersistentTensorDict(
-    StoreStateMixin, OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBacked, TensorDictBase
+    StoreStateMixin,
+    StreamingMixin,
+    OpenersMixin,
+    LeafIOMixin,
+    RefusedOpsMixin,
+    StoreBacked,
+    TensorDictBase,
 ):
     """A tensordict whose entries live in an HDF5 file (``backend="h5"``) or a Zarr v3 store
     (``backend="zarr"``). See the module docstring and the README for the full behaviour.
