@@ -36,6 +36,7 @@ from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import OpsMixin, ShapeMixin
 from ptd.core.registry import TensorDictRoot, new_tensordict
+from ptd.core.torch_functions import TorchFunctionMixin
 from ptd.core.transforms import _NO_DEFAULT, TransformsMixin, pick_operand
 from ptd.errors import (
     BatchSizeError,
@@ -67,7 +68,7 @@ class EntryMeta:
     non_tensor: str | None = None
 
 
-class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot):
+class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TorchFunctionMixin, TensorDictRoot):
     """Shared behaviour of :class:`ptd.TensorDict` and :class:`ptd.PersistentTensorDict`."""
 
     _is_locked: bool = False
