@@ -30,7 +30,10 @@ import numpy as np
 import torch
 
 from ptd.core.batch import fits
+from ptd.core.construct import ConstructMixin
+from ptd.core.conversions import ConversionsMixin
 from ptd.core.dtypes import dtype_abbrev
+from ptd.core.factories import FromMixin
 from ptd.core.indexing import is_key_index
 from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
 from ptd.core.nontensor import NonTensorData, NonTensorStack
@@ -68,7 +71,16 @@ class EntryMeta:
     non_tensor: str | None = None
 
 
-class TensorDictBase(TransformsMixin, OpsMixin, ShapeMixin, TorchFunctionMixin, TensorDictRoot):
+class TensorDictBase(
+    TransformsMixin,
+    OpsMixin,
+    ShapeMixin,
+    TorchFunctionMixin,
+    ConstructMixin,
+    ConversionsMixin,
+    FromMixin,
+    TensorDictRoot,
+):
     """Shared behaviour of :class:`ptd.TensorDict` and :class:`ptd.PersistentTensorDict`."""
 
     _is_locked: bool = False

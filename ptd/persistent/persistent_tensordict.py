@@ -55,7 +55,8 @@ __all__ = ["PersistentTensorDict"]
 _MODES = ("r", "r+", "w", "w-", "x", "a")
 
 
-class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBacked, TensorDictBase):
+# from_dict takes a filename here, unlike the in-memory TensorDictBase.from_dict
+class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBacked, TensorDictBase):  # type: ignore[misc]
     """A tensordict whose entries live in an HDF5 file (``backend="h5"``) or a Zarr v3 store
     (``backend="zarr"``). See the module docstring and the README for the full behaviour.
 
