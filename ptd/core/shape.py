@@ -441,11 +441,11 @@ class ShapeMixin:
         n = self.batch_size[d]
         if isinstance(split_size, int) and split_size <= 0:
             raise PtdValueError(f"split_size must be positive, got {split_size}")
-        sizes = (
-            [split_size] * (n // split_size) + ([n % split_size] if n % split_size else [])
-            if isinstance(split_size, int)
-            else list(split_size)
-        )
+        if isinstance(split_size, int):
+            sizes = [split_size] * (n // split_size) + ([n % split_size] if n % split_size else [])
+            sizes = sizes or [0]  # an empty dim splits into one empty piece, as in torch
+        else:
+            sizes = list(split_size)
         if sum(sizes) != n:
             raise ArgumentError(f"split sizes {sizes} do not add up to dim {d} of size {n}")
         pre = (slice(None),) * d

@@ -28,7 +28,7 @@ import torch
 
 from ptd.core.joining import cat, stack
 from ptd.core.registry import TensorDictRoot, is_tensordict
-from ptd.errors import PtdTypeError, PtdValueError, UnsupportedOperationError
+from ptd.errors import NotSupportedError, PtdTypeError, PtdValueError
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
@@ -119,7 +119,7 @@ def _gather(
     out: TensorDictBase | None = None,
 ) -> TensorDictBase:
     if sparse_grad:
-        raise UnsupportedOperationError(
+        raise NotSupportedError(
             "sparse_grad=True not implemented for torch.gather(tensordict, ...)"
         )
     return td.gather(dim, index, out=out)
