@@ -103,6 +103,9 @@ REFUSED_ON_FILE = {
 }
 #: tensordict supports these on a file (by loading everything); ptd refuses on purpose
 DELIBERATELY_REFUSED = {"reshape"}
+#: tensordict's PersistentTensorDict fails on these (NotImplementedError from its sub-tensordict,
+#: on some calls only); ptd reads the rows asked and is compared with the in-memory result
+ORACLE_FAILS_ON_FILE = {"masked_select"}
 
 
 
@@ -122,7 +125,8 @@ def test_shape_op_on_persistent_matches_tensordict(tmp_path, backend, name: str)
             return
         if name in ("squeeze", "squeeze_none", "view_dtype_float"):
             pytest.skip("needs unsqueeze/select first, which a file-backed tensordict refuses")
-        check(SHAPE_OPS[name], mine, theirs, f"{name}(persistent {backend})")
+        oracle = theirs.to_tensordict() if name in ORACLE_FAILS_ON_FILE else theirs
+        check(SHAPE_OPS[name], mine, oracle, f"{name}(persistent {backend})")
     finally:
         mine.close()
         theirs.close()
