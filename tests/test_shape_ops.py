@@ -108,8 +108,11 @@ DELIBERATELY_REFUSED = {"reshape"}
 ORACLE_FAILS_ON_FILE = {"masked_select"}
 
 
+#: these first call unsqueeze/select, which a file-backed tensordict refuses in both libraries
+NEEDS_A_REFUSED_OP = {"squeeze", "squeeze_none", "view_dtype_float"}
 
-@pytest.mark.parametrize("name", sorted(SHAPE_OPS))
+
+@pytest.mark.parametrize("name", sorted(set(SHAPE_OPS) - NEEDS_A_REFUSED_OP))
 def test_shape_op_on_persistent_matches_tensordict(tmp_path, backend, name: str) -> None:
     mine, theirs = persistent_pair("2d", tmp_path, backend)
     try:
@@ -123,8 +126,6 @@ def test_shape_op_on_persistent_matches_tensordict(tmp_path, backend, name: str)
             with pytest.raises(RuntimeError, match="PersistentTensorDict"):
                 SHAPE_OPS[name](mine)
             return
-        if name in ("squeeze", "squeeze_none", "view_dtype_float"):
-            pytest.skip("needs unsqueeze/select first, which a file-backed tensordict refuses")
         oracle = theirs.to_tensordict() if name in ORACLE_FAILS_ON_FILE else theirs
         check(SHAPE_OPS[name], mine, oracle, f"{name}(persistent {backend})")
     finally:

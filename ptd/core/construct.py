@@ -106,6 +106,10 @@ class ConstructMixin:
             except (IndexError, TypeError, ValueError):
                 view = None
             if view is not None:
+                meta = view.leaf_meta(parts)
+                if meta.kind == "tensor" and not is_tensordict(value):
+                    # a scalar or a broadcastable value, as tensor[index] = value takes it
+                    value = torch.as_tensor(value, dtype=meta.dtype).expand(meta.shape)
                 view.set_(parts, value)
                 return td
             current = td.get(parts)
@@ -133,6 +137,11 @@ class ConstructMixin:
         for parts, value in _leaf_items(input_dict_or_td):
             if allowed is not None and not any(parts[: len(a)] == a for a in allowed):
                 continue
+            if not isinstance(value, torch.Tensor):
+                raise PtdTypeError(
+                    f"update_at_ takes tensors (or tensordicts of them), got {type(value).__name__}"
+                    f" for key {out_key(parts)!r}"
+                )
             if clone and isinstance(value, torch.Tensor):
                 value = value.clone()
             td.set_at_(parts, value, idx)
@@ -185,7 +194,8 @@ class ConstructMixin:
         last one with the keys no set took. ``inplace`` deletes the taken keys from this
         tensordict; ``strict=False`` skips missing keys (or sets ``default`` for them)."""
         td = _td(self)
-        rest = td.to_tensordict() if td._reads_copy() else td.copy()
+        # a copy of every level (the leaves shared), so that taking keys leaves td as it is
+        rest = td.to_tensordict() if td._reads_copy() else td.apply(lambda t: t)
         if not strict and default is _NO_DEFAULT:
             default = None
         outs = []
