@@ -5,6 +5,7 @@ the store)."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,18 @@ from oracle import KINDS, SUFFIX, assert_same, check, pair, persistent_pair, tdl
 import ptd
 
 Point = collections.namedtuple("Point", "x y")
+
+
+@dataclasses.dataclass
+class Inner:
+    z: torch.Tensor
+
+
+@dataclasses.dataclass
+class Outer:
+    x: torch.Tensor
+    y: int
+    inner: Inner
 
 
 def _as_dict(nt: Any) -> Any:
@@ -92,6 +105,16 @@ CALLS: dict[str, Callable[[Any], Any]] = {
     "int16": lambda t: t.int16(),
     "uint8": lambda t: t.uint8(),
     "float64": lambda t: t.float64(),
+    "cat_from_tensordict": lambda t: t.select("i", ("n", "x")).cat_from_tensordict(-1),
+    "stack_from_tensordict": lambda t: t.select("i", ("n", "x")).stack_from_tensordict(
+        0, sorted=[("n", "x"), "i"]
+    ),
+    "stack_from_tensordict_sorted": lambda t: t.select("i", ("n", "x")).stack_from_tensordict(
+        sorted=True
+    ),
+    "stack_from_tensordict_bad_keys": lambda t: t.select("i").stack_from_tensordict(sorted=["f"]),
+    "is_cpu": lambda t: (t.is_cpu, t.is_cuda, t.is_meta),
+    "is_contiguous": lambda t: t.is_contiguous(),
 }
 
 
@@ -179,6 +202,21 @@ FROM_CALLS: dict[str, Callable[[Any], Any]] = {
     "from_pytree_namedtuple": lambda cls: cls.from_pytree(
         Point(torch.zeros(2), torch.ones(2))
     ).to_pytree(),
+    "from_dataclass": lambda cls: cls.from_dataclass(
+        Outer(torch.zeros(3), 2, Inner(torch.ones(3, 2)))
+    ),
+    "from_dataclass_auto": lambda cls: cls.from_dataclass(
+        Outer(torch.zeros(3), 2, Inner(torch.ones(3, 2))), auto_batch_size=True
+    ),
+    "from_dataclass_not_one": lambda cls: cls.from_dataclass({"a": 1}),
+    "from_list": lambda cls: cls.from_list([{"a": torch.zeros(2)}, {"a": torch.ones(2)}]),
+    "from_list_auto": lambda cls: cls.from_list(
+        [{"a": torch.zeros(2)}, {"a": torch.ones(2)}], auto_batch_size=True
+    ),
+    "from_list_batch_size": lambda cls: cls.from_list(
+        [{"a": torch.zeros(2)}, {"a": torch.ones(2)}], batch_size=[2, 2]
+    ),
+    "from_list_bad_batch_size": lambda cls: cls.from_list([{"a": torch.zeros(2)}], batch_size=[3]),
     "stack_classmethod": lambda cls: cls.stack([cls({"a": torch.zeros(2)}, [2])] * 3, 1),
     "cat_classmethod": lambda cls: cls.cat([cls({"a": torch.zeros(2)}, [2])] * 3),
 }
@@ -199,6 +237,21 @@ def test_from_dict_instance_and_to_struct_array_round_trip() -> None:
     assert_same(back, tdlib.TensorDict.from_struct_array(arr))
     got = mine.from_dict_instance({"a": torch.zeros(4, 3)}, batch_size=[4])
     assert_same(got, theirs.from_dict_instance({"a": torch.zeros(4, 3)}, batch_size=[4]))
+
+
+def test_to_h5_and_to_zarr_write_a_store_that_reads_back(tmp_path) -> None:
+    mine, theirs = pair("2d")
+    _no_bf16(mine), _no_bf16(theirs)
+    for method, suffix in (("to_h5", ".h5"), ("to_zarr", ".zarr")):
+        p = getattr(mine, method)(tmp_path / f"out{suffix}")
+        assert type(p) is ptd.PersistentTensorDict
+        assert_same(p.to_tensordict(), theirs)
+        p.close()
+        opener = getattr(ptd.TensorDict, "from_h5" if suffix == ".h5" else "from_zarr")
+        back = opener(tmp_path / f"out{suffix}")
+        assert type(back) is ptd.PersistentTensorDict
+        assert_same(back.to_tensordict(), theirs)
+        back.close()
 
 
 def test_new_tensor_warns_as_tensor_new_tensor_does() -> None:

@@ -29,8 +29,8 @@ import torch
 
 from ptd.core.keys import NestedKey, unravel_key
 from ptd.core.nontensor import NonTensorData, NonTensorStack
-from ptd.core.registry import is_tensordict
-from ptd.errors import PtdTypeError
+from ptd.core.registry import is_tensordict, lookup
+from ptd.errors import PtdTypeError, UnsupportedOperationError
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
@@ -151,7 +151,73 @@ class ConversionsMixin:
                 td._get_str(key)._drop_non_tensor()
         return td
 
+    @property
+    def is_cpu(self) -> bool:
+        """Whether the tensordict has a CPU device (False when it has no device)."""
+        device = _td(self).device
+        return device is not None and device.type == "cpu"
+
+    @property
+    def is_cuda(self) -> bool:
+        """Whether the tensordict has a CUDA device (False when it has no device)."""
+        device = _td(self).device
+        return device is not None and device.type == "cuda"
+
+    @property
+    def is_meta(self) -> bool:
+        """Whether the tensordict has a meta device (False when it has no device)."""
+        device = _td(self).device
+        return device is not None and device.type == "meta"
+
+    def is_contiguous(self) -> bool:
+        """True when every leaf is contiguous; a file-backed tensordict, whose leaves are
+        made when read, says False (as tensordict)."""
+        td = _td(self)
+        if td._reads_copy():
+            return False
+        return all(t.is_contiguous() for _, t in td._tensor_leaves())
+
     # ------------------------------------------------------------ to other containers
+    def cat_from_tensordict(
+        self, dim: int = 0, *, sorted: Any = None, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``torch.cat`` of every tensor leaf (in key order, sorted order, or the order of
+        the list ``sorted``)."""
+        return torch.cat(self._leaves_in_order(sorted), dim, out=out)
+
+    def stack_from_tensordict(
+        self, dim: int = 0, *, sorted: Any = None, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``torch.stack`` of every tensor leaf (they must have one shape)."""
+        return torch.stack(self._leaves_in_order(sorted), dim, out=out)
+
+    def _leaves_in_order(self, order: Any) -> list[torch.Tensor]:
+        td = _td(self)
+        if order in (None, False):
+            return list(td.values(True, True))
+        if order is True:
+            return list(td.values(True, True, sort=True))
+        keys = [unravel_key(k) for k in order]
+        if set(keys) != {unravel_key(k) for k in td.keys(True, True)}:
+            raise UnsupportedOperationError(
+                "The provided set of keys differs from the tensordict list of keys."
+            )
+        return [td.get(k) for k in keys]
+
+    def to_h5(self, filename: Any, **kwargs: Any) -> TensorDictBase:
+        """Write to a new HDF5 file; returns the PersistentTensorDict backed by it."""
+        return lookup("PersistentTensorDict").from_dict(  # type: ignore[no-any-return, attr-defined]
+            _td(self), filename, backend="h5", **kwargs
+        )
+
+    def to_zarr(
+        self, filename: Any, *, allow_pickle: bool | None = None, **kwargs: Any
+    ) -> TensorDictBase:
+        """Write to a new zarr store; returns the PersistentTensorDict backed by it."""
+        return lookup("PersistentTensorDict").from_dict(  # type: ignore[no-any-return, attr-defined]
+            _td(self), filename, backend="zarr", allow_pickle=allow_pickle, **kwargs
+        )
+
     def to_namedtuple(self, dest_cls: builtins.type | None = None) -> Any:
         """A namedtuple (nested ones for nested tensordicts) of the entries."""
         return _dict_to_namedtuple(_td(self).to_dict(retain_none=False), dest_cls)

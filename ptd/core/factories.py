@@ -14,15 +14,17 @@ tensor([1., 1.])
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from ptd.core.joining import stack
 from ptd.core.keys import NestedKey
 from ptd.core.nontensor import NonTensorData
-from ptd.core.registry import is_tensordict, new_tensordict
+from ptd.core.registry import is_tensordict, lookup, new_tensordict
 from ptd.errors import ArgumentError, PtdTypeError, PtdValueError
 
 if TYPE_CHECKING:
@@ -45,8 +47,97 @@ def _finish_batch(
     return td
 
 
-class FromMixin:
+class _FileOpeners:
+    """``TensorDict.from_h5``/``from_zarr``: open a file as a PersistentTensorDict."""
+
+    @classmethod
+    def from_h5(cls, filename: Any, *, mode: str = "r", **kwargs: Any) -> TensorDictBase:
+        """Open an HDF5 file as a :class:`ptd.PersistentTensorDict` (its ``from_h5``)."""
+        return lookup("PersistentTensorDict").from_h5(filename, mode=mode, **kwargs)  # type: ignore[no-any-return, attr-defined]
+
+    @classmethod
+    def from_zarr(cls, filename: Any, *, mode: str = "r", **kwargs: Any) -> TensorDictBase:
+        """Open a zarr store as a :class:`ptd.PersistentTensorDict` (its ``from_zarr``)."""
+        return lookup("PersistentTensorDict").from_zarr(filename, mode=mode, **kwargs)  # type: ignore[no-any-return, attr-defined]
+
+
+class FromMixin(_FileOpeners):
     """The ``from_*`` class methods (and ``from_dict_instance``)."""
+
+    @classmethod
+    def from_dataclass(
+        cls,
+        dataclass: Any,
+        *,
+        dest_cls: type | None = None,
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        as_tensorclass: bool = False,
+        device: Any = None,
+        batch_size: Sequence[int] | None = None,
+    ) -> TensorDictBase:
+        """One entry per field of a dataclass instance (nested dataclasses and dicts become
+        nested tensordicts)."""
+        if as_tensorclass:
+            raise ArgumentError("ptd has no tensorclasses: from_dataclass(as_tensorclass=True)")
+        if not dataclasses.is_dataclass(dataclass) or isinstance(dataclass, type):
+            raise PtdTypeError(
+                f"Expected a dataclass input, got a {type(dataclass)} input instead."
+            )
+        source = {}
+        for field in dataclasses.fields(dataclass):
+            value = getattr(dataclass, field.name)
+            if dataclasses.is_dataclass(value) and not isinstance(value, type):
+                value = cls.from_dataclass(value, device=device, batch_size=batch_size)
+            elif isinstance(value, (int, float, bool)) and not isinstance(value, torch.Tensor):
+                value = torch.as_tensor(value)
+            else:
+                value = cls.from_any(value, device=device, batch_size=batch_size)
+            source[field.name] = value
+        td = new_tensordict(source, batch_size=batch_size, device=device)
+        return _finish_batch(td, "from_dataclass", auto_batch_size, batch_dims, batch_size)
+
+    @classmethod
+    def from_list(
+        cls,
+        input: Sequence[Any],
+        *,
+        auto_batch_size: bool | None = None,
+        batch_size: Sequence[int] | None = None,
+        device: Any = None,
+        batch_dims: int | None = None,
+        names: Sequence[str | None] | None = None,
+        lazy: bool | None = None,
+    ) -> TensorDictBase:
+        """Stack a list of dicts (or tensordicts) along a new leading dim."""
+        if lazy:
+            raise ArgumentError("ptd has no lazy stacks: from_list(lazy=True)")
+        inner = None
+        if batch_size is not None:
+            bs = [batch_size] if isinstance(batch_size, int) else list(batch_size)
+            if bs[0] != len(input):
+                raise PtdValueError(
+                    f"The provided batch size ({bs}) does not match the length of the list "
+                    f"({len(input)})."
+                )
+            inner = bs[1:]
+        members = [
+            m
+            if is_tensordict(m)
+            else _from_dict(
+                m,
+                auto_batch_size if inner is None else False,
+                inner,
+                device,
+                None if batch_dims is None else batch_dims - 1,
+                None,
+            )
+            for m in input
+        ]
+        td = stack(members, 0)
+        if names is not None:
+            td = new_tensordict(td, batch_size=td.batch_size, device=device, names=names)
+        return td
 
     @classmethod
     def fromkeys(cls, keys: Sequence[NestedKey], value: Any = 0) -> TensorDictBase:

@@ -31,7 +31,7 @@ from ptd.core.batch import as_batch_size, fits
 from ptd.core.dtypes import dtype_from_str
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import _parse_to
-from ptd.core.registry import lookup, new_tensordict
+from ptd.core.registry import lookup, new_tensordict, register
 from ptd.errors import (
     ArgumentError,
     BatchSizeError,
@@ -572,3 +572,6 @@ def _broadcastable(a: Sequence[int], b: Sequence[int]) -> bool:
         return True
     except RuntimeError:
         return False
+
+
+register("PersistentTensorDict", PersistentTensorDict)
