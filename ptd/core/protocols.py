@@ -1,7 +1,7 @@
 """What each method family mixed into :class:`~ptd.core.base.TensorDictBase` needs from it.
 
 :class:`~ptd.core.transforms.TransformsMixin`, :class:`~ptd.core.ops.OpsMixin` and
-:class:`~ptd.core.ops.ShapeMixin` are written on a few primitives of the class they are mixed
+:class:`~ptd.core.shape.ShapeMixin` are written on a few primitives of the class they are mixed
 into. Their methods annotate ``self`` with the protocol below that declares exactly those
 primitives (and the methods of the family that call each other): the mixin type-checks on its
 own, and each use on a concrete class checks, structurally, that the class provides them. This
@@ -122,7 +122,7 @@ class OpsHost(ContainerPrimitives, Protocol):
 
 
 class ShapeHost(ContainerPrimitives, Protocol):
-    """What :class:`~ptd.core.ops.ShapeMixin` uses."""
+    """What :class:`~ptd.core.shape.ShapeMixin` uses."""
 
     def _index(self, index: Any) -> TensorDictBase: ...
 
