@@ -384,7 +384,7 @@ MY_FAMILIES = (
     "float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64 complex32 complex64 complex128 "
     "stack cat maybe_dense_stack movedim moveaxis swapaxes swapdims flip fliplr flipud roll rot90 "
     "narrow tile repeat repeat_interleave expand_as broadcast_to atleast_1d atleast_2d "
-    "atleast_3d tensor_split gather masked_select where __torch_function__"
+    "atleast_3d tensor_split gather masked_select where pad __torch_function__"
 ).split()
 
 

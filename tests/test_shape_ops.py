@@ -77,6 +77,10 @@ SHAPE_OPS: dict[str, Callable[[Any], Any]] = {
     "gather": lambda t: t.gather(0, torch.zeros(2, *t.batch_size[1:], dtype=torch.long)),
     "gather_bad": lambda t: t.gather(t.ndim, torch.zeros(t.batch_size, dtype=torch.long)),
     "masked_select": lambda t: t.masked_select(_grid(t) % 2 == 0),
+    "pad": lambda t: t.pad([1, 2]),
+    "pad_value": lambda t: t.pad([0, 1] * t.ndim, value=1),
+    "pad_odd": lambda t: t.pad([1]),
+    "pad_too_long": lambda t: t.pad([1] * 10),
     "where_scalar": lambda t: t.where(_grid(t) % 2 == 0, 0),
 }
 

@@ -260,6 +260,35 @@ class ShapeMixin:
             out = out.unsqueeze(0)
         return out
 
+    def pad(
+        self: ShapeHost,
+        pad_size: Sequence[int],
+        value: float = 0.0,
+        inplace: bool = False,
+        safe: bool = True,
+    ) -> TensorDictBase:
+        """Pad the batch dims with ``value``: ``pad_size`` is ``(dim0_before, dim0_after,
+        dim1_before, ...)``, from the first batch dim (unlike ``torch.nn.functional.pad``)."""
+        if inplace:
+            raise UnsupportedOperationError("pad(inplace=True) is not supported by ptd")
+        sizes = [int(x) for x in pad_size]
+        if len(sizes) > 2 * self.ndim:
+            raise ArgumentError(
+                "The length of pad_size must be <= 2 * the number of batch dimensions, got "
+                f"{len(sizes)} for {self.ndim} batch dims"
+            )
+        if len(sizes) % 2:
+            raise ArgumentError("pad_size must have an even number of dimensions")
+        pairs = [(sizes[i], sizes[i + 1]) for i in range(0, len(sizes), 2)]
+
+        def fn(t: torch.Tensor) -> torch.Tensor:
+            flat: list[int] = []
+            for d in reversed(range(t.ndim)):
+                flat += list(pairs[d]) if d < len(pairs) else [0, 0]
+            return torch.nn.functional.pad(t, flat, value=value)
+
+        return self._batch_map(fn)
+
     # ------------------------------------------------------------ reordering rows
     def flip(self: ShapeHost, dims: int | Sequence[int]) -> TensorDictBase:
         ds = tuple(self._dim(d) for d in _dims_arg(dims))
