@@ -179,3 +179,40 @@ def test_shape_op_results_do_not_share_a_file(tmp_path, backend) -> None:
     flipped["f"].zero_()
     assert mine["f"].abs().sum() > 0  # the file was not touched
     mine.close()
+
+
+INPLACE_OPS: dict[str, Callable[[Any], Any]] = {
+    "repeat": lambda t: t.repeat(*([2] + [1] * (t.ndim - 1)), inplace=True),
+    "repeat_interleave": lambda t: t.repeat_interleave(2, dim=0, inplace=True),
+    "gather": lambda t: t.gather(
+        0, torch.zeros(2, *t.batch_size[1:], dtype=torch.long), inplace=True
+    ),
+    "masked_select": lambda t: t.masked_select(_grid(t) % 2 == 0, inplace=True),
+    "pad": lambda t: t.pad([1, 0], inplace=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INPLACE_OPS))
+def test_inplace_shape_ops_keep_the_object_and_its_nested_tensordicts(name: str) -> None:
+    mine, theirs = pair("2d", s="text")
+    nested = mine.get("n")
+    out = INPLACE_OPS[name](mine)
+    assert out is mine and mine.get("n") is nested
+    assert mine["s"] == "text"
+    check(lambda t: t, mine, INPLACE_OPS[name](theirs), name)
+    locked, _ = pair("2d")
+    locked.lock_()
+    with pytest.raises(RuntimeError):
+        INPLACE_OPS[name](locked)
+
+
+@pytest.mark.parametrize("name", sorted(INPLACE_OPS))
+def test_inplace_shape_ops_are_refused_on_a_file(tmp_path, backend, name: str) -> None:
+    mine, theirs = persistent_pair("2d", tmp_path, backend)
+    with pytest.raises(NotImplementedError):
+        INPLACE_OPS[name](theirs)
+    with pytest.raises(NotImplementedError, match="to_tensordict"):
+        INPLACE_OPS[name](mine)
+    assert list(mine.batch_size) == [4, 3]
+    mine.close()
+    theirs.close()

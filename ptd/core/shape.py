@@ -31,6 +31,7 @@ from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.registry import is_tensordict, new_tensordict
 from ptd.errors import (
     ArgumentError,
+    NotSupportedError,
     PtdIndexError,
     PtdKeyError,
     PtdValueError,
@@ -123,6 +124,29 @@ class ShapeMixin:
                 f"{dim}): the tensordict has {self.ndim} batch dims"
             )
         return dim % n if n else 0
+
+    def _rebind(self: ShapeHost, result: TensorDictBase) -> TensorDictBase:
+        """Make this tensordict hold ``result``'s entries and batch size (nested tensordicts
+        keep their identity): the ``inplace=True`` of the shape ops, in memory only."""
+        if self._reads_copy():
+            raise NotSupportedError(
+                "An in-place shape operation that changes the batch size is not supported on "
+                f"{type(self).__name__}: call `to_tensordict()` first, or use inplace=False."
+            )
+        self._check_unlocked()
+        for key in list(self._keys_str()):
+            if not is_tensordict(self._get_str(key)) or key not in result._keys_str():
+                self._del_str(key)
+        for key in result._keys_str():
+            new = result._get_str(key)
+            if key in self._keys_str() and is_tensordict(new):
+                self._get_str(key)._rebind(new)
+        # both container classes give batch_size a setter
+        cast(Any, self).batch_size = result.batch_size
+        for key in result._keys_str():
+            if key not in self._keys_str():
+                self._set_str(key, result._get_str(key), inplace=False)
+        return cast("TensorDictBase", self)
 
     # ------------------------------------------------------------ reshaping
     def reshape(self: ShapeHost, *shape: Any) -> TensorDictBase:
@@ -269,8 +293,6 @@ class ShapeMixin:
     ) -> TensorDictBase:
         """Pad the batch dims with ``value``: ``pad_size`` is ``(dim0_before, dim0_after,
         dim1_before, ...)``, from the first batch dim (unlike ``torch.nn.functional.pad``)."""
-        if inplace:
-            raise UnsupportedOperationError("pad(inplace=True) is not supported by ptd")
         sizes = [int(x) for x in pad_size]
         if len(sizes) > 2 * self.ndim:
             raise ArgumentError(
@@ -287,7 +309,8 @@ class ShapeMixin:
                 flat += list(pairs[d]) if d < len(pairs) else [0, 0]
             return torch.nn.functional.pad(t, flat, value=value)
 
-        return self._batch_map(fn)
+        out = self._batch_map(fn)
+        return self._rebind(out) if inplace else out
 
     # ------------------------------------------------------------ reordering rows
     def flip(self: ShapeHost, dims: int | Sequence[int]) -> TensorDictBase:
@@ -355,8 +378,9 @@ class ShapeMixin:
         lead = (1,) * max(0, nb - len(reps)) + reps
         return self._batch_map(lambda t: t.tile(lead + (1,) * (t.ndim - nb)))
 
-    def repeat(self: ShapeHost, *repeats: Any) -> TensorDictBase:
-        """Repeat the rows ``repeats[i]`` times along each batch dim (one count per dim)."""
+    def repeat(self: ShapeHost, *repeats: Any, inplace: bool = False) -> TensorDictBase:
+        """Repeat the rows ``repeats[i]`` times along each batch dim (one count per dim);
+        ``inplace`` swaps this tensordict's leaves for the result's (in memory only)."""
         if len(repeats) == 1 and not isinstance(repeats[0], int):
             one = repeats[0]
             if isinstance(one, torch.Tensor):
@@ -376,7 +400,8 @@ class ShapeMixin:
                 "The number of repeat elements must match the number of dimensions of the "
                 f"tensordict. Got {len(reps)} but ndim={nb}."
             )
-        return self._batch_map(lambda t: t.repeat(*reps, *((1,) * (t.ndim - nb))))
+        out = self._batch_map(lambda t: t.repeat(*reps, *((1,) * (t.ndim - nb))))
+        return self._rebind(out) if inplace else out
 
     def repeat_interleave(
         self: ShapeHost,
@@ -384,8 +409,16 @@ class ShapeMixin:
         dim: int | None = None,
         *,
         output_size: int | None = None,
+        inplace: bool = False,
     ) -> TensorDictBase:
         """Repeat each row ``repeats`` times along ``dim`` (the flattened batch if None)."""
+        if inplace:
+            if dim is None or self.ndim == 0:
+                raise UnsupportedOperationError(
+                    "repeat_interleave(inplace=True) requires an explicit dim and batch dims"
+                )
+            out = self.repeat_interleave(repeats, dim, output_size=output_size)
+            return self._rebind(out)
         if self.ndim == 0:
             return self.unsqueeze(0).repeat_interleave(repeats, dim, output_size=output_size)
         if dim is None:
@@ -403,7 +436,12 @@ class ShapeMixin:
 
     # ------------------------------------------------------------ selecting rows
     def gather(
-        self: ShapeHost, dim: int, index: torch.Tensor, out: TensorDictBase | None = None
+        self: ShapeHost,
+        dim: int,
+        index: torch.Tensor,
+        out: TensorDictBase | None = None,
+        *,
+        inplace: bool = False,
     ) -> TensorDictBase:
         """Pick rows along the batch dim ``dim`` with ``index``, as :func:`torch.gather`
         does; the result's batch size is ``index.shape``."""
@@ -425,6 +463,10 @@ class ShapeMixin:
             return torch.gather(t, d, idx.expand(shape))
 
         result = self._batch_map(fn, index.shape)
+        if inplace:
+            if out is not None:
+                raise PtdValueError("`out` and `inplace=True` are mutually exclusive in gather.")
+            return self._rebind(result)
         if out is None:
             return result
         if out.batch_size != result.batch_size:
@@ -435,11 +477,14 @@ class ShapeMixin:
         out.update(result)
         return out
 
-    def masked_select(self: ShapeHost, mask: torch.Tensor) -> TensorDictBase:
+    def masked_select(
+        self: ShapeHost, mask: torch.Tensor, *, inplace: bool = False
+    ) -> TensorDictBase:
         """The rows where ``mask`` (over the leading batch dims) is true, as one batch dim."""
         while mask.ndim > self.ndim and mask.shape[-1] == 1:
             mask = mask.squeeze(-1)
-        return self._detached(self._index(mask)).to_tensordict()
+        out = self._detached(self._index(mask)).to_tensordict()
+        return self._rebind(out) if inplace else out
 
     def where(
         self: ShapeHost, condition: torch.Tensor, other: Any, *, out: Any = None, pad: Any = None
