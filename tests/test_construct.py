@@ -114,6 +114,20 @@ CALLS: dict[str, Callable[[Any], Any]] = {
     ),
     "stack_from_tensordict_bad_keys": lambda t: t.select("i").stack_from_tensordict(sorted=["f"]),
     "is_cpu": lambda t: (t.is_cpu, t.is_cuda, t.is_meta),
+    "separates": lambda t: t.separates("f", ("n", "x")),
+    "separates_missing": lambda t: t.separates("zz"),
+    "separates_nonstrict": lambda t: t.separates("f", "zz", strict=False),
+    "separates_keep_empty": lambda t: t.separates(("n", "x"), ("n", "m", "y"), filter_empty=False),
+    "filter_empty_": lambda t: t.create_nested(("e", "f")).filter_empty_(),
+    "replace": lambda t: t.replace(f=t["f"] * 0),
+    "replace_nested": lambda t: t.replace({"n": {"x": t["n", "x"] * 0}}),
+    "replace_nothing": lambda t: t.replace() is t,
+    "replace_two_args": lambda t: t.replace({}, {}),
+    "is_non_tensor": lambda t: (t.is_non_tensor("f"), t.is_non_tensor("n")),
+    "is_non_tensor_missing": lambda t: t.is_non_tensor("zz"),
+    "get_non_tensor": lambda t: t.get_non_tensor("f"),
+    "get_non_tensor_default": lambda t: t.get_non_tensor("zz", 3),
+    "get_non_tensor_missing": lambda t: t.get_non_tensor("zz"),
     "is_contiguous": lambda t: t.is_contiguous(),
 }
 
@@ -162,7 +176,11 @@ def test_call_on_persistent_matches_tensordict(tmp_path, backend, name: str) -> 
             check(lambda t: t.pop(key), mine, theirs, name)
             return
         check(CALLS[name], mine, theirs, f"{name}(persistent {backend})")
-        if name not in ("clear", "popitem", "create_nested_replaces"):
+        # tensordict's replace writes into the file (its copy shares it) and its separates
+        # leaves the file alone; ptd does the opposite of both, as their docs say (README)
+        if name not in ("clear", "popitem", "create_nested_replaces") and not name.startswith(
+            ("replace", "separates")
+        ):
             assert_same(mine.to_tensordict(), theirs.to_tensordict(), f"{name} afterwards")
     finally:
         mine.close()
@@ -260,6 +278,16 @@ def test_new_tensor_warns_as_tensor_new_tensor_does() -> None:
         mine.new_tensor(torch.ones(2))
     with pytest.warns(UserWarning, match="clone"):
         theirs.new_tensor(torch.ones(2))
+
+
+def test_non_tensor_getters(tmp_path, backend) -> None:
+    mine, theirs = pair("1d", s="text")
+    check(lambda t: (t.is_non_tensor("s"), t.get_non_tensor("s")), mine, theirs)
+    p, tp = persistent_pair("1d", tmp_path, backend, s="text")
+    assert p.is_non_tensor("s") and not p.is_non_tensor("f")
+    check(lambda t: (t.is_non_tensor("s"), t.get_non_tensor("s")), p, tp)
+    p.close()
+    tp.close()
 
 
 def test_entry_class_names_the_container_class(tmp_path, backend) -> None:
@@ -394,3 +422,16 @@ def test_the_families_are_public_on_both_classes(cls: str) -> None:
     missing = [name for name in MY_FAMILIES if not hasattr(klass, name)]
     assert not missing
     assert all(hasattr(tdlib.TensorDictBase, name) for name in MY_FAMILIES)
+
+
+def test_separates_takes_entries_out_of_the_file_and_replace_leaves_it(tmp_path, backend) -> None:
+    p, tp = persistent_pair("1d", tmp_path, backend)
+    tp.close()
+    before = p["f"].clone()
+    replaced = p.replace(f=torch.zeros_like(before))
+    assert type(replaced) is ptd.TensorDict and not replaced["f"].any()
+    assert torch.equal(p["f"], before)  # the file is unchanged
+    out = p.separates("f", ("n", "x"))
+    assert torch.equal(out["f"], before)
+    assert "f" not in p.keys() and ("n", "x") not in p.keys(True)
+    p.close()

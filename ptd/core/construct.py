@@ -28,7 +28,7 @@ from ptd.core.batch import infer_batch_size
 from ptd.core.joining import cat, stack
 from ptd.core.keys import NestedKey, out_key, unravel_key
 from ptd.core.registry import is_tensordict, new_tensordict
-from ptd.errors import PtdKeyError, PtdTypeError
+from ptd.errors import ArgumentError, PtdKeyError, PtdTypeError
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
@@ -222,6 +222,75 @@ class ConstructMixin:
             for parts in taken:
                 td.del_(parts)
         return (*outs, rest)
+
+    def separates(
+        self,
+        *keys: NestedKey,
+        default: Any = _NO_DEFAULT,
+        strict: bool = True,
+        filter_empty: bool = True,
+    ) -> TensorDictBase:
+        """Remove the entries ``keys`` (from the file, for a PersistentTensorDict) and return
+        them in a new in-memory tensordict; a missing key raises unless ``default`` is given or
+        ``strict=False``."""
+        td = _td(self)
+        out = td.empty(recurse=True) if not td._reads_copy() else td.to_tensordict().empty(True)
+        strict = strict and default is _NO_DEFAULT
+        for key in keys:
+            parts = unravel_key(key)
+            if td._has(parts):
+                out.set(parts, td.pop(parts))
+            elif strict:
+                raise PtdKeyError(f"key {out_key(parts)!r} not found in {td._location()}")
+            elif default is not _NO_DEFAULT and default is not None:
+                out.set(parts, default)
+        out.filter_empty_()
+        if filter_empty:
+            td.filter_empty_()
+        return out
+
+    def filter_empty_(self) -> TensorDictBase:
+        """Delete the nested tensordicts that hold no leaf (recursively)."""
+        td = _td(self)
+        for key in list(td._keys_str()):
+            if td._meta_str(key).kind == "nested":
+                sub = td._get_str(key)
+                sub.filter_empty_()
+                if not sub._keys_str():
+                    td.del_(key)
+        return td
+
+    def replace(self, *args: Any, **kwargs: Any) -> TensorDictBase:
+        """A shallow copy with some entries replaced (``update`` on a copy: nested
+        tensordicts merge); ``self`` when there is nothing to replace."""
+        td = _td(self)
+        if len(args) > 1:
+            raise ArgumentError(
+                "Only a single argument containing a dictionary-like structure of entries to "
+                f"replace can be passed to replace. Received {len(args)} arguments instead."
+            )
+        entries: dict[Any, Any] = {}
+        if args:
+            entries.update(
+                {k: args[0]._get_str(k) for k in args[0]._keys_str()}
+                if is_tensordict(args[0])
+                else dict(args[0])
+            )
+        entries.update(kwargs)
+        if not entries:
+            return td
+        out = td.to_tensordict() if td._reads_copy() else td.copy()
+        for key, value in entries.items():
+            parts = unravel_key(key)
+            if (
+                out._has(parts)
+                and out.leaf_meta(parts).kind == "nested"
+                and (isinstance(value, Mapping) or is_tensordict(value))
+            ):
+                out.set(parts, out.get(parts).replace(value))
+            else:
+                out.set(parts, value)
+        return out
 
     def cat_tensors(
         self, *keys: NestedKey, out_key: NestedKey, dim: int = 0, keep_entries: bool = False

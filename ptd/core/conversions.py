@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ConversionsMixin"]
 
+_MISSING: Any = object()
+
 
 def _td(obj: object) -> TensorDictBase:
     """A mixin's ``self``: the TensorDictBase it is mixed into."""
@@ -123,6 +125,21 @@ class ConversionsMixin:
             for _, m in _td(self)._metas(True)
             if m.kind == "tensor"
         )
+
+    def is_non_tensor(self, key: NestedKey) -> bool:
+        """True when the entry ``key`` is non-tensor data (KeyError when missing)."""
+        return _td(self).leaf_meta(key).kind == "non_tensor"
+
+    def get_non_tensor(self, key: NestedKey, default: Any = _MISSING) -> Any:
+        """The content of the non-tensor entry ``key`` (a list for a stack); another entry is
+        returned as it is; a missing key returns ``default`` or raises KeyError."""
+        td = _td(self)
+        value = td.get(key) if default is _MISSING else td.get(key, default)
+        if isinstance(value, NonTensorData):
+            return value.data
+        if isinstance(value, NonTensorStack):
+            return value.tolist()
+        return value
 
     # ------------------------------------------------------------ tensordict -> tensordict
     @property
