@@ -412,7 +412,10 @@ MY_FAMILIES = (
     "float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64 complex32 complex64 complex128 "
     "stack cat maybe_dense_stack movedim moveaxis swapaxes swapdims flip fliplr flipud roll rot90 "
     "narrow tile repeat repeat_interleave expand_as broadcast_to atleast_1d atleast_2d "
-    "atleast_3d tensor_split gather masked_select where pad __torch_function__"
+    "atleast_3d tensor_split gather masked_select where pad __torch_function__ separates "
+    "filter_empty_ replace get_non_tensor is_non_tensor cat_from_tensordict "
+    "stack_from_tensordict from_h5 from_zarr to_h5 to_zarr from_dataclass from_list is_cpu "
+    "is_cuda is_meta is_contiguous"
 ).split()
 
 
