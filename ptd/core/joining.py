@@ -25,7 +25,7 @@ import torch
 
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.registry import is_tensordict, new_tensordict
-from ptd.core.shape import _flat_list
+from ptd.core.rows import flat_list
 from ptd.errors import (
     ArgumentError,
     KeysMismatchError,
@@ -54,7 +54,7 @@ def _combine(values: Sequence[Any], batch: torch.Size, joiner: Callable[[list[An
         if isinstance(v, NonTensorData):
             arr.fill(v.data) if arr.ndim else None
         else:
-            arr.reshape(-1)[:] = _flat_list(v.tolist(), len(v.batch_size))
+            arr.reshape(-1)[:] = flat_list(v.tolist(), len(v.batch_size))
         grids.append(arr)
     joined = joiner(
         [

@@ -263,4 +263,5 @@ def _parse_to(
 # here for the modules that know them from ptd.core.ops
 # ------------------------------------------------------------------------------------------
 from ptd.core.joining import cat, stack  # noqa: E402
-from ptd.core.shape import ShapeMixin, _flat_list  # noqa: E402, F401
+from ptd.core.rows import flat_list as _flat_list  # noqa: E402, F401
+from ptd.core.shape import ShapeMixin  # noqa: E402

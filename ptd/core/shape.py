@@ -24,16 +24,15 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-import numpy as np
 import torch
 
-from ptd.core.nontensor import NonTensorData, NonTensorStack
+from ptd.core.nontensor import NonTensorStack
 from ptd.core.registry import is_tensordict, new_tensordict
+from ptd.core.rows import non_tensor_grid_map, where_td
 from ptd.errors import (
     ArgumentError,
     NotSupportedError,
     PtdIndexError,
-    PtdKeyError,
     PtdValueError,
     UnsupportedOperationError,
 )
@@ -43,30 +42,6 @@ if TYPE_CHECKING:
     from ptd.core.protocols import ShapeHost
 
 __all__ = ["ShapeMixin"]
-
-
-def _non_tensor_grid_map(
-    value: Any, batch: torch.Size, fn: Callable[[torch.Tensor], torch.Tensor]
-) -> Any:
-    """Apply a batch-shape op to a non-tensor entry through an index grid."""
-    grid = torch.arange(max(1, int(np.prod(batch))) if len(batch) else 1).reshape(batch)
-    new = fn(grid)
-    if isinstance(value, NonTensorData):
-        return NonTensorData(value.data, new.shape, value.device)
-    flat = np.empty(int(np.prod(batch)), dtype=object)
-    flat[:] = _flat_list(value.tolist(), len(batch))
-    picked = (
-        flat[new.reshape(-1).numpy()].reshape(tuple(new.shape))
-        if new.numel()
-        else np.empty(tuple(new.shape), dtype=object)
-    )
-    return NonTensorStack.from_list(picked.tolist(), new.shape)
-
-
-def _flat_list(values: Any, ndim: int) -> list[Any]:
-    if ndim <= 1:
-        return list(values) if ndim == 1 else [values]
-    return [x for v in values for x in _flat_list(v, ndim - 1)]
 
 
 def _shape_arg(shape: Sequence[Any]) -> list[int]:
@@ -106,7 +81,7 @@ class ShapeMixin:
             elif isinstance(value, torch.Tensor):
                 value = fn(value)
             else:
-                value = _non_tensor_grid_map(
+                value = non_tensor_grid_map(
                     value,
                     value.batch_size[: self.ndim]
                     if isinstance(value, NonTensorStack)
@@ -495,7 +470,7 @@ class ShapeMixin:
             raise UnsupportedOperationError(
                 "Cannot use a persistent tensordict as output of torch.where."
             )
-        result = _where(self, condition, other, pad)
+        result = where_td(self, condition, other, pad)
         if out is None:
             return result
         if not result.is_empty():
@@ -574,41 +549,3 @@ class ShapeMixin:
             self._detached(self._index(pre + (slice(a, max(a, b)),)))
             for a, b in zip(bounds[:-1], bounds[1:], strict=True)
         )
-
-
-def _expand_right(cond: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    return cond.reshape(tuple(cond.shape) + (1,) * (t.ndim - cond.ndim)).expand(t.shape)
-
-
-def _where(td: Any, condition: torch.Tensor, other: Any, pad: Any) -> TensorDictBase:
-    """``td.where(condition, other)`` as a new TensorDict (see ShapeMixin.where)."""
-    if not is_tensordict(other):
-        return td.apply(lambda t: torch.where(_expand_right(condition, t), t, other))  # type: ignore[no-any-return]
-    out = new_tensordict({}, batch_size=td.batch_size, device=td.device)
-    keys = list(td._keys_str()) + [k for k in other._keys_str() if k not in td._keys_str()]
-    for key in keys:
-        mine: Any = td._get_str(key) if key in td._keys_str() else None
-        theirs: Any = other._get_str(key) if key in other._keys_str() else None
-        value: Any
-        if (mine is None or theirs is None) and pad is None:
-            raise PtdKeyError(f"Key {key} not found and no pad value provided.")
-        if is_tensordict(mine) or is_tensordict(theirs):
-            if mine is None:
-                value = _where(theirs, condition.logical_not(), _padded(theirs, pad), None)
-            else:
-                value = _where(mine, condition, theirs if theirs is not None else pad, pad)
-        elif isinstance(mine, torch.Tensor) or isinstance(theirs, torch.Tensor):
-            if mine is None:
-                cond = _expand_right(condition.logical_not(), theirs)
-                value = torch.where(cond, theirs, torch.tensor(pad, dtype=theirs.dtype))
-            else:
-                b = theirs if theirs is not None else torch.tensor(pad, dtype=mine.dtype)
-                value = torch.where(_expand_right(condition, mine), mine, b)
-        else:
-            value = mine if mine is not None else theirs
-        out._set_str(key, value, inplace=False)
-    return out
-
-
-def _padded(td: Any, pad: Any) -> Any:
-    return td.apply(lambda t: torch.full_like(t, pad))
