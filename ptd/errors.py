@@ -16,6 +16,7 @@ from __future__ import annotations
 __all__ = [
     "PtdError",
     "PtdKeyError",
+    "KeysMismatchError",
     "BatchSizeError",
     "PtdValueError",
     "PtdTypeError",
@@ -149,3 +150,7 @@ class PtdMemoryError(PtdError, MemoryError):
 
 class ConvertError(PtdError, OSError):
     """A conversion failed while copying (the destination was left untouched)."""
+
+
+class KeysMismatchError(PtdKeyError, ValueError):
+    """Tensordicts to be joined (``torch.cat``) do not have the same keys."""

@@ -30,7 +30,10 @@ import numpy as np
 import torch
 
 from ptd.core.batch import fits
+from ptd.core.construct import ConstructMixin
+from ptd.core.conversions import ConversionsMixin
 from ptd.core.dtypes import dtype_abbrev
+from ptd.core.factories import FromMixin
 from ptd.core.indexing import is_key_index
 from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
 from ptd.core.nontensor import NonTensorData, NonTensorStack
@@ -38,6 +41,7 @@ from ptd.core.ops import OpsMixin, ShapeMixin
 from ptd.core.pointwise import PointwiseMixin
 from ptd.core.reductions import ReductionsMixin
 from ptd.core.registry import TensorDictRoot, new_tensordict
+from ptd.core.torch_functions import TorchFunctionMixin
 from ptd.core.transforms import _NO_DEFAULT, TransformsMixin, pick_operand
 from ptd.errors import (
     BatchSizeError,
@@ -72,7 +76,16 @@ class EntryMeta:
 
 
 class TensorDictBase(
-    ReductionsMixin, PointwiseMixin, TransformsMixin, OpsMixin, ShapeMixin, TensorDictRoot
+    ReductionsMixin,
+    PointwiseMixin,
+    TransformsMixin,
+    OpsMixin,
+    ShapeMixin,
+    TorchFunctionMixin,
+    ConstructMixin,
+    ConversionsMixin,
+    FromMixin,
+    TensorDictRoot,
 ):
     """Shared behaviour of :class:`ptd.TensorDict` and :class:`ptd.PersistentTensorDict`."""
 

@@ -47,7 +47,13 @@ from ptd.core.operands import (
     _with_default,
 )
 from ptd.core.registry import is_tensordict
-from ptd.errors import NotSupportedError, PtdKeyError, PtdTypeError, PtdValueError
+from ptd.errors import (
+    NotSupportedError,
+    PtdKeyError,
+    PtdTypeError,
+    PtdValueError,
+    UnsupportedOperationError,
+)
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
@@ -368,6 +374,10 @@ class PointwiseMixin:
         the batch dims. A tensordict ``other`` is paired by key; a key that only one side has
         takes ``pad`` on the other (KeyError without ``pad``)."""
         me = cast("TensorDictBase", self)
+        if is_tensordict(out) and out._reads_copy():
+            raise UnsupportedOperationError(
+                "Cannot use a persistent tensordict as output of torch.where."
+            )
         if is_tensordict(other):
             return _where_td(me, condition, other, out, pad)
 

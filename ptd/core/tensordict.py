@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ptd.core.base import EntryMeta, TensorDictBase, _iter_items
-from ptd.core.batch import as_batch_size, fits, infer_batch_size
+from ptd.core.batch import as_batch_size, fits
 from ptd.core.indexing import index_names
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import _flat_list
@@ -193,17 +193,6 @@ class TensorDict(TensorDictBase):
                 self._data[key] = NonTensorStack.from_list(grid, current.batch_size)
 
     # ---------------------------------------------------------------- TensorDict only
-    def auto_batch_size_(self, batch_dims: int | None = None) -> TensorDict:
-        """Set the batch size to the longest leading shape every entry shares."""
-        shapes = [
-            m.shape for k in self._keys_str() if (m := self._meta_str(k)).kind != "non_tensor"
-        ]
-        for key in self._keys_str():
-            if isinstance(self._data[key], TensorDictBase):
-                self._data[key].auto_batch_size_()
-        self._batch_size = infer_batch_size(shapes, batch_dims)
-        return self
-
     def clone(self, recurse: bool = True, **kwargs: Any) -> TensorDict:
         if recurse:
             # to_tensordict makes a TensorDict (typed as the base it is declared on)

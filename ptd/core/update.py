@@ -24,7 +24,7 @@ import torch
 
 from ptd.core.keys import NestedKey, out_key, unravel_key
 from ptd.core.nontensor import NonTensorData, NonTensorStack
-from ptd.core.registry import is_tensordict, new_tensordict
+from ptd.core.registry import is_tensordict
 from ptd.errors import BatchSizeError, PtdKeyError
 
 __all__ = ["UpdateMixin"]
@@ -149,42 +149,6 @@ class UpdateMixin:
                 )
             else:
                 self.set_(parts, value)
-        return self
-
-    def set_at_(self: Any, key: NestedKey, value: Any, index: Any, **kwargs: Any) -> Any:
-        """Write ``value`` into the rows ``index`` of the existing entry ``key``."""
-        parts = unravel_key(key)
-        if not self._has(parts):
-            raise PtdKeyError(f"key {key!r} not found in {self._location()}")
-        nested: Any = value
-        for part in reversed(parts):
-            nested = {part: nested}
-        self._set_at(index, nested)
-        return self
-
-    def update_at_(
-        self: Any,
-        input_dict_or_td: Any,
-        idx: Any,
-        clone: bool = False,
-        *,
-        non_blocking: bool = False,
-        keys_to_update: Sequence[NestedKey] | None = None,
-    ) -> Any:
-        """Write every leaf of the input into the rows ``idx`` of the existing entries
-        (KeyError for a key this tensordict lacks)."""
-        allowed = None if keys_to_update is None else {unravel_key(k) for k in keys_to_update}
-        src = input_dict_or_td
-        if not is_tensordict(src):
-            src = new_tensordict(dict(src), batch_size=[])
-        for key in src.keys(True, True):
-            parts = unravel_key(key)
-            if allowed is not None and not any(parts[: len(k)] == k for k in allowed):
-                continue
-            value = src.get(key)
-            if clone and isinstance(value, torch.Tensor):
-                value = value.clone()
-            self.set_at_(parts, value, idx)
         return self
 
 

@@ -32,7 +32,7 @@ from ptd.core.dtypes import dtype_from_str
 from ptd.core.lastop import caller_site, entered_from_call
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import _parse_to
-from ptd.core.registry import lookup, new_tensordict
+from ptd.core.registry import lookup, new_tensordict, register
 from ptd.errors import (
     ArgumentError,
     BatchSizeError,
@@ -61,7 +61,8 @@ _MODES = ("r", "r+", "w", "w-", "x", "a")
 _CLOSE: Any = object()
 
 
-class PersistentTensorDict(
+# from_dict takes a filename here, unlike the in-memory TensorDictBase.from_dict
+class PersistentTensorDict(  # type: ignore[misc]
     StoreStateMixin,
     StreamingMixin,
     OpenersMixin,
@@ -565,12 +566,6 @@ class PersistentTensorDict(
             )
         return super().__repr__()
 
-    def is_memmap(self) -> bool:
-        return False
-
-    def is_shared(self) -> bool:
-        return False
-
     # ---------------------------------------- memmap (ptd.memmap, found through ptd.core.registry)
     def memmap(
         self,
@@ -600,3 +595,6 @@ def _broadcastable(a: Sequence[int], b: Sequence[int]) -> bool:
         return True
     except RuntimeError:
         return False
+
+
+register("PersistentTensorDict", PersistentTensorDict)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+import torch
+
 from ptd.errors import ArgumentError, NotSupportedError, UnsupportedOperationError
 
 if TYPE_CHECKING:
@@ -26,8 +28,20 @@ class RefusedOpsMixin:
     ) -> UnsupportedOperationError:
         return UnsupportedOperationError(f"Cannot call `{name}` on a PersistentTensorDict. {fix}")
 
+    def is_memmap(self) -> bool:
+        """A store is never a memory-mapped tensordict (``memmap()`` makes one)."""
+        return False
+
+    def is_shared(self) -> bool:
+        """A store is never in shared memory."""
+        return False
+
     def view(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        raise self._refuse("view", "Call `to_tensordict()` first.")
+        if len(args) == 1 and isinstance(args[0], torch.dtype) and not kwargs:
+            # a dtype view reinterprets each leaf: an in-memory copy, as tensordict does
+            # TensorDictBase's, next in the class's MRO (mypy sees object after a mixin)
+            return super().view(args[0])  # type: ignore[misc]
+        raise self._refuse("view", "Call `reshape` or `to_tensordict()` first.")
 
     def reshape(self, *args: Any, **kwargs: Any) -> TensorDictBase:
         raise self._refuse("reshape")
