@@ -33,7 +33,16 @@ PENDING_MERGE: dict[str, str] = {
         ).split(),
         "m12-torch",
     ),
-    **dict.fromkeys("set_at_ update_at_".split(), "m12-sem"),
+    **dict.fromkeys("set_at_ update_at_ refine_names rename rename_".split(), "m12-sem"),
+    **dict.fromkeys(
+        (
+            "cat_from_tensordict filter_empty_ from_h5 from_list from_zarr get_non_tensor "
+            "is_contiguous is_cpu is_cuda is_meta is_non_tensor pad replace separates "
+            "stack_from_tensordict to_h5 to_zarr from_dataclass"
+        ).split(),
+        "m12-torch",
+    ),
+    "masked_fill": "m12-math",
     **dict.fromkeys(
         "__and__ __enter__ __exit__ __invert__ __ipow__ __mod__ __or__ __rand__ __ror__ "
         "__rpow__ __rxor__ __xor__".split(),

@@ -5,6 +5,7 @@ mask of the batch shape, an in-memory operand, a file name) are ``diff_support.A
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -298,6 +299,7 @@ CASES: list[Case] = [
         "from_list",
         lambda ctx, o: _cls(ctx).from_list([{"a": torch.zeros(2)}, {"a": torch.ones(2)}]),
     ),
+    f("from_dataclass", lambda ctx, o: _cls(ctx).from_dataclass(_DC(torch.zeros(3)))),
     f("fromkeys", lambda ctx, o: _cls(ctx).fromkeys(["a", "b"], 0)),
     f(
         "from_schema",
@@ -436,6 +438,11 @@ CASES: list[Case] = [
     f("__torch_function__", lambda ctx, o: torch.clone(o)),
     c("complex32", _={"kinds": ("float",)}),
 ]
+
+
+@dataclasses.dataclass
+class _DC:
+    a: torch.Tensor
 
 
 def mask_of(ctx: Ctx) -> torch.Tensor:

@@ -101,7 +101,7 @@ _FAMILIES: dict[str, str] = {
     "constructors": (
         "empty new_empty new_full new_ones new_tensor new_zeros clone copy copy_ contiguous "
         "from_dict from_dict_instance from_any from_namedtuple from_pytree from_struct_array "
-        "from_tuple from_list fromkeys from_schema from_h5 from_zarr"
+        "from_tuple from_list fromkeys from_schema from_h5 from_zarr from_dataclass"
     ),
     # conversions and casts
     "conversions": (
@@ -177,7 +177,6 @@ OUT_OF_SCOPE: dict[str, str] = {
     "to_lazystack": "lazy stacks",
     "densify": "lazy stacks and nested (jagged) tensors",
     "to_padded_tensor": "nested (jagged) tensors, which ptd does not store",
-    "from_dataclass": "tensorclass / dataclass conversion",
     "map": "TensorDict.map (worker processes)",
     "map_iter": "TensorDict.map (worker processes)",
     "cuda": "CUDA",
@@ -200,14 +199,11 @@ OUT_OF_SCOPE: dict[str, str] = {
 # ---------------------------------------------------------------------------------------------
 GAPS: frozenset[str] = frozenset(
     (
-        "attrs auto_device_ clear_device_ backward grad requires_grad requires_grad_ zero_grad "
-        "detach_ cat_from_tensordict stack_from_tensordict data_ptr filter_empty_ "
-        "get_non_tensor is_non_tensor is_contiguous is_cpu is_cuda is_meta is_shared "
-        "masked_fill pad refine_names rename rename_ replace separates state_dict "
-        "load_state_dict from_h5 from_zarr to_h5 to_zarr from_list from_schema pack "
+        "attrs auto_device_ clear_device_ backward grad requires_grad requires_grad_ "
+        "zero_grad detach_ data_ptr is_shared state_dict load_state_dict from_schema pack "
         "rename_keys set_non_tensor share_memory_ memmap memmap_ memmap_like load_memmap "
         "load_memmap_ save load load_ dumps saved_path is_memmap make_memmap "
-        "make_memmap_from_storage make_memmap_from_tensor memmap_refresh_"
+        "make_memmap_from_storage make_memmap_from_tensor memmap_refresh_ "
     ).split()
 )
 
