@@ -34,7 +34,10 @@ def _marks(case: Case, kind: str, container: str) -> list[pytest.MarkDecorator]:
     for key in (f"{case.id}@{container}", f"{case.id}@{kind}@{container}", case.id):
         reason = api.KNOWN_DIFFERENCES.get(key)
         if reason is not None:
-            return [pytest.mark.xfail(reason=f"deliberate: {reason}", strict=True)]
+            # key order differences depend on the data and on how each side lists a zarr
+            # group: not strict; every other known difference must still differ
+            strict = "key order" not in reason
+            return [pytest.mark.xfail(reason=f"deliberate: {reason}", strict=strict)]
     name = case.name
     if name in PENDING_MERGE:
         branch = PENDING_MERGE[name]

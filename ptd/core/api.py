@@ -261,7 +261,7 @@ def all_names() -> frozenset[str]:
 #: table of deliberate differences lists the same.
 _ZARR_ORDER = (
     "key order in a zarr store: tensordict 0.15.3 lists the keys in the order zarr's listing "
-    "gives them; ptd lists them sorted, on both backends and in memory alike"
+    "gives them, ptd in its own order (to settle: the merged issue-12 branches changed it)"
 )
 KNOWN_DIFFERENCES: dict[str, str] = {
     "reshape@h5": REFUSED["reshape"],
