@@ -1,0 +1,486 @@
+"""The case table of tests/test_differential.py: (method, args, kwargs) per public method of
+TensorDictBase, run on tensordict 0.15.3 and on ptd. Arguments that depend on the side (a
+mask of the batch shape, an in-memory operand, a file name) are ``diff_support.A`` builders."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from diff_support import BATCH, CONTAINERS, MASK, ONES, OTHER, TMPFILE, A, Ctx
+
+ALL_KINDS = ("nested", "dtypes", "empty_batch", "nontensor")
+
+#: methods that change the object they are called on (besides names ending in "_")
+MUTATING = set(
+    "set setdefault pop popitem update clear create_nested separates del_ rename_key_ "
+    "split_keys __setitem__ __delitem__ cat_tensors stack_tensors".split()
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    kinds: tuple[str, ...] = ("nested",)
+    containers: tuple[str, ...] = CONTAINERS
+    how: str = "method"  # method | attr | func
+    fn: Callable[..., Any] | None = None  # how="func": fn(ctx, obj, *args, **kwargs)
+    tag: str = ""
+
+    @property
+    def mutating(self) -> bool:
+        return self.name.endswith("_") and not self.name.startswith("__") or (self.name in MUTATING)
+
+    @property
+    def id(self) -> str:
+        return self.name + (f"-{self.tag}" if self.tag else "")
+
+    def invoke(self, ctx: Ctx, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        obj = ctx.obj
+        if self.how == "attr":
+            return getattr(obj, self.name)
+        if self.how == "func":
+            assert self.fn is not None
+            return self.fn(ctx, obj, *args, **kwargs)
+        return getattr(obj, self.name)(*args, **kwargs)
+
+
+def c(name: str, *args: Any, **kwargs: Any) -> Case:
+    """A method call; the keyword ``_`` holds Case options (kinds, containers, tag, ...)."""
+    opts = kwargs.pop("_", {})
+    return Case(name, tuple(args), kwargs, **opts)
+
+
+def f(name: str, fn: Callable[..., Any], *args: Any, **opts: Any) -> Case:
+    return Case(name, tuple(args), {}, how="func", fn=fn, **opts)
+
+
+def attr(name: str, **opts: Any) -> Case:
+    return Case(name, how="attr", **opts)
+
+
+def _cls(ctx: Ctx) -> Any:
+    return ctx.lib.TensorDict
+
+
+UNARY = (
+    "abs acos asin atan ceil cos cosh erf erfc exp expm1 floor frac lgamma log log10 log1p "
+    "log2 neg reciprocal round sigmoid sign sin sinh sqrt tan tanh trunc"
+).split()
+CASTS = (
+    "bool bfloat16 half float double int float16 float32 float64 complex64 complex128 "
+    "int8 int16 int32 int64 uint8 uint16 uint32 uint64"
+).split()
+REDUCTIONS = "sum mean nansum nanmean prod std var amin amax".split()
+
+CASES: list[Case] = [
+    # ---------------------------------------------------------------- keys and entries
+    c("keys", _={"kinds": ALL_KINDS}),
+    f("keys", lambda ctx, o: sorted(map(str, o.keys(True, True))), tag="nested", kinds=ALL_KINDS),
+    f("values", lambda ctx, o: list(o.values(True, True)), kinds=ALL_KINDS),
+    f("items", lambda ctx, o: dict(o.items(True, True)), kinds=ALL_KINDS),
+    c("get", "a", _={"kinds": ("nested", "nontensor")}),
+    c("get", ("n", "x"), _={"tag": "nested"}),
+    c("get", "missing", _={"tag": "default-none"}),
+    c("get", "missing", 0, _={"tag": "default"}),
+    c("set", "new", A(lambda x: torch.zeros(x.batch), "zeros"), _={"kinds": ALL_KINDS}),
+    c("set", "a", A(lambda x: torch.zeros(3), "bad-shape"), _={"tag": "bad-shape"}),
+    c("set_", "b", A(lambda x: torch.ones(x.batch, dtype=torch.long), "ones")),
+    c("set_", "missing", A(lambda x: torch.ones(x.batch)), _={"tag": "missing"}),
+    c("setdefault", "b", A(lambda x: torch.ones(x.batch, dtype=torch.long))),
+    c("setdefault", "new", A(lambda x: torch.ones(x.batch)), _={"tag": "new"}),
+    c("pop", "a"),
+    c("pop", "missing", _={"tag": "missing"}),
+    c("pop", "missing", None, _={"tag": "default"}),
+    c("popitem"),
+    c("del_", ("n", "x")),
+    c("rename_key_", "a", "a2"),
+    c("rename_key_", "a", "b", safe=True, _={"tag": "safe"}),
+    c("update", OTHER),
+    c("update", {"b": A(lambda x: torch.zeros(x.batch, dtype=torch.long))}, _={"tag": "dict"}),
+    c("update_", ONES),
+    c("update_at_", A(lambda x: x.fresh(2.0)[0], "td[0]"), 1),
+    c("get_at", "a", 0),
+    c("get_at", ("n", "x"), slice(1, 3), _={"tag": "nested"}),
+    c("set_at_", "a", A(lambda x: torch.zeros(3, 2)), 0),
+    c("copy_at_", A(lambda x: x.fresh(3.0)[1], "td[1]"), 0),
+    c("fill_", "a", 1.5),
+    c("zero_", _={"kinds": ("nested", "numeric")}),
+    c("clear"),
+    c("create_nested", "newsub"),
+    c("is_empty", _={"kinds": ALL_KINDS}),
+    c("entry_class", "a"),
+    c("entry_class", "n", _={"tag": "nested"}),
+    attr("sorted_keys"),
+    c("split_keys", ["a", ("n", "x")]),
+    c("separates", "a"),
+    f("non_tensor_items", lambda ctx, o: dict(o.non_tensor_items()), kinds=("nontensor",)),
+    c("get_non_tensor", "s", _={"kinds": ("nontensor",)}),
+    c("is_non_tensor", "s", _={"kinds": ("nontensor",)}),
+    c("filter_non_tensor_data", _={"kinds": ("nontensor",)}),
+    c("filter_empty_"),
+    c("flatten_keys"),
+    c("flatten_keys", "/", _={"tag": "sep"}),
+    c("flatten_keys", inplace=True, _={"tag": "inplace", "containers": ("memory",)}),
+    f("unflatten_keys", lambda ctx, o: o.flatten_keys().unflatten_keys()),
+    c("replace", a=A(lambda x: torch.zeros(*x.batch, 2) if x.batch else torch.zeros(3))),
+    attr("depth"),
+    # ---------------------------------------------------------------- properties
+    *(attr(n, kinds=ALL_KINDS) for n in "batch_size batch_dims shape ndim names device".split()),
+    *(c(n, _={"kinds": ALL_KINDS}) for n in "dim ndimension numel size is_contiguous".split()),
+    c("size", 0, _={"tag": "dim"}),
+    attr("dtype", kinds=("nested", "numeric")),
+    c("is_floating_point", _={"kinds": ("nested", "numeric")}),
+    *(attr(n) for n in "is_locked is_cpu is_cuda is_meta requires_grad grad data".split()),
+    c("is_shared"),
+    c("bytes"),
+    c("get_item_shape", "a"),
+    c("param_count"),
+    c("refine_names", "x", "y"),
+    f("rename", lambda ctx, o: o.rename("x", "y").names),
+    c("rename_", "x", "y"),
+    f("names", lambda ctx, o: (setattr(o, "names", ["x", "y"]), o.names)[1], tag="set"),
+    c("data_ptr"),
+    c("auto_batch_size_"),
+    c("auto_device_"),
+    c("clear_device_"),
+    # ---------------------------------------------------------------- locking
+    f("lock_", lambda ctx, o: (o.lock_(), o.is_locked)[1]),
+    f("unlock_", lambda ctx, o: (o.lock_(), o.unlock_(), o.is_locked)[2]),
+    f("lock_", lambda ctx, o: o.lock_().set("zz", torch.zeros(ctx.batch)), tag="set-locked"),
+    # ---------------------------------------------------------------- apply
+    c("apply", A(lambda x: lambda t: t * 2, "t*2"), _={"kinds": ("nested", "numeric")}),
+    c("apply", A(lambda x: lambda t: None, "None"), filter_empty=True, _={"tag": "filter"}),
+    c("apply_", A(lambda x: lambda t: t + 1, "t+1"), _={"kinds": ("nested", "numeric")}),
+    c("named_apply", A(lambda x: lambda k, t: t * 0 if "a" in k else t, "named")),
+    # ---------------------------------------------------------------- reductions
+    *(c(n, _={"kinds": ("nested", "numeric", "empty_batch")}) for n in REDUCTIONS),
+    *(c(n, 0, _={"tag": "dim0"}) for n in REDUCTIONS),
+    *(c(n, 1, keepdim=True, _={"tag": "dim1-keep"}) for n in REDUCTIONS),
+    *(c(n, reduce=True, _={"tag": "reduce"}) for n in "sum mean nansum nanmean".split()),
+    *(c(n, dim="feature", _={"tag": "feature"}) for n in "sum mean".split()),
+    c("min"),
+    c("max"),
+    c("min", 0, _={"tag": "dim0"}),
+    c("max", 0, keepdim=True, _={"tag": "dim0-keep"}),
+    c("cummin", 0),
+    c("cummax", 1),
+    c("logsumexp", 0),
+    c("quantile", 0.5),
+    c("quantile", 0.5, dim=0, _={"tag": "dim0"}),
+    c("softmax", 0),
+    c("norm"),
+    c("all", _={"kinds": ALL_KINDS}),
+    c("any", _={"kinds": ALL_KINDS}),
+    c("all", 0, _={"tag": "dim0"}),
+    c("any", 1, _={"tag": "dim1"}),
+    # ---------------------------------------------------------------- pointwise
+    *(c(n) for n in UNARY),
+    *(c(n + "_", _={"kinds": ("float",)}) for n in UNARY),
+    c("abs_", _={"tag": "mixed-dtypes"}),
+    *(c(n, 2) for n in "add sub mul div pow maximum minimum mod rsub".split()),
+    *(c(n, OTHER, _={"tag": "td"}) for n in "add sub mul div maximum minimum".split()),
+    *(c(n + "_", 2, _={"kinds": ("float",)}) for n in "add sub mul div pow".split()),
+    *(c(n + "_", ONES, _={"kinds": ("float",)}) for n in "maximum minimum".split()),
+    c("add", 2, alpha=3, _={"tag": "alpha"}),
+    c("lerp", ONES, 0.5),
+    c("lerp_", ONES, 0.5, _={"kinds": ("float",)}),
+    c("addcmul", OTHER, ONES, value=2),
+    c("addcmul_", OTHER, ONES, value=2, _={"kinds": ("float",)}),
+    c("addcdiv", OTHER, ONES),
+    c("addcdiv_", OTHER, ONES, _={"kinds": ("float",)}),
+    c("clamp", -0.5, 0.5),
+    c("clamp", None, 0.5, _={"tag": "max-only"}),
+    c("clamp_min", 0.0),
+    c("clamp_max", 0.0),
+    c("clamp_min_", 0.0, _={"kinds": ("float",)}),
+    c("clamp_max_", 0.0, _={"kinds": ("float",)}),
+    c("bitwise_and", True, _={"kinds": ("numeric",)}),
+    c("logical_and", OTHER),
+    *(
+        c(n, _={"kinds": ("nested", "numeric")})
+        for n in "isfinite isnan isneginf isposinf isreal".split()
+    ),
+    c("masked_fill", MASK, -1.0),
+    c("masked_fill_", MASK, -1.0),
+    # ---------------------------------------------------------------- shape
+    c("view", -1),
+    c("view", torch.uint8, _={"tag": "dtype", "kinds": ("numeric",)}),
+    c("reshape", -1),
+    c("transpose", 0, 1),
+    c("permute", 1, 0),
+    c("squeeze"),
+    c("squeeze", 0, _={"tag": "dim0"}),
+    c("unsqueeze", 0),
+    c("flatten", 0, 1),
+    f("unflatten", lambda ctx, o: o.flatten(0, 1).unflatten(0, (4, 3))),
+    c("expand", 2, 4, 3),
+    c("expand_as", A(lambda x: torch.zeros(2, 4, 3), "zeros(2,4,3)")),
+    c("broadcast_to", (2, 4, 3)),
+    c("movedim", 0, 1),
+    c("moveaxis", 0, 1),
+    c("swapaxes", 0, 1),
+    c("swapdims", 0, 1),
+    c("flip", 0),
+    c("fliplr"),
+    c("flipud"),
+    c("roll", 1, 0),
+    c("rot90"),
+    c("narrow", 0, 1, 2),
+    c("tile", (2, 1)),
+    c("repeat", 2, 1),
+    c("repeat_interleave", 2, dim=0),
+    c("atleast_1d", _={"kinds": ("nested", "empty_batch")}),
+    c("atleast_2d", _={"kinds": ("nested", "empty_batch")}),
+    c("atleast_3d"),
+    c("unbind", 0),
+    c("split", 2, 0),
+    c("split", [1, 3], 0, _={"tag": "sizes"}),
+    c("chunk", 2, 0),
+    c("tensor_split", 3, 0),
+    c("pad", [0, 1]),
+    # ---------------------------------------------------------------- torch functions
+    c("gather", 0, A(lambda x: torch.tensor([[0, 1, 0], [3, 2, 1]]), "index")),
+    f("gather", lambda ctx, o: torch.gather(o, 0, torch.tensor([[0, 1, 0]])), tag="torch"),
+    c("where", MASK, 0.0),
+    f("where", lambda ctx, o: torch.where(mask_of(ctx), o, 0.0), tag="torch"),
+    c("masked_select", MASK),
+    f("cat", lambda ctx, o: _cls(ctx).cat([o, o], 0)),
+    f("cat", lambda ctx, o: torch.cat([o, o], 0), tag="torch"),
+    f("stack", lambda ctx, o: _cls(ctx).stack([o, o], 0)),
+    f("stack", lambda ctx, o: torch.stack([o, o], 0), tag="torch"),
+    f("maybe_dense_stack", lambda ctx, o: _cls(ctx).maybe_dense_stack([o, o], 0)),
+    c("cat_tensors", "a", "a", out_key="cat", dim=-1),
+    c("stack_tensors", "a", "a", out_key="stk", dim=-1),
+    c("cat_from_tensordict", 1, _={"kinds": ("numeric",)}),
+    c("stack_from_tensordict", 1, _={"kinds": ("numeric",)}),
+    # ---------------------------------------------------------------- constructors
+    f("empty", lambda ctx, o: (e := o.empty(), list(e.keys()), e.batch_size)[1:]),
+    f("empty", lambda ctx, o: o.empty(recurse=True).batch_size, tag="recurse"),
+    f("new_empty", lambda ctx, o: o.new_empty(2, 3).batch_size),
+    c("new_zeros", 2, 3),
+    c("new_ones", 2, 3),
+    c("new_full", (2, 3), 7),
+    f("new_tensor", lambda ctx, o: o.new_tensor(torch.zeros(2))),
+    c("clone"),
+    c("clone", False, _={"tag": "shallow", "containers": ("memory",)}),
+    c("copy", _={"containers": ("memory",)}),
+    c("copy_", ONES),
+    c("contiguous", _={"kinds": ALL_KINDS}),
+    f("from_dict", lambda ctx, o: _cls(ctx).from_dict({"a": torch.zeros(3, 2)}, batch_size=[3])),
+    f(
+        "from_dict",
+        lambda ctx, o: _cls(ctx).from_dict({"a": torch.zeros(3, 2)}, auto_batch_size=True),
+        tag="auto",
+    ),
+    f(
+        "from_dict_instance",
+        lambda ctx, o: ctx.fresh().from_dict_instance({"a": torch.zeros(4, 3)}),
+    ),
+    f("from_any", lambda ctx, o: _cls(ctx).from_any({"a": torch.zeros(3)})),
+    f("from_namedtuple", lambda ctx, o: _cls(ctx).from_namedtuple(ctx.fresh().to_namedtuple())),
+    f(
+        "from_pytree",
+        lambda ctx, o: _cls(ctx).from_pytree({"a": torch.zeros(3), "b": [torch.ones(2)]}),
+    ),
+    f(
+        "from_struct_array",
+        lambda ctx, o: _cls(ctx).from_struct_array(ctx.fresh().to_struct_array()),
+        kinds=("numeric",),
+    ),
+    f("from_tuple", lambda ctx, o: _cls(ctx).from_tuple((torch.zeros(3), torch.ones(3)))),
+    f(
+        "from_list",
+        lambda ctx, o: _cls(ctx).from_list([{"a": torch.zeros(2)}, {"a": torch.ones(2)}]),
+    ),
+    f("from_dataclass", lambda ctx, o: _cls(ctx).from_dataclass(_DC(torch.zeros(3)))),
+    f("fromkeys", lambda ctx, o: _cls(ctx).fromkeys(["a", "b"], 0)),
+    f(
+        "from_schema",
+        lambda ctx, o: _cls(ctx).from_schema({"a": ([2], torch.float32)}, batch_size=[3]),
+    ),
+    f("from_h5", lambda ctx, o: _cls(ctx).from_h5(_h5_file(ctx)).to_tensordict()),
+    f("from_zarr", lambda ctx, o: _cls(ctx).from_zarr(_zarr_store(ctx)).to_tensordict()),
+    # ---------------------------------------------------------------- conversions
+    c("to", torch.float64, _={"kinds": ("nested", "numeric")}),
+    c("to", "cpu", _={"tag": "device"}),
+    c("to_dict", _={"kinds": ALL_KINDS}),
+    c("to_tensordict", _={"kinds": ALL_KINDS}),
+    c("to_namedtuple"),
+    c("to_pytree"),
+    c("to_struct_array", _={"kinds": ("numeric",)}),
+    c("tolist"),
+    c("numpy", _={"kinds": ("nested", "numeric")}),
+    c("as_tensor"),
+    c("cpu"),
+    c("type", torch.float32),
+    *(c(n, _={"kinds": ("numeric",)}) for n in CASTS),
+    c("detach"),
+    c("detach_"),
+    f("requires_grad_", lambda ctx, o: o.float().requires_grad_().requires_grad),
+    c("zero_grad"),
+    f(
+        "backward",
+        lambda ctx, o: (
+            t := ctx.fresh().float().requires_grad_(),
+            t.sum().backward(t.sum().apply(torch.ones_like)),
+            t.grad,
+        )[2],
+    ),
+    c("state_dict"),
+    f("load_state_dict", lambda ctx, o: o.load_state_dict(ctx.fresh(1.0).state_dict())),
+    c("attrs"),
+    c("pack"),
+    f("to_h5", lambda ctx, o: o.to_h5(TMPFILE.fn(ctx)).to_tensordict()),
+    f(
+        "to_zarr",
+        lambda ctx, o: o.to_zarr(str(ctx.tmp / f"z-{ctx.lib.name}.zarr")).to_tensordict(),
+        kinds=("numeric",),
+    ),
+    # ---------------------------------------------------------------- memmap
+    f("memmap", lambda ctx, o: o.memmap(str(ctx.tmp / f"mm-{ctx.lib.name}")).to_tensordict()),
+    f("memmap_", lambda ctx, o: o.memmap_(str(ctx.tmp / f"mm_-{ctx.lib.name}")).is_memmap()),
+    f("memmap_like", lambda ctx, o: o.memmap_like(str(ctx.tmp / f"ml-{ctx.lib.name}")).batch_size),
+    f("save", lambda ctx, o: o.save(str(ctx.tmp / f"sv-{ctx.lib.name}")).to_tensordict()),
+    f("dumps", lambda ctx, o: o.dumps(str(ctx.tmp / f"du-{ctx.lib.name}")).to_tensordict()),
+    f("load_memmap", lambda ctx, o: _cls(ctx).load_memmap(_saved(ctx, o))),
+    f("load", lambda ctx, o: _cls(ctx).load(_saved(ctx, o))),
+    f("load_", lambda ctx, o: ctx.fresh(0.0).load_(_saved(ctx, o))),
+    f("load_memmap_", lambda ctx, o: ctx.fresh(0.0).load_memmap_(_saved(ctx, o))),
+    f("saved_path", lambda ctx, o: o.memmap(str(ctx.tmp / "sp")).saved_path.name),
+    c("is_memmap"),
+    f(
+        "make_memmap",
+        lambda ctx, o: ctx.fresh().memmap_(str(ctx.tmp / "mk")).make_memmap("q", [4, 3]).shape,
+    ),
+    f(
+        "make_memmap_from_tensor",
+        lambda ctx, o: (
+            ctx.fresh().memmap_(str(ctx.tmp / "mt")).make_memmap_from_tensor("q", torch.ones(4, 3))
+        ),
+    ),
+    f(
+        "make_memmap_from_storage",
+        lambda ctx, o: (
+            ctx.fresh()
+            .memmap_(str(ctx.tmp / "ms"))
+            .make_memmap_from_storage(
+                "q", torch.ones(12).untyped_storage(), [4, 3], dtype=torch.float32
+            )
+        ),
+    ),
+    f(
+        "memmap_refresh_",
+        lambda ctx, o: ctx.fresh().memmap_(str(ctx.tmp / "mr")).memmap_refresh_().batch_size,
+    ),
+    # ---------------------------------------------------------------- refused on persistent
+    c("select", "a"),
+    c("exclude", "a"),
+    c("rename_keys", {"a": "a2"}),
+    c("set_non_tensor", "s2", "text"),
+    c("share_memory_"),
+    # ---------------------------------------------------------------- operators
+    f("__add__", lambda ctx, o: o + 1),
+    f("__radd__", lambda ctx, o: 1 + o),
+    f("__sub__", lambda ctx, o: o - 1),
+    f("__rsub__", lambda ctx, o: 1 - o),
+    f("__mul__", lambda ctx, o: o * 2),
+    f("__rmul__", lambda ctx, o: 2 * o),
+    f("__truediv__", lambda ctx, o: o / 2),
+    f("__rtruediv__", lambda ctx, o: 2 / (o.abs() + 1)),
+    f("__pow__", lambda ctx, o: o**2),
+    f("__rpow__", lambda ctx, o: 2**o),
+    f("__mod__", lambda ctx, o: o % 2),
+    f("__neg__", lambda ctx, o: -o),
+    f("__abs__", lambda ctx, o: abs(o)),
+    f("__invert__", lambda ctx, o: ~o, kinds=("numeric",)),
+    f("__and__", lambda ctx, o: o.bool() & True),
+    f("__or__", lambda ctx, o: o.bool() | False),
+    f("__xor__", lambda ctx, o: o.bool() ^ True),
+    f("__eq__", lambda ctx, o: o == ctx.fresh(), kinds=ALL_KINDS),
+    f("__eq__", lambda ctx, o: o == "z", tag="str"),
+    f("__eq__", lambda ctx, o: o == ctx.fresh().to_dict(), tag="dict"),
+    f("__ne__", lambda ctx, o: o != 0),
+    f("__lt__", lambda ctx, o: o < 0),
+    f("__ge__", lambda ctx, o: o >= 0),
+    f("__bool__", lambda ctx, o: bool(o)),
+    f("__len__", lambda ctx, o: len(o), kinds=ALL_KINDS),
+    f("__iter__", lambda ctx, o: [t for t in o], kinds=("nested",)),
+    f("__contains__", lambda ctx, o: ("a" in o, ("n", "x") in o, "zz" in o)),
+    f("__getitem__", lambda ctx, o: o[1:3, 0], tag="slice"),
+    f("__getitem__", lambda ctx, o: o[mask_of(ctx)], tag="mask"),
+    f("__getitem__", lambda ctx, o: o[None], tag="none"),
+    f("__getitem__", lambda ctx, o: o[torch.tensor([2, 0, 2])], tag="tensor"),
+    f("__setitem__", lambda ctx, o: o.__setitem__(slice(0, 2), ctx.fresh(5.0)[0:2])),
+    f("__setitem__", lambda ctx, o: o.__setitem__("k", torch.zeros(ctx.batch)), tag="key"),
+    f("__delitem__", lambda ctx, o: (o.__delitem__("a"), sorted(map(str, o.keys(True))))[1]),
+    f("__iadd__", lambda ctx, o: o.__iadd__(1)),
+    f("__imul__", lambda ctx, o: o.__imul__(2), kinds=("float",)),
+    f("__isub__", lambda ctx, o: o.__isub__(1), kinds=("float",)),
+    f("__itruediv__", lambda ctx, o: o.__itruediv__(2), kinds=("float",)),
+    f("__ipow__", lambda ctx, o: o.__ipow__(2), kinds=("float",)),
+    f("__le__", lambda ctx, o: o <= 0),
+    f("__gt__", lambda ctx, o: o > 0),
+    f("__rand__", lambda ctx, o: True & o.bool()),
+    f("__ror__", lambda ctx, o: False | o.bool()),
+    f("__rxor__", lambda ctx, o: True ^ o.bool()),
+    f("__copy__", lambda ctx, o: copy.copy(o), containers=("memory",)),
+    f("__deepcopy__", lambda ctx, o: copy.deepcopy(o), containers=("memory",)),
+    f("__reversed__", lambda ctx, o: sorted(map(str, reversed(o)))),
+    f("__enter__", lambda ctx, o: _with_unlock(o)),
+    f("__exit__", lambda ctx, o: _with_unlock(o)),
+    f("__torch_function__", lambda ctx, o: torch.clone(o)),
+    c("complex32", _={"kinds": ("float",)}),
+]
+
+
+@dataclasses.dataclass
+class _DC:
+    a: torch.Tensor
+
+
+def mask_of(ctx: Ctx) -> torch.Tensor:
+    return MASK.fn(ctx)
+
+
+def _with_unlock(o: Any) -> Any:
+    o.lock_()
+    with o.unlock_():
+        inside = o.is_locked
+    return inside, o.is_locked
+
+
+def _h5_file(ctx: Ctx) -> str:
+    import tensordict  # the file is written by tensordict for both sides
+
+    path = ctx.tmp / "src.h5"
+    if not path.exists():
+        tensordict.TensorDict({"a": torch.arange(6.0).reshape(3, 2)}, [3]).to_h5(str(path)).close()
+    return str(path)
+
+
+def _zarr_store(ctx: Ctx) -> str:
+    import tensordict
+
+    path = ctx.tmp / "src.zarr"
+    if not path.exists():
+        tensordict.TensorDict({"a": torch.arange(6.0).reshape(3, 2)}, [3]).to_zarr(
+            str(path)
+        ).close()
+    return str(path)
+
+
+def _saved(ctx: Ctx, o: Any) -> str:
+    path = ctx.tmp / f"saved-{ctx.lib.name}"
+    if not path.exists():
+        ctx.fresh().memmap(str(path))
+    return str(path)
+
+
+_ = (BATCH, TMPFILE)  # builders kept importable for new cases

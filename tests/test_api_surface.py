@@ -1,0 +1,104 @@
+"""The public surface of ptd.TensorDictBase against tensordict 0.15.3's, through the table in
+ptd/core/api.py: a name tensordict adds, or one ptd gains or loses without the table saying so,
+fails here."""
+
+from __future__ import annotations
+
+import pytest
+from api_pending import PENDING_MERGE  # noqa: E402
+
+import ptd
+from ptd.core import api
+
+
+def _public(cls: type) -> set[str]:
+    return {n for n in dir(cls) if not n.startswith("_")}
+
+
+def _defines(cls: type, name: str) -> bool:
+    """``name`` is defined by ``cls`` or a base other than ``object``."""
+    return any(name in vars(k) for k in cls.__mro__ if k is not object)
+
+
+def _pending(name: str) -> list[pytest.MarkDecorator]:
+    branch = PENDING_MERGE.get(name)
+    if branch is None:
+        return []
+    return [pytest.mark.xfail(reason=f"implemented on {branch}; drop after merging", strict=False)]
+
+
+def test_table_is_consistent() -> None:
+    implemented, out = set(api.IMPLEMENTED), set(api.OUT_OF_SCOPE)
+    assert not implemented & out
+    assert set(api.REFUSED) <= implemented, "a refused name is one the in-memory class has"
+    assert api.GAPS <= implemented
+    assert not set(api.PTD_ONLY) & (implemented | out)
+    assert api.DUNDER_GAPS <= set(api.DUNDERS)
+    for table in (api.REFUSED, api.OUT_OF_SCOPE, api.PTD_ONLY):
+        assert all(isinstance(r, str) and r.strip() for r in table.values())
+    assert all(f.strip() for f in api.IMPLEMENTED.values())
+    assert api.status("sum") == "implemented" and api.status("reshape") == "refused"
+    assert api.status("map") == "out of scope" and api.status("leaf_meta") == "ptd only"
+    assert api.status("no_such_method") == "unknown"
+
+
+def test_every_tensordict_name_is_listed() -> None:
+    """The table covers tensordict's TensorDictBase exactly: a name tensordict adds (or drops)
+    fails until it is classified in ptd/core/api.py."""
+    tensordict = pytest.importorskip("tensordict")
+    names = _public(tensordict.TensorDictBase)
+    assert sorted(names - api.all_names()) == [], f"unlisted (tensordict {tensordict.__version__})"
+    assert sorted(api.all_names() - names) == [], "listed, but not in tensordict's TensorDictBase"
+
+
+def test_every_listed_dunder_is_tensordicts() -> None:
+    tensordict = pytest.importorskip("tensordict")
+    assert sorted(n for n in api.DUNDERS if not hasattr(tensordict.TensorDictBase, n)) == []
+
+
+def test_ptd_public_names_are_listed() -> None:
+    """Every public name of ptd.TensorDictBase is tensordict's (IMPLEMENTED) or a PTD_ONLY one."""
+    extra = _public(ptd.TensorDictBase) - set(api.IMPLEMENTED) - set(api.PTD_ONLY)
+    assert sorted(extra) == []
+    assert sorted(set(api.PTD_ONLY) - _public(ptd.TensorDictBase)) == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=_pending(n)) for n in sorted(set(api.IMPLEMENTED) - api.GAPS)],
+)
+def test_implemented(name: str) -> None:
+    assert hasattr(ptd.TensorDictBase, name)
+    assert hasattr(ptd.TensorDict, name)
+    assert hasattr(ptd.PersistentTensorDict, name)
+
+
+@pytest.mark.parametrize("name", sorted(api.GAPS))
+def test_gap_is_still_missing(name: str) -> None:
+    """A name listed as a gap that ptd now has: move it out of GAPS in ptd/core/api.py."""
+    assert not hasattr(ptd.TensorDictBase, name)
+
+
+@pytest.mark.parametrize("name", sorted(api.OUT_OF_SCOPE))
+def test_out_of_scope_is_absent(name: str) -> None:
+    """An out-of-scope name that ptd now has: reclassify it in ptd/core/api.py."""
+    assert not hasattr(ptd.TensorDictBase, name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=_pending(n)) for n in sorted(set(api.DUNDERS) - api.DUNDER_GAPS)],
+)
+def test_dunder(name: str) -> None:
+    assert _defines(ptd.TensorDictBase, name) or _defines(ptd.TensorDict, name)
+    assert _defines(ptd.PersistentTensorDict, name)
+
+
+@pytest.mark.parametrize("name", sorted(api.DUNDER_GAPS))
+def test_dunder_gap_is_still_missing(name: str) -> None:
+    assert not _defines(ptd.TensorDict, name)
+
+
+def test_persistent_class_names() -> None:
+    """What tensordict's PersistentTensorDict adds to the base, ptd's has too."""
+    assert {"close", "kwargs"} <= _public(ptd.PersistentTensorDict)
