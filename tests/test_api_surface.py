@@ -5,7 +5,6 @@ fails here."""
 from __future__ import annotations
 
 import pytest
-from api_pending import PENDING_MERGE  # noqa: E402
 
 import ptd
 from ptd.core import api
@@ -18,13 +17,6 @@ def _public(cls: type) -> set[str]:
 def _defines(cls: type, name: str) -> bool:
     """``name`` is defined by ``cls`` or a base other than ``object``."""
     return any(name in vars(k) for k in cls.__mro__ if k is not object)
-
-
-def _pending(name: str) -> list[pytest.MarkDecorator]:
-    branch = PENDING_MERGE.get(name)
-    if branch is None:
-        return []
-    return [pytest.mark.xfail(reason=f"implemented on {branch}; drop after merging", strict=False)]
 
 
 def test_table_is_consistent() -> None:
@@ -65,7 +57,7 @@ def test_ptd_public_names_are_listed() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    [pytest.param(n, marks=_pending(n)) for n in sorted(set(api.IMPLEMENTED) - api.GAPS)],
+    sorted(set(api.IMPLEMENTED) - api.GAPS),
 )
 def test_implemented(name: str) -> None:
     assert hasattr(ptd.TensorDictBase, name)
@@ -87,7 +79,7 @@ def test_out_of_scope_is_absent(name: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    [pytest.param(n, marks=_pending(n)) for n in sorted(set(api.DUNDERS) - api.DUNDER_GAPS)],
+    sorted(set(api.DUNDERS) - api.DUNDER_GAPS),
 )
 def test_dunder(name: str) -> None:
     assert _defines(ptd.TensorDictBase, name) or _defines(ptd.TensorDict, name)

@@ -20,7 +20,6 @@ import pytest
 
 pytest.importorskip("tensordict")
 
-from api_pending import PENDING_MERGE  # noqa: E402
 from diff_cases import CASES, Case  # noqa: E402
 from diff_support import KINDS, Ctx, assert_outcomes, build, call, libs  # noqa: E402
 
@@ -39,9 +38,6 @@ def _marks(case: Case, kind: str, container: str) -> list[pytest.MarkDecorator]:
             strict = "key order" not in reason
             return [pytest.mark.xfail(reason=f"deliberate: {reason}", strict=strict)]
     name = case.name
-    if name in PENDING_MERGE:
-        branch = PENDING_MERGE[name]
-        return [pytest.mark.xfail(reason=f"{name} is on {branch}, not merged", strict=False)]
     if name in api.GAPS or name in api.DUNDER_GAPS:
         return [pytest.mark.xfail(reason=f"{name}: a gap (ptd/core/api.py GAPS)", strict=False)]
     return []

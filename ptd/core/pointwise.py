@@ -284,10 +284,14 @@ class PointwiseMixin:
         return self._pointwise(lambda x, y: x % y, other)
 
     def maximum(self: PointwiseHost, other: Any, *, default: Any = None) -> TensorDictBase:
-        return self._pointwise(torch.maximum, other, default=default)
+        return self._pointwise(
+            lambda x, y: torch.maximum(x, _as_tensor(y, x)), other, default=default
+        )
 
     def minimum(self: PointwiseHost, other: Any, *, default: Any = None) -> TensorDictBase:
-        return self._pointwise(torch.minimum, other, default=default)
+        return self._pointwise(
+            lambda x, y: torch.minimum(x, _as_tensor(y, x)), other, default=default
+        )
 
     def bitwise_and(self: PointwiseHost, other: Any, *, default: Any = None) -> TensorDictBase:
         return self._pointwise(torch.bitwise_and, other, default=default)
