@@ -1,0 +1,169 @@
+"""Consolidated metadata of a local zarr store, checked against the store's real listing.
+
+A zarr v3 store may carry *consolidated metadata*: a copy of every node's ``zarr.json`` inside
+the root's, so that a reader lists the whole hierarchy with one read. zarr-python opens a store
+read-only through it, and tools that add or change arrays later (``zarr.Group.create_array``)
+do not rewrite it: the copy goes stale, and an array added since is invisible to every reader
+that trusts it. :func:`check_consolidated` lists the nodes really present (one ``zarr.json``
+per group and array; chunk files are not walked) and compares both.
+
+Only local directory stores are checked (a URL or a zip file gives no findings). Nothing here
+imports zarr: ``zarr.json`` is plain JSON.
+
+>>> import json, os, tempfile
+>>> with tempfile.TemporaryDirectory() as d:
+...     def put(rel, doc):
+...         os.makedirs(os.path.join(d, rel), exist_ok=True)
+...         with open(os.path.join(d, rel, "zarr.json"), "w") as f:
+...             json.dump(doc, f)
+...     arr = {"node_type": "array", "shape": [4], "data_type": "int32"}
+...     put("a", arr); put("late", arr)
+...     put("", {"node_type": "group", "consolidated_metadata": {"metadata": {"a": arr}}})
+...     found = check_consolidated(d)
+>>> [(f.key, f.code) for f in found]
+[('late', 'consolidated_missing')]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ptd.format.names import ZARR_JSON
+
+__all__ = ["ConsolidatedFinding", "check_consolidated", "has_consolidated", "CONSOLIDATED_CODES"]
+
+#: the codes :func:`check_consolidated` reports
+CONSOLIDATED_CODES = (
+    "consolidated_missing",  # a node in the store that the consolidated metadata lacks
+    "consolidated_extra",  # a node in the consolidated metadata that the store lacks
+    "consolidated_differs",  # a node whose metadata differs (node type, shape, dtype, ...)
+)
+
+#: the fields of a node's metadata compared (their names in messages)
+_FIELDS = (
+    ("node_type", "node type"),
+    ("shape", "shape"),
+    ("data_type", "dtype"),
+    ("chunk_grid", "chunks"),
+    ("codecs", "codecs"),
+    ("fill_value", "fill value"),
+    ("attributes", "attributes"),
+)
+
+
+@dataclass
+class ConsolidatedFinding:
+    """One disagreement: the key (``"a/b"``), a code from :data:`CONSOLIDATED_CODES`, and a
+    message naming what differs."""
+
+    key: str
+    code: str
+    message: str
+
+
+def _load(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _consolidated(root_doc: dict[str, Any]) -> dict[str, Any] | None:
+    cm = root_doc.get("consolidated_metadata")
+    if not isinstance(cm, dict) or not isinstance(cm.get("metadata"), dict):
+        return None
+    return dict(cm["metadata"])
+
+
+def has_consolidated(store_path: str) -> bool | None:
+    """Whether the local zarr v3 store at ``store_path`` carries consolidated metadata (None
+    when it is not a local directory store with a readable root ``zarr.json``)."""
+    root = _load(os.path.join(store_path, ZARR_JSON)) if os.path.isdir(store_path) else None
+    if root is None:
+        return None
+    return _consolidated(root) is not None
+
+
+def real_listing(store_path: str) -> dict[str, dict[str, Any]]:
+    """Every node below the root of a local zarr v3 store: ``"a/b"`` -> its ``zarr.json``
+    document (an unreadable one maps to ``{}``). Arrays' chunk directories are not walked."""
+    out: dict[str, dict[str, Any]] = {}
+    base_len = len(store_path.rstrip(os.sep)) + 1
+    for d, dirs, _files in os.walk(store_path):
+        keep = []
+        for name in sorted(dirs):
+            sub = os.path.join(d, name)
+            meta_path = os.path.join(sub, ZARR_JSON)
+            if not os.path.isfile(meta_path):
+                continue  # not a node (chunks of an array, or a stray directory)
+            doc = _load(meta_path) or {}
+            out[sub[base_len:].replace(os.sep, "/")] = doc
+            if doc.get("node_type") != "array":
+                keep.append(name)
+        dirs[:] = keep
+    return out
+
+
+def _differences(real: dict[str, Any], cons: dict[str, Any]) -> list[str]:
+    out = []
+    for name, label in _FIELDS:
+        if name == "attributes":
+            a, b = real.get(name) or {}, cons.get(name) or {}
+        else:
+            a, b = real.get(name), cons.get(name)
+        if a != b:
+            if name in ("shape", "data_type", "node_type", "fill_value"):
+                out.append(f"{label} {b!r} in the consolidated metadata, {a!r} in the store")
+            else:
+                out.append(f"{label} differ")
+    return out
+
+
+def check_consolidated(store_path: str) -> list[ConsolidatedFinding]:
+    """Compare the consolidated metadata of the local zarr store at ``store_path`` with the
+    nodes really in it. No consolidated metadata (or not a local directory store): ``[]``."""
+    root = _load(os.path.join(store_path, ZARR_JSON)) if os.path.isdir(store_path) else None
+    cons = _consolidated(root) if root is not None else None
+    if cons is None:
+        return []
+    real = real_listing(store_path)
+    found: list[ConsolidatedFinding] = []
+    for key in sorted(set(real) | set(cons)):
+        r, c = real.get(key), cons.get(key)
+        what = "array" if (r or c or {}).get("node_type") == "array" else "group"
+        if c is None:
+            found.append(
+                ConsolidatedFinding(
+                    key,
+                    "consolidated_missing",
+                    f"{what} {key!r} is in the store but not in its consolidated metadata: "
+                    "readers that trust it do not see it (re-consolidate: "
+                    "zarr.consolidate_metadata)",
+                )
+            )
+        elif r is None:
+            found.append(
+                ConsolidatedFinding(
+                    key,
+                    "consolidated_extra",
+                    f"{what} {key!r} is in the consolidated metadata but not in the store "
+                    "(deleted since; re-consolidate: zarr.consolidate_metadata)",
+                )
+            )
+        else:
+            diff = _differences(r, c)
+            if diff:
+                found.append(
+                    ConsolidatedFinding(
+                        key,
+                        "consolidated_differs",
+                        f"{what} {key!r} differs from its consolidated metadata: "
+                        + "; ".join(diff),
+                    )
+                )
+    return found
