@@ -184,15 +184,15 @@ def plan_blocks(
     for starts in itertools.product(*outer):
         head = tuple(slice(s, min(s + chunks[i], shape[i])) for i, s in enumerate(starts))
         for s in range(0, shape[d], step):
-            yield head + (slice(s, min(s + step, shape[d])),) + tuple(
-                slice(0, shape[i]) for i in range(d + 1, nd)
+            yield (
+                head
+                + (slice(s, min(s + step, shape[d])),)
+                + tuple(slice(0, shape[i]) for i in range(d + 1, nd))
             )
 
 
 def _chunks_of(region: tuple[slice, ...], chunks: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
-    ranges = [
-        range(r.start // c, -(-r.stop // c)) for r, c in zip(region, chunks, strict=True)
-    ]
+    ranges = [range(r.start // c, -(-r.stop // c)) for r, c in zip(region, chunks, strict=True)]
     return itertools.product(*ranges)
 
 
@@ -383,9 +383,7 @@ def check_data(
         if info.stored is not None and not info.contiguous:
             n = info.n_chunks
             stored = sum(
-                1
-                for idx in info.stored
-                if all(i < g for i, g in zip(idx, info.grid, strict=True))
+                1 for idx in info.stored if all(i < g for i, g in zip(idx, info.grid, strict=True))
             )
             if stored < n and math.prod(meta.shape):
                 first = [
