@@ -32,8 +32,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ptd.format.names import ZARR_JSON
+from ptd.storage.backends.base import Backend
+from ptd.storage.location import StoreLocation
 
-__all__ = ["ConsolidatedFinding", "check_consolidated", "has_consolidated", "CONSOLIDATED_CODES"]
+__all__ = [
+    "ConsolidatedFinding",
+    "check_consolidated",
+    "has_consolidated",
+    "open_checked",
+    "CONSOLIDATED_CODES",
+]
 
 #: the codes :func:`check_consolidated` reports
 CONSOLIDATED_CODES = (
@@ -167,3 +175,17 @@ def check_consolidated(store_path: str) -> list[ConsolidatedFinding]:
                     )
                 )
     return found
+
+
+def open_checked(
+    loc: StoreLocation, *, use_consolidated: bool | None = None
+) -> tuple[Backend, list[ConsolidatedFinding]]:
+    """Open a store read-only for a streamed pass (no memory maps), after checking a local
+    zarr store's consolidated metadata: when it is stale (or ``use_consolidated=False``) the
+    store is opened on its real listing. Returns the backend (close it) and the findings."""
+    stale = [] if loc.is_remote or not os.path.isdir(loc.path) else check_consolidated(loc.path)
+    loc = loc.detect()
+    opts: dict[str, Any] = {"fast_path": False}
+    if loc.format == "zarr" and (stale or use_consolidated is False):
+        opts["use_consolidated"] = False
+    return loc.open("r", **opts), stale

@@ -40,6 +40,7 @@ import itertools
 import math
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ __all__ = [
     "check_data",
     "plan_blocks",
     "BLOCK_BYTES",
+    "HISTOGRAM_BINS",
 ]
 
 #: bytes of one block (several whole chunks) read at a time
@@ -67,6 +69,8 @@ BLOCK_BYTES = 16 * 2**20
 #: values kept per leaf (a strided sample) for the histogram
 _SAMPLE_CAP = 65536
 _PER_BLOCK_SAMPLE = 4096
+#: bins of the histograms ``ptd inspect --stats`` draws
+HISTOGRAM_BINS = 16
 
 
 @dataclass
@@ -358,7 +362,9 @@ def check_data(
         meta = be.array_meta(path)
         if meta.kind is ValueKind.NON_TENSOR:
             try:
-                be.read_non_tensor(path, allow_pickle=False)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", FutureWarning)
+                    be.read_non_tensor(path, allow_pickle=False)
             except PickleRefusedError:
                 pass
             except PtdError as err:

@@ -30,16 +30,19 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ptd.errors import PickleRefusedError, PtdError, PtdValueError
-from ptd.report.info import jsonable, user_attrs
-from ptd.report.scan import Scan, open_stream, scan
+from ptd.report.consolidated import open_checked
+from ptd.report.info import jsonable, leaf_shape, user_attrs
+from ptd.report.scan import Scan, scan
 from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.backends.chunks import chunk_info
 from ptd.storage.location import StoreLocation, as_path_str
@@ -114,9 +117,7 @@ def _kind(kind: NodeKind, meta: ArrayMeta | None) -> str:
 
 
 def _shape(meta: ArrayMeta) -> list[int]:
-    if meta.kind is ValueKind.NON_TENSOR and meta.stack_shape is not None:
-        return list(meta.stack_shape)
-    return list(meta.shape)
+    return leaf_shape(meta)
 
 
 def _structure(
@@ -198,8 +199,10 @@ def _non_tensors(bea: Backend, beb: Backend, sa: Scan, sb: Scan, out: list[Diffe
         if other is None or other[2] is None or other[2].kind is not ValueKind.NON_TENSOR:
             continue
         try:
-            va = bea.read_non_tensor(p, allow_pickle=False).value
-            vb = beb.read_non_tensor(p, allow_pickle=False).value
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                va = bea.read_non_tensor(p, allow_pickle=False).value
+                vb = beb.read_non_tensor(p, allow_pickle=False).value
         except PickleRefusedError:
             continue  # pickles are code: not decoded for a comparison
         if jsonable(va) != jsonable(vb):
@@ -278,7 +281,13 @@ def diff(
     lb = StoreLocation.parse(
         pb, storage_options_b if storage_options_b is not None else storage_options
     )
-    with open_stream(la) as bea, open_stream(lb) as beb:
+    bea, _stale_a = open_checked(la)
+    try:
+        beb, _stale_b = open_checked(lb)
+    except BaseException:
+        bea.close()
+        raise
+    with closing(bea), closing(beb):
         sa, sb = scan(bea, bea.name), scan(beb, beb.name)
         out: list[Difference] = []
         pairs = _structure(sa, sb, out)

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -57,7 +56,7 @@ from typing import Any
 from ptd.errors import ArgumentError, BatchSizeError, PtdValueError
 from ptd.format.shapes import fits
 from ptd.format.tdmeta import parse_td_meta
-from ptd.report.consolidated import CONSOLIDATED_CODES, check_consolidated
+from ptd.report.consolidated import CONSOLIDATED_CODES, open_checked
 from ptd.report.datacheck import Constraint, DataResult, check_data
 from ptd.report.info import StoreInfo, leaf_shape
 from ptd.report.lint import lint as run_lint
@@ -185,6 +184,7 @@ def validate(
     workers: int | None = None,
     progress: Any = None,
     use_consolidated: bool | None = None,
+    histogram_bins: int = 0,
 ) -> ValidationReport:
     """Check the store at ``path`` (see the module doc; a URL is read with
     ``storage_options``). Returns a report; only an unreadable store (missing, corrupt, not
@@ -193,7 +193,8 @@ def validate(
     ``data``: read every chunk (``workers`` threads; ``progress(nbytes)`` called as blocks
     complete, after ``progress(total=...)`` once). ``ignore``: problem or lint codes (or lint
     names) left out. ``use_consolidated=False``: never trust a zarr store's consolidated
-    metadata (it is not trusted anyway once found stale)."""
+    metadata (it is not trusted anyway once found stale). ``histogram_bins``: ``data`` also
+    draws a histogram of each float leaf (from a strided sample) into its statistics."""
     if batch_size is not None and batch_dims is not None:
         raise ArgumentError("pass batch_size or batch_dims, not both")
     if batch_dims is not None and (isinstance(batch_dims, bool) or int(batch_dims) < 0):
@@ -201,13 +202,9 @@ def validate(
     given = _as_batch_size(batch_size) if batch_size is not None else None
     doc = load_schema(schema) if schema is not None else None
     p = as_path_str(path)
-    loc = StoreLocation.parse(p, storage_options)
-    stale = [] if loc.is_remote or not os.path.isdir(p) else check_consolidated(p)
-    loc = loc.detect()
-    opts: dict[str, Any] = {"fast_path": False}
-    if loc.format == "zarr" and (stale or use_consolidated is False):
-        opts["use_consolidated"] = False
-    be = loc.open("r", **opts)
+    be, stale = open_checked(
+        StoreLocation.parse(p, storage_options), use_consolidated=use_consolidated
+    )
     try:
         s = scan(
             be,
@@ -286,6 +283,7 @@ def validate(
                 constraints=schema_constraints(doc) if doc is not None else None,
                 workers=workers,
                 progress=progress,
+                histogram_bins=histogram_bins,
             )
             problems.extend(from_data(result))
         skip = set(ignore)
