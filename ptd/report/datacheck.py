@@ -391,7 +391,7 @@ def check_data(
             stored = sum(
                 1 for idx in info.stored if all(i < g for i, g in zip(idx, info.grid, strict=True))
             )
-            if stored < n and math.prod(meta.shape):
+            if stored < n and 0 not in meta.shape:
                 first = [
                     list(idx)
                     for idx in itertools.islice(

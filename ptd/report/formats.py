@@ -180,15 +180,15 @@ def markdown(suites: list[Suite], *, fail_on: str = "error", title: str = "ptd v
             f"{n['info']} |"
         )
     for s in suites:
-        fs = [(c.name, f) for c in s.cases for f in c.findings]
-        if s.error is None and not fs:
+        pairs = [(c.name, f) for c in s.cases for f in c.findings]
+        if s.error is None and not pairs:
             continue
         out += ["", f"### `{_md(s.name)}`", ""]
         if s.error is not None:
             out.append(f"**unreadable**: {_md(s.error)}")
             continue
         out += ["| severity | check | code | key | message |", "|---|---|---|---|---|"]
-        for check, f in fs:
+        for check, f in pairs:
             msg = _md(f.message) + (f" — fix: `{_md(f.fix)}`" if f.fix else "")
             out.append(f"| {f.severity} | {check} | `{f.code}` | `{_md(f.key or '/')}` | {msg} |")
     return "\n".join(out) + "\n"

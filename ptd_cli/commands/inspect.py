@@ -215,8 +215,8 @@ def render(info: StoreInfo, *, show_attrs: bool = False, checked: Any = None) ->
             for col in ("min", "max", "mean", "std", "nan"):
                 st_table.add_column(col, justify="right", no_wrap=True)
             st_table.add_column("histogram (min..max)", no_wrap=True)
-            for key, st in stats.items():
-                st_table.add_row(key, *_stat_cells(st))
+            for leaf_key, st in stats.items():
+                st_table.add_row(leaf_key, *_stat_cells(st))
             console.print(st_table)
 
         for p in checked.problems:

@@ -159,7 +159,7 @@ def validate(
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
 
-def _render(console: Any, report: Any, fail_on: str) -> None:
+def _render(console: Any, report: Any, fail_on: str = "error") -> None:
     failing = report.fails(fail_on)
     head = Text()
     if report.valid and not failing:
