@@ -133,7 +133,13 @@ def _structure(
     if ba != bb:
         out.append(Difference("", "batch_size_differs", f"batch size {ba} vs {bb}", ba, bb))
     order = list(na) + [k for k in nb if k not in na]
+    # a node only on one side, or of another kind, is reported alone: not its descendants
+    reported: list[str] = []
     for key in order:
+        if any(key.startswith(r + "/") for r in reported):
+            continue
+        if key not in nb or key not in na:
+            reported.append(key)
         if key not in nb:
             out.append(
                 Difference(key, "only_in_a", f"{key!r} is only in A", _kind(*na[key][1:]), None)
@@ -147,6 +153,7 @@ def _structure(
         (pa, kind_a, ma), (_pb, kind_b, mb) = na[key], nb[key]
         ka, kb = _kind(kind_a, ma), _kind(kind_b, mb)
         if ka != kb:
+            reported.append(key)
             out.append(
                 Difference(key, "kind_differs", f"{key!r} is a {ka} in A, a {kb} in B", ka, kb)
             )
@@ -321,8 +328,9 @@ class _LeafCompare:
 
     def __init__(self, ma: ArrayMeta, mb: ArrayMeta, report: DiffReport) -> None:
         self.ma, self.mb, self.report = ma, mb, report
-        self.exact = ma.dtype.kind not in "fc" or bool(
-            ma.torch_dtype and ma.torch_dtype.startswith("float8")
+        # integers, bools and float8 bits compare exactly; bfloat16 bits are widened first
+        self.exact = ma.torch_dtype != "bfloat16" and (
+            ma.dtype.kind not in "fc" or bool(ma.torch_dtype and ma.torch_dtype.startswith("float8"))
         )
         self.count = 0
         self.first: list[int] = []
