@@ -1,6 +1,6 @@
 """``ptd validate --data``: read every chunk of every leaf once and check what it holds.
 
-Each numeric leaf is read in *blocks* of whole chunks (about 16 MiB each, one chunk when a
+Each numeric leaf is read in *blocks* of whole chunks (about 8 MiB each, one chunk when a
 chunk is larger; rows of a contiguous HDF5 dataset), several blocks at a time on a thread pool
 (``workers``), so memory stays bounded by ``workers`` blocks whatever the store's size. A
 block that cannot be read is read again chunk by chunk, so each bad chunk is named by its key
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import threading
 import time
 import warnings
@@ -65,7 +66,7 @@ __all__ = [
 ]
 
 #: bytes of one block (several whole chunks) read at a time
-BLOCK_BYTES = 16 * 2**20
+BLOCK_BYTES = 8 * 2**20
 #: values kept per leaf (a strided sample) for the histogram
 _SAMPLE_CAP = 65536
 _PER_BLOCK_SAMPLE = 4096
@@ -235,27 +236,25 @@ class _Acc:
         if not total:
             return
         nan = inf = 0
+        s: float | None = None
         if self.float_like:
-            finite = np.isfinite(x)
-            nfin = int(np.count_nonzero(finite))
-            if nfin != total:
-                nan = int(np.count_nonzero(np.isnan(x)))
-                inf = total - nfin - nan
-                x = x[finite]
+            # the float32/64 sum (pairwise: accurate) is finite exactly when every value is,
+            # unless finite values overflow it: then the finite mask decides
+            s = float(x.sum())
+            if not math.isfinite(s):
+                finite = np.isfinite(x)
+                nfin = int(np.count_nonzero(finite))
+                if nfin != total:
+                    nan = int(np.count_nonzero(np.isnan(x)))
+                    inf = total - nfin - nan
+                    x = x[finite]
+                s = float(np.add.reduce(x, dtype=np.float64))
         n = x.size
         c = self.constraint
         bad_range = bad_allowed = 0
         if n:
             mn, mx = x.min(), x.max()
-            s = float(np.add.reduce(x, dtype=np.float64))
-            mean = s / n
-            if x.dtype.kind == "f" and x.dtype.itemsize <= 4:
-                dev = x - x.dtype.type(mean)
-                m2 = float(np.dot(dev, dev))
-            else:
-                dev64 = x.astype(np.float64)
-                dev64 -= mean
-                m2 = float(np.dot(dev64, dev64))
+            mean, m2 = _moments(x, s)
             if c is not None:
                 if c.min is not None or c.max is not None:
                     lo = -np.inf if c.min is None else c.min
@@ -304,6 +303,35 @@ class _Acc:
         return st
 
 
+def _moments(x: np.ndarray, s: float | None) -> tuple[float, float]:
+    """Mean and M2 (sum of squared deviations) of a non-empty block of finite values; ``s``:
+    its sum when known.
+
+    Floats: from the sum and the sum of squares (two BLAS-speed passes), unless the variance is
+    small next to the mean (cancellation), then from the deviations. Bools: exactly from the
+    count of ones. Integers: from the deviations in float64."""
+    n = x.size
+    if x.dtype.kind == "b":
+        ones = float(np.count_nonzero(x))
+        mean = ones / n
+        return mean, ones - n * mean * mean
+    if x.dtype.kind == "f":
+        if s is None:
+            s = float(x.sum())
+        mean = s / n
+        sq = float(np.dot(x, x))
+        m2 = sq - n * mean * mean
+        if m2 > 1e-2 * sq:
+            return mean, m2
+        dev = x.astype(np.float64)
+        dev -= mean
+        return mean, float(np.dot(dev, dev))
+    mean = float(np.add.reduce(x, dtype=np.float64)) / n
+    dev = x.astype(np.float64)
+    dev -= mean
+    return mean, float(np.dot(dev, dev))
+
+
 def _as_numbers(raw: np.ndarray, torch_dtype: str | None) -> np.ndarray | None:
     """The values of a block as numpy numbers for statistics (bfloat16 bits widened to
     float32), or None when there are none to compute (float8, complex)."""
@@ -313,8 +341,8 @@ def _as_numbers(raw: np.ndarray, torch_dtype: str | None) -> np.ndarray | None:
         return None
     if raw.dtype.kind == "c":
         return None
-    if raw.dtype.kind == "b":
-        return raw.view(np.uint8)
+    if raw.dtype == np.float16:
+        return raw.astype(np.float32)  # float16 has no BLAS and overflows its own sums
     return raw
 
 
@@ -455,7 +483,7 @@ def check_data(
             for region in plan_blocks(leaf.shape, chunks, leaf.itemsize, block_bytes):
                 yield leaf, region
 
-    n_workers = max(1, int(workers) if workers else 4)
+    n_workers = max(1, int(workers) if workers else min(4, os.cpu_count() or 1))
     with ThreadPoolExecutor(n_workers, thread_name_prefix="ptd-datacheck") as pool:
         pending: list[Future[int]] = []
         for leaf, region in jobs():

@@ -4,7 +4,7 @@ Two passes. The *structure*: keys present on one side only, kinds (group / tenso
 non-tensor), shapes, torch dtypes, every group's batch size, non-tensor values and user
 attributes (of groups and leaves; ptd's reserved attributes are compared through what they
 mean: batch sizes and dtypes). Then, unless ``metadata_only``, the *values* of every tensor
-leaf present on both sides with the same shape, streamed in row slabs (about 16 MiB a side,
+leaf present on both sides with the same shape, streamed in row slabs (about 8 MiB a side,
 both stores read at once on a small thread pool), so memory stays bounded whatever the size.
 An HDF5 file and a zarr store, or two chunk layouts and codecs of one dataset, compare equal
 when they hold the same values.
@@ -62,7 +62,7 @@ DIFF_KINDS = (
     "values_differ",
 )
 #: bytes of one slab of one side
-SLAB_BYTES = 16 * 2**20
+SLAB_BYTES = 8 * 2**20
 _FIRST_ROWS = 5
 
 
@@ -330,7 +330,8 @@ class _LeafCompare:
         self.ma, self.mb, self.report = ma, mb, report
         # integers, bools and float8 bits compare exactly; bfloat16 bits are widened first
         self.exact = ma.torch_dtype != "bfloat16" and (
-            ma.dtype.kind not in "fc" or bool(ma.torch_dtype and ma.torch_dtype.startswith("float8"))
+            ma.dtype.kind not in "fc"
+            or bool(ma.torch_dtype and ma.torch_dtype.startswith("float8"))
         )
         self.count = 0
         self.first: list[int] = []
