@@ -1,8 +1,10 @@
 """``ptd validate --data``: read every chunk of every leaf once and check what it holds.
 
-Each numeric leaf is read in *blocks* of whole chunks (about 8 MiB each, one chunk when a
-chunk is larger; rows of a contiguous HDF5 dataset), several blocks at a time on a thread pool
-(``workers``), so memory stays bounded by ``workers`` blocks whatever the store's size. A
+Each numeric leaf is read in *blocks* of whole chunks (about 8 MiB each, 16 MiB for HDF5, one
+chunk when a chunk is larger; rows of a contiguous HDF5 dataset), several blocks at a time on
+a thread pool (``workers``: zarr chunks are decoded in parallel; HDF5 reads one block at a
+time, its library holding a global lock, while the previous block's statistics are
+computed), so memory stays bounded by a few blocks whatever the store's size. A
 block that cannot be read is read again chunk by chunk, so each bad chunk is named by its key
 and its grid index. Found per leaf:
 
@@ -374,11 +376,18 @@ def check_data(
     workers: int | None = None,
     progress: Callable[[int], None] | None = None,
     histogram_bins: int = 0,
-    block_bytes: int = BLOCK_BYTES,
+    block_bytes: int | None = None,
 ) -> DataResult:
     """Read every chunk of the leaves at ``paths`` (default: every leaf of the store) of an
     open backend once (see the module doc). ``progress(nbytes)`` is called as blocks complete;
-    ``histogram_bins``: also a histogram of each float leaf."""
+    ``histogram_bins``: also a histogram of each float leaf.
+
+    ``workers`` (default: 1 for HDF5, whose library reads under one global lock, so that a
+    second thread only adds contention; ``min(4, CPUs)`` for zarr, whose codecs run in
+    parallel) blocks are in flight at once, each ``block_bytes`` (default 16 MiB for HDF5,
+    :data:`BLOCK_BYTES` for zarr)."""
+    if block_bytes is None:
+        block_bytes = 2 * BLOCK_BYTES if be.name == "h5" else BLOCK_BYTES
     t0 = time.perf_counter()
     constraints = constraints or {}
     res = DataResult()
@@ -483,7 +492,8 @@ def check_data(
             for region in plan_blocks(leaf.shape, chunks, leaf.itemsize, block_bytes):
                 yield leaf, region
 
-    n_workers = max(1, int(workers) if workers else min(4, os.cpu_count() or 1))
+    default_workers = 1 if be.name == "h5" else min(4, os.cpu_count() or 1)
+    n_workers = max(1, int(workers) if workers else default_workers)
     with ThreadPoolExecutor(n_workers, thread_name_prefix="ptd-datacheck") as pool:
         pending: list[Future[int]] = []
         for leaf, region in jobs():
