@@ -166,9 +166,11 @@ def evict(paths: list[str]) -> None:
     """Drop the files from the page cache (as far as the kernel lets us)."""
     os.sync()
     for p in paths:
-        files = [p] if os.path.isfile(p) else [
-            os.path.join(d, f) for d, _ds, fs in os.walk(p) for f in fs
-        ]
+        files = (
+            [p]
+            if os.path.isfile(p)
+            else [os.path.join(d, f) for d, _ds, fs in os.walk(p) for f in fs]
+        )
         for f in files:
             try:
                 fd = os.open(f, os.O_RDONLY)
@@ -197,9 +199,7 @@ def run_child(op: str, paths: list[str], cold: bool) -> dict[str, float]:
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def compare(
-    name: str, ptd_op: str, paths: list[str], repeats: int, cold: bool
-) -> dict[str, Any]:
+def compare(name: str, ptd_op: str, paths: list[str], repeats: int, cold: bool) -> dict[str, Any]:
     ptd_runs, plain_runs = [], []
     for i in range(repeats):
         order = [("ptd", ptd_op), ("plain", "plain")]

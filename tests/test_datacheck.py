@@ -91,3 +91,24 @@ def test_bfloat16_stats(tmp_path: Path) -> None:
     assert st["mean"] == pytest.approx(float(ref.mean()), abs=1e-6)
     assert st["std"] == pytest.approx(float(ref.std(unbiased=False)), rel=1e-5)
     assert list(itertools.islice(iter(rep.stats), 1)) == ["b"]
+
+
+def test_sharded_zarr_counts_shards(tmp_path: Path) -> None:
+    import os
+    import warnings
+
+    import zarr
+
+    warnings.simplefilter("ignore")
+    g = zarr.open_group(tmp_path / "s.zarr", mode="w")
+    a = g.create_array("a", shape=(64,), chunks=(8,), shards=(32,), dtype="f4")
+    a[:] = np.arange(64, dtype="f4") + 1
+    be = get_backend("zarr").open(str(tmp_path / "s.zarr"), "r")
+    res = check_data(be, [("a",)])
+    assert not res.missing and res.stats["a"].chunks == 2 and res.stats["a"].max == 64
+    be.close()
+    os.remove(tmp_path / "s.zarr" / "a" / "c" / "1")
+    be = get_backend("zarr").open(str(tmp_path / "s.zarr"), "r")
+    res = check_data(be, [("a",)])
+    be.close()
+    assert res.missing["a"][:2] == (1, 2) and res.missing["a"][2] == [[1]]

@@ -3,8 +3,8 @@
 Each numeric leaf is read in *blocks* of whole chunks (about 8 MiB each, 16 MiB for HDF5, one
 chunk when a chunk is larger; rows of a contiguous HDF5 dataset), several blocks at a time on
 a thread pool (``workers``: zarr chunks are decoded in parallel; HDF5 reads one block at a
-time, its library holding a global lock, while the previous block's statistics are
-computed), so memory stays bounded by a few blocks whatever the store's size. A
+time, its library holding a global lock, while another thread computes the previous block's
+statistics), so memory stays bounded by a few blocks whatever the store's size. A
 block that cannot be read is read again chunk by chunk, so each bad chunk is named by its key
 and its grid index. Found per leaf:
 
@@ -382,9 +382,9 @@ def check_data(
     open backend once (see the module doc). ``progress(nbytes)`` is called as blocks complete;
     ``histogram_bins``: also a histogram of each float leaf.
 
-    ``workers`` (default: 1 for HDF5, whose library reads under one global lock, so that a
-    second thread only adds contention; ``min(4, CPUs)`` for zarr, whose codecs run in
-    parallel) blocks are in flight at once, each ``block_bytes`` (default 16 MiB for HDF5,
+    ``workers`` (default: 2 for HDF5, whose library reads under one global lock, so that a
+    second thread only computes one block's statistics while the next is read; ``min(4,
+    CPUs)`` for zarr, whose codecs run in parallel) blocks are in flight at once, each ``block_bytes`` (default 16 MiB for HDF5,
     :data:`BLOCK_BYTES` for zarr)."""
     if block_bytes is None:
         block_bytes = 2 * BLOCK_BYTES if be.name == "h5" else BLOCK_BYTES
@@ -492,7 +492,7 @@ def check_data(
             for region in plan_blocks(leaf.shape, chunks, leaf.itemsize, block_bytes):
                 yield leaf, region
 
-    default_workers = 1 if be.name == "h5" else min(4, os.cpu_count() or 1)
+    default_workers = min(2 if be.name == "h5" else 4, os.cpu_count() or 1)
     n_workers = max(1, int(workers) if workers else default_workers)
     with ThreadPoolExecutor(n_workers, thread_name_prefix="ptd-datacheck") as pool:
         pending: list[Future[int]] = []

@@ -4,7 +4,7 @@ Two passes. The *structure*: keys present on one side only, kinds (group / tenso
 non-tensor), shapes, torch dtypes, every group's batch size, non-tensor values and user
 attributes (of groups and leaves; ptd's reserved attributes are compared through what they
 mean: batch sizes and dtypes). Then, unless ``metadata_only``, the *values* of every tensor
-leaf present on both sides with the same shape, streamed in row slabs (about 8 MiB a side,
+leaf present on both sides with the same shape, streamed in row slabs (about 4 MiB a side,
 both stores read at once on a small thread pool), so memory stays bounded whatever the size.
 An HDF5 file and a zarr store, or two chunk layouts and codecs of one dataset, compare equal
 when they hold the same values.
@@ -62,7 +62,7 @@ DIFF_KINDS = (
     "values_differ",
 )
 #: bytes of one slab of one side
-SLAB_BYTES = 8 * 2**20
+SLAB_BYTES = 4 * 2**20
 _FIRST_ROWS = 5
 
 

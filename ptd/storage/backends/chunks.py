@@ -152,7 +152,8 @@ def _h5_info(ds: Any, list_stored: bool) -> ChunkInfo:
 def _zarr_info(arr: Any, list_stored: bool) -> ChunkInfo:
     md = arr.metadata
     shape = tuple(md.shape)
-    chunks = tuple(arr.chunks)
+    # a sharded array stores (and is read by) shards: they are its chunks here
+    chunks = tuple(getattr(arr, "shards", None) or arr.chunks)
     info = ChunkInfo(chunks=chunks, grid=_grid(shape, chunks))
     if md.zarr_format == 3:
         codecs = list(md.codecs)
