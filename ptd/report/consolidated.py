@@ -31,6 +31,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ptd.errors import CorruptStoreError
 from ptd.format.names import ZARR_JSON
 from ptd.storage.backends.base import Backend
 from ptd.storage.location import StoreLocation
@@ -85,7 +86,8 @@ def _consolidated(root_doc: dict[str, Any]) -> dict[str, Any] | None:
     cm = root_doc.get("consolidated_metadata")
     if not isinstance(cm, dict) or not isinstance(cm.get("metadata"), dict):
         return None
-    return dict(cm["metadata"])
+    # damaged or hostile documents: entries that are not objects compare as empty ones
+    return {str(k): (v if isinstance(v, dict) else {}) for k, v in cm["metadata"].items()}
 
 
 def has_consolidated(store_path: str) -> bool | None:
@@ -134,11 +136,19 @@ def _differences(real: dict[str, Any], cons: dict[str, Any]) -> list[str]:
 
 def check_consolidated(store_path: str) -> list[ConsolidatedFinding]:
     """Compare the consolidated metadata of the local zarr store at ``store_path`` with the
-    nodes really in it. No consolidated metadata (or not a local directory store): ``[]``."""
+    nodes really in it. No consolidated metadata (or not a local directory store): ``[]``.
+    Consolidated metadata naming a key that is no valid name (``..``, ``""``, NUL) raises
+    ``CorruptStoreError``, as opening the store does."""
     root = _load(os.path.join(store_path, ZARR_JSON)) if os.path.isdir(store_path) else None
     cons = _consolidated(root) if root is not None else None
     if cons is None:
         return []
+    for key in cons:
+        if any(part in ("", ".", "..") or "\x00" in part for part in key.split("/")):
+            raise CorruptStoreError(
+                f"cannot read the metadata of {store_path}: its consolidated metadata lists "
+                f"{key!r}, which is not a valid key (damaged or hostile metadata)"
+            )
     real = real_listing(store_path)
     found: list[ConsolidatedFinding] = []
     for key in sorted(set(real) | set(cons)):
