@@ -272,3 +272,18 @@ def test_library_validate_data(tmp_path: Path) -> None:
     (p,) = rep.problems
     assert (p.code, p.check, p.chunk) == ("checksum_failed", "data", [2, 0])
     assert rep.fails("error") and rep.to_dict()["problems"][0]["chunk"] == [2, 0]
+
+
+def test_use_consolidated_false_survives_pickling_and_is_zarr_only(tmp_path: Path) -> None:
+    import pickle
+
+    path = corpus.stale_added(tmp_path)
+    p = ptd.PersistentTensorDict.from_zarr(path, use_consolidated=False, batch_size=[])
+    q = pickle.loads(pickle.dumps(p))
+    assert "late" in q.keys() and q["late"].tolist() == [1] * 7
+    q.close()
+    p.close()
+    with pytest.raises(ptd.errors.ArgumentError, match="zarr"):
+        ptd.PersistentTensorDict(
+            filename=corpus.h5_ok(tmp_path), backend="h5", use_consolidated=False
+        )
