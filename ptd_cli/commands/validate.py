@@ -81,7 +81,11 @@ def validate(
     ] = None,
     no_lint: bool = typer.Option(False, "--no-lint", help="Skip the layout lint."),
     workers: int | None = typer.Option(
-        None, "--workers", min=1, metavar="N", help="--data: blocks decoded at once (default 4)."
+        None,
+        "--workers",
+        min=1,
+        metavar="N",
+        help="--data: blocks read at once (default: 4 for zarr, 2 for HDF5).",
     ),
     storage_option: Annotated[
         list[str] | None,
