@@ -12,7 +12,6 @@ from .._common import (
     STORAGE_OPTION_HELP,
     ExitCode,
     errors_handled,
-    fail,
     human_bytes,
     out_console,
     parse_storage_options,
@@ -59,8 +58,6 @@ def diff(
     fmt = check_format(fmt, json_)
     reports_to = parse_reports(report_to)
     options = parse_storage_options(storage_option)
-    if a == b:
-        raise fail(f"A and B are the same path ({a})")
     with counting_progress("diff", enabled=not metadata_only) as progress:
         with errors_handled(ctx, f"{a} / {b}"):
             import ptd
