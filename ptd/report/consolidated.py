@@ -99,9 +99,16 @@ def has_consolidated(store_path: str) -> bool | None:
     return _consolidated(root) is not None
 
 
-def real_listing(store_path: str) -> dict[str, dict[str, Any]]:
+def real_listing(
+    store_path: str,
+    known: dict[str, dict[str, Any]] | None = None,
+    since: float | None = None,
+) -> dict[str, dict[str, Any]]:
     """Every node below the root of a local zarr v3 store: ``"a/b"`` -> its ``zarr.json``
-    document (an unreadable one maps to ``{}``). Arrays' chunk directories are not walked."""
+    document (an unreadable one maps to ``{}``). Arrays' chunk directories are not walked.
+
+    ``known``/``since``: a node in ``known`` whose ``zarr.json`` was last modified before
+    ``since`` (a time stamp) is taken from ``known`` instead of being read."""
     out: dict[str, dict[str, Any]] = {}
     base_len = len(store_path.rstrip(os.sep)) + 1
     for d, dirs, _files in os.walk(store_path):
@@ -109,10 +116,16 @@ def real_listing(store_path: str) -> dict[str, dict[str, Any]]:
         for name in sorted(dirs):
             sub = os.path.join(d, name)
             meta_path = os.path.join(sub, ZARR_JSON)
-            if not os.path.isfile(meta_path):
+            try:
+                mtime = os.stat(meta_path).st_mtime
+            except OSError:
                 continue  # not a node (chunks of an array, or a stray directory)
-            doc = _load(meta_path) or {}
-            out[sub[base_len:].replace(os.sep, "/")] = doc
+            key = sub[base_len:].replace(os.sep, "/")
+            if known is not None and since is not None and key in known and mtime < since:
+                doc = known[key]
+            else:
+                doc = _load(meta_path) or {}
+            out[key] = doc
             if doc.get("node_type") != "array":
                 keep.append(name)
         dirs[:] = keep
@@ -134,9 +147,13 @@ def _differences(real: dict[str, Any], cons: dict[str, Any]) -> list[str]:
     return out
 
 
-def check_consolidated(store_path: str) -> list[ConsolidatedFinding]:
+def check_consolidated(store_path: str, *, thorough: bool = True) -> list[ConsolidatedFinding]:
     """Compare the consolidated metadata of the local zarr store at ``store_path`` with the
     nodes really in it. No consolidated metadata (or not a local directory store): ``[]``.
+    ``thorough=False`` (``ptd inspect``): every node's presence is checked, but only the
+    ``zarr.json`` documents modified after the root's (where consolidation writes) are read
+    and compared; a change that kept an older time stamp (a copy preserving times made before
+    the consolidation) is then missed.
     Consolidated metadata naming a key that is no valid name (``..``, ``""``, NUL) raises
     ``CorruptStoreError``, as opening the store does."""
     root = _load(os.path.join(store_path, ZARR_JSON)) if os.path.isdir(store_path) else None
@@ -149,7 +166,13 @@ def check_consolidated(store_path: str) -> list[ConsolidatedFinding]:
                 f"cannot read the metadata of {store_path}: its consolidated metadata lists "
                 f"{key!r}, which is not a valid key (damaged or hostile metadata)"
             )
-    real = real_listing(store_path)
+    since = None
+    if not thorough:
+        try:
+            since = os.stat(os.path.join(store_path, ZARR_JSON)).st_mtime
+        except OSError:
+            since = None
+    real = real_listing(store_path, cons, since)
     found: list[ConsolidatedFinding] = []
     for key in sorted(set(real) | set(cons)):
         r, c = real.get(key), cons.get(key)

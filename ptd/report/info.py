@@ -224,7 +224,7 @@ def info(
     """
     loc = StoreLocation.parse(path, storage_options)
     p = loc.path
-    stale = [] if loc.is_remote or not os.path.isdir(p) else check_consolidated(p)
+    stale = [] if loc.is_remote or not os.path.isdir(p) else check_consolidated(p, thorough=False)
     with open_stream(loc) as be:
         fmt = be.name
         s = scan(be, fmt)

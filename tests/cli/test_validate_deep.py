@@ -74,13 +74,23 @@ def test_stale_consolidated_metadata_other(ptd_cli, tmp_path: Path, build, code,
         assert "[64, 4]" in found["message"] and "[67, 4]" in found["message"]
 
 
-def test_inspect_warns_about_stale_consolidated_metadata(ptd_cli, tmp_path: Path) -> None:
-    path = corpus.stale_added(tmp_path)
+@pytest.mark.parametrize(
+    "build, code",
+    [
+        (corpus.stale_added, "consolidated_missing"),
+        (corpus.stale_removed, "consolidated_extra"),
+        (corpus.stale_changed, "consolidated_differs"),
+    ],
+)
+def test_inspect_warns_about_stale_consolidated_metadata(
+    ptd_cli, tmp_path: Path, build, code: str
+) -> None:
+    path = build(tmp_path)
     run = ptd_cli("inspect", path)
     assert run.code == 0, run
-    assert "warning: consolidated_missing" in run.stdout and "late" in run.stdout
+    assert f"warning: {code}" in run.stdout
     doc = ptd_cli("inspect", path, "--json").json
-    assert [c["code"] for c in doc["consolidated"]] == ["consolidated_missing"]
+    assert [c["code"] for c in doc["consolidated"]] == [code]
     fresh = ptd_cli("inspect", corpus.zarr_ok(tmp_path), "--json").json
     assert "consolidated" not in fresh
 
