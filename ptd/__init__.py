@@ -40,6 +40,8 @@ _PUBLIC: dict[str, str] = {
     "StoreInfo": "ptd.report.info",
     "validate": "ptd.report.validate",
     "ValidationReport": "ptd.report.validate",
+    "diff": "ptd.report.diff",
+    "DiffReport": "ptd.report.diff",
     "StoreLocation": "ptd.storage.location",
     "TdMeta": "ptd.format.tdmeta",
 }
@@ -62,6 +64,8 @@ __all__ = [
     "StoreInfo",
     "validate",
     "ValidationReport",
+    "diff",
+    "DiffReport",
     "StoreLocation",
     "TdMeta",
     "PtdError",
@@ -77,6 +81,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from ptd.core.tensordict import TensorDict
     from ptd.format.tdmeta import TdMeta
     from ptd.persistent.persistent_tensordict import PersistentTensorDict
+    from ptd.report.diff import DiffReport, diff
     from ptd.report.info import StoreInfo, info
     from ptd.report.validate import ValidationReport, validate
     from ptd.storage.location import StoreLocation

@@ -1,5 +1,6 @@
 """Metadata never needs torch: ``ptd.info``, ``ptd.validate``, ``ptd inspect``, ``ptd validate``
-and ``ptd --help`` run in a process where ``torch`` is never imported (it takes seconds to
+(``--data`` and ``inspect --stats`` too: they read arrays with numpy), ``ptd diff`` and
+``ptd --help`` run in a process where ``torch`` is never imported (it takes seconds to
 import; these commands take a fraction of one).
 
 Each check runs in a fresh interpreter (this test process has torch loaded already) and reports
@@ -126,10 +127,18 @@ def test_validate(store: Path) -> None:
         (["inspect", "{path}", "--json"], '"batch_size_source": "stored"'),
         (["validate", "{path}"], "valid"),
         (["validate", "{path}", "--json"], '"valid": true'),
+        (["validate", "{path}", "--data", "--format", "junit"], "<testsuites"),
+        (["inspect", "{path}", "--stats"], "histogram"),
+        (["diff", "{path}", "{path}.copy"], "same"),
     ],
-    ids=["inspect", "inspect-json", "validate", "validate-json"],
+    ids=["inspect", "inspect-json", "validate", "validate-json", "validate-data", "stats", "diff"],
 )
 def test_cli_commands(store: Path, args: list[str], expected: str) -> None:
+    copy = Path(f"{store}.copy")
+    if "diff" in args and not copy.exists():
+        import shutil
+
+        (shutil.copytree if store.is_dir() else shutil.copyfile)(store, copy)
     r = probe("cli", *[a.format(path=store) for a in args])
     assert r["code"] == 0, r
     assert expected in r["stdout"], r["stdout"]

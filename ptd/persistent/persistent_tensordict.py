@@ -93,6 +93,9 @@ class PersistentTensorDict(  # type: ignore[misc]
             None (default): on, unless the environment variable ``PTD_FAST_PATH=0``.
         storage_options: for a URL ``filename`` (``s3://bucket/data.zarr``; HDF5 read-only):
             passed to the fsspec filesystem (``endpoint_url``, ``key``/``secret``, ``anon``...).
+        use_consolidated: zarr only: ``False`` lists the store's real nodes in mode ``"r"``
+            instead of trusting its consolidated metadata, which a tool that added arrays
+            without re-consolidating leaves stale (``ptd validate`` reports such stores).
         **kwargs: passed to ``h5py.Group.create_dataset`` / ``zarr.Group.create_array`` when an
             entry is created.
     """
@@ -116,6 +119,7 @@ class PersistentTensorDict(  # type: ignore[misc]
         locking: bool | str | None = None,
         fast_path: bool | None = None,
         storage_options: dict[str, Any] | None = None,
+        use_consolidated: bool | None = None,
         **kwargs: Any,
     ):
         cls = get_backend(backend)
@@ -140,6 +144,10 @@ class PersistentTensorDict(  # type: ignore[misc]
             opts["fast_path"] = bool(fast_path)
         if storage_options is not None:
             opts["storage_options"] = dict(storage_options)
+        if use_consolidated is not None:
+            if cls.name != "zarr":
+                raise ArgumentError("use_consolidated= applies to zarr stores only")
+            opts["use_consolidated"] = bool(use_consolidated)
         target = group if group is not None else filename
         be = cls.open(target, mode, **opts)
         store = _Store(

@@ -49,6 +49,12 @@ which are stable (new fields may be added; none is renamed or removed within a
     ``"parent"``: a group that does not constrain its batch takes its parent's),
     ``stored_batch_size`` and ``metadata_problem`` (``null`` for leaves), and ``attrs`` (user
     attributes, ``null`` unless asked for).
+``consolidated``
+    for a local zarr store whose consolidated metadata disagrees with the nodes really in it:
+    one ``{"key", "code", "message"}`` per node missing from it, extra in it or different
+    (codes of :mod:`ptd.report.consolidated`); left out of the document otherwise. The entries listed are the
+    ones a reader trusting the consolidated metadata sees (``ptd validate`` checks the real
+    ones).
 ``totals``
     ``groups``, ``tensors``, ``non_tensors``, ``unsupported`` (counts over the whole store,
     whatever ``depth``), ``nbytes``/``stored_nbytes``/``ratio`` (over tensors), and
@@ -67,6 +73,7 @@ import numpy as np
 
 from ptd.format.names import PTD_JSON_ATTR, RESERVED_ATTRS, TD_NON_TENSOR_ATTR
 from ptd.format.shapes import fits
+from ptd.report.consolidated import check_consolidated
 from ptd.report.scan import open_stream, scan, zarr_array_nbytes
 from ptd.storage.backends.base import ArrayMeta, NodeKind, ValueKind
 from ptd.storage.location import StoreLocation
@@ -140,6 +147,7 @@ class StoreInfo:
     depth: int | None = None
     attrs: dict[str, Any] | None = None
     metadata_problem: str | None = None
+    consolidated: list[dict[str, str]] = field(default_factory=list)
     format_version: int = field(default=FORMAT_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
@@ -154,6 +162,7 @@ class StoreInfo:
             "metadata_problem": d.pop("metadata_problem"),
             "depth": d.pop("depth"),
             "attrs": d.pop("attrs"),
+            **({"consolidated": d.pop("consolidated")} if self.consolidated else {}),
             "entries": d.pop("entries"),
             "totals": d.pop("totals"),
         }
@@ -215,6 +224,7 @@ def info(
     """
     loc = StoreLocation.parse(path, storage_options)
     p = loc.path
+    stale = [] if loc.is_remote or not os.path.isdir(p) else check_consolidated(p, thorough=False)
     with open_stream(loc) as be:
         fmt = be.name
         s = scan(be, fmt)
@@ -301,4 +311,5 @@ def info(
             totals=totals,
             depth=depth,
             attrs=user_attrs(s.group_attrs.get((), {})) if attrs else None,
+            consolidated=[{"key": f.key, "code": f.code, "message": f.message} for f in stale],
         )

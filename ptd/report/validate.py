@@ -13,7 +13,22 @@ Checks, from metadata alone (no array data is read):
   parent's;
 * every leaf has a torch dtype;
 * with ``schema`` (the JSON document of ``ptd inspect --json``, as a dict or a file path): the
-  same keys, kinds and dtypes, and the same shapes apart from the batch dims.
+  same keys, kinds and dtypes, and the same shapes apart from the batch dims; an entry may add
+  ``"constraints"`` (``min``, ``max``, ``allowed``, ``allow_nan``, ``allow_missing_chunks``),
+  checked with ``data=True``;
+* a local zarr store's consolidated metadata against the nodes really in it
+  (:mod:`ptd.report.consolidated`): each node missing from it, extra in it or different is a
+  problem, and the checks above then run on the real nodes;
+* the layout lint (:mod:`ptd.report.lint`; ``lint=False`` leaves it out, ``ignore`` silences
+  codes), whose findings carry their own severity;
+* with ``data=True``, every chunk of every leaf (:mod:`ptd.report.datacheck`): undecodable
+  chunks, checksum failures, missing chunks, NaN/Inf, value constraints, and per-leaf
+  statistics in :attr:`ValidationReport.stats`.
+
+A report is ``valid`` when no problem has severity ``error`` (NaN/Inf counts are warnings and
+missing chunks information, unless a schema constraint makes them errors). Lint findings are
+kept apart in :attr:`ValidationReport.lint` and never make a report invalid;
+:meth:`ValidationReport.fails` applies a threshold to both.
 
 >>> import os, tempfile, torch
 >>> import ptd
@@ -25,13 +40,14 @@ Checks, from metadata alone (no array data is read):
 >>> ok.valid, bad.valid
 (True, False)
 >>> p = bad.problems[0]
->>> p.key, p.code, p.shape, p.expected
-('obs', 'batch_mismatch', [4, 3], [5])
+>>> p.key, p.code, p.shape, p.expected, p.severity, p.check
+('obs', 'batch_mismatch', [4, 3], [5], 'error', 'batch_size')
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -40,14 +56,19 @@ from typing import Any
 from ptd.errors import ArgumentError, BatchSizeError, PtdValueError
 from ptd.format.shapes import fits
 from ptd.format.tdmeta import parse_td_meta
+from ptd.report.consolidated import CONSOLIDATED_CODES, open_checked
+from ptd.report.datacheck import Constraint, DataResult, check_data
 from ptd.report.info import StoreInfo, leaf_shape
-from ptd.report.scan import Scan, open_stream, scan
+from ptd.report.lint import lint as run_lint
+from ptd.report.lint import severity_at_least
+from ptd.report.problems import CHECKS, Problem, from_consolidated, from_data, from_lint
+from ptd.report.scan import Scan, scan
 from ptd.storage.backends.base import ArrayMeta, NodeKind, Path, ValueKind
 from ptd.storage.location import StoreLocation, as_path_str
 
 __all__ = ["validate", "ValidationReport", "Problem", "load_schema", "PROBLEM_CODES"]
 
-#: every ``Problem.code``
+#: every ``Problem.code`` apart from the lint's (``L001``...: :data:`ptd.report.lint.LINT_CODES`)
 PROBLEM_CODES = (
     "unreadable",  # a node's metadata cannot be read
     "bad_metadata",  # a malformed __tensordict__ attribute, or one that does not fit the entries
@@ -59,19 +80,9 @@ PROBLEM_CODES = (
     "kind_mismatch",  # schema: group / tensor / non_tensor differ
     "dtype_mismatch",  # schema: torch dtypes differ
     "shape_mismatch",  # schema: non-batch dims differ
+    *CONSOLIDATED_CODES,
+    *CHECKS["data"],
 )
-
-
-@dataclass
-class Problem:
-    """One problem: the key (``""`` for the root), a code from :data:`PROBLEM_CODES`, a
-    readable message, and the shape found and what was expected where that applies."""
-
-    key: str
-    code: str
-    message: str
-    shape: list[int] | None = None
-    expected: Any = None
 
 
 @dataclass
@@ -86,9 +97,34 @@ class ValidationReport:
     leaves: int = 0
     problems: list[Problem] = field(default_factory=list)
     schema: str | None = None
+    #: whether every chunk was read (``data=True``), the bytes decoded and the seconds taken
+    data_checked: bool = False
+    data_nbytes: int = 0
+    data_seconds: float = 0.0
+    #: per numeric leaf (``data=True``): count, min, max, mean, std, nan, inf, chunks,
+    #: stored_chunks, nbytes, histogram
+    stats: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: whether the consolidated metadata was found stale (the real nodes were checked)
+    consolidated_stale: bool = False
+    #: the layout lint's findings (:mod:`ptd.report.lint`), each with its own severity; they
+    #: do not make the report invalid (``ptd validate --fail-on`` decides)
+    lint: list[Problem] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["problems"] = [p.to_dict() for p in self.problems]
+        d["lint"] = [p.to_dict() for p in self.lint]
+        return d
+
+    def findings(self) -> list[Problem]:
+        """The problems, then the lint findings."""
+        return list(self.problems) + list(self.lint)
+
+    def fails(self, fail_on: str = "error") -> bool:
+        """Whether a problem or lint finding has severity ``fail_on`` or worse."""
+        return not self.valid or any(
+            severity_at_least(p.severity, fail_on) for p in self.findings()
+        )
 
 
 def load_schema(schema: Any) -> dict[str, Any]:
@@ -142,10 +178,23 @@ def validate(
     batch_dims: int | None = None,
     schema: Any = None,
     storage_options: dict[str, Any] | None = None,
+    data: bool = False,
+    lint: bool = True,
+    ignore: Sequence[str] = (),
+    workers: int | None = None,
+    progress: Any = None,
+    use_consolidated: bool | None = None,
+    histogram_bins: int = 0,
 ) -> ValidationReport:
     """Check the store at ``path`` (see the module doc; a URL is read with
     ``storage_options``). Returns a report; only an unreadable store (missing, corrupt, not
-    h5/zarr) or a bad schema raises."""
+    h5/zarr) or a bad schema raises.
+
+    ``data``: read every chunk (``workers`` threads; ``progress(nbytes)`` called as blocks
+    complete, after ``progress(total=...)`` once). ``ignore``: problem or lint codes (or lint
+    names) left out. ``use_consolidated=False``: never trust a zarr store's consolidated
+    metadata (it is not trusted anyway once found stale). ``histogram_bins``: ``data`` also
+    draws a histogram of each float leaf (from a strided sample) into its statistics."""
     if batch_size is not None and batch_dims is not None:
         raise ArgumentError("pass batch_size or batch_dims, not both")
     if batch_dims is not None and (isinstance(batch_dims, bool) or int(batch_dims) < 0):
@@ -153,7 +202,10 @@ def validate(
     given = _as_batch_size(batch_size) if batch_size is not None else None
     doc = load_schema(schema) if schema is not None else None
     p = as_path_str(path)
-    with open_stream(StoreLocation.parse(p, storage_options)) as be:
+    be, stale = open_checked(
+        StoreLocation.parse(p, storage_options), use_consolidated=use_consolidated
+    )
+    try:
         s = scan(
             be,
             be.name,
@@ -165,6 +217,7 @@ def validate(
             Problem("/".join(q), "unreadable", f"cannot read the metadata: {msg}")
             for q, msg in s.errors.items()
         ]
+        problems += from_consolidated(stale)
         metas: dict[Path, ArrayMeta] = {
             q: m for q, k, m in s.nodes if k is NodeKind.ARRAY and m is not None
         }
@@ -216,13 +269,33 @@ def validate(
 
         if doc is not None:
             problems.extend(_check_schema(doc, s.nodes, metas, expected))
+        lint_found = from_lint(run_lint(s)) if lint else []
+        result: DataResult | None = None
+        if data:
+            numeric = [q for q, m in metas.items() if m.kind is not ValueKind.UNSUPPORTED]
+            if progress is not None:
+                progress(
+                    total=sum(math.prod(metas[q].shape) * metas[q].dtype.itemsize for q in numeric)
+                )
+            result = check_data(
+                be,
+                numeric,
+                constraints=schema_constraints(doc) if doc is not None else None,
+                workers=workers,
+                progress=progress,
+                histogram_bins=histogram_bins,
+            )
+            problems.extend(from_data(result))
+        skip = set(ignore)
+        problems = [pr for pr in problems if pr.code not in skip]
+        lint_found = [pr for pr in lint_found if pr.code not in skip and pr.name not in skip]
 
         order = {"/".join(q): i for i, (q, _k, _m) in enumerate(s.nodes)}
         problems.sort(key=lambda pr: order.get(pr.key, -1))
         report = ValidationReport(
             path=p,
             format=be.name,
-            valid=not problems,
+            valid=not any(pr.severity == "error" for pr in problems),
             batch_size=list(expected[()]),
             batch_size_source=source,
             groups=len(groups) - 1,
@@ -231,8 +304,32 @@ def validate(
             schema=None
             if schema is None or isinstance(schema, (Mapping, StoreInfo))
             else as_path_str(schema),
+            consolidated_stale=bool(stale),
+            lint=lint_found,
         )
+        if result is not None:
+            report.data_checked = True
+            report.data_nbytes = result.nbytes
+            report.data_seconds = round(result.seconds, 6)
+            report.stats = {k: asdict(v) for k, v in result.stats.items()}
         return report
+    finally:
+        be.close()
+
+
+def schema_constraints(doc: dict[str, Any]) -> dict[str, Constraint]:
+    """The value constraints of a schema's entries (``"constraints"`` of an entry)."""
+    out: dict[str, Constraint] = {}
+    for e in doc.get("entries", []):
+        c = e.get("constraints")
+        if isinstance(c, dict):
+            try:
+                out[e["key"]] = Constraint.from_dict(c)
+            except (TypeError, ValueError) as err:
+                raise PtdValueError(
+                    f"bad constraints for {e['key']!r} in the schema: {err}"
+                ) from None
+    return out
 
 
 def _expected_given(

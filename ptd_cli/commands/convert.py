@@ -76,6 +76,12 @@ def convert(
         False, "--allow-pickle", help="Decode pickled zarr entries (trusted files only)."
     ),
     json_: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    verify: bool = typer.Option(
+        False,
+        "--verify",
+        help="Compare DST with SRC afterwards (`ptd diff`: structure and every value); "
+        "exit 1 if they differ.",
+    ),
     workers: int = typer.Option(
         1, "--workers", "-w", min=1, metavar="N", help="Copy N chunk regions at a time (threads)."
     ),
@@ -123,8 +129,20 @@ def convert(
                 )
             except PickleRefusedError as err:
                 raise fail(f"{src}: {err} (ptd convert --allow-pickle)") from None
+    checked = None
+    if verify and not dry_run:
+        with errors_handled(ctx, result.dst):
+            from ._reports import counting_progress
+
+            with counting_progress("verifying", enabled=not json_) as progress:
+                checked = ptd.diff(src, result.dst, storage_options=options, progress=progress)
     if json_:
-        print_json(result.to_dict())
+        doc = result.to_dict()
+        if checked is not None:
+            doc["verify"] = checked.to_dict()
+        print_json(doc)
+        if checked is not None and not checked.same:
+            raise typer.Exit(1)
         return
     console = out_console()
     if dry_run:
@@ -164,6 +182,18 @@ def convert(
         )
         return
     print_summary(console, result)
+    if checked is not None:
+        if checked.same:
+            console.print(
+                f"  verified: {plural(checked.leaves_compared, 'leaf', 'leaves')}, "
+                f"{human_bytes(checked.nbytes_compared)} compared, no difference",
+                markup=False,
+            )
+            return
+        from .diff import _render
+
+        _render(checked)
+        raise typer.Exit(1)
 
 
 def print_summary(console: Any, result: Any, name: Callable[[str], str] = str) -> None:

@@ -161,7 +161,7 @@ def _run(console: Any, root: str) -> None:
     console.print(Text("and a wrong batch size is caught:", style="dim"))
     console.print(Text(f"$ ptd validate {rel(zarr)} --batch-size 32", style="dim"))
     report = ptd.validate(zarr, batch_size=[32])
-    render_report(console, report)
+    render_report(console, report, "error")
 
     _step(
         console, 5, "export to a tensordict memmap directory", f"ptd memmap {rel(zarr)} {rel(mm)}"

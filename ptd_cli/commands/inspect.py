@@ -38,6 +38,11 @@ def inspect(
         None, "--depth", min=0, help="List entries down to this many levels (totals cover all)."
     ),
     attrs: bool = typer.Option(False, "--attrs", help="Show user attributes too."),
+    stats: bool = typer.Option(
+        False,
+        "--stats",
+        help="Read every chunk: min/max/mean/std/NaN and a histogram per leaf, then the lint.",
+    ),
     storage_option: Annotated[
         list[str] | None,
         typer.Option("--storage-option", "-O", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP),
@@ -48,10 +53,30 @@ def inspect(
         import ptd
 
         result = ptd.info(path, depth=depth, attrs=attrs, storage_options=options)
+    checked = None
+    if stats:
+        from ._reports import counting_progress
+
+        with counting_progress("inspect --stats", enabled=True) as progress:
+            with errors_handled(ctx, path):
+                from ptd.report.datacheck import HISTOGRAM_BINS
+
+                checked = ptd.validate(
+                    path,
+                    storage_options=options,
+                    data=True,
+                    progress=progress,
+                    histogram_bins=HISTOGRAM_BINS,
+                )
     if json_:
-        print_json(result.to_dict())
+        doc = result.to_dict()
+        if checked is not None:
+            doc["stats"] = checked.stats
+            doc["lint"] = [p.to_dict() for p in checked.lint]
+            doc["data_problems"] = [p.to_dict() for p in checked.problems if p.check == "data"]
+        print_json(doc)
         return
-    render(result, show_attrs=attrs)
+    render(result, show_attrs=attrs, checked=checked)
 
 
 inspect.__doc__ = HELP
@@ -100,7 +125,7 @@ def _tree_prefixes(entries: list[EntryInfo]) -> list[str]:
     return out
 
 
-def render(info: StoreInfo, *, show_attrs: bool = False) -> None:
+def render(info: StoreInfo, *, show_attrs: bool = False, checked: Any = None) -> None:
     console = out_console()
     head = Text()
     head.append(info.path, style="bold")
@@ -113,6 +138,19 @@ def render(info: StoreInfo, *, show_attrs: bool = False) -> None:
         warn = Text("warning: ", style="bold yellow")
         warn.append(f"{where}: {problem}" if where else problem)
         console.print(warn)
+    for c in info.consolidated:
+        warn = Text("warning: ", style="bold yellow")
+        warn.append(f"{c['code']}: {c['message']}")
+        console.print(warn)
+    if info.consolidated:
+        console.print(
+            Text(
+                "  the listing below is what readers trusting the consolidated metadata see; "
+                "`ptd validate` checks the real nodes",
+                style="dim",
+            )
+        )
+    stats: dict[str, Any] = checked.stats if checked is not None else {}
     if info.attrs:
         console.print(Text(f"attrs: {_attrs(info.attrs)}", style="dim"))
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold dim")
@@ -168,6 +206,61 @@ def render(info: StoreInfo, *, show_attrs: bool = False) -> None:
     if info.depth is not None:
         foot.append(f"  (listed to depth {info.depth})", style="dim")
     console.print(foot)
+    if checked is not None:
+        from .validate import render_lint
+
+        if stats:
+            st_table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold dim")
+            st_table.add_column("leaf", no_wrap=True)
+            for col in ("min", "max", "mean", "std", "nan"):
+                st_table.add_column(col, justify="right", no_wrap=True)
+            st_table.add_column("histogram (min..max)", no_wrap=True)
+            for leaf_key, st in stats.items():
+                st_table.add_row(leaf_key, *_stat_cells(st))
+            console.print(st_table)
+
+        for p in checked.problems:
+            if p.check == "data":
+                line = Text(
+                    f"{p.severity}: ", style="bold red" if p.severity == "error" else "yellow"
+                )
+                line.append(f"{p.code}: {p.message}")
+                console.print(line)
+        if checked.lint:
+            render_lint(console, checked.lint)
+        else:
+            console.print(Text("lint: nothing found", style="dim"))
+
+
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(counts: list[int] | None) -> str:
+    """A histogram as one line of block characters (empty bins are spaces)."""
+    if not counts:
+        return ""
+    top = max(counts) or 1
+    return "".join(
+        " " if c == 0 else _BARS[min(len(_BARS) - 1, (c * len(_BARS) - 1) // top)] for c in counts
+    )
+
+
+def _stat_cells(st: dict[str, Any] | None) -> list[Any]:
+    if not st:
+        return ["", "", "", "", "", ""]
+
+    def num(v: Any) -> str:
+        return "" if v is None else f"{v:.4g}"
+
+    nan = st.get("nan") or 0
+    return [
+        num(st.get("min")),
+        num(st.get("max")),
+        num(st.get("mean")),
+        num(st.get("std")),
+        Text(str(nan), style="bold red") if nan else "",
+        Text(sparkline(st.get("histogram")), style="cyan"),
+    ]
 
 
 def _metadata_problems(info: StoreInfo) -> list[tuple[str, str]]:

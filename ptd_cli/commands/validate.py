@@ -1,4 +1,5 @@
-"""``ptd validate PATH...``: leading dims against the batch size, metadata, optional schema."""
+"""``ptd validate PATH...``: leading dims against the batch size, metadata, optional schema,
+consolidated metadata, layout lint, and with ``--data`` every chunk."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from .._common import (
     ExitCode,
     errors_handled,
     fail,
+    human_bytes,
     is_debug,
     message_of,
     out_console,
@@ -20,12 +22,22 @@ from .._common import (
     parse_storage_options,
     plural,
     print_error,
-    print_json,
+)
+from ._reports import (
+    FORMAT_HELP,
+    REPORT_HELP,
+    check_fail_on,
+    check_format,
+    counting_progress,
+    emit,
+    parse_reports,
+    render,
+    write_reports,
 )
 
-SHORT_HELP = "Check leaves against the batch size, the metadata, and optionally a schema."
+SHORT_HELP = "Check batch sizes, metadata, schema, layout, and with --data every chunk."
 
-HELP = """Check that every leaf's leading dims match the batch size (the stored one, or --batch-size, or --batch-dims K leading dims inferred), that the metadata is readable, and with --schema that keys, dtypes and shapes match a schema saved by `ptd inspect --json` (batch dims may differ). Each problem is listed with its key, shape and what was expected. Exit status: 0 valid, 1 problems found, 2 unreadable input or usage error."""
+HELP = """Check that every leaf's leading dims match the batch size (the stored one, or --batch-size, or --batch-dims K leading dims inferred), that the metadata is readable (a zarr store's consolidated metadata is compared with the nodes really in it), and with --schema that keys, dtypes and shapes match a schema saved by `ptd inspect --json` (batch dims may differ). The layout lint reports slow or unreadable layouts (codes L001-L009, each with a fix). With --data, every chunk of every leaf is read once: undecodable chunks, checksum failures, missing chunks, NaN/Inf, schema value constraints, and per-leaf statistics in the JSON report. Exit status: 0 valid, 1 problems found (or a finding at the --fail-on severity), 2 unreadable input or usage error."""
 
 
 def validate(
@@ -44,7 +56,36 @@ def validate(
         None, "--schema", metavar="FILE", help="A JSON schema saved by `ptd inspect --json`."
     ),
     json_: bool = typer.Option(
-        False, "--json", help="Print a JSON report with a top-level `valid`."
+        False, "--json", help="Print a JSON report with a top-level `valid` (= --format json)."
+    ),
+    data: bool = typer.Option(
+        False, "--data", help="Read every chunk of every leaf (checksums, NaN, statistics)."
+    ),
+    fmt: str = typer.Option("text", "--format", metavar="FORMAT", help=FORMAT_HELP),
+    report_to: Annotated[
+        list[str] | None, typer.Option("--report", metavar="FORMAT=FILE", help=REPORT_HELP)
+    ] = None,
+    fail_on: str = typer.Option(
+        "error",
+        "--fail-on",
+        metavar="SEVERITY",
+        help="Exit 1 on a problem or lint finding of this severity or worse: error, warning, info.",
+    ),
+    ignore: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ignore",
+            metavar="CODE",
+            help="Leave out a problem or lint code (L002, nan_values...); repeatable.",
+        ),
+    ] = None,
+    no_lint: bool = typer.Option(False, "--no-lint", help="Skip the layout lint."),
+    workers: int | None = typer.Option(
+        None,
+        "--workers",
+        min=1,
+        metavar="N",
+        help="--data: blocks read at once (default: 4 for zarr, 2 for HDF5).",
     ),
     storage_option: Annotated[
         list[str] | None,
@@ -53,6 +94,9 @@ def validate(
 ) -> None:
     if batch_size is not None and batch_dims is not None:
         raise fail("--batch-size and --batch-dims cannot be used together")
+    fmt = check_format(fmt, json_)
+    fail_on = check_fail_on(fail_on)
+    reports_to = parse_reports(report_to)
     try:
         bs = parse_batch_size(batch_size)
     except typer.BadParameter as err:
@@ -65,44 +109,67 @@ def validate(
         doc = load_schema(schema) if schema is not None else None
 
     reports: list[dict[str, Any]] = []
+    suites: list[Any] = []
     code = ExitCode.OK
     console = out_console()
-    for path in paths:
-        try:
-            report = ptd.validate(
-                path, batch_size=bs, batch_dims=batch_dims, schema=doc, storage_options=options
-            )
-        except KeyboardInterrupt:
-            with errors_handled(ctx, path):
-                raise
-        except Exception as err:  # noqa: BLE001 - an unreadable input: report it, go on
-            if is_debug(ctx):
-                import traceback
+    from ptd.report.suites import error_suite, validation_suite
 
-                traceback.print_exc()
-            msg = message_of(err, path)
-            reports.append({"path": path, "valid": False, "error": msg, "problems": []})
-            code = ExitCode.BAD_INPUT
-            if not json_:
-                print_error(msg)
-            continue
-        d = report.to_dict()
-        d["schema"] = schema
-        d["error"] = None
-        reports.append(d)
-        if not report.valid and code == ExitCode.OK:
-            code = ExitCode.PROBLEMS
-        if not json_:
-            _render(console, report)
-    if json_:
-        print_json({"valid": code == ExitCode.OK, "reports": reports})
+    with counting_progress("validate --data", enabled=data) as progress:
+        for path in paths:
+            try:
+                report = ptd.validate(
+                    path,
+                    batch_size=bs,
+                    batch_dims=batch_dims,
+                    schema=doc,
+                    storage_options=options,
+                    data=data,
+                    lint=not no_lint,
+                    ignore=tuple(ignore or ()),
+                    workers=workers,
+                    progress=progress if data else None,
+                )
+            except KeyboardInterrupt:
+                with errors_handled(ctx, path):
+                    raise
+            except Exception as err:  # noqa: BLE001 - an unreadable input: report it, go on
+                if is_debug(ctx):
+                    import traceback
+
+                    traceback.print_exc()
+                msg = message_of(err, path)
+                reports.append({"path": path, "valid": False, "error": msg, "problems": []})
+                suites.append(error_suite(path, msg))
+                code = ExitCode.BAD_INPUT
+                if fmt == "text":
+                    print_error(msg)
+                continue
+            d = report.to_dict()
+            d["schema"] = schema
+            d["error"] = None
+            reports.append(d)
+            suites.append(validation_suite(report))
+            if report.fails(fail_on) and code == ExitCode.OK:
+                code = ExitCode.PROBLEMS
+            if fmt == "text":
+                _render(console, report, fail_on)
+    out_doc = {"valid": code == ExitCode.OK, "fail_on": fail_on, "reports": reports}
+    if fmt != "text":
+        emit(render(fmt, suites, fail_on, out_doc, "ptd validate"))
+    write_reports(reports_to, suites, fail_on, out_doc, "ptd validate")
     raise typer.Exit(int(code))
 
 
-def _render(console: Any, report: Any) -> None:
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+
+
+def _render(console: Any, report: Any, fail_on: str = "error") -> None:
+    failing = report.fails(fail_on)
     head = Text()
-    if report.valid:
+    if report.valid and not failing:
         head.append("valid ", style="bold green")
+    elif report.valid:
+        head.append("FAILED ", style="bold red")
     else:
         head.append("INVALID ", style="bold red")
     head.append(report.path, style="bold")
@@ -110,8 +177,16 @@ def _render(console: Any, report: Any) -> None:
         f"  {report.format}, batch_size={report.batch_size} ({report.batch_size_source}), "
         f"{plural(report.leaves, 'leaf', 'leaves')}, {plural(report.groups, 'group')}"
     )
-    if not report.valid:
-        head.append(f": {plural(len(report.problems), 'problem')}")
+    errors = [p for p in report.problems if p.severity == "error"]
+    if errors:
+        head.append(f": {plural(len(errors), 'problem')}")
+    if report.data_checked:
+        rate = report.data_nbytes / report.data_seconds / 1e6 if report.data_seconds else 0.0
+        head.append(
+            f"; data: {human_bytes(report.data_nbytes)} read in {report.data_seconds:.2f} s "
+            f"({rate:.0f} MB/s)",
+            style="dim",
+        )
     console.print(head)
     if report.problems:
         table = Table(box=None, pad_edge=False, header_style="bold dim")
@@ -122,5 +197,51 @@ def _render(console: Any, report: Any) -> None:
             expected = "" if p.expected is None else str(p.expected)
             if p.shape is None:
                 expected = (expected + "  " if expected else "") + p.message
-            table.add_row(p.key or "/", p.code, "" if p.shape is None else str(p.shape), expected)
+            code = Text(p.code, style=_STYLE.get(p.severity, ""))
+            if p.severity != "error":
+                code.append(f" ({p.severity})", style="dim")
+            table.add_row(p.key or "/", code, "" if p.shape is None else str(p.shape), expected)
         console.print(table)
+    if report.stats:
+        render_stats(console, report.stats)
+    if report.lint:
+        render_lint(console, report.lint)
+
+
+def render_stats(console: Any, stats: dict[str, dict[str, Any]]) -> None:
+    table = Table(box=None, pad_edge=False, header_style="bold dim", title_justify="left")
+    for col in ("leaf", "min", "max", "mean", "std", "nan", "inf", "chunks"):
+        table.add_column(col, justify="left" if col == "leaf" else "right", no_wrap=True)
+    for key, st in stats.items():
+        chunks = "" if not st.get("chunks") else str(st["chunks"])
+        if st.get("stored_chunks") is not None and st["stored_chunks"] != st.get("chunks"):
+            chunks = f"{st['stored_chunks']}/{st['chunks']}"
+        table.add_row(
+            key,
+            _num(st.get("min")),
+            _num(st.get("max")),
+            _num(st.get("mean")),
+            _num(st.get("std")),
+            str(st.get("nan", 0)) if st.get("nan") else "",
+            str(st.get("inf", 0)) if st.get("inf") else "",
+            chunks,
+        )
+    console.print(table)
+
+
+def render_lint(console: Any, lint: list[Any]) -> None:
+    console.print(Text("lint:", style="bold"))
+    for f in lint:
+        line = Text("  ")
+        line.append(f"{f.code} {f.name}", style=_STYLE.get(f.severity, ""))
+        line.append(f" ({f.severity}) ", style="dim")
+        line.append(f.message)
+        if f.fix:
+            line.append(f"  fix: {f.fix}", style="dim")
+        console.print(line)
+
+
+def _num(v: Any) -> str:
+    if v is None:
+        return ""
+    return f"{v:.6g}"

@@ -26,6 +26,12 @@ REPORT_FIELDS = {
     "problems",
     "schema",
     "error",
+    "data_checked",
+    "data_nbytes",
+    "data_seconds",
+    "stats",
+    "consolidated_stale",
+    "lint",
 }
 
 

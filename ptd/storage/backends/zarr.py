@@ -131,6 +131,7 @@ class ZarrBackend(Backend):
         *,
         storage_options: dict[str, Any] | None = None,
         fast_path: bool | None = None,
+        use_consolidated: bool | None = None,
         **_: Any,
     ) -> ZarrBackend:
         """Open a zarr group: a path (a directory, a ``.zip`` file or an fsspec URL), a
@@ -168,8 +169,11 @@ class ZarrBackend(Backend):
                 store = local_store(location, mode)
                 owns = isinstance(store, ZipStore)
             # never "w"/"w-"/"x": reopening must not wipe what this session wrote
-            spec = ReopenSpec.make(parsed, "r" if mode == "r" else "r+", fast_path=fast_path)
-        root = open_root(store, mode, location, remote=remote)
+            extra = {} if use_consolidated is None else {"use_consolidated": use_consolidated}
+            spec = ReopenSpec.make(
+                parsed, "r" if mode == "r" else "r+", fast_path=fast_path, **extra
+            )
+        root = open_root(store, mode, location, remote=remote, use_consolidated=use_consolidated)
         fresh = mode in ("w", "w-", "x")
         return cls(
             root, location=location, spec=spec, owns_store=owns, fresh=fresh, fast_path=fast_path

@@ -72,11 +72,14 @@ def local_store(path: str, mode: str) -> Any:
     return path
 
 
-def open_root(store: Any, mode: str, location: str, *, remote: bool) -> zarr.Group:
+def open_root(
+    store: Any, mode: str, location: str, *, remote: bool, use_consolidated: bool | None = None
+) -> zarr.Group:
     """The root group of ``store`` (a path, or a zarr store; named ``location`` in errors)
-    opened in ``mode``; ``remote``: an fsspec URL's store, whose I/O errors are the URL's."""
+    opened in ``mode``; ``remote``: an fsspec URL's store, whose I/O errors are the URL's.
+    ``use_consolidated=False``: never trust consolidated metadata (writable modes never do)."""
     kwargs: dict[str, Any] = {"mode": "w-" if mode == "x" else mode}
-    if mode != "r":
+    if mode != "r" or use_consolidated is False:
         kwargs["use_consolidated"] = False
     try:
         with warnings.catch_warnings():

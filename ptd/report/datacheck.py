@@ -1,0 +1,565 @@
+"""``ptd validate --data``: read every chunk of every leaf once and check what it holds.
+
+Each numeric leaf is read in *blocks* of whole chunks (about 8 MiB each, 16 MiB for HDF5, one
+chunk when a chunk is larger; rows of a contiguous HDF5 dataset), several blocks at a time on
+a thread pool (``workers``: zarr chunks are decoded in parallel; HDF5 reads one block at a
+time, its library holding a global lock, while another thread computes the previous block's
+statistics), so memory stays bounded by a few blocks whatever the store's size. A
+block that cannot be read is read again chunk by chunk, so each bad chunk is named by its key
+and its grid index. Found per leaf:
+
+* ``undecodable_chunk``: a chunk whose bytes cannot be decoded (a truncated or bit-flipped
+  compressed chunk);
+* ``checksum_failed``: a chunk whose checksum (HDF5 ``fletcher32``, the zarr ``crc32c`` codec)
+  does not match its bytes;
+* missing chunks (never written, or deleted: they read as the fill value), counted; a chunk of
+  fill values is legitimately absent in zarr (``write_empty_chunks``), so this is information
+  unless the schema forbids it;
+* NaN/Inf counts of float leaves, and statistics (min, max, mean, std, NaN count) of every
+  numeric leaf (bfloat16 included; float8 and complex leaves are only checked for decoding);
+* with value constraints (:class:`Constraint`, from a schema): values out of range, not among
+  the allowed ones, NaN where none is allowed.
+
+Nothing here imports torch. Non-tensor entries are decoded once each (pickles are not
+decoded: they are code, not data).
+
+>>> import os, tempfile, numpy as np
+>>> from ptd.storage.backends import get_backend
+>>> with tempfile.TemporaryDirectory() as d:
+...     be = get_backend("h5").open(os.path.join(d, "x.h5"), "w")
+...     be.create_array(("x",), shape=(6,), dtype=np.dtype("f4"),
+...                     data=np.array([1, 2, 3, np.nan, 5, 6], "f4"), chunks=(2,))
+...     res = check_data(be, [("x",)])
+...     be.close()
+>>> st = res.stats["x"]
+>>> st.count, st.nan, st.min, st.max, st.mean
+(6, 1, 1.0, 6.0, 3.4)
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ptd.errors import PickleRefusedError, PtdError
+from ptd.storage.backends.base import Backend, NodeKind, Path, ValueKind
+from ptd.storage.backends.chunks import ChunkInfo, chunk_info
+
+__all__ = [
+    "Constraint",
+    "LeafStats",
+    "ChunkFault",
+    "Violation",
+    "DataResult",
+    "check_data",
+    "plan_blocks",
+    "BLOCK_BYTES",
+    "HISTOGRAM_BINS",
+]
+
+#: bytes of one block (several whole chunks) read at a time
+BLOCK_BYTES = 8 * 2**20
+#: values kept per leaf (a strided sample) for the histogram
+_SAMPLE_CAP = 65536
+_PER_BLOCK_SAMPLE = 4096
+#: bins of the histograms ``ptd inspect --stats`` draws
+HISTOGRAM_BINS = 16
+
+
+@dataclass
+class Constraint:
+    """Value constraints of one leaf (a schema entry's ``"constraints"``): ``min``/``max``
+    (inclusive), ``allowed`` values, ``allow_nan`` (False: NaN is an error) and
+    ``allow_missing_chunks`` (False: a chunk never written is an error)."""
+
+    min: float | None = None
+    max: float | None = None
+    allowed: list[float] | None = None
+    allow_nan: bool = True
+    allow_missing_chunks: bool = True
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Constraint:
+        allowed = d.get("allowed")
+        return cls(
+            min=None if d.get("min") is None else float(d["min"]),
+            max=None if d.get("max") is None else float(d["max"]),
+            allowed=None if allowed is None else [float(v) for v in allowed],
+            allow_nan=bool(d.get("allow_nan", True)),
+            allow_missing_chunks=bool(d.get("allow_missing_chunks", True)),
+        )
+
+
+@dataclass
+class LeafStats:
+    """Statistics of one numeric leaf over every value read (NaN/Inf left out of min, max,
+    mean and std; None where there is nothing to compute)."""
+
+    count: int = 0
+    min: float | None = None
+    max: float | None = None
+    mean: float | None = None
+    std: float | None = None
+    nan: int = 0
+    inf: int = 0
+    #: chunks of the leaf, chunks stored, bytes decoded
+    chunks: int = 0
+    stored_chunks: int | None = None
+    nbytes: int = 0
+    #: a histogram of a strided sample (``bins`` counts over ``[min, max]``), float leaves
+    histogram: list[int] | None = None
+
+
+@dataclass
+class ChunkFault:
+    """A chunk that could not be read: ``code`` is ``undecodable_chunk`` or
+    ``checksum_failed``; ``chunk`` its grid index."""
+
+    key: str
+    code: str
+    chunk: list[int]
+    message: str
+
+
+@dataclass
+class Violation:
+    """Values that break a constraint: ``code`` is ``value_out_of_range``,
+    ``value_not_allowed``, ``nan_not_allowed`` or ``missing_chunks``."""
+
+    key: str
+    code: str
+    count: int
+    message: str
+
+
+@dataclass
+class DataResult:
+    stats: dict[str, LeafStats] = field(default_factory=dict)
+    faults: list[ChunkFault] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    #: key -> (chunks missing, chunks in all, the first missing grid indices)
+    missing: dict[str, tuple[int, int, list[list[int]]]] = field(default_factory=dict)
+    #: non-tensor entries that could not be decoded: key -> message
+    bad_non_tensors: dict[str, str] = field(default_factory=dict)
+    nbytes: int = 0
+    seconds: float = 0.0
+
+
+# --- planning ----------------------------------------------------------------------------------
+def plan_blocks(
+    shape: Sequence[int], chunks: Sequence[int], itemsize: int, limit: int = BLOCK_BYTES
+) -> Iterator[tuple[slice, ...]]:
+    """Regions of whole chunks covering ``shape``, each about ``limit`` bytes (one chunk when a
+    chunk is larger), in C order.
+
+    >>> [tuple((s.start, s.stop) for s in b) for b in plan_blocks((5, 4), (2, 4), 4, 64)]
+    [((0, 4), (0, 4)), ((4, 5), (0, 4))]
+    >>> len(list(plan_blocks((4, 6), (2, 2), 1, 4)))
+    6
+    """
+    shape, chunks = tuple(int(s) for s in shape), tuple(max(1, int(c)) for c in chunks)
+    if not shape:
+        yield ()
+        return
+    if 0 in shape:
+        return
+    nd = len(shape)
+    # the first dim d such that one chunk in dims < d, chunk multiples in d and everything
+    # after d fit in the limit
+    d = nd - 1
+    for k in range(nd):
+        per = itemsize * math.prod(chunks[:k]) * chunks[k] * math.prod(shape[k + 1 :])
+        if per <= limit:
+            d = k
+            break
+    per = itemsize * math.prod(chunks[:d]) * chunks[d] * math.prod(shape[d + 1 :])
+    if d == nd - 1 and per > limit:
+        step = chunks[d]  # one chunk per block
+    else:
+        step = chunks[d] * max(1, limit // max(1, per))
+    outer = [range(0, shape[i], chunks[i]) for i in range(d)]
+    for starts in itertools.product(*outer):
+        head = tuple(slice(s, min(s + chunks[i], shape[i])) for i, s in enumerate(starts))
+        for s in range(0, shape[d], step):
+            yield (
+                head
+                + (slice(s, min(s + step, shape[d])),)
+                + tuple(slice(0, shape[i]) for i in range(d + 1, nd))
+            )
+
+
+def _chunks_of(region: tuple[slice, ...], chunks: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
+    ranges = [range(r.start // c, -(-r.stop // c)) for r, c in zip(region, chunks, strict=True)]
+    return itertools.product(*ranges)
+
+
+def _chunk_region(
+    idx: tuple[int, ...], chunks: tuple[int, ...], shape: tuple[int, ...]
+) -> tuple[slice, ...]:
+    return tuple(
+        slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(idx, chunks, shape, strict=True)
+    )
+
+
+# --- statistics --------------------------------------------------------------------------------
+class _Acc:
+    """Streaming statistics of one leaf (blocks are merged as they complete, any order)."""
+
+    def __init__(self, float_like: bool, want_sample: bool, constraint: Constraint | None):
+        self.float_like = float_like
+        self.n = 0
+        self.mean = 0.0
+        self.m2 = 0.0
+        self.min: float | None = None
+        self.max: float | None = None
+        self.nan = 0
+        self.inf = 0
+        self.count = 0
+        self.out_of_range = 0
+        self.not_allowed = 0
+        self.sample: list[np.ndarray] | None = [] if want_sample and float_like else None
+        self.sampled = 0
+        self.constraint = constraint
+        self.lock = threading.Lock()
+
+    def add(self, x: np.ndarray) -> None:
+        x = np.ascontiguousarray(x).reshape(-1)
+        total = x.size
+        if not total:
+            return
+        nan = inf = 0
+        s: float | None = None
+        if self.float_like:
+            # the float32/64 sum (pairwise: accurate) is finite exactly when every value is,
+            # unless finite values overflow it: then the finite mask decides
+            s = float(x.sum())
+            if not math.isfinite(s):
+                finite = np.isfinite(x)
+                nfin = int(np.count_nonzero(finite))
+                if nfin != total:
+                    nan = int(np.count_nonzero(np.isnan(x)))
+                    inf = total - nfin - nan
+                    x = x[finite]
+                s = float(np.add.reduce(x, dtype=np.float64))
+        n = x.size
+        c = self.constraint
+        bad_range = bad_allowed = 0
+        if n:
+            mn, mx = x.min(), x.max()
+            mean, m2 = _moments(x, s)
+            if c is not None:
+                if c.min is not None or c.max is not None:
+                    lo = -np.inf if c.min is None else c.min
+                    hi = np.inf if c.max is None else c.max
+                    if mn < lo or mx > hi:
+                        bad_range = int(np.count_nonzero((x < lo) | (x > hi)))
+                if c.allowed is not None:
+                    bad_allowed = int(np.count_nonzero(~np.isin(x, np.asarray(c.allowed))))
+            samp = None
+            if self.sample is not None:
+                stride = max(1, n // _PER_BLOCK_SAMPLE)
+                samp = np.array(x[::stride], dtype=np.float64)
+        with self.lock:
+            self.count += total
+            self.nan += nan
+            self.inf += inf
+            self.out_of_range += bad_range
+            self.not_allowed += bad_allowed
+            if not n:
+                return
+            mnf, mxf = float(mn), float(mx)
+            self.min = mnf if self.min is None else min(self.min, mnf)
+            self.max = mxf if self.max is None else max(self.max, mxf)
+            # Chan et al.'s merge of two (count, mean, M2)
+            tot = self.n + n
+            delta = mean - self.mean
+            self.m2 += m2 + delta * delta * self.n * n / tot
+            self.mean += delta * n / tot
+            self.n = tot
+            if self.sample is not None and samp is not None:
+                self.sample.append(samp)
+                self.sampled += samp.size
+                if self.sampled > _SAMPLE_CAP:
+                    merged = np.concatenate(self.sample)[::2]
+                    self.sample, self.sampled = [merged], merged.size
+
+    def result(self, bins: int) -> LeafStats:
+        st = LeafStats(count=self.count, nan=self.nan, inf=self.inf, min=self.min, max=self.max)
+        if self.n:
+            st.mean = self.mean
+            st.std = math.sqrt(max(self.m2, 0.0) / self.n)
+        if bins and self.sample and self.min is not None and self.max is not None:
+            data = np.concatenate(self.sample)
+            hi = self.max if self.max > self.min else self.min + 1.0
+            st.histogram = [int(v) for v in np.histogram(data, bins=bins, range=(self.min, hi))[0]]
+        return st
+
+
+def _moments(x: np.ndarray, s: float | None) -> tuple[float, float]:
+    """Mean and M2 (sum of squared deviations) of a non-empty block of finite values; ``s``:
+    its sum when known.
+
+    Floats: from the sum and the sum of squares (two BLAS-speed passes), unless the variance is
+    small next to the mean (cancellation), then from the deviations. Bools: exactly from the
+    count of ones. Integers: from the deviations in float64."""
+    n = x.size
+    if x.dtype.kind == "b":
+        ones = float(np.count_nonzero(x))
+        mean = ones / n
+        return mean, ones - n * mean * mean
+    if x.dtype.kind == "f":
+        if s is None:
+            s = float(x.sum())
+        mean = s / n
+        sq = float(np.dot(x, x))
+        m2 = sq - n * mean * mean
+        if m2 > 1e-2 * sq:
+            return mean, m2
+        dev = x.astype(np.float64)
+        dev -= mean
+        return mean, float(np.dot(dev, dev))
+    mean = float(np.add.reduce(x, dtype=np.float64)) / n
+    dev = x.astype(np.float64)
+    dev -= mean
+    return mean, float(np.dot(dev, dev))
+
+
+def _as_numbers(raw: np.ndarray, torch_dtype: str | None) -> np.ndarray | None:
+    """The values of a block as numpy numbers for statistics (bfloat16 bits widened to
+    float32), or None when there are none to compute (float8, complex)."""
+    if torch_dtype == "bfloat16":
+        return (raw.astype(np.uint32) << 16).view(np.float32)
+    if torch_dtype is not None and torch_dtype.startswith("float8"):
+        return None
+    if raw.dtype.kind == "c":
+        return None
+    if raw.dtype == np.float16:
+        return raw.astype(np.float32)  # float16 has no BLAS and overflows its own sums
+    return raw
+
+
+# --- the pass ----------------------------------------------------------------------------------
+@dataclass
+class _Leaf:
+    path: Path
+    key: str
+    shape: tuple[int, ...]
+    itemsize: int
+    torch_dtype: str | None
+    info: ChunkInfo
+    acc: _Acc
+    constraint: Constraint | None
+
+
+def _classify(info: ChunkInfo, err: Exception) -> str:
+    text = str(err).lower()
+    if info.checksum is not None or "checksum" in text:
+        return "checksum_failed"
+    return "undecodable_chunk"
+
+
+def check_data(
+    be: Backend,
+    paths: Sequence[Path] | None = None,
+    *,
+    constraints: dict[str, Constraint] | None = None,
+    workers: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    histogram_bins: int = 0,
+    block_bytes: int | None = None,
+) -> DataResult:
+    """Read every chunk of the leaves at ``paths`` (default: every leaf of the store) of an
+    open backend once (see the module doc). ``progress(nbytes)`` is called as blocks complete;
+    ``histogram_bins``: also a histogram of each float leaf.
+
+    ``workers`` (default: 2 for HDF5, whose library reads under one global lock, so that a
+    second thread only computes one block's statistics while the next is read; ``min(4,
+    CPUs)`` for zarr, whose codecs run in parallel) blocks are in flight at once, each ``block_bytes`` (default 16 MiB for HDF5,
+    :data:`BLOCK_BYTES` for zarr)."""
+    if block_bytes is None:
+        block_bytes = 2 * BLOCK_BYTES if be.name == "h5" else BLOCK_BYTES
+    t0 = time.perf_counter()
+    constraints = constraints or {}
+    res = DataResult()
+    if paths is None:
+        paths = [p for p, k, _m in be.walk(()) if k is NodeKind.ARRAY]
+    leaves: list[_Leaf] = []
+    for path in paths:
+        key = "/".join(path)
+        meta = be.array_meta(path)
+        if meta.kind is ValueKind.NON_TENSOR:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", FutureWarning)
+                    be.read_non_tensor(path, allow_pickle=False)
+            except PickleRefusedError:
+                pass
+            except PtdError as err:
+                res.bad_non_tensors[key] = str(err)
+            continue
+        if meta.kind is not ValueKind.NUMERIC:
+            continue
+        info = chunk_info(be, path)
+        c = constraints.get(key)
+        float_like = meta.dtype.kind == "f" or meta.torch_dtype == "bfloat16"
+        leaf = _Leaf(
+            path,
+            key,
+            tuple(meta.shape),
+            meta.dtype.itemsize,
+            meta.torch_dtype,
+            info,
+            _Acc(float_like, histogram_bins > 0, c),
+            c,
+        )
+        leaves.append(leaf)
+        if info.stored is not None and not info.contiguous:
+            n = info.n_chunks
+            stored = sum(
+                1 for idx in info.stored if all(i < g for i, g in zip(idx, info.grid, strict=True))
+            )
+            if stored < n and 0 not in meta.shape:
+                first = [
+                    list(idx)
+                    for idx in itertools.islice(
+                        (
+                            i
+                            for i in itertools.product(*(range(g) for g in info.grid))
+                            if i not in info.stored
+                        ),
+                        5,
+                    )
+                ]
+                res.missing[key] = (n - stored, n, first)
+    faults_lock = threading.Lock()
+
+    def read_block(leaf: _Leaf, region: tuple[slice, ...]) -> int:
+        try:
+            raw = be.read(leaf.path, region)
+        except PtdError:
+            return read_chunks(leaf, region)
+        _account(leaf, raw)
+        return raw.nbytes
+
+    def read_chunks(leaf: _Leaf, region: tuple[slice, ...]) -> int:
+        """A block that failed, chunk by chunk: the bad ones are named, the good ones count."""
+        done = 0
+        chunks = leaf.info.chunks
+        if leaf.info.contiguous:
+            chunks = (1,) + tuple(leaf.shape[1:])
+        for idx in _chunks_of(region, chunks):
+            sub = _chunk_region(idx, chunks, leaf.shape)
+            try:
+                raw = be.read(leaf.path, sub)
+            except PtdError as err:
+                with faults_lock:
+                    res.faults.append(
+                        ChunkFault(
+                            leaf.key,
+                            _classify(leaf.info, err),
+                            list(idx),
+                            f"chunk {list(idx)} of {leaf.key!r} cannot be read: {err}",
+                        )
+                    )
+                continue
+            _account(leaf, raw)
+            done += raw.nbytes
+        return done
+
+    def _account(leaf: _Leaf, raw: np.ndarray) -> None:
+        vals = _as_numbers(raw, leaf.torch_dtype)
+        if vals is not None:
+            leaf.acc.add(vals)
+        else:
+            with leaf.acc.lock:
+                leaf.acc.count += raw.size
+
+    def jobs() -> Iterator[tuple[_Leaf, tuple[slice, ...]]]:
+        for leaf in leaves:
+            chunks = leaf.info.chunks
+            if leaf.info.contiguous and leaf.shape:
+                chunks = (1,) + tuple(leaf.shape[1:])
+            for region in plan_blocks(leaf.shape, chunks, leaf.itemsize, block_bytes):
+                yield leaf, region
+
+    default_workers = min(2 if be.name == "h5" else 4, os.cpu_count() or 1)
+    n_workers = max(1, int(workers) if workers else default_workers)
+    with ThreadPoolExecutor(n_workers, thread_name_prefix="ptd-datacheck") as pool:
+        pending: list[Future[int]] = []
+        for leaf, region in jobs():
+            pending.append(pool.submit(read_block, leaf, region))
+            while len(pending) > n_workers:
+                nbytes = pending.pop(0).result()
+                res.nbytes += nbytes
+                if progress is not None:
+                    progress(nbytes)
+        for fut in pending:
+            nbytes = fut.result()
+            res.nbytes += nbytes
+            if progress is not None:
+                progress(nbytes)
+
+    for leaf in leaves:
+        st = leaf.acc.result(histogram_bins if leaf.acc.float_like else 0)
+        st.chunks = 0 if leaf.info.contiguous else leaf.info.n_chunks
+        st.stored_chunks = (
+            None
+            if leaf.info.stored is None or leaf.info.contiguous
+            else leaf.info.n_chunks - res.missing.get(leaf.key, (0, 0, []))[0]
+        )
+        st.nbytes = math.prod(leaf.shape) * leaf.itemsize
+        res.stats[leaf.key] = st
+        _violations(leaf, st, res)
+    res.faults.sort(key=lambda f: (f.key, f.chunk))
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _violations(leaf: _Leaf, st: LeafStats, res: DataResult) -> None:
+    c = leaf.constraint
+    if c is None:
+        return
+    acc, key = leaf.acc, leaf.key
+    if acc.out_of_range:
+        res.violations.append(
+            Violation(
+                key,
+                "value_out_of_range",
+                acc.out_of_range,
+                f"{acc.out_of_range} values of {key!r} are outside [{c.min}, {c.max}] "
+                f"(found min {st.min}, max {st.max})",
+            )
+        )
+    if acc.not_allowed:
+        res.violations.append(
+            Violation(
+                key,
+                "value_not_allowed",
+                acc.not_allowed,
+                f"{acc.not_allowed} values of {key!r} are not among the allowed {c.allowed}",
+            )
+        )
+    if not c.allow_nan and st.nan:
+        res.violations.append(
+            Violation(key, "nan_not_allowed", st.nan, f"{key!r} holds {st.nan} NaN values")
+        )
+    miss = res.missing.get(key)
+    if not c.allow_missing_chunks and miss:
+        res.violations.append(
+            Violation(
+                key,
+                "missing_chunks",
+                miss[0],
+                f"{miss[0]} of {miss[1]} chunks of {key!r} are missing (first: {miss[2]})",
+            )
+        )

@@ -1,0 +1,414 @@
+"""``ptd.diff(a, b)``: what differs between two stores, across formats and layouts.
+
+Two passes. The *structure*: keys present on one side only, kinds (group / tensor /
+non-tensor), shapes, torch dtypes, every group's batch size, non-tensor values and user
+attributes (of groups and leaves; ptd's reserved attributes are compared through what they
+mean: batch sizes and dtypes). Then, unless ``metadata_only``, the *values* of every tensor
+leaf present on both sides with the same shape, streamed in row slabs (about 4 MiB a side,
+both stores read at once on a small thread pool), so memory stays bounded whatever the size.
+An HDF5 file and a zarr store, or two chunk layouts and codecs of one dataset, compare equal
+when they hold the same values.
+
+Values are equal when ``|a - b| <= atol + rtol * |b|`` (exact equality when both are 0, the
+default); NaN equals NaN only with ``equal_nan``. Each difference names the key; value
+differences also give the count of differing elements and the first differing rows.
+
+>>> import os, tempfile, numpy as np
+>>> from ptd.storage.backends import get_backend
+>>> with tempfile.TemporaryDirectory() as d:
+...     for name, last in (("a.h5", 0.0), ("b.h5", 9.0)):
+...         be = get_backend("h5").open(os.path.join(d, name), "w")
+...         be.create_array(("x",), shape=(4,), dtype=np.dtype("f4"),
+...                         data=np.array([1, 2, 3, last], "f4"))
+...         be.close()
+...     rep = diff(os.path.join(d, "a.h5"), os.path.join(d, "b.h5"))
+>>> rep.same, [(x.key, x.kind, x.count, x.first_rows) for x in rep.differences]
+(False, [('x', 'values_differ', 1, [3])])
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ptd.errors import PickleRefusedError, PtdError, PtdValueError
+from ptd.report.consolidated import open_checked
+from ptd.report.info import jsonable, leaf_shape, user_attrs
+from ptd.report.scan import Scan, scan
+from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
+from ptd.storage.backends.chunks import chunk_info
+from ptd.storage.location import StoreLocation, as_path_str
+
+__all__ = ["diff", "DiffReport", "Difference", "DIFF_KINDS"]
+
+#: every ``Difference.kind``
+DIFF_KINDS = (
+    "only_in_a",
+    "only_in_b",
+    "kind_differs",
+    "shape_differs",
+    "dtype_differs",
+    "batch_size_differs",
+    "non_tensor_differs",
+    "attrs_differ",
+    "values_differ",
+)
+#: bytes of one slab of one side
+SLAB_BYTES = 4 * 2**20
+_FIRST_ROWS = 5
+
+
+@dataclass
+class Difference:
+    """One difference: the key (``""`` for the root), its kind (:data:`DIFF_KINDS`), a
+    message, and what each side has; value differences add the count of differing elements
+    and the first differing rows."""
+
+    key: str
+    kind: str
+    message: str
+    a: Any = None
+    b: Any = None
+    count: int | None = None
+    first_rows: list[int] | None = None
+
+
+@dataclass
+class DiffReport:
+    a: str
+    b: str
+    format_a: str
+    format_b: str
+    same: bool
+    differences: list[Difference] = field(default_factory=list)
+    metadata_only: bool = False
+    rtol: float = 0.0
+    atol: float = 0.0
+    equal_nan: bool = False
+    #: tensor leaves whose values were compared, their logical bytes (one side), seconds
+    leaves_compared: int = 0
+    nbytes_compared: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["differences"] = [jsonable(x) for x in d["differences"]]
+        return d
+
+
+def _nodes(s: Scan) -> dict[str, tuple[Path, NodeKind, ArrayMeta | None]]:
+    return {"/".join(p): (p, k, m) for p, k, m in s.nodes}
+
+
+def _kind(kind: NodeKind, meta: ArrayMeta | None) -> str:
+    if kind is NodeKind.GROUP or meta is None:
+        return "group"
+    return {ValueKind.NUMERIC: "tensor", ValueKind.NON_TENSOR: "non_tensor"}.get(
+        meta.kind, "unsupported"
+    )
+
+
+def _shape(meta: ArrayMeta) -> list[int]:
+    return leaf_shape(meta)
+
+
+def _structure(
+    sa: Scan, sb: Scan, out: list[Difference]
+) -> list[tuple[Path, ArrayMeta, ArrayMeta]]:
+    """Structure differences into ``out``; returns the tensor pairs whose values to compare."""
+    na, nb = _nodes(sa), _nodes(sb)
+    pairs: list[tuple[Path, ArrayMeta, ArrayMeta]] = []
+    ga, gb = user_attrs(sa.group_attrs.get((), {})), user_attrs(sb.group_attrs.get((), {}))
+    if ga != gb:
+        out.append(Difference("", "attrs_differ", "the root's user attributes differ", ga, gb))
+    ba, bb = list(sa.batches[()].batch), list(sb.batches[()].batch)
+    if ba != bb:
+        out.append(Difference("", "batch_size_differs", f"batch size {ba} vs {bb}", ba, bb))
+    order = list(na) + [k for k in nb if k not in na]
+    # a node only on one side, or of another kind, is reported alone: not its descendants
+    reported: list[str] = []
+    for key in order:
+        if any(key.startswith(r + "/") for r in reported):
+            continue
+        if key not in nb or key not in na:
+            reported.append(key)
+        if key not in nb:
+            out.append(
+                Difference(key, "only_in_a", f"{key!r} is only in A", _kind(*na[key][1:]), None)
+            )
+            continue
+        if key not in na:
+            out.append(
+                Difference(key, "only_in_b", f"{key!r} is only in B", None, _kind(*nb[key][1:]))
+            )
+            continue
+        (pa, kind_a, ma), (_pb, kind_b, mb) = na[key], nb[key]
+        ka, kb = _kind(kind_a, ma), _kind(kind_b, mb)
+        if ka != kb:
+            reported.append(key)
+            out.append(
+                Difference(key, "kind_differs", f"{key!r} is a {ka} in A, a {kb} in B", ka, kb)
+            )
+            continue
+        if ka == "group":
+            b1, b2 = list(sa.batches[pa].batch), list(sb.batches[pa].batch)
+            if b1 != b2:
+                out.append(
+                    Difference(
+                        key, "batch_size_differs", f"{key!r}: batch size {b1} vs {b2}", b1, b2
+                    )
+                )
+            a1 = user_attrs(sa.group_attrs.get(pa, {}))
+            a2 = user_attrs(sb.group_attrs.get(pa, {}))
+            if a1 != a2:
+                out.append(
+                    Difference(key, "attrs_differ", f"{key!r}: user attributes differ", a1, a2)
+                )
+            continue
+        assert ma is not None and mb is not None
+        a1, a2 = user_attrs(dict(ma.attrs)), user_attrs(dict(mb.attrs))
+        if a1 != a2:
+            out.append(Difference(key, "attrs_differ", f"{key!r}: user attributes differ", a1, a2))
+        s1, s2 = _shape(ma), _shape(mb)
+        if s1 != s2:
+            out.append(Difference(key, "shape_differs", f"{key!r}: shape {s1} vs {s2}", s1, s2))
+            continue
+        if ka == "tensor":
+            if ma.torch_dtype != mb.torch_dtype:
+                out.append(
+                    Difference(
+                        key,
+                        "dtype_differs",
+                        f"{key!r}: dtype {ma.torch_dtype} vs {mb.torch_dtype}",
+                        ma.torch_dtype,
+                        mb.torch_dtype,
+                    )
+                )
+            pairs.append((pa, ma, mb))
+    return pairs
+
+
+def _non_tensors(bea: Backend, beb: Backend, sa: Scan, sb: Scan, out: list[Difference]) -> None:
+    nb = _nodes(sb)
+    for p, kind, ma in sa.nodes:
+        key = "/".join(p)
+        if kind is not NodeKind.ARRAY or ma is None or ma.kind is not ValueKind.NON_TENSOR:
+            continue
+        other = nb.get(key)
+        if other is None or other[2] is None or other[2].kind is not ValueKind.NON_TENSOR:
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                va = bea.read_non_tensor(p, allow_pickle=False).value
+                vb = beb.read_non_tensor(p, allow_pickle=False).value
+        except PickleRefusedError:
+            continue  # pickles are code: not decoded for a comparison
+        if jsonable(va) != jsonable(vb):
+            out.append(
+                Difference(
+                    key,
+                    "non_tensor_differs",
+                    f"{key!r}: the non-tensor values differ",
+                    _short(va),
+                    _short(vb),
+                )
+            )
+
+
+def _short(v: Any) -> Any:
+    j = jsonable(v)
+    text = repr(j)
+    return j if len(text) <= 200 else text[:197] + "..."
+
+
+def _numbers(raw: np.ndarray, torch_dtype: str | None) -> np.ndarray:
+    if torch_dtype == "bfloat16":
+        return (raw.astype(np.uint32) << 16).view(np.float32)
+    return raw
+
+
+def _slab_rows(shape: tuple[int, ...], itemsize: int, align: int) -> int:
+    row = itemsize * math.prod(shape[1:]) or 1
+    rows = max(1, SLAB_BYTES // row)
+    if align > 1 and rows > align:
+        rows -= rows % align
+    return min(rows, shape[0]) if shape else 1
+
+
+def _differ(
+    a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan: bool, exact_bits: bool
+) -> np.ndarray:
+    """Element-wise: which elements differ."""
+    if exact_bits or (rtol == 0 and atol == 0):
+        neq = a != b
+        if equal_nan and a.dtype.kind in "fc" and b.dtype.kind in "fc":
+            neq &= ~(np.isnan(a) & np.isnan(b))
+        return np.asarray(neq)
+    return ~np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
+def _slabs(shape: tuple[int, ...], rows: int) -> Iterator[tuple[slice, ...]]:
+    if not shape:
+        yield ()
+        return
+    for s in range(0, shape[0], rows):
+        yield (slice(s, min(s + rows, shape[0])),)
+
+
+def diff(
+    a: Any,
+    b: Any,
+    *,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    equal_nan: bool = False,
+    metadata_only: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    storage_options_b: dict[str, Any] | None = None,
+    workers: int = 2,
+    progress: Callable[..., None] | None = None,
+) -> DiffReport:
+    """Compare the stores ``a`` and ``b`` (see the module doc; ``storage_options`` for URLs,
+    ``storage_options_b`` for ``b`` when it differs). ``progress(total=N)`` once, then
+    ``progress(nbytes)`` as slabs complete. Only an unreadable store raises."""
+    if rtol < 0 or atol < 0:
+        raise PtdValueError(f"rtol and atol must be >= 0, got rtol={rtol}, atol={atol}")
+    t0 = time.perf_counter()
+    pa, pb = as_path_str(a), as_path_str(b)
+    la = StoreLocation.parse(pa, storage_options)
+    lb = StoreLocation.parse(
+        pb, storage_options_b if storage_options_b is not None else storage_options
+    )
+    bea, _stale_a = open_checked(la)
+    try:
+        beb, _stale_b = open_checked(lb)
+    except BaseException:
+        bea.close()
+        raise
+    with closing(bea), closing(beb):
+        sa, sb = scan(bea, bea.name), scan(beb, beb.name)
+        out: list[Difference] = []
+        pairs = _structure(sa, sb, out)
+        _non_tensors(bea, beb, sa, sb, out)
+        report = DiffReport(
+            a=pa,
+            b=pb,
+            format_a=bea.name,
+            format_b=beb.name,
+            same=False,
+            metadata_only=metadata_only,
+            rtol=float(rtol),
+            atol=float(atol),
+            equal_nan=bool(equal_nan),
+        )
+        if not metadata_only:
+            _values(bea, beb, pairs, out, report, workers, progress)
+    order = {"/".join(p): i for i, (p, _k, _m) in enumerate(sa.nodes)}
+    out.sort(key=lambda d: (order.get(d.key, len(order)), DIFF_KINDS.index(d.kind)))
+    report.differences = out
+    report.same = not out
+    report.seconds = round(time.perf_counter() - t0, 6)
+    return report
+
+
+_Item = tuple[tuple[slice, ...], "Future[np.ndarray]", "Future[np.ndarray]"]
+
+
+class _LeafCompare:
+    """The running comparison of one tensor leaf, slab by slab."""
+
+    def __init__(self, ma: ArrayMeta, mb: ArrayMeta, report: DiffReport) -> None:
+        self.ma, self.mb, self.report = ma, mb, report
+        # integers, bools and float8 bits compare exactly; bfloat16 bits are widened first
+        self.exact = ma.torch_dtype != "bfloat16" and (
+            ma.dtype.kind not in "fc"
+            or bool(ma.torch_dtype and ma.torch_dtype.startswith("float8"))
+        )
+        self.count = 0
+        self.first: list[int] = []
+
+    def settle(self, item: _Item) -> int:
+        """Compare one slab; returns its bytes (side A)."""
+        region, fa, fb = item
+        ra = fa.result()
+        xa = _numbers(ra, self.ma.torch_dtype)
+        xb = _numbers(fb.result(), self.mb.torch_dtype)
+        r = self.report
+        neq = _differ(xa, xb, r.rtol, r.atol, r.equal_nan, self.exact)
+        n = int(np.count_nonzero(neq))
+        if n:
+            self.count += n
+            if len(self.first) < _FIRST_ROWS:
+                start = region[0].start if region else 0
+                if neq.ndim:
+                    bad = neq.reshape(neq.shape[0], -1).any(axis=1)
+                    self.first.extend(int(i) + start for i in np.flatnonzero(bad)[:_FIRST_ROWS])
+                else:
+                    self.first.append(0)
+                del self.first[_FIRST_ROWS:]
+        r.nbytes_compared += ra.nbytes
+        return int(ra.nbytes)
+
+
+def _values(
+    bea: Backend,
+    beb: Backend,
+    pairs: list[tuple[Path, ArrayMeta, ArrayMeta]],
+    out: list[Difference],
+    report: DiffReport,
+    workers: int,
+    progress: Callable[..., None] | None,
+) -> None:
+    if progress is not None:
+        progress(total=sum(math.prod(ma.shape) * ma.dtype.itemsize for _p, ma, _mb in pairs))
+    n_workers = max(2, int(workers))
+    with ThreadPoolExecutor(n_workers, thread_name_prefix="ptd-diff") as pool:
+        for path, ma, mb in pairs:
+            key = "/".join(path)
+            shape = tuple(ma.shape)
+            try:
+                align = int(chunk_info(bea, path, list_stored=False).chunks[0]) if shape else 1
+            except (PtdError, AttributeError, IndexError):
+                align = 1
+            rows = _slab_rows(shape, max(ma.dtype.itemsize, mb.dtype.itemsize), align)
+            leaf = _LeafCompare(ma, mb, report)
+            pending: list[_Item] = []
+            if 0 not in shape:
+                for region in _slabs(shape, rows):
+                    pending.append(
+                        (
+                            region,
+                            pool.submit(bea.read, path, region),
+                            pool.submit(beb.read, path, region),
+                        )
+                    )
+                    while len(pending) > max(1, n_workers // 2):
+                        done = leaf.settle(pending.pop(0))
+                        if progress is not None:
+                            progress(done)
+            for item in pending:
+                done = leaf.settle(item)
+                if progress is not None:
+                    progress(done)
+            report.leaves_compared += 1
+            if leaf.count:
+                total = math.prod(shape) if shape else 1
+                out.append(
+                    Difference(
+                        key,
+                        "values_differ",
+                        f"{key!r}: {leaf.count} of {total} values differ "
+                        f"(first rows: {leaf.first})",
+                        count=leaf.count,
+                        first_rows=leaf.first,
+                    )
+                )

@@ -1,0 +1,233 @@
+"""Layout lint: chunk layouts, codecs and metadata that make a store slow or unreadable.
+
+Each finding has a stable code, a severity (``error``, ``warning``, ``info``) and a one-line
+fix. From metadata only (no chunk is read):
+
+====  ====================  ========  ==========================================================
+code  name                  severity  finding
+====  ====================  ========  ==========================================================
+L001  single-chunk          warning   one chunk covers an array over 64 MiB (a random row
+                                      decodes all of it)
+L002  small-chunks          warning   chunks under 64 KiB (one read per tiny chunk)
+L003  large-chunks          warning   chunks over 64 MiB
+L004  row-cost              warning   a random row decodes more than 4 MiB (chunks compressed
+                                      or read whole)
+L005  filter-missing        error     a filter/codec that is not installed here (names the
+                                      package)
+L006  no-batch-size         warning   no stored ``__tensordict__`` batch size at the root
+L007  unconsolidated        warning   a zarr store of many nodes without consolidated metadata
+L008  torch-dtype           error     a dtype torch cannot represent
+L009  limited-dtype         info      uint16/32/64: torch has few operations for them
+====  ====================  ========  ==========================================================
+
+>>> import os, tempfile, numpy as np
+>>> from ptd.storage.backends import get_backend
+>>> from ptd.report.scan import scan
+>>> with tempfile.TemporaryDirectory() as d:
+...     be = get_backend("h5").open(os.path.join(d, "x.h5"), "w")
+...     be.create_array(("x",), shape=(100000,), dtype=np.dtype("f4"), chunks=(100,))
+...     found = lint(scan(be, "h5"))
+...     be.close()
+>>> [(f.code, f.name, f.severity, f.key) for f in found]
+[('L002', 'small-chunks', 'warning', 'x'), ('L006', 'no-batch-size', 'warning', '')]
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ptd.errors import PtdError
+from ptd.format.tdmeta import parse_td_meta
+from ptd.report.consolidated import has_consolidated
+from ptd.report.scan import Scan
+from ptd.storage.backends.base import NodeKind, ValueKind
+from ptd.storage.backends.chunks import chunk_info
+
+__all__ = ["LintFinding", "lint", "LINT_CODES", "SEVERITIES", "severity_at_least"]
+
+KIB, MIB = 2**10, 2**20
+#: thresholds (bytes, nodes)
+SMALL_CHUNK = 64 * KIB
+LARGE_CHUNK = 64 * MIB
+SINGLE_CHUNK_ARRAY = 64 * MIB
+ROW_COST = 4 * MIB
+MANY_NODES = 100
+
+#: code -> (name, severity, fix)
+LINT_CODES: dict[str, tuple[str, str, str]] = {
+    "L001": (
+        "single-chunk",
+        "warning",
+        "rechunk along the batch dim: ptd convert SRC DST --chunks ROWS",
+    ),
+    "L002": (
+        "small-chunks",
+        "warning",
+        "use chunks of 1-16 MiB: ptd convert SRC DST --chunks ROWS",
+    ),
+    "L003": (
+        "large-chunks",
+        "warning",
+        "use chunks of 1-16 MiB: ptd convert SRC DST --chunks ROWS",
+    ),
+    "L004": (
+        "row-cost",
+        "warning",
+        "smaller chunks along the batch dim (ptd convert --chunks ROWS), or no compression",
+    ),
+    "L005": ("filter-missing", "error", "install the package named, then read again"),
+    "L006": (
+        "no-batch-size",
+        "warning",
+        "record it: ptd convert SRC DST (or open and save with PersistentTensorDict(batch_size=...))",
+    ),
+    "L007": (
+        "unconsolidated",
+        "warning",
+        "consolidate once writing is done: zarr.consolidate_metadata(PATH)",
+    ),
+    "L008": ("torch-dtype", "error", "store it as a dtype torch has (cast before writing)"),
+    "L009": (
+        "limited-dtype",
+        "info",
+        "store as int64/int32 if you need arithmetic in torch",
+    ),
+}
+
+SEVERITIES = ("info", "warning", "error")
+
+
+def severity_at_least(severity: str, threshold: str) -> bool:
+    """Whether ``severity`` is ``threshold`` or worse (``error`` > ``warning`` > ``info``)."""
+    return SEVERITIES.index(severity) >= SEVERITIES.index(threshold)
+
+
+@dataclass
+class LintFinding:
+    """One finding: a code from :data:`LINT_CODES`, its name and severity, the key (``""``
+    for the store), a message and the one-line fix."""
+
+    code: str
+    name: str
+    severity: str
+    key: str
+    message: str
+    fix: str
+
+
+def _finding(code: str, key: str, message: str, fix: str | None = None) -> LintFinding:
+    name, severity, default_fix = LINT_CODES[code]
+    return LintFinding(code, name, severity, key, message, fix or default_fix)
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def lint(s: Scan, ignore: Iterable[str] = ()) -> list[LintFinding]:
+    """Lint the scanned store (see the module doc); ``ignore``: codes or names left out."""
+    skip = set(ignore)
+    out: list[LintFinding] = []
+    be = s.backend
+    for path, kind, meta in s.nodes:
+        if kind is not NodeKind.ARRAY or meta is None:
+            continue
+        key = "/".join(path)
+        if meta.kind is ValueKind.UNSUPPORTED:
+            out.append(
+                _finding("L008", key, f"{key!r} has dtype {meta.dtype}, which torch cannot hold")
+            )
+            continue
+        if meta.kind is not ValueKind.NUMERIC:
+            continue
+        if meta.torch_dtype in ("uint16", "uint32", "uint64"):
+            out.append(
+                _finding(
+                    "L009",
+                    key,
+                    f"{key!r} is {meta.torch_dtype}: torch stores it but has few operations for it",
+                )
+            )
+        try:
+            info = chunk_info(be, path, list_stored=False)
+        except (PtdError, OSError, ValueError, TypeError, KeyError, AttributeError):
+            continue
+        for f in info.filters:
+            if not f.available:
+                out.append(
+                    _finding(
+                        "L005",
+                        key,
+                        f"{key!r} is compressed with {f.name}"
+                        + (f" (HDF5 filter {f.filter_id})" if f.filter_id is not None else "")
+                        + ", which is not installed here",
+                        f"pip install {f.package}" if f.package else None,
+                    )
+                )
+        nbytes = math.prod(meta.shape) * meta.dtype.itemsize
+        if info.contiguous or not meta.shape:
+            continue
+        chunk_bytes = math.prod(info.chunks) * meta.dtype.itemsize
+        if info.n_chunks == 1 and nbytes > SINGLE_CHUNK_ARRAY:
+            out.append(
+                _finding(
+                    "L001",
+                    key,
+                    f"{key!r} ({_bytes(nbytes)}) is one chunk: any read decodes all of it",
+                )
+            )
+        elif chunk_bytes < SMALL_CHUNK and nbytes > SMALL_CHUNK:
+            out.append(
+                _finding(
+                    "L002",
+                    key,
+                    f"{key!r} has chunks of {_bytes(chunk_bytes)} ({info.n_chunks} of them): "
+                    "one read per tiny chunk",
+                )
+            )
+        elif chunk_bytes > LARGE_CHUNK and info.n_chunks > 1:
+            out.append(_finding("L003", key, f"{key!r} has chunks of {_bytes(chunk_bytes)}"))
+        # a random row decodes the chunks holding it (whole chunks when compressed; zarr
+        # always reads whole chunks)
+        row_chunks = math.prod(info.grid[1:]) if len(info.grid) > 1 else 1
+        whole = info.compressed or be.name == "zarr"
+        cost = chunk_bytes * row_chunks if whole else 0
+        if cost > ROW_COST and info.n_chunks > 1:
+            out.append(
+                _finding(
+                    "L004",
+                    key,
+                    f"a random row of {key!r} decodes {_bytes(cost)} "
+                    f"(chunks of {list(info.chunks)}"
+                    + (f", {meta.compression}" if meta.compression else "")
+                    + ")",
+                )
+            )
+    root_meta, _problem = parse_td_meta(s.group_attrs.get((), {}))
+    if root_meta is None and s.nodes:
+        out.append(
+            _finding(
+                "L006",
+                "",
+                "no batch size is stored (__tensordict__): readers infer it from the shapes",
+            )
+        )
+    if be.name == "zarr" and len(s.nodes) > MANY_NODES:
+        local = s.location if os.path.isdir(s.location) else None
+        if local is not None and has_consolidated(local) is False:
+            out.append(
+                _finding(
+                    "L007",
+                    "",
+                    f"{len(s.nodes)} nodes and no consolidated metadata: opening lists "
+                    "every node, one read each",
+                )
+            )
+    return [f for f in out if f.code not in skip and f.name not in skip]

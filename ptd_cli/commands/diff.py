@@ -1,0 +1,125 @@
+"""``ptd diff A B``: structure, then values, of two stores (any formats and layouts)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from .._common import (
+    STORAGE_OPTION_HELP,
+    ExitCode,
+    errors_handled,
+    human_bytes,
+    out_console,
+    parse_storage_options,
+    plural,
+)
+from ._reports import (
+    FORMAT_HELP,
+    REPORT_HELP,
+    check_format,
+    counting_progress,
+    emit,
+    parse_reports,
+    render,
+    write_reports,
+)
+
+SHORT_HELP = "Compare two stores: structure, then values (h5 and zarr, any chunk layout)."
+
+HELP = """Compare two stores, HDF5 or Zarr, of any chunk layout or codec: first the structure (keys, kinds, shapes, dtypes, batch sizes, non-tensor values, user attributes), then the values of every tensor leaf, streamed slab by slab in bounded memory. Values are equal when |a - b| <= atol + rtol * |b| (exactly equal by default); NaN equals NaN only with --equal-nan. Each difference names the key; value differences give the count and the first differing rows. Exit status: 0 same, 1 different, 2 unreadable input or usage error."""
+
+
+def diff(
+    ctx: typer.Context,
+    a: str = typer.Argument(
+        ..., metavar="A", help="An HDF5 file or Zarr store.", show_default=False
+    ),
+    b: str = typer.Argument(..., metavar="B", help="Another one.", show_default=False),
+    rtol: float = typer.Option(0.0, "--rtol", min=0.0, help="Relative tolerance."),
+    atol: float = typer.Option(0.0, "--atol", min=0.0, help="Absolute tolerance."),
+    equal_nan: bool = typer.Option(False, "--equal-nan", help="NaN equals NaN."),
+    metadata_only: bool = typer.Option(
+        False, "--metadata-only", help="Compare the structure only (no data is read)."
+    ),
+    json_: bool = typer.Option(False, "--json", help="Print a JSON report (= --format json)."),
+    fmt: str = typer.Option("text", "--format", metavar="FORMAT", help=FORMAT_HELP),
+    report_to: Annotated[
+        list[str] | None, typer.Option("--report", metavar="FORMAT=FILE", help=REPORT_HELP)
+    ] = None,
+    storage_option: Annotated[
+        list[str] | None,
+        typer.Option("--storage-option", "-O", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP),
+    ] = None,
+) -> None:
+    fmt = check_format(fmt, json_)
+    reports_to = parse_reports(report_to)
+    options = parse_storage_options(storage_option)
+    with counting_progress("diff", enabled=not metadata_only) as progress:
+        with errors_handled(ctx, f"{a} / {b}"):
+            import ptd
+            from ptd.report.suites import diff_suite
+
+            report = ptd.diff(
+                a,
+                b,
+                rtol=rtol,
+                atol=atol,
+                equal_nan=equal_nan,
+                metadata_only=metadata_only,
+                storage_options=options,
+                progress=progress,
+            )
+    doc = report.to_dict()
+    suites = [diff_suite(report)]
+    if fmt == "text":
+        _render(report)
+    else:
+        emit(render(fmt, suites, "error", doc, "ptd diff"))
+    write_reports(reports_to, suites, "error", doc, "ptd diff")
+    raise typer.Exit(int(ExitCode.OK if report.same else ExitCode.PROBLEMS))
+
+
+diff.__doc__ = HELP
+
+
+def _render(report: Any) -> None:
+    console = out_console()
+    head = Text()
+    if report.same:
+        head.append("same ", style="bold green")
+    else:
+        head.append("DIFFERENT ", style="bold red")
+    head.append(f"{report.a} ({report.format_a}) vs {report.b} ({report.format_b})", style="bold")
+    if report.metadata_only:
+        head.append("  structure only", style="dim")
+    else:
+        head.append(
+            f"  {plural(report.leaves_compared, 'leaf', 'leaves')} compared, "
+            f"{human_bytes(report.nbytes_compared)} a side in {report.seconds:.2f} s",
+            style="dim",
+        )
+    if not report.same:
+        head.append(f": {plural(len(report.differences), 'difference')}")
+    console.print(head)
+    if report.differences:
+        table = Table(box=None, pad_edge=False, header_style="bold dim")
+        for col in ("key", "difference", "A", "B"):
+            table.add_column(col, overflow="fold")
+        for d in report.differences:
+            if d.kind == "values_differ":
+                row = [d.key or "/", d.kind, f"{d.count} values", f"first rows {d.first_rows}"]
+            elif d.a is None and d.b is None:
+                row = [d.key or "/", d.kind, d.message, ""]
+            else:
+                row = [d.key or "/", d.kind, _short(d.a), _short(d.b)]
+            table.add_row(*row)
+        console.print(table)
+
+
+def _short(v: Any) -> str:
+    text = "-" if v is None else str(v)
+    return text if len(text) <= 60 else text[:57] + "..."
