@@ -40,10 +40,12 @@ class OpenersMixin:
         batch_size: Sequence[int] | None = None,
         non_tensor_as_stack: bool = False,
         fast_path: bool | None = None,
+        chunk_cache: int | str | None = None,
         **kwargs: Any,
     ) -> PersistentTensorDict:
         """Open an HDF5 file; the batch size is the one given, else the recorded one, else
-        the longest leading shape all entries share. ``fast_path``: see the class doc."""
+        the longest leading shape all entries share. ``fast_path``, ``chunk_cache``: see the
+        class doc."""
         return cls._open_infer(
             filename,
             "h5",
@@ -52,7 +54,7 @@ class OpenersMixin:
             batch_dims,
             batch_size,
             non_tensor_as_stack,
-            dict(kwargs, fast_path=fast_path),
+            dict(kwargs, fast_path=fast_path, chunk_cache=chunk_cache),
             "from_h5",
         )
 
@@ -68,6 +70,7 @@ class OpenersMixin:
         non_tensor_as_stack: bool = False,
         allow_pickle: bool | None = None,
         fast_path: bool | None = None,
+        chunk_cache: int | str | None = None,
         **kwargs: Any,
     ) -> PersistentTensorDict:
         """Open a Zarr v3 store (path, ``Store`` or ``zarr.Group``), like :meth:`from_h5`."""
@@ -79,7 +82,7 @@ class OpenersMixin:
             batch_dims,
             batch_size,
             non_tensor_as_stack,
-            dict(kwargs, allow_pickle=allow_pickle, fast_path=fast_path),
+            dict(kwargs, allow_pickle=allow_pickle, fast_path=fast_path, chunk_cache=chunk_cache),
             "from_zarr",
         )
 

@@ -49,6 +49,7 @@ from ptd.persistent.store import StoreBacked, _check_allow_pickle, _key_parts, _
 from ptd.persistent.write import write_value
 from ptd.storage.backends import get_backend
 from ptd.storage.backends.base import NodeKind, Path, ValueKind
+from ptd.storage.backends.chunk_cache import parse_budget
 
 __all__ = ["PersistentTensorDict"]
 
@@ -76,6 +77,9 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         fast_path: read uncompressed, contiguous arrays (h5 contiguous datasets, zarr chunks
             with only the ``bytes`` codec on a local directory) from read-only memory maps.
             None (default): on, unless the environment variable ``PTD_FAST_PATH=0``.
+        chunk_cache: the budget of the decoded-chunk cache of a read-only store (bytes, or a
+            size like ``"256MB"``; 0 turns it off). None (default): the environment variable
+            ``PTD_CHUNK_CACHE``, else 64 MiB.
         storage_options: for a URL ``filename`` (``s3://bucket/data.zarr``; HDF5 read-only):
             passed to the fsspec filesystem (``endpoint_url``, ``key``/``secret``, ``anon``...).
         **kwargs: passed to ``h5py.Group.create_dataset`` / ``zarr.Group.create_array`` when an
@@ -101,6 +105,7 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
         locking: bool | str | None = None,
         fast_path: bool | None = None,
         storage_options: dict[str, Any] | None = None,
+        chunk_cache: int | str | None = None,
         **kwargs: Any,
     ):
         cls = get_backend(backend)
@@ -125,6 +130,8 @@ class PersistentTensorDict(OpenersMixin, LeafIOMixin, RefusedOpsMixin, StoreBack
             opts["fast_path"] = bool(fast_path)
         if storage_options is not None:
             opts["storage_options"] = dict(storage_options)
+        if chunk_cache is not None:
+            opts["chunk_cache"] = parse_budget(chunk_cache)
         target = group if group is not None else filename
         be = cls.open(target, mode, **opts)
         store = _Store(
