@@ -176,7 +176,9 @@ def _take(chunk: np.ndarray, local: tuple[Any, ...]) -> Any:
     """``chunk[local]`` orthogonally: ints first (so that numpy does not pair them with the
     index array), then slices and the one index array."""
     if any(not isinstance(x, (slice, np.ndarray)) for x in local):
-        chunk = chunk[tuple(x if not isinstance(x, np.ndarray) else slice(None) for x in local)]
+        chunk = chunk[
+            tuple(slice(None) if isinstance(x, (slice, np.ndarray)) else x for x in local)
+        ]
         local = tuple(x for x in local if isinstance(x, (slice, np.ndarray)))
     return chunk[local]
 
