@@ -579,3 +579,35 @@ def test_read_chunked_bounds() -> None:
     with pytest.raises(IndexError):
         cr.read_chunked(arr, (10,), None)
     assert cr.read_chunked(arr, (slice(8, 20),), None).tolist() == [8, 9]
+
+
+def test_deflate_with_and_without_libdeflate(stores: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gzip'd chunks decode to the same bytes through libdeflate (when installed) and zlib."""
+    import sys
+    import zlib
+
+    from ptd.storage.backends import h5_chunks
+
+    path = stores[("h5", "shuffle_gzip_fletcher")]
+    idx = torch.tensor([60, 3, 3, 28, 41])
+    with _oracle(path, "h5") as ref:
+        want = {k: ref[idx][k] for k in ("float64", "int16", "bfloat16")}
+    inflate = h5_chunks._inflater(64)
+    try:
+        import deflate  # noqa: F401
+
+        assert inflate is not zlib.decompress
+        data = np.arange(16, dtype="<u4").tobytes()
+        assert inflate(zlib.compress(data)) == data  # libdeflate
+        assert h5_chunks._inflater(8)(zlib.compress(data)) == data  # wrong size: zlib's answer
+        with pytest.raises(zlib.error):
+            inflate(b"garbage")
+    except ImportError:
+        assert inflate is zlib.decompress
+    for blocked in (False, True):
+        if blocked:
+            monkeypatch.setitem(sys.modules, "deflate", None)  # an import of it fails
+            assert h5_chunks._inflater(64) is zlib.decompress
+        with _open(path, "h5", chunk_cache=0) as p:
+            for k, w in want.items():
+                assert torch.equal(_bits(p[idx][k]), _bits(w))
