@@ -81,22 +81,34 @@ def fletcher32_ok(data: bytes | memoryview) -> bool:
 
 
 def _inflater(nbytes: int) -> Callable[[Any], Any]:
-    """Undo deflate (zlib format, checksum checked): with libdeflate (the ``deflate`` package,
-    about twice zlib's speed, the GIL released) when it is installed, else with zlib. Any
-    failure of libdeflate (a size other than ``nbytes``, a damaged stream) is left to zlib,
-    which gives the answer or the error."""
+    """Undo deflate (zlib format, checksum checked) into at most ``nbytes``: with libdeflate
+    (the ``deflate`` package, about twice zlib's speed, the GIL released) when it is installed,
+    else with zlib. A stream that does not end at ``nbytes`` (a damaged chunk, a hostile one
+    that would inflate without bound) is refused: h5py reads that chunk and says what is
+    wrong."""
+
+    def inflate_zlib(b: Any) -> Any:
+        d = zlib.decompressobj()
+        try:
+            out = d.decompress(b, nbytes)
+        except zlib.error:
+            raise _Refused from None
+        if not d.eof or len(out) != nbytes:
+            raise _Refused
+        return out
+
     try:
         import deflate
     except ImportError:
-        return zlib.decompress
+        return inflate_zlib
     fast = deflate.zlib_decompress
 
     def inflate(b: Any) -> Any:
         try:
             out = fast(b, nbytes)
         except Exception:  # noqa: BLE001 - zlib decides
-            return zlib.decompress(b)
-        return out if len(out) == nbytes else zlib.decompress(b)
+            return inflate_zlib(b)
+        return out if len(out) == nbytes else inflate_zlib(b)
 
     return inflate
 
@@ -195,6 +207,7 @@ class H5Chunks:
             return None
         fd = self._descriptor()
         infos: dict[tuple[int, ...], Any] = {}
+        limit = 2 * nbytes + (1 << 16)  # more stored bytes than this: h5py's business
 
         def fetch(coords: tuple[int, ...]) -> np.ndarray:
             offset = tuple(k * c for k, c in zip(coords, chunks, strict=True))
@@ -202,7 +215,7 @@ class H5Chunks:
             if info is None:
                 info = dsid.get_chunk_info_by_coord(offset)
                 infos[coords] = info
-            if info.byte_offset is None:
+            if info.byte_offset is None or info.size > limit:  # never written, or hostile
                 return self._by_h5py(ds, offset, chunks, dt)
             if fd is not None:
                 raw: Any = os.pread(fd, info.size, info.byte_offset)
