@@ -211,35 +211,40 @@ def read_chunked(
     out = np.empty(out_shape, arr.dtype)
     combos = list(itertools.product(*plans))
 
-    def one(combo: tuple[tuple[int, Any, slice | None], ...]) -> None:
-        coords = tuple(p[0] for p in combo)
-        chunk = _chunk(arr, coords, cache)
+    def put(combo: tuple[tuple[int, Any, slice | None], ...], chunk: Any) -> None:
         dst = tuple(p[2] for p in combo if p[2] is not None)
         if chunk is None:
             out[dst] = arr.fill
         else:
             out[dst] = _take(chunk, tuple(p[1] for p in combo))
 
-    n = min(decode_threads(), len(combos))
+    def fetch_all(group: list[tuple[tuple[int, Any, slice | None], ...]]) -> None:
+        for combo in group:
+            coords = tuple(p[0] for p in combo)
+            chunk = arr.fetch(coords)
+            if cache is not None and chunk is not None:
+                cache.put((arr.key, coords), chunk)
+            put(combo, chunk)
+
+    # chunks in the cache are copied out here; the others are fetched and decoded by
+    # ``decode_threads()`` threads (this one among them), each taking every n-th chunk
+    pending = []
+    for combo in combos:
+        chunk = None if cache is None else cache.get((arr.key, tuple(p[0] for p in combo)))
+        if chunk is None:
+            pending.append(combo)
+        else:
+            put(combo, chunk)
+    n = min(decode_threads(), len(pending))
     if n <= 1:
-        for combo in combos:
-            one(combo)
-    else:
-        pool = _get_pool(decode_threads())
-        futures = [pool.submit(one, c) for c in combos]
-        wait(futures)  # the first error (a corrupt chunk...) is raised once every task ended
-        for fut in futures:
-            fut.result()
+        fetch_all(pending)
+        return out
+    pool = _get_pool(decode_threads())
+    futures = [pool.submit(fetch_all, pending[i::n]) for i in range(1, n)]
+    try:
+        fetch_all(pending[0::n])
+    finally:
+        wait(futures)  # the first error (a corrupt chunk...) is raised once every part ended
+    for fut in futures:
+        fut.result()
     return out
-
-
-def _chunk(arr: ChunkedArray, coords: tuple[int, ...], cache: ChunkCache | None) -> Any:
-    if cache is None:
-        return arr.fetch(coords)
-    key = (arr.key, coords)
-    chunk = cache.get(key)
-    if chunk is None:
-        chunk = arr.fetch(coords)
-        if chunk is not None:
-            cache.put(key, chunk)
-    return chunk
