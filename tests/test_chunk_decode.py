@@ -497,29 +497,47 @@ def test_decode_threads(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_cache_lru_and_budget() -> None:
     cache = cc.ChunkCache(300)
     a, b, c = (np.zeros(100, np.uint8) for _ in range(3))
-    cache.put("a", a)
-    cache.put("b", b)
-    cache.put("c", c)
-    assert cache.get("a") is a  # now the most recent
-    cache.put("d", np.zeros(100, np.uint8))  # evicts b, the least recently used
-    assert cache.get("b") is None and cache.get("c") is c and len(cache) == 3
+    cache.put("x", 0, a, 10_000)
+    cache.put("x", 1, b, 10_000)
+    cache.put("x", 2, c, 10_000)
+    assert cache.get("x", 0) is a  # now the most recent
+    cache.put("x", 3, np.zeros(100, np.uint8), 10_000)  # evicts 1, the least recently used
+    assert cache.get("x", 1) is None and cache.get("x", 2) is c and len(cache) == 3
     assert not a.flags.writeable  # cached chunks are frozen
-    cache.put("big", np.zeros(301, np.uint8))  # larger than the budget: not kept
-    assert cache.get("big") is None and cache.nbytes == 300
-    cache.put("a", np.zeros(50, np.uint8))  # replacing a key fixes the byte count
+    cache.put("x", 9, np.zeros(301, np.uint8), 10_000)  # larger than the budget: not kept
+    assert cache.get("x", 9) is None and cache.nbytes == 300
+    cache.put("x", 0, np.zeros(50, np.uint8), 10_000)  # replacing a chunk fixes the count
     assert cache.nbytes == 250
+    # a second array of the same size: each may now hold half the budget
+    cache.put("y", 0, np.zeros(100, np.uint8), 10_000)
+    assert cache.nbytes <= 300 and cache.get("y", 0) is not None
+    assert sum(int(v.nbytes) for v in cache._parts["x"].items.values()) <= 150
     cache.clear()
     assert cache.nbytes == 0 and len(cache) == 0
 
 
+def test_cache_shares_alternating_arrays() -> None:
+    """Two arrays read in turn, random chunks, the budget half their size: each keeps its share
+    (a single LRU would hit almost never)."""
+    cache = cc.ChunkCache(100 * 1000)
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        for name in ("obs", "next"):
+            for k in np.unique(rng.integers(0, 100, 60)):
+                if cache.get(name, int(k)) is None:
+                    cache.put(name, int(k), np.zeros(1000, np.uint8), 100 * 1000)
+    assert 0.4 < cache.hits / (cache.hits + cache.misses) < 0.6
+    assert cache.nbytes <= cache.budget
+
+
 def test_cache_after_fork_starts_empty(monkeypatch: pytest.MonkeyPatch) -> None:
     cache = cc.ChunkCache(1000)
-    cache.put("a", np.zeros(10, np.uint8))
+    cache.put("a", 0, np.zeros(10, np.uint8), 10)
     lock = cache._lock
     lock.acquire()  # held "at the fork"
     try:
         monkeypatch.setattr(cc, "_PID", cc._PID + 1)
-        assert cache.get("a") is None and cache.nbytes == 0 and cache._lock is not lock
+        assert cache.get("a", 0) is None and cache.nbytes == 0 and cache._lock is not lock
     finally:
         lock.release()
 
@@ -533,12 +551,17 @@ def test_cache_threads() -> None:
     def work(i: int) -> None:
         for j in range(200):
             key = (i * 7 + j) % 50
-            if cache.get(key) is None:
-                cache.put(key, np.zeros(100 + key, np.uint8))
+            name = key % 3
+            if cache.get(name, key) is None:
+                cache.put(name, key, np.zeros(100 + key, np.uint8), 5000 * (name + 1))
 
     with ThreadPoolExecutor(8) as ex:
         list(ex.map(work, range(16)))
-    assert cache.nbytes == sum(int(v.nbytes) for v in cache._items.values()) <= 10_000
+    held = sum(int(v.nbytes) for p in cache._parts.values() for v in p.items.values())
+    assert cache.nbytes == held <= 10_000
+    assert all(
+        p.nbytes == sum(int(v.nbytes) for v in p.items.values()) for p in cache._parts.values()
+    )
 
 
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")

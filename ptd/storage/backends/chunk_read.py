@@ -210,6 +210,7 @@ def read_chunked(
     plans = [plan_dim(item, s, c) for item, s, c in zip(sel, shape, arr.chunks, strict=True)]
     out = np.empty(out_shape, arr.dtype)
     combos = list(itertools.product(*plans))
+    size = int(np.prod(shape, dtype=np.int64)) * arr.dtype.itemsize
 
     def put(combo: tuple[tuple[int, Any, slice | None], ...], chunk: Any) -> None:
         dst = tuple(p[2] for p in combo if p[2] is not None)
@@ -223,14 +224,14 @@ def read_chunked(
             coords = tuple(p[0] for p in combo)
             chunk = arr.fetch(coords)
             if cache is not None and chunk is not None:
-                cache.put((arr.key, coords), chunk)
+                cache.put(arr.key, coords, chunk, size)
             put(combo, chunk)
 
     # chunks in the cache are copied out here; the others are fetched and decoded by
     # ``decode_threads()`` threads (this one among them), each taking every n-th chunk
     pending = []
     for combo in combos:
-        chunk = None if cache is None else cache.get((arr.key, tuple(p[0] for p in combo)))
+        chunk = None if cache is None else cache.get(arr.key, tuple(p[0] for p in combo))
         if chunk is None:
             pending.append(combo)
         else:
