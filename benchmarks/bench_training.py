@@ -28,7 +28,9 @@ Sections (``--sections``, comma separated; default all). One function per sectio
              ``zarrs`` codec pipeline too when it is installed. ptd: ``p[idx].to_tensordict()``
              on a store opened just before (the chunk cache starts empty: *cold*), with 1 and 2
              decode threads (the scaling with cores), with the default cache and without one
-             (``chunk_cache=0``: parallel decode alone). The bar: ptd >= 1.6x raw on 2 cores.
+             (``chunk_cache=0``: decode alone). Every variant is opened before the pass and
+             they take turns batch by batch, so that a shared machine's load falls on all
+             alike. The bar: ptd >= 1.6x raw on 2 cores.
 
 Figures are rows/s over the whole run (one pass: the cache is cold at its start, so no repeat
 of it is warm); the files were just written and sit in the OS page cache, so the figures
@@ -45,6 +47,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -274,29 +277,65 @@ class _RawH5:
 
     def rows(self, idx: np.ndarray) -> list[np.ndarray]:
         order = np.argsort(idx, kind="stable")
-        srt = idx[order]
         back = np.empty_like(order)
         back[order] = np.arange(len(order))
-        return [ds[srt][back] for ds in self.ds]
+        return [ds[idx[order]][back] for ds in self.ds]
 
     def close(self) -> None:
         self.f.close()
 
 
 class _RawZarr:
-    def __init__(self, path: Path) -> None:
-        root = zarr.open_group(str(path), mode="r")
-        self.arrs = [root[leaf_name(k)] for k, _, _ in LEAVES]
+    def __init__(self, path: Path, pipeline: str | None = None) -> None:
+        self.pipeline = pipeline
+        with self._config():
+            root = zarr.open_group(str(path), mode="r")
+            self.arrs = [root[leaf_name(k)] for k, _, _ in LEAVES]
+
+    def _config(self) -> Any:
+        if self.pipeline is None:
+            return contextlib.nullcontext()
+        return zarr.config.set({"codec_pipeline.path": self.pipeline})
 
     def rows(self, idx: np.ndarray) -> list[np.ndarray]:
         order = np.argsort(idx, kind="stable")
-        srt = idx[order]
         back = np.empty_like(order)
         back[order] = np.arange(len(order))
-        return [np.asarray(a.oindex[srt])[back] for a in self.arrs]
+        with self._config():
+            return [np.asarray(a.oindex[idx[order]])[back] for a in self.arrs]
 
     def close(self) -> None:
         pass
+
+
+class _Ptd:
+    """ptd on a store opened at the start of the pass (cold cache), ``threads`` decode
+    threads while it reads."""
+
+    def __init__(self, layout: str, path: Path, threads: int, cache: Any) -> None:
+        self.p = open_ptd(layout, path, chunk_cache=cache)
+        self.threads = threads
+
+    def rows(self, idx: np.ndarray) -> Any:
+        import torch
+
+        from ptd.storage.backends.chunk_read import set_decode_threads
+
+        set_decode_threads(self.threads)
+        try:
+            return self.p[torch.as_tensor(idx)].to_tensordict()
+        finally:
+            set_decode_threads(None)
+
+    def stats(self) -> str:
+        reader = self.p._store.backend._chunked
+        if reader is None or reader.cache is None:
+            return ""
+        c = reader.cache
+        return f", cache hits {c.hits:,} of {c.hits + c.misses:,}"
+
+    def close(self) -> None:
+        self.p.close()
 
 
 def _batches(args: argparse.Namespace) -> list[np.ndarray]:
@@ -306,55 +345,40 @@ def _batches(args: argparse.Namespace) -> list[np.ndarray]:
     return [rng.choice(args.rows, size=args.batch, replace=False) for _ in range(args.batches)]
 
 
-def _check(td: Any, want: list[np.ndarray], what: str) -> None:
-    for (key, _, _), w in zip(LEAVES, want, strict=True):
-        got = td.get(key).numpy()
-        if got.shape != w.shape or got.tobytes() != w.tobytes():
+def _same(got: Any, want: list[np.ndarray], what: str) -> None:
+    """Raise SystemExit unless ``got`` (a TensorDict or a list of arrays) equals ``want``."""
+    for i, ((key, _, _), w) in enumerate(zip(LEAVES, want, strict=True)):
+        g = got[i] if isinstance(got, list) else got.get(key).numpy()
+        if g.shape != w.shape or g.tobytes() != w.tobytes():
             raise SystemExit(f"MISMATCH: {what} differs from the raw read on {leaf_name(key)}")
 
 
-def _run_raw(layout: str, path: Path, batches: list[np.ndarray]) -> tuple[float, float, list]:
-    """``(wall s, process CPU s, the first batch)``; the first batch is not timed."""
-    gc.collect()
-    raw: Any = _RawH5(path) if layout.startswith("h5") else _RawZarr(path)
-    try:
-        first = raw.rows(batches[0])
-        t, c = time.perf_counter(), time.process_time()
-        for idx in batches[1:]:
-            raw.rows(idx)
-        return time.perf_counter() - t, time.process_time() - c, first
-    finally:
-        raw.close()
-
-
-def _run_ptd(layout: str, path: Path, batches: list[np.ndarray], threads: int, cache: Any) -> Any:
-    import torch
-
-    from ptd.storage.backends.chunk_read import set_decode_threads
-
-    gc.collect()
-    set_decode_threads(threads)
-    p = open_ptd(layout, path, chunk_cache=cache)
-    try:
-        first = p[torch.as_tensor(batches[0])].to_tensordict()
-        t, c = time.perf_counter(), time.process_time()
-        for idx in batches[1:]:
-            p[torch.as_tensor(idx)].to_tensordict()
-        took, cpu = time.perf_counter() - t, time.process_time() - c
-        reader = p._store.backend._chunked
-        stats: dict[str, Any] = {"cpu_s": cpu}
-        if reader is not None and reader.cache is not None:
-            cache = reader.cache
-            stats.update(hits=cache.hits, misses=cache.misses, cache_mb=cache.nbytes / 1e6)
-        return took, first, stats
-    finally:
-        p.close()
-        set_decode_threads(None)
+def interleaved(
+    variants: list[tuple[str, Any]], batches: list[np.ndarray]
+) -> list[tuple[float, float]]:
+    """Run every variant on every batch, in turns (the first variant of a turn rotating), so
+    that the load of a shared machine falls on all alike: ``(wall s, process CPU s)`` of each,
+    the first batch excepted (it is read first by each, checked against the first variant's,
+    and not timed)."""
+    want = variants[0][1].rows(batches[0])
+    for name, v in variants[1:]:
+        _same(v.rows(batches[0]), want, name)
+    wall = [0.0] * len(variants)
+    cpu = [0.0] * len(variants)
+    for turn, idx in enumerate(batches[1:]):
+        for j in range(len(variants)):
+            k = (turn + j) % len(variants)
+            t, c = time.perf_counter(), time.process_time()
+            variants[k][1].rows(idx)
+            wall[k] += time.perf_counter() - t
+            cpu[k] += time.process_time() - c
+    return list(zip(wall, cpu, strict=True))
 
 
 def section_random(ctx: Context) -> list[Row]:
     """Random minibatches (``--batch`` unsorted rows x ``--batches``), cold cache: ptd vs raw
-    h5py/zarr on each compressed layout, with 1 and 2 decode threads, cache on and off."""
+    h5py/zarr on each compressed layout, with 1 and 2 decode threads, cache on and off; every
+    variant opened before the pass and run in turns, batch by batch."""
     args = ctx.args
     batches = _batches(args)
     rows_timed = args.batch * (len(batches) - 1)
@@ -363,30 +387,33 @@ def section_random(ctx: Context) -> list[Row]:
     print(f"  {load_note()}")
     for layout in ("h5_gzip", "zarr_default", "zarr_sharded"):
         path = ctx.store(layout)
-        took, cpu, want = _run_raw(layout, path, batches)
-        raw_rate = rows_timed / took
-        lib = "h5py" if layout.startswith("h5") else "zarr"
-        rows = [Row("random", layout, f"raw {lib}", raw_rate, "rows/s", None, f"cpu {cpu:.1f} s")]
-        if not layout.startswith("h5"):
-            zrs = _run_zarrs(layout, path, batches)
-            if zrs is not None:
-                rate = rows_timed / zrs[0]
-                note = f"cpu {zrs[1]:.1f} s"
-                rows.append(
-                    Row("random", layout, "raw zarr + zarrs", rate, "rows/s", rate / raw_rate, note)
-                )
-        for threads, cache in ((1, None), (2, None), (2, 0)):
-            took, first, stats = _run_ptd(layout, path, batches, threads, cache)
-            _check(first, want, f"ptd on {layout}")
-            rate = rows_timed / took
+        gc.collect()
+        h5 = layout.startswith("h5")
+        variants: list[tuple[str, Any]] = [
+            ("raw h5py" if h5 else "raw zarr", _RawH5(path) if h5 else _RawZarr(path))
+        ]
+        if not h5 and _has_zarrs():
+            variants.append(("raw zarr + zarrs", _RawZarr(path, "zarrs.ZarrsCodecPipeline")))
+        for threads, cache in ((1, None), (2, None), (1, 0), (2, 0)):
             what = f"ptd, {threads} thread{'s' if threads > 1 else ''}, " + (
-                "cache 64 MiB (default)" if cache is None else "no cache"
+                f"cache {_budget_note()} (default)" if cache is None else "no cache"
             )
-            note = f"cpu {stats['cpu_s']:.1f} s"
-            if "hits" in stats:
-                note += f", cache hits {stats['hits']:,} of {stats['hits'] + stats['misses']:,}"
-            rows.append(Row("random", layout, what, rate, "rows/s", rate / raw_rate, note, stats))
-        print_table(f"  {layout} (cold: store opened just before the pass)", rows)
+            variants.append((what, _Ptd(layout, path, threads, cache)))
+        try:
+            figures = interleaved(variants, batches)
+            raw_rate = rows_timed / figures[0][0]
+            rows = []
+            for (name, v), (wall, cpu) in zip(variants, figures, strict=True):
+                rate = rows_timed / wall
+                note = f"cpu {cpu:.1f} s" + (v.stats() if isinstance(v, _Ptd) else "")
+                ratio = None if not rows else rate / raw_rate
+                rows.append(
+                    Row("random", layout, name, rate, "rows/s", ratio, note, {"cpu_s": cpu})
+                )
+        finally:
+            for _, v in variants:
+                v.close()
+        print_table(f"  {layout} (cold: every variant opened just before the pass)", rows)
         out.extend(rows)
     print(
         f"  ({PAGE_CACHE_NOTE}; ratios are rows/s over raw's; cpu: process CPU seconds of the "
@@ -395,16 +422,19 @@ def section_random(ctx: Context) -> list[Row]:
     return out
 
 
-def _run_zarrs(layout: str, path: Path, batches: list[np.ndarray]) -> tuple[float, float] | None:
-    """Raw zarr with the ``zarrs`` codec pipeline (Rust, parallel), when installed: ``(wall s,
-    process CPU s)``."""
+def _has_zarrs() -> bool:
+    """Whether the ``zarrs`` codec pipeline (Rust, parallel) is installed."""
     try:
         import zarrs  # noqa: F401
     except ImportError:
-        return None
-    with zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"}):
-        took, cpu, first = _run_raw(layout, path, batches)
-    return took, cpu
+        return False
+    return True
+
+
+def _budget_note() -> str:
+    from ptd.storage.backends.chunk_cache import cache_budget
+
+    return f"{cache_budget(None) / (1 << 20):.0f} MiB"
 
 
 #: section name -> function; other helpers add theirs here (run in this order)
