@@ -61,6 +61,17 @@ _pool_pid = 0
 _threads_override: int | None = None
 
 
+def _after_fork() -> None:
+    """In a forked child: the parent's pool has no threads here, and its lock may be held."""
+    global _lock, _pool
+    _lock = threading.Lock()
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 @dataclass(slots=True, eq=False)
 class ChunkedArray:
     """An array a backend reads chunk by chunk itself.
@@ -109,7 +120,7 @@ def _get_pool(n: int) -> ThreadPoolExecutor:
     pid = os.getpid()
     with _lock:
         if _pool is None or _pool_size != n or _pool_pid != pid:
-            old = _pool if _pool_pid == pid else None  # a parent's pool has no threads here
+            old = _pool if _pool_pid == pid else None
             _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="ptd-decode")
             _pool_size, _pool_pid = n, pid
             if old is not None:
