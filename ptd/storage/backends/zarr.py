@@ -143,8 +143,8 @@ class ZarrBackend(Backend):
 
         Stores and groups passed in are not closed by :meth:`close`. ``fast_path``: read
         uncompressed chunks of a local store from memory maps (None: on unless
-        ``PTD_FAST_PATH=0``; see ``fast_path``). ``chunk_cache``: the decoded-chunk cache's
-        budget (bytes or ``"256MB"``; None: ``PTD_CHUNK_CACHE``, else 64 MiB), read-only only.
+        ``PTD_FAST_PATH=0``; see ``fast_path``). ``chunk_cache``: the budget of the cache of
+        decoded chunks, used in mode ``"r"`` (see ``chunk_cache.py``).
         """
         check_mode(mode)
         if isinstance(target, zarr.Group):
