@@ -14,16 +14,58 @@ import torch
 
 from ptd.core.base import TensorDictBase
 from ptd.core.batch import as_batch_size
-from ptd.errors import ArgumentError, PtdTypeError, UnsupportedOperationError
+from ptd.errors import ArgumentError, PtdTypeError, PtdValueError, UnsupportedOperationError
 from ptd.persistent.store import _check_allow_pickle, _Store
 from ptd.persistent.write import batch_size_of, check_dtypes, write_all
 from ptd.storage.backends import get_backend
+from ptd.storage.backends.chunk_cache import parse_budget
 
 if TYPE_CHECKING:
     from ptd.persistent.persistent_tensordict import PersistentTensorDict
     from ptd.persistent.protocols import OpenerClass, PicklingHost
 
-__all__ = ["OpenersMixin"]
+__all__ = ["OpenersMixin", "backend_options", "check_target"]
+
+
+def check_target(filename: Any, group: Any, mode: str, modes: Sequence[str]) -> None:
+    """Refuse a constructor call without exactly one of ``filename``/``group``, or a bad mode."""
+    if filename is None and group is None:
+        raise ArgumentError(
+            "Either group or filename must be provided, and not both. Got group=None and filename=None."
+        )
+    if filename is not None and group is not None:
+        raise ArgumentError(
+            "Either group or filename must be provided, and not both: got both "
+            f"filename={filename!r} and group={group!r}."
+        )
+    if mode not in modes:
+        raise PtdValueError(f"Invalid mode {mode!r}; must be one of {', '.join(modes)}")
+
+
+def backend_options(
+    backend: str,
+    *,
+    locking: bool | str | None = None,
+    fast_path: bool | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    use_consolidated: bool | None = None,
+    chunk_cache: int | str | None = None,
+) -> dict[str, Any]:
+    """The keyword arguments of ``Backend.open`` for the options a user set (None: not set)."""
+    opts: dict[str, Any] = {}
+    if locking is not None:
+        opts["locking"] = locking
+    if fast_path is not None:
+        opts["fast_path"] = bool(fast_path)
+    if storage_options is not None:
+        opts["storage_options"] = dict(storage_options)
+    if use_consolidated is not None:
+        if backend != "zarr":
+            raise ArgumentError("use_consolidated= applies to zarr stores only")
+        opts["use_consolidated"] = bool(use_consolidated)
+    if chunk_cache is not None:
+        opts["chunk_cache"] = parse_budget(chunk_cache)
+    return opts
 
 
 class OpenersMixin:
@@ -40,10 +82,12 @@ class OpenersMixin:
         batch_size: Sequence[int] | None = None,
         non_tensor_as_stack: bool = False,
         fast_path: bool | None = None,
+        chunk_cache: int | str | None = None,
         **kwargs: Any,
     ) -> PersistentTensorDict:
         """Open an HDF5 file; the batch size is the one given, else the recorded one, else
-        the longest leading shape all entries share. ``fast_path``: see the class doc."""
+        the longest leading shape all entries share. ``fast_path``, ``chunk_cache``: see the
+        class doc."""
         return cls._open_infer(
             filename,
             "h5",
@@ -52,7 +96,7 @@ class OpenersMixin:
             batch_dims,
             batch_size,
             non_tensor_as_stack,
-            dict(kwargs, fast_path=fast_path),
+            dict(kwargs, fast_path=fast_path, chunk_cache=chunk_cache),
             "from_h5",
         )
 
@@ -68,6 +112,7 @@ class OpenersMixin:
         non_tensor_as_stack: bool = False,
         allow_pickle: bool | None = None,
         fast_path: bool | None = None,
+        chunk_cache: int | str | None = None,
         **kwargs: Any,
     ) -> PersistentTensorDict:
         """Open a Zarr v3 store (path, ``Store`` or ``zarr.Group``), like :meth:`from_h5`."""
@@ -79,7 +124,7 @@ class OpenersMixin:
             batch_dims,
             batch_size,
             non_tensor_as_stack,
-            dict(kwargs, allow_pickle=allow_pickle, fast_path=fast_path),
+            dict(kwargs, allow_pickle=allow_pickle, fast_path=fast_path, chunk_cache=chunk_cache),
             "from_zarr",
         )
 

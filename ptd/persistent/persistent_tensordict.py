@@ -34,17 +34,15 @@ from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import _parse_to
 from ptd.core.registry import lookup, new_tensordict, register
 from ptd.errors import (
-    ArgumentError,
     BatchSizeError,
     ClosedStoreError,
     PtdTypeError,
-    PtdValueError,
     UnsupportedDtypeError,
     UnsupportedOperationError,
 )
 from ptd.format.tdmeta import td_meta_attrs
 from ptd.persistent.leaves import LeafIOMixin
-from ptd.persistent.opening import OpenersMixin
+from ptd.persistent.opening import OpenersMixin, backend_options, check_target
 from ptd.persistent.refused import RefusedOpsMixin
 from ptd.persistent.state import StoreStateMixin
 from ptd.persistent.store import StoreBacked, _check_allow_pickle, _key_parts, _Store
@@ -91,6 +89,9 @@ class PersistentTensorDict(  # type: ignore[misc]
         fast_path: read uncompressed, contiguous arrays (h5 contiguous datasets, zarr chunks
             with only the ``bytes`` codec on a local directory) from read-only memory maps.
             None (default): on, unless the environment variable ``PTD_FAST_PATH=0``.
+        chunk_cache: the budget of the decoded-chunk cache of a read-only store (bytes, or a
+            size like ``"256MB"``; 0 turns it off). None (default): the environment variable
+            ``PTD_CHUNK_CACHE``, else 64 MiB.
         storage_options: for a URL ``filename`` (``s3://bucket/data.zarr``; HDF5 read-only):
             passed to the fsspec filesystem (``endpoint_url``, ``key``/``secret``, ``anon``...).
         use_consolidated: zarr only: ``False`` lists the store's real nodes in mode ``"r"``
@@ -120,34 +121,22 @@ class PersistentTensorDict(  # type: ignore[misc]
         fast_path: bool | None = None,
         storage_options: dict[str, Any] | None = None,
         use_consolidated: bool | None = None,
+        chunk_cache: int | str | None = None,
         **kwargs: Any,
     ):
         cls = get_backend(backend)
         _check_allow_pickle(allow_pickle)
-        if filename is None and group is None:
-            raise ArgumentError(
-                "Either group or filename must be provided, and not both. Got group=None and filename=None."
-            )
-        if filename is not None and group is not None:
-            raise ArgumentError(
-                "Either group or filename must be provided, and not both: got both "
-                f"filename={filename!r} and group={group!r}."
-            )
-        if mode not in _MODES:
-            raise PtdValueError(f"Invalid mode {mode!r}; must be one of {', '.join(_MODES)}")
+        check_target(filename, group, mode, _MODES)
         if isinstance(filename, FsPath):
             filename = str(filename)
-        opts: dict[str, Any] = {}
-        if locking is not None:
-            opts["locking"] = locking
-        if fast_path is not None:
-            opts["fast_path"] = bool(fast_path)
-        if storage_options is not None:
-            opts["storage_options"] = dict(storage_options)
-        if use_consolidated is not None:
-            if cls.name != "zarr":
-                raise ArgumentError("use_consolidated= applies to zarr stores only")
-            opts["use_consolidated"] = bool(use_consolidated)
+        opts = backend_options(
+            cls.name,
+            locking=locking,
+            fast_path=fast_path,
+            storage_options=storage_options,
+            use_consolidated=use_consolidated,
+            chunk_cache=chunk_cache,
+        )
         target = group if group is not None else filename
         be = cls.open(target, mode, **opts)
         store = _Store(

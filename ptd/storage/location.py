@@ -155,9 +155,9 @@ class StoreLocation:
 
     def open_stream(self) -> Backend:
         """Open read-only for a streamed whole-store pass (convert, memmap export, ``validate
-        --data``): through h5py/zarr, without memory maps, whose mapped pages would count in
-        resident memory and gain a streamed copy nothing."""
-        return self.open("r", fast_path=False)
+        --data``): without memory maps, whose mapped pages would count in resident memory and
+        gain a streamed copy nothing, nor a chunk cache (each chunk is read once)."""
+        return self.open("r", fast_path=False, chunk_cache=0)
 
     def nbytes(self) -> int | None:
         """Bytes the store occupies (a file, a directory tree, or under a URL), None if
@@ -228,7 +228,7 @@ class ReopenSpec:
     def streaming(self) -> ReopenSpec:
         """The same store opened for a streamed pass: without memory maps (see
         :meth:`StoreLocation.open_stream`)."""
-        opts = dict(self.options, fast_path=False)
+        opts = dict(self.options, fast_path=False, chunk_cache=0)
         return replace(self, options=tuple(sorted(opts.items())))
 
     def absolute(self) -> ReopenSpec:

@@ -113,6 +113,9 @@ class Backend(ABC):
         self._closed = False
         #: the fast path's memory maps (:mod:`ptd.storage.backends.fast_path`), or None
         self._maps = maps
+        #: the reader of chunked, compressed arrays that decodes chunks in parallel through a
+        #: chunk cache (:mod:`ptd.storage.backends.chunk_read`), set by the subclass, or None
+        self._chunked: Any = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -142,6 +145,9 @@ class Backend(ABC):
             if self._maps is not None:
                 self._maps.close()
                 self._maps = None
+            if self._chunked is not None:
+                self._chunked.close()
+                self._chunked = None
             self._release_handles()
 
     def _flush_before_close(self) -> None:  # noqa: B027 - optional hook
@@ -261,6 +267,8 @@ class Backend(ABC):
         handle = self._array_handle(path)
         try:
             out = self._read_mapped(path, handle, selection)
+            if out is None and self._chunked is not None:
+                out = self._chunked.read(path, handle, selection)
             return out if out is not None else self._read(handle, selection)
         except self._DATA_ERRORS as err:
             raise self._read_error(path, selection, err) from None
@@ -269,12 +277,16 @@ class Backend(ABC):
         """Optional: :meth:`read`, where the selection's index array may also be unsorted and
         hold repeats (the result follows its order), or None when this array cannot be read
         that way cheaply (callers then :meth:`read` a sorted selection and re-order). Arrays
-        served by the fast path's memory maps are; the others give None."""
-        if self._maps is None:
+        served by the fast path's memory maps are, and chunked arrays the backend decodes
+        itself (:mod:`ptd.storage.backends.chunk_read`); the others give None."""
+        if self._maps is None and self._chunked is None:
             return None
         handle = self._array_handle(path)
         try:
-            return self._read_mapped(path, handle, selection)
+            out = self._read_mapped(path, handle, selection)
+            if out is None and self._chunked is not None:
+                out = self._chunked.read(path, handle, selection)
+            return out
         except self._DATA_ERRORS as err:
             raise self._read_error(path, selection, err) from None
 

@@ -50,6 +50,7 @@ from ptd.storage.backends.base import (
     selection_shape,
 )
 from ptd.storage.backends.fast_path_h5 import H5Maps
+from ptd.storage.backends.h5_chunks import H5Chunks
 from ptd.storage.backends.h5_open import open_local, open_remote
 from ptd.storage.backends.layout import leading_chunks
 from ptd.storage.backends.targets import parse_target
@@ -151,6 +152,7 @@ class H5Backend(Backend):
         read_only: bool = False,
         fast_path: bool | None = None,
         fileobj: Any = None,
+        chunk_cache: Any = None,
     ) -> None:
         if loc is not None:
             location = loc.path
@@ -169,6 +171,9 @@ class H5Backend(Backend):
         self._owns_file = owns_file
         self._locking = locking
         self._fast_path = fast_path
+        self._chunk_cache = chunk_cache
+        # chunked datasets decoded in parallel through a chunk cache (h5_chunks.py), mode "r"
+        self._chunked = H5Chunks.create(root.file, chunk_cache)
         #: a remote file's fsspec file object, closed after h5py's file
         self._fileobj = fileobj
         self._ds_cache: dict[Path, _Entry] = {}
@@ -184,6 +189,7 @@ class H5Backend(Backend):
         locking: Any = None,
         fast_path: bool | None = None,
         storage_options: dict[str, Any] | None = None,
+        chunk_cache: Any = None,
         **_: Any,
     ) -> H5Backend:
         """Open an HDF5 file by path or URL, or wrap an open ``h5py.File``/``h5py.Group``.
@@ -191,26 +197,28 @@ class H5Backend(Backend):
         A user's file or group is used as the root (``mode`` is then ignored) and is not closed
         by :meth:`close`. ``locking`` goes to ``h5py.File``. ``fast_path``: read contiguous
         datasets from a memory map (None: on unless ``PTD_FAST_PATH=0``; see ``fast_path``).
-        A URL (``s3://...``, with ``storage_options``) is opened read-only.
+        ``chunk_cache``: the chunk cache's budget (see ``chunk_cache.py``). A URL
+        (``s3://...``, with ``storage_options``) is opened read-only.
         """
         check_mode(mode)
+        opts = {"fast_path": fast_path, "chunk_cache": chunk_cache}
         if isinstance(target, (h5py.File, h5py.Group)):
             if not target.id.valid:
                 raise ClosedStoreError(f"the h5py object {target!r} is closed")
-            return cls(target, loc=None, owns_file=False, locking=locking, fast_path=fast_path)
+            return cls(target, loc=None, owns_file=False, locking=locking, **opts)
         loc = parse_target(
             target, storage_options, format=cls.name, accepted="an h5py.File or an h5py.Group"
         )
         if loc.is_remote:
             file, fobj = open_remote(loc, mode)
-            return cls(file, loc=loc, owns_file=True, read_only=True, fileobj=fobj)
+            return cls(file, loc=loc, owns_file=True, read_only=True, fileobj=fobj, **opts)
         return cls(
             open_local(loc.path, mode, locking),
             loc=loc,
             owns_file=True,
             locking=locking,
             read_only=mode == "r",
-            fast_path=fast_path,
+            **opts,
         )
 
     def _release_handles(self) -> None:
@@ -238,6 +246,7 @@ class H5Backend(Backend):
             "r+" if self._writable else "r",
             locking=self._locking,
             fast_path=self._fast_path,
+            chunk_cache=self._chunk_cache,
         )
 
     # --- helpers -----------------------------------------------------------------------------

@@ -56,9 +56,11 @@ from ptd.storage.backends.base import (
     check_path,
     selection_shape,
 )
+from ptd.storage.backends.chunk_cache import cache_budget
 from ptd.storage.backends.fast_path_zarr import ZarrMaps
 from ptd.storage.backends.layout import leading_chunks
 from ptd.storage.backends.targets import parse_target
+from ptd.storage.backends.zarr_chunks import ZarrChunks
 from ptd.storage.backends.zarr_consolidated import Consolidation
 from ptd.storage.backends.zarr_open import local_store, open_root, remote_store
 from ptd.storage.location import ReopenSpec
@@ -107,6 +109,7 @@ class ZarrBackend(Backend):
         owns_store: bool,
         fresh: bool,
         fast_path: bool | None = None,
+        chunk_cache: Any = None,
     ) -> None:
         writable = not root.read_only
         super().__init__(
@@ -121,6 +124,8 @@ class ZarrBackend(Backend):
         self._owns_store = owns_store
         self._cache: dict[Path, Node] = {(): root}
         self._consolidation = Consolidation(self._store, root.path, fresh=fresh)
+        # compressed/sharded chunks decoded in parallel, through a chunk cache (zarr_chunks.py)
+        self._chunked = ZarrChunks.create(root.store, writable, cache_budget(chunk_cache))
 
     # --- lifecycle ---------------------------------------------------------------------------
     @classmethod
@@ -132,6 +137,7 @@ class ZarrBackend(Backend):
         storage_options: dict[str, Any] | None = None,
         fast_path: bool | None = None,
         use_consolidated: bool | None = None,
+        chunk_cache: Any = None,
         **_: Any,
     ) -> ZarrBackend:
         """Open a zarr group: a path (a directory, a ``.zip`` file or an fsspec URL), a
@@ -140,13 +146,20 @@ class ZarrBackend(Backend):
         Stores and groups passed in are not closed by :meth:`close`, except a writable
         ``ZipStore`` (a zip is not readable until it is closed). ``fast_path``: read
         uncompressed chunks of a local store from memory maps (None: on unless
-        ``PTD_FAST_PATH=0``; see ``fast_path``).
+        ``PTD_FAST_PATH=0``; see ``fast_path``). ``chunk_cache``: the budget of the cache of
+        decoded chunks, used in mode ``"r"`` (see ``chunk_cache.py``).
         """
         check_mode(mode)
         if isinstance(target, zarr.Group):
             loc = f"{target.store}" + (f"/{target.path}" if target.path else "")
             return cls(
-                target, location=loc, spec=None, owns_store=False, fresh=False, fast_path=fast_path
+                target,
+                location=loc,
+                spec=None,
+                owns_store=False,
+                fresh=False,
+                fast_path=fast_path,
+                chunk_cache=chunk_cache,
             )
         spec: ReopenSpec | None = None
         owns = remote = False
@@ -169,14 +182,26 @@ class ZarrBackend(Backend):
                 store = local_store(location, mode)
                 owns = isinstance(store, ZipStore)
             # never "w"/"w-"/"x": reopening must not wipe what this session wrote
-            extra = {} if use_consolidated is None else {"use_consolidated": use_consolidated}
+            extra: dict[str, Any] = (
+                {} if use_consolidated is None else {"use_consolidated": use_consolidated}
+            )
             spec = ReopenSpec.make(
-                parsed, "r" if mode == "r" else "r+", fast_path=fast_path, **extra
+                parsed,
+                "r" if mode == "r" else "r+",
+                fast_path=fast_path,
+                chunk_cache=chunk_cache,
+                **extra,
             )
         root = open_root(store, mode, location, remote=remote, use_consolidated=use_consolidated)
         fresh = mode in ("w", "w-", "x")
         return cls(
-            root, location=location, spec=spec, owns_store=owns, fresh=fresh, fast_path=fast_path
+            root,
+            location=location,
+            spec=spec,
+            owns_store=owns,
+            fresh=fresh,
+            fast_path=fast_path,
+            chunk_cache=chunk_cache,
         )
 
     def _flush_before_close(self) -> None:

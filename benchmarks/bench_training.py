@@ -1,0 +1,495 @@
+#!/usr/bin/env python
+"""Training-speed benchmark (issue 14): ptd against raw h5py / zarr on the stores people train
+from -- compressed and chunked.
+
+Generates, in a temporary directory deleted at the end, a replay-buffer-like store of ``--rows``
+rows (default 1,000,000; about 525 MB uncompressed):
+
+    obs       float32 [N, 64]
+    next/obs  float32 [N, 64]
+    action    int64   [N]
+    reward    float32 [N]
+    done      bool    [N]
+
+in the layouts a section asks for (each is written once, on first use):
+
+    h5_gzip        HDF5, gzip level 4, ``--chunk-rows`` (1024) rows per chunk
+    zarr_default   Zarr v3, zarr's default codecs (bytes + zstd), 1024-row chunks
+    zarr_sharded   Zarr v3, default codecs inside shards of ``--shard-rows`` (16384) rows made
+                   of small inner chunks of ``--inner-rows`` (128) rows
+    h5_plain       HDF5, contiguous and uncompressed (the fast path's layout)
+
+Sections (``--sections``, comma separated; default all). One function per section, listed in
+:data:`SECTIONS`; each returns :class:`Row` s and prints its own table:
+
+    random   random minibatches (``--batch`` 256 unsorted rows x ``--batches`` 200), cold cache,
+             on each compressed layout. raw: per leaf ``ds[sorted rows]`` (h5py) /
+             ``arr.oindex[sorted rows]`` (zarr), put back in the asked order; with the
+             ``zarrs`` codec pipeline too when it is installed. ptd: ``p[idx].to_tensordict()``
+             on a store opened just before (the chunk cache starts empty: *cold*), with 1 and 2
+             decode threads (the scaling with cores), with the default cache and without one
+             (``chunk_cache=0``: decode alone). Every variant is opened before the pass and
+             they take turns batch by batch, so that a shared machine's load falls on all
+             alike. The bar: ptd >= 1.6x raw on 2 cores.
+
+Figures are rows/s over the whole run (one pass: the cache is cold at its start, so no repeat
+of it is warm); the files were just written and sit in the OS page cache, so the figures
+measure decoding and library overhead, not the disk. The machine's load average is printed
+with each section: on a shared machine, read the ratios rather than the absolute figures.
+
+Usage::
+
+    python benchmarks/bench_training.py                          # everything, 1,000,000 rows
+    python benchmarks/bench_training.py --rows 100000 --sections random
+    python benchmarks/bench_training.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import zarr
+
+# ----------------------------------------------------------------------------------------------
+# the data set
+
+#: (key, dtype, trailing shape); a tuple key is nested
+LEAVES: list[tuple[tuple[str, ...], np.dtype, tuple[int, ...]]] = [
+    (("obs",), np.dtype("float32"), (64,)),
+    (("next", "obs"), np.dtype("float32"), (64,)),
+    (("action",), np.dtype("int64"), ()),
+    (("reward",), np.dtype("float32"), ()),
+    (("done",), np.dtype("bool"), ()),
+]
+ROW_BYTES = sum(dt.itemsize * int(np.prod(shape, dtype=np.int64)) for _, dt, shape in LEAVES)
+#: tensordict's batch-size attribute (ptd reads it instead of inferring)
+TD_META_ATTR = "__tensordict__"
+#: rows generated per write, to keep the generator's memory small
+GEN_BLOCK = 1 << 17
+PAGE_CACHE_NOTE = (
+    "the stores were just written and sit in the OS page cache: figures measure decoding and "
+    "library overhead, not the disk"
+)
+
+
+def leaf_name(key: tuple[str, ...]) -> str:
+    return "/".join(key)
+
+
+def _block(rng: np.random.Generator, key: tuple[str, ...], n: int) -> np.ndarray:
+    name = leaf_name(key)
+    if name in ("obs", "next/obs"):
+        return rng.standard_normal((n, 64), dtype=np.float32)
+    if name == "action":
+        return rng.integers(0, 18, size=n, dtype=np.int64)
+    if name == "reward":
+        return rng.standard_normal(n, dtype=np.float32)
+    if name == "done":
+        return rng.random(n) < 0.01
+    raise AssertionError(name)
+
+
+def _blocks(rows: int, seed: int, align: int) -> Any:
+    """``(start, {leaf name: block})`` covering ``rows`` rows, each block whole chunks of
+    ``align`` rows (the last one excepted)."""
+    rng = np.random.default_rng(seed)
+    step = max(align, GEN_BLOCK // align * align)
+    for start in range(0, rows, step):
+        n = min(step, rows - start)
+        yield start, {leaf_name(k): _block(rng, k, n) for k, _, _ in LEAVES}
+
+
+def _td_meta(rows: int) -> dict[str, Any]:
+    return {TD_META_ATTR: {"batch_size": [rows], "version": 1}}
+
+
+def write_h5(path: Path, rows: int, seed: int, chunk_rows: int | None, **filters: Any) -> None:
+    """An HDF5 store; ``chunk_rows`` None: contiguous (then ``filters`` must be empty)."""
+    with h5py.File(path, "w") as f:
+        dsets = {}
+        for key, dt, shape in LEAVES:
+            opts: dict[str, Any] = dict(filters)
+            if chunk_rows is not None:
+                opts["chunks"] = (min(chunk_rows, rows), *shape)
+            dsets[leaf_name(key)] = f.create_dataset(
+                leaf_name(key), shape=(rows, *shape), dtype=dt, **opts
+            )
+        for start, block in _blocks(rows, seed, chunk_rows or 1):
+            for name, arr in block.items():
+                dsets[name][start : start + len(arr)] = arr
+
+
+def write_zarr(
+    path: Path, rows: int, seed: int, chunk_rows: int, shard_rows: int | None = None
+) -> None:
+    """A Zarr v3 store with zarr's default codecs; sharded when ``shard_rows`` is given
+    (``chunk_rows`` is then the inner chunk)."""
+    root = zarr.open_group(str(path), mode="w", attributes=_td_meta(rows))
+    root.create_group("next", attributes=_td_meta(rows))
+    arrays = {}
+    for key, dt, shape in LEAVES:
+        kw: dict[str, Any] = {"chunks": (min(chunk_rows, rows), *shape)}
+        if shard_rows is not None:
+            outer = min(shard_rows, rows)
+            outer = max(chunk_rows, outer // chunk_rows * chunk_rows)
+            kw["shards"] = (outer, *shape)
+        arrays[leaf_name(key)] = root.create_array(
+            leaf_name(key), shape=(rows, *shape), dtype=dt, **kw
+        )
+    for start, block in _blocks(rows, seed, shard_rows or chunk_rows):
+        for name, arr in block.items():
+            arrays[name][start : start + len(arr)] = arr
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.consolidate_metadata(str(path))
+
+
+#: layout name -> (suffix, writer(path, args))
+LAYOUTS: dict[str, tuple[str, Callable[[Path, argparse.Namespace], None]]] = {
+    "h5_gzip": (
+        ".h5",
+        lambda p, a: write_h5(
+            p, a.rows, a.seed, a.chunk_rows, compression="gzip", compression_opts=4
+        ),
+    ),
+    "zarr_default": (".zarr", lambda p, a: write_zarr(p, a.rows, a.seed, a.chunk_rows)),
+    "zarr_sharded": (
+        ".zarr",
+        lambda p, a: write_zarr(p, a.rows, a.seed, a.inner_rows, a.shard_rows),
+    ),
+    "h5_plain": (".h5", lambda p, a: write_h5(p, a.rows, a.seed, None)),
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# what every section shares
+
+
+@dataclass
+class Row:
+    """One measured line: a section, a store layout, a variant, its figure and its ratio."""
+
+    section: str
+    layout: str
+    variant: str
+    value: float
+    unit: str
+    ratio: float | None = None
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Context:
+    """What a section gets: the arguments, a temp dir, the stores (written on first use)."""
+
+    def __init__(self, args: argparse.Namespace, tmp: Path) -> None:
+        self.args = args
+        self.tmp = tmp
+        self._stores: dict[str, Path] = {}
+
+    def store(self, layout: str) -> Path:
+        """The path of the generated store in ``layout`` (see :data:`LAYOUTS`)."""
+        if layout not in self._stores:
+            suffix, writer = LAYOUTS[layout]
+            path = self.tmp / f"{layout}{suffix}"
+            t = time.perf_counter()
+            writer(path, self.args)
+            took = time.perf_counter() - t
+            size = _disk_bytes(path)
+            print(
+                f"  [wrote {layout}: {self.args.rows:,} rows, {size / 1e6:,.0f} MB on disk, "
+                f"{took:.1f} s]",
+                flush=True,
+            )
+            self._stores[layout] = path
+        return self._stores[layout]
+
+
+def _disk_bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def import_ptd() -> Any:
+    here = Path(__file__).resolve().parent.parent
+    if str(here) not in sys.path:
+        sys.path.insert(0, str(here))
+    import ptd
+
+    return ptd
+
+
+def open_ptd(layout: str, path: Path, **kw: Any) -> Any:
+    """``from_h5``/``from_zarr`` of a generated store, read-only."""
+    ptd = import_ptd()
+    opener = (
+        ptd.PersistentTensorDict.from_h5
+        if layout.startswith("h5")
+        else ptd.PersistentTensorDict.from_zarr
+    )
+    return opener(str(path), **kw)
+
+
+def load_note() -> str:
+    try:
+        one, five, _ = os.getloadavg()
+    except OSError:  # pragma: no cover
+        return "load average unknown"
+    return f"load average {one:.2f} (1 min) / {five:.2f} (5 min) on {os.cpu_count()} CPUs"
+
+
+def print_table(title: str, rows: list[Row]) -> None:
+    print(f"\n{title}")
+    width = max([len(r.variant) for r in rows] + [10])
+    for r in rows:
+        ratio = f"{r.ratio:6.2f}x" if r.ratio is not None else " " * 7
+        print(
+            f"  {r.layout:<13} {r.variant:<{width}}  {r.value:>14,.0f} {r.unit:<7} {ratio}"
+            f"  {r.note}"
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# section: random minibatches, cold cache
+
+
+class _RawH5:
+    def __init__(self, path: Path) -> None:
+        self.f = h5py.File(path, "r")
+        self.ds = [self.f[leaf_name(k)] for k, _, _ in LEAVES]
+
+    def rows(self, idx: np.ndarray) -> list[np.ndarray]:
+        order = np.argsort(idx, kind="stable")
+        back = np.empty_like(order)
+        back[order] = np.arange(len(order))
+        return [ds[idx[order]][back] for ds in self.ds]
+
+    def close(self) -> None:
+        self.f.close()
+
+
+class _RawZarr:
+    def __init__(self, path: Path, pipeline: str | None = None) -> None:
+        self.pipeline = pipeline
+        with self._config():
+            root = zarr.open_group(str(path), mode="r")
+            self.arrs = [root[leaf_name(k)] for k, _, _ in LEAVES]
+
+    def _config(self) -> Any:
+        if self.pipeline is None:
+            return contextlib.nullcontext()
+        return zarr.config.set({"codec_pipeline.path": self.pipeline})
+
+    def rows(self, idx: np.ndarray) -> list[np.ndarray]:
+        order = np.argsort(idx, kind="stable")
+        back = np.empty_like(order)
+        back[order] = np.arange(len(order))
+        with self._config():
+            return [np.asarray(a.oindex[idx[order]])[back] for a in self.arrs]
+
+    def close(self) -> None:
+        pass
+
+
+class _Ptd:
+    """ptd on a store opened at the start of the pass (cold cache), ``threads`` decode
+    threads while it reads."""
+
+    def __init__(self, layout: str, path: Path, threads: int, cache: Any) -> None:
+        self.p = open_ptd(layout, path, chunk_cache=cache)
+        self.threads = threads
+
+    def rows(self, idx: np.ndarray) -> Any:
+        import torch
+
+        from ptd.storage.backends.chunk_read import set_decode_threads
+
+        set_decode_threads(self.threads)
+        try:
+            return self.p[torch.as_tensor(idx)].to_tensordict()
+        finally:
+            set_decode_threads(None)
+
+    def stats(self) -> str:
+        reader = self.p._store.backend._chunked
+        if reader is None or reader.cache is None:
+            return ""
+        c = reader.cache
+        return f", cache hits {c.hits:,} of {c.hits + c.misses:,}"
+
+    def close(self) -> None:
+        self.p.close()
+
+
+def _batches(args: argparse.Namespace) -> list[np.ndarray]:
+    """``--batches`` batches of ``--batch`` distinct rows, unsorted (the same for every
+    variant)."""
+    rng = np.random.default_rng(args.seed + 1)
+    return [rng.choice(args.rows, size=args.batch, replace=False) for _ in range(args.batches)]
+
+
+def _same(got: Any, want: list[np.ndarray], what: str) -> None:
+    """Raise SystemExit unless ``got`` (a TensorDict or a list of arrays) equals ``want``."""
+    for i, ((key, _, _), w) in enumerate(zip(LEAVES, want, strict=True)):
+        g = got[i] if isinstance(got, list) else got.get(key).numpy()
+        if g.shape != w.shape or g.tobytes() != w.tobytes():
+            raise SystemExit(f"MISMATCH: {what} differs from the raw read on {leaf_name(key)}")
+
+
+def interleaved(
+    variants: list[tuple[str, Any]], batches: list[np.ndarray]
+) -> list[tuple[float, float]]:
+    """Run every variant on every batch, in turns (the first variant of a turn rotating), so
+    that the load of a shared machine falls on all alike: ``(wall s, process CPU s)`` of each,
+    the first batch excepted (it is read first by each, checked against the first variant's,
+    and not timed)."""
+    want = variants[0][1].rows(batches[0])
+    for name, v in variants[1:]:
+        _same(v.rows(batches[0]), want, name)
+    wall = [0.0] * len(variants)
+    cpu = [0.0] * len(variants)
+    for turn, idx in enumerate(batches[1:]):
+        for j in range(len(variants)):
+            k = (turn + j) % len(variants)
+            t, c = time.perf_counter(), time.process_time()
+            variants[k][1].rows(idx)
+            wall[k] += time.perf_counter() - t
+            cpu[k] += time.process_time() - c
+    return list(zip(wall, cpu, strict=True))
+
+
+def section_random(ctx: Context) -> list[Row]:
+    """Random minibatches (``--batch`` unsorted rows x ``--batches``), cold cache: ptd vs raw
+    h5py/zarr on each compressed layout, with 1 and 2 decode threads, cache on and off; every
+    variant opened before the pass and run in turns, batch by batch."""
+    args = ctx.args
+    batches = _batches(args)
+    rows_timed = args.batch * (len(batches) - 1)
+    out: list[Row] = []
+    print(f"\n== random minibatches: {args.batch} unsorted rows x {args.batches}, cold cache ==")
+    print(f"  {load_note()}")
+    for layout in ("h5_gzip", "zarr_default", "zarr_sharded"):
+        path = ctx.store(layout)
+        gc.collect()
+        h5 = layout.startswith("h5")
+        variants: list[tuple[str, Any]] = [
+            ("raw h5py" if h5 else "raw zarr", _RawH5(path) if h5 else _RawZarr(path))
+        ]
+        if not h5 and _has_zarrs():
+            variants.append(("raw zarr + zarrs", _RawZarr(path, "zarrs.ZarrsCodecPipeline")))
+        for threads, cache in ((1, None), (2, None), (1, 0), (2, 0)):
+            what = f"ptd, {threads} thread{'s' if threads > 1 else ''}, " + (
+                f"cache {_budget_note()} (default)" if cache is None else "no cache"
+            )
+            variants.append((what, _Ptd(layout, path, threads, cache)))
+        try:
+            figures = interleaved(variants, batches)
+            raw_rate = rows_timed / figures[0][0]
+            rows = []
+            for (name, v), (wall, cpu) in zip(variants, figures, strict=True):
+                rate = rows_timed / wall
+                note = f"cpu {cpu:.1f} s" + (v.stats() if isinstance(v, _Ptd) else "")
+                ratio = None if not rows else rate / raw_rate
+                rows.append(
+                    Row("random", layout, name, rate, "rows/s", ratio, note, {"cpu_s": cpu})
+                )
+        finally:
+            for _, v in variants:
+                v.close()
+        print_table(f"  {layout} (cold: every variant opened just before the pass)", rows)
+        out.extend(rows)
+    print(
+        f"  ({PAGE_CACHE_NOTE}; ratios are rows/s over raw's; cpu: process CPU seconds of the "
+        f"timed batches, all threads; after the run: {load_note()})"
+    )
+    return out
+
+
+def _has_zarrs() -> bool:
+    """Whether the ``zarrs`` codec pipeline (Rust, parallel) is installed."""
+    try:
+        import zarrs  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _budget_note() -> str:
+    from ptd.storage.backends.chunk_cache import cache_budget
+
+    return f"{cache_budget(None) / (1 << 20):.0f} MiB"
+
+
+#: section name -> function; other helpers add theirs here (run in this order)
+SECTIONS: dict[str, Callable[[Context], list[Row]]] = {
+    "random": section_random,
+}
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=1_000_000, help="rows of the generated store")
+    ap.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help=f"comma-separated sections to run (of {', '.join(SECTIONS)})",
+    )
+    ap.add_argument("--chunk-rows", type=int, default=1024, help="rows per chunk (h5/zarr)")
+    ap.add_argument("--inner-rows", type=int, default=128, help="rows per inner chunk (sharded)")
+    ap.add_argument("--shard-rows", type=int, default=16384, help="rows per shard (sharded)")
+    ap.add_argument("--batch", type=int, default=256, help="rows per random minibatch")
+    ap.add_argument("--batches", type=int, default=200, help="random minibatches per run")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tmp", default=None, help="directory for the generated stores")
+    ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    wanted = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = [s for s in wanted if s not in SECTIONS]
+    if unknown:
+        print(f"unknown section(s) {unknown}; choose from {list(SECTIONS)}", file=sys.stderr)
+        return 2
+    print(
+        f"bench_training: {args.rows:,} rows ({args.rows * ROW_BYTES / 1e6:,.0f} MB uncompressed), "
+        f"python {platform.python_version()}, h5py {h5py.__version__}, zarr {zarr.__version__}, "
+        f"{os.cpu_count()} CPUs"
+    )
+    tmp = Path(tempfile.mkdtemp(prefix="ptd-bench-training-", dir=args.tmp))
+    rows: list[Row] = []
+    try:
+        ctx = Context(args, tmp)
+        for name in wanted:
+            rows.extend(SECTIONS[name](ctx))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([asdict(r) for r in rows], f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
