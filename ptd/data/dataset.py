@@ -193,9 +193,14 @@ class StoreDataset(Dataset[Any]):
         td = self.td
         direct: Any = None
         data: dict[str, Any] = {}
+        plans: dict[int, list[tuple[int, np.ndarray, np.ndarray]]] = {}
         for leaf in self.leaves:
             if leaf.blocked and self._cache_rows > 0 and self.group_rows:
-                value: Any = self._gather(td, leaf, idx)
+                rows = self._block_rows(leaf)
+                plan = plans.get(rows)
+                if plan is None:
+                    plan = plans[rows] = _plan(idx, rows)
+                value: Any = self._gather(td, leaf, idx, rows, plan)
             else:
                 if direct is None:
                     direct = td[torch.from_numpy(idx)]
@@ -208,34 +213,70 @@ class StoreDataset(Dataset[Any]):
         c = leaf.chunk_rows or g
         return g if c <= g else c
 
-    def _gather(self, td: PersistentTensorDict, leaf: LeafGeometry, idx: np.ndarray) -> Any:
-        """Rows ``idx`` of a blocked leaf, from its decoded blocks (read on a miss)."""
-        rows = self._block_rows(leaf)
+    def _gather(
+        self,
+        td: PersistentTensorDict,
+        leaf: LeafGeometry,
+        idx: np.ndarray,
+        rows: int,
+        plan: list[tuple[int, np.ndarray, np.ndarray]],
+    ) -> Any:
+        """Rows ``idx`` of a blocked leaf, from its decoded blocks of ``rows`` rows (read on a
+        miss). Blocks are kept as numpy arrays: a gather is one numpy fancy index per block."""
         cache = self._blocks.setdefault(leaf.key, OrderedDict())
         keep = max(2, -(-self._cache_rows // rows) + 1)
-        which = idx // rows
-        blocks = np.unique(which)
-        out: torch.Tensor | None = None
-        for b in blocks.tolist():
-            block = cache.get(b)
-            if block is None:
-                block = td[b * rows : min(self._len, (b + 1) * rows)].get(leaf.key)
+        out: np.ndarray | None = None
+        dtype: torch.dtype | None = None
+        for b, pos, local in plan:
+            entry = cache.get(b)
+            if entry is None:
+                t = td[b * rows : min(self._len, (b + 1) * rows)].get(leaf.key)
+                entry = (_as_numpy(t), t.dtype)
                 self.blocks_read += 1
-                cache[b] = block
+                cache[b] = entry
                 while len(cache) > keep:
                     cache.popitem(last=False)
             else:
                 cache.move_to_end(b)
-            if len(blocks) == 1:
-                return block[torch.from_numpy(idx - b * rows)]
-            pos = np.nonzero(which == b)[0]
-            part = block[torch.from_numpy(idx[pos] - b * rows)]
+            block, dtype = entry
+            if len(pos) == len(idx):
+                return _as_tensor(block[local[np.argsort(pos)]], dtype)
             if out is None:
-                out = part.new_empty((len(idx),) + tuple(part.shape[1:]))
-            out[torch.from_numpy(pos)] = part
+                out = np.empty((len(idx),) + block.shape[1:], dtype=block.dtype)
+            out[pos] = block[local]
         if out is None:  # no rows asked
             return td[0:0].get(leaf.key)
-        return out
+        assert dtype is not None
+        return _as_tensor(out, dtype)
+
+
+def _plan(idx: np.ndarray, rows: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """``(block, positions in idx, rows within the block)`` for each block ``idx`` touches."""
+    which = idx // rows
+    order = np.argsort(which, kind="stable")
+    sorted_blocks = which[order]
+    cuts = [0, *(np.flatnonzero(sorted_blocks[1:] != sorted_blocks[:-1]) + 1).tolist(), len(idx)]
+    out = []
+    for a, z in zip(cuts[:-1], cuts[1:], strict=True):
+        if z > a:
+            pos = order[a:z]
+            b = int(sorted_blocks[a])
+            out.append((b, pos, idx[pos] - b * rows))
+    return out
+
+
+def _as_numpy(t: torch.Tensor) -> np.ndarray:
+    """A tensor's memory as numpy (bfloat16 and the float8 types as their bits)."""
+    try:
+        return t.numpy()
+    except TypeError:  # no numpy twin: view the bits
+        bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+        return t.view(bits).numpy()
+
+
+def _as_tensor(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    t = torch.from_numpy(a)
+    return t if t.dtype == dtype else t.view(dtype)
 
 
 def _put(data: dict[str, Any], key: tuple[str, ...], value: Any) -> None:

@@ -54,14 +54,16 @@ class LeafGeometry:
     tensor: bool = True
 
 
-def _blocked(backend: str, chunks: tuple[int, ...] | None, compression: str | None, n: int) -> bool:
+def _blocked(
+    backend: str, chunks: tuple[int, ...] | None, compression: str | None, sharded: bool, n: int
+) -> bool:
     if chunks is None:
         return False  # contiguous h5: the fast path
-    if compression is not None:
+    if compression is not None or sharded:
         return True
     if backend == "h5":
         return chunks[0] < n  # uncompressed chunked h5: hyperslab reads per chunk
-    return False  # uncompressed zarr: mapped chunk files (sharding shows as a codec)
+    return False  # uncompressed unsharded zarr: mapped chunk files
 
 
 def store_leaves(td: PersistentTensorDict) -> list[LeafGeometry]:
@@ -79,8 +81,13 @@ def store_leaves(td: PersistentTensorDict) -> list[LeafGeometry]:
             out.append(LeafGeometry(key, None, max(1, row), False, tensor=False))
             continue
         chunks = tuple(am.chunks) if am.chunks is not None and shape else None
+        inner = getattr(am, "inner_chunks", None)
+        if chunks is not None and inner:
+            chunks = tuple(inner)  # a sharded zarr array decodes its inner chunks
         remote = "://" in str(td._backend.location)
-        blocked = _blocked(td.backend, chunks, am.compression, n) or (remote and chunks is not None)
+        blocked = _blocked(td.backend, chunks, am.compression, bool(inner), n) or (
+            remote and chunks is not None
+        )
         rows = min(chunks[0], n) if chunks else None
         out.append(LeafGeometry(key, rows, max(1, row), blocked))
     return out
