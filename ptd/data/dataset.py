@@ -129,7 +129,7 @@ class StoreDataset(Dataset[Any]):
         #: rows per chunk group (None: no blocked leaf)
         self.group_rows = group_rows(leaves, self._len, group_bytes)
         self._cache_rows = int(cache_rows) if cache_rows is not None else 2 * (self.group_rows or 0)
-        self._blocks: dict[tuple[str, ...], OrderedDict[int, Any]] = {}
+        self._blocks: dict[tuple[str, ...], _Blocks] = {}
         #: chunk-group blocks read so far in this process (a measure of decode work)
         self.blocks_read = 0
 
@@ -193,15 +193,17 @@ class StoreDataset(Dataset[Any]):
         td = self.td
         direct: Any = None
         data: dict[str, Any] = {}
-        plans: dict[int, list[tuple[int, np.ndarray, np.ndarray]]] = {}
+        plans: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         for leaf in self.leaves:
-            if leaf.blocked and self._cache_rows > 0 and self.group_rows:
+            value: Any = None
+            if leaf.blocked and self._cache_rows > 0 and self.group_rows and len(idx):
                 rows = self._block_rows(leaf)
                 plan = plans.get(rows)
                 if plan is None:
-                    plan = plans[rows] = _plan(idx, rows)
-                value: Any = self._gather(td, leaf, idx, rows, plan)
-            else:
+                    blocks, inverse = np.unique(idx // rows, return_inverse=True)
+                    plan = plans[rows] = (blocks, inverse, idx % rows)
+                value = self._gather(td, leaf, rows, plan)
+            if value is None:
                 if direct is None:
                     direct = td[torch.from_numpy(idx)]
                 value = direct.get(leaf.key)
@@ -217,52 +219,61 @@ class StoreDataset(Dataset[Any]):
         self,
         td: PersistentTensorDict,
         leaf: LeafGeometry,
-        idx: np.ndarray,
         rows: int,
-        plan: list[tuple[int, np.ndarray, np.ndarray]],
-    ) -> Any:
-        """Rows ``idx`` of a blocked leaf, from its decoded blocks of ``rows`` rows (read on a
-        miss). Blocks are kept as numpy arrays: a gather is one numpy fancy index per block."""
-        cache = self._blocks.setdefault(leaf.key, OrderedDict())
-        keep = max(2, -(-self._cache_rows // rows) + 1)
-        out: np.ndarray | None = None
-        dtype: torch.dtype | None = None
-        for b, pos, local in plan:
-            entry = cache.get(b)
-            if entry is None:
-                t = td[b * rows : min(self._len, (b + 1) * rows)].get(leaf.key)
-                entry = (_as_numpy(t), t.dtype)
-                self.blocks_read += 1
-                cache[b] = entry
-                while len(cache) > keep:
-                    cache.popitem(last=False)
+        plan: tuple[np.ndarray, np.ndarray, np.ndarray],
+    ) -> torch.Tensor | None:
+        """The rows of a blocked leaf that ``plan`` (blocks, each row's block among them, each
+        row's offset in its block) asks for, gathered by one numpy fancy index from the leaf's
+        buffer of decoded blocks (``rows`` rows each, read on a miss, least recently used
+        evicted). None when the batch spans more blocks than the buffer holds."""
+        blocks, inverse, local = plan
+        slots = max(2, -(-self._cache_rows // rows) + 1)
+        if len(blocks) > slots:
+            return None
+        state = self._blocks.get(leaf.key)
+        if state is None or state.slots < slots:
+            state = self._blocks[leaf.key] = _Blocks(slots)
+        where = np.empty(len(blocks), dtype=np.int64)
+        for i, b in enumerate(blocks.tolist()):
+            slot = state.where.get(b)
+            if slot is None:
+                slot = state.load(b, blocks, self._read_block(td, leaf, b, rows), rows)
             else:
-                cache.move_to_end(b)
-            block, dtype = entry
-            if len(pos) == len(idx):
-                return _as_tensor(block[local[np.argsort(pos)]], dtype)
-            if out is None:
-                out = np.empty((len(idx),) + block.shape[1:], dtype=block.dtype)
-            out[pos] = block[local]
-        if out is None:  # no rows asked
-            return td[0:0].get(leaf.key)
-        assert dtype is not None
-        return _as_tensor(out, dtype)
+                state.where.move_to_end(b)
+            where[i] = slot
+        assert state.buf is not None and state.dtype is not None
+        return _as_tensor(state.buf[where[inverse] * rows + local], state.dtype)
+
+    def _read_block(self, td: PersistentTensorDict, leaf: LeafGeometry, b: int, rows: int) -> Any:
+        self.blocks_read += 1
+        return td[b * rows : min(self._len, (b + 1) * rows)].get(leaf.key)
 
 
-def _plan(idx: np.ndarray, rows: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
-    """``(block, positions in idx, rows within the block)`` for each block ``idx`` touches."""
-    which = idx // rows
-    order = np.argsort(which, kind="stable")
-    sorted_blocks = which[order]
-    cuts = [0, *(np.flatnonzero(sorted_blocks[1:] != sorted_blocks[:-1]) + 1).tolist(), len(idx)]
-    out = []
-    for a, z in zip(cuts[:-1], cuts[1:], strict=True):
-        if z > a:
-            pos = order[a:z]
-            b = int(sorted_blocks[a])
-            out.append((b, pos, idx[pos] - b * rows))
-    return out
+class _Blocks:
+    """One leaf's decoded blocks: ``slots`` blocks in one buffer, least recently used first."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.where: OrderedDict[int, int] = OrderedDict()  # block -> slot, oldest first
+        self.buf: np.ndarray | None = None
+        self.dtype: torch.dtype | None = None
+
+    def load(self, block: int, pinned: np.ndarray, t: torch.Tensor, rows: int) -> int:
+        """Put ``block`` (its rows ``t``) into a free slot, or the least recently used one
+        that the current batch (``pinned``) does not need; returns the slot."""
+        arr = _as_numpy(t)
+        if self.buf is None:
+            self.buf = np.empty((self.slots * rows,) + arr.shape[1:], dtype=arr.dtype)
+            self.dtype = t.dtype
+        if len(self.where) < self.slots:
+            slot = len(self.where)
+        else:
+            need = set(pinned.tolist())
+            victim = next(b for b in self.where if b not in need)
+            slot = self.where.pop(victim)
+        self.buf[slot * rows : slot * rows + arr.shape[0]] = arr
+        self.where[block] = slot
+        return slot
 
 
 def _as_numpy(t: torch.Tensor) -> np.ndarray:
