@@ -129,7 +129,7 @@ class TransformsMixin:
         """A new TensorDict whose tensors are in pinned (page-locked) memory, so that
         ``.to("cuda", non_blocking=True)`` overlaps the copy; the DataLoader's ``pin_memory=True``
         calls it on each batch. Needs an accelerator build of torch."""
-        return self.apply(lambda t: t.pin_memory())
+        return cast("TensorDictBase", self).apply(lambda t: t.pin_memory())
 
     # ------------------------------------------------------------------ conversions
     def to_tensordict(self: TransformsHost, *, retain_none: bool | None = None) -> TensorDictBase:
