@@ -11,7 +11,9 @@ leaves (the fast path) are read row by row.
 Workers: the dataset pickles to what reopens the store (a path is opened lazily in each
 process; a PersistentTensorDict reopens itself), never with its decoded blocks, and a forked
 worker drops the blocks it inherited; so it works under fork and spawn. The batch is already
-a TensorDict: use ``collate_fn=ptd.data.collate`` (the default collate would index it).
+a TensorDict: use ``collate_fn=ptd.data.collate`` (the default collate would index it). In a
+worker, :func:`collate` packs the batch's tensors into one shared-memory block, so that handing
+it to the main process costs one shared segment and one file descriptor, not one per leaf.
 ``pin_memory=True`` works (``TensorDict.pin_memory``).
 
 >>> import os, tempfile, torch
@@ -34,6 +36,7 @@ torch.Size([64]) torch.Size([64, 4]) 1000
 
 from __future__ import annotations
 
+import math
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -41,9 +44,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, get_worker_info
 
-from ptd.core.base import TensorDictBase
+from ptd.core.base import TensorDictBase, is_leaf_nontensor
 from ptd.core.registry import new_tensordict
 from ptd.data.geometry import GROUP_BYTES, LeafGeometry, group_rows, store_leaves
 from ptd.errors import PtdIndexError, PtdTypeError, PtdValueError
@@ -58,6 +61,8 @@ def collate(batch: Any) -> Any:
     is already a TensorDict and is returned as is; a list of single rows (a DataLoader without
     ``__getitems__`` support) is stacked."""
     if isinstance(batch, TensorDictBase):
+        if get_worker_info() is not None and batch.batch_dims:
+            return _Packed(batch)  # arrives in the main process as a TensorDict
         return batch
     if isinstance(batch, Sequence) and batch and isinstance(batch[0], TensorDictBase):
         return torch.stack(list(batch))  # type: ignore[call-overload]
@@ -288,6 +293,55 @@ def _as_numpy(t: torch.Tensor) -> np.ndarray:
 def _as_tensor(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     t = torch.from_numpy(a)
     return t if t.dtype == dtype else t.view(dtype)
+
+
+class _Packed:
+    """A batch on its way from a DataLoader worker to the main process: every tensor leaf is a
+    view of one shared-memory block, and the batch pickles as that one block plus its layout,
+    rebuilt into a TensorDict on arrival (:func:`_unpack`). Torch sends each shared tensor
+    with a file descriptor of its own (a socket round trip each); one per batch instead of one
+    per leaf made a 5-leaf batch's trip 30x cheaper on the benchmark machine."""
+
+    def __init__(self, td: TensorDictBase) -> None:
+        keys = [k if isinstance(k, tuple) else (k,) for k in td.keys(True, True)]
+        tensors = [td.get(k) for k in keys]
+        sizes = [-(-t.nbytes // 64) * 64 for t in tensors]
+        storage = torch.UntypedStorage._new_shared(max(1, sum(sizes)))
+        self.flat = torch.empty(0, dtype=torch.uint8).set_(storage)
+        self.layout: list[tuple[tuple[str, ...], torch.dtype, tuple[int, ...], int]] = []
+        off = 0
+        for key, t, size in zip(keys, tensors, sizes, strict=True):
+            self.flat[off : off + t.nbytes].view(t.dtype).view(t.shape).copy_(t)
+            self.layout.append((key, t.dtype, tuple(t.shape), off))
+            off += size
+        tensor_keys = set(keys)
+        self.others = [
+            (k, td.get(k))
+            for k in (
+                k if isinstance(k, tuple) else (k,)
+                for k in td.keys(True, True, is_leaf=is_leaf_nontensor)
+            )
+            if k not in tensor_keys
+        ]
+        self.batch_size = list(td.batch_size)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _unpack, (self.flat, self.layout, self.others, self.batch_size)
+
+
+def _unpack(
+    flat: torch.Tensor,
+    layout: list[tuple[tuple[str, ...], torch.dtype, tuple[int, ...], int]],
+    others: list[tuple[tuple[str, ...], Any]],
+    batch_size: list[int],
+) -> TensorDictBase:
+    data: dict[str, Any] = {}
+    for key, dtype, shape, off in layout:
+        n = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
+        _put(data, key, flat[off : off + n].view(dtype).view(shape))
+    for key, value in others:
+        _put(data, key, value)
+    return new_tensordict(data, batch_size=batch_size)
 
 
 def _put(data: dict[str, Any], key: tuple[str, ...], value: Any) -> None:
