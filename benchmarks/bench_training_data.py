@@ -361,7 +361,7 @@ def section_randomness(args: argparse.Namespace) -> dict[str, Any]:
 
     n = args.rows
     chunk = 1024
-    group = 8 * chunk  # what ptd.data picks for 1024-row chunks of 525 B rows (4 MB groups)
+    group = 7 * chunk  # what ptd.data picks for 1024-row chunks of 525 B rows (4 MB groups)
     out: dict[str, Any] = {}
 
     def stats(order: np.ndarray, order2: np.ndarray) -> dict[str, float]:
