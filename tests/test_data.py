@@ -335,3 +335,20 @@ def test_worker_batches_travel_as_one_block(monkeypatch: pytest.MonkeyPatch) -> 
     assert back["names"] == list("abcde")
     storages = {back[k].untyped_storage().data_ptr() for k in back.keys(True, True)}
     assert len(storages) == 1  # views of one block
+
+
+def test_sharded_zarr_uses_inner_chunks(tmp_path: Path) -> None:
+    import zarr
+
+    path = str(tmp_path / "sharded.zarr")
+    g = zarr.open_group(path, mode="w")
+    ref = np.arange(N * 4, dtype=np.float32).reshape(N, 4)
+    arr = g.create_array("obs", shape=ref.shape, dtype=ref.dtype, chunks=(50, 4), shards=(200, 4))
+    arr[...] = ref
+    ds = StoreDataset(path, group_bytes=1)
+    (leaf,) = ds.leaves
+    assert leaf.chunk_rows == 50 and leaf.blocked  # the inner chunks, not the 200-row shards
+    assert ds.group_rows == 50
+    got = ds.__getitems__([999, 0, 420])
+    assert np.array_equal(got["obs"].numpy(), ref[[999, 0, 420]])
+    ds.close()
