@@ -46,6 +46,9 @@ _PUBLIC: dict[str, str] = {
     "TdMeta": "ptd.format.tdmeta",
 }
 
+#: subpackages reachable as attributes (``ptd.memmap``, ``ptd.data``), imported on first use
+_SUBPACKAGES = ("memmap", "data")
+
 #: the names of ``_PUBLIC`` and the eager ones, written out so that linters and type checkers
 #: see the exports of the ``if TYPE_CHECKING:`` block below
 __all__ = [
@@ -71,11 +74,12 @@ __all__ = [
     "PtdError",
     "errors",
     "memmap",
+    "data",
     "__version__",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from ptd import memmap
+    from ptd import data, memmap
     from ptd.core.base import EntryMeta, TensorDictBase, is_leaf_nontensor
     from ptd.core.nontensor import NonTensorData, NonTensorStack
     from ptd.core.tensordict import TensorDict
@@ -93,8 +97,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
 def __getattr__(name: str) -> Any:
     module = _PUBLIC.get(name)
     if module is None:
-        if name == "memmap":
-            return importlib.import_module("ptd.memmap")
+        if name in _SUBPACKAGES:
+            return importlib.import_module(f"ptd.{name}")
         raise AttributeError(f"module 'ptd' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip this function

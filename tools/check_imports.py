@@ -32,6 +32,7 @@ LAYERS: dict[str, set[str]] = {
     "ptd.memmap": {
         "ptd.errors", "ptd.format", "ptd.storage", "ptd.core", "ptd.persistent", "ptd.transfer",
     },
+    "ptd.data": {"ptd.errors", "ptd.format", "ptd.storage", "ptd.core", "ptd.persistent"},
     "ptd": {"ptd.errors"},  # everything else by name, lazily (PEP 562)
     "ptd_cli": {"ptd", "ptd.errors", "ptd.report", "ptd.transfer", "ptd.memmap", "ptd.storage",
                 "ptd.format"},

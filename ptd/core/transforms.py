@@ -250,6 +250,12 @@ class TransformsMixin(LastOpMixin, LockingMixin, NamesMixin, UpdateMixin):
             result.lock_()
         return result
 
+    def pin_memory(self: TransformsHost, *_: Any, **__: Any) -> TensorDictBase:
+        """A new TensorDict whose tensors are in pinned (page-locked) memory, so that
+        ``.to("cuda", non_blocking=True)`` overlaps the copy; the DataLoader's ``pin_memory=True``
+        calls it on each batch. Needs an accelerator build of torch."""
+        return cast("TensorDictBase", self).apply(lambda t: t.pin_memory())
+
     # ------------------------------------------------------------------ conversions
     def to_tensordict(self: TransformsHost, *, retain_none: bool | None = None) -> TensorDictBase:
         """An in-memory :class:`ptd.TensorDict` copy of every entry."""

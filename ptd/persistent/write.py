@@ -1,7 +1,9 @@
 """Creating entries in a store: values, nested groups, and streamed copies from another store.
 
 A PersistentTensorDict source is never loaded whole: each leaf is copied slab by slab (a bounded
-number of rows at a time, aligned to the source's chunks).
+number of rows at a time, aligned to the source's and the destination's chunks). New zarr
+arrays with a batch dim are chunked along it (about 8 MB per chunk, as ``ptd convert`` does)
+unless the user gave chunks (:func:`batch_chunks`).
 """
 
 from __future__ import annotations
@@ -21,13 +23,53 @@ from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.errors import BatchSizeError
 from ptd.format.tdmeta import td_meta_attrs
 from ptd.persistent.store import StoreBacked
+from ptd.transfer.plan import CHUNK_TARGET
 from ptd.transfer.slabs import slab_rows
 
 if TYPE_CHECKING:
     from ptd.persistent.persistent_tensordict import PersistentTensorDict
     from ptd.storage.backends.base import Path
 
-__all__ = ["warn_replace", "batch_size_of", "check_dtypes", "write_all", "write_value", "copy_leaf"]
+__all__ = [
+    "warn_replace",
+    "batch_size_of",
+    "check_dtypes",
+    "write_all",
+    "write_value",
+    "copy_leaf",
+    "batch_chunks",
+]
+
+
+def batch_chunks(
+    backend: str,
+    shape: Sequence[int],
+    itemsize: int,
+    options: Mapping[str, Any] | None,
+    batch_dims: int,
+    src_chunks: Sequence[int] | None = None,
+) -> tuple[int, ...] | None:
+    """The chunks a new zarr array gets when the user gave none: about
+    :data:`~ptd.transfer.plan.CHUNK_TARGET` bytes (8 MB) along the first (batch) dim, as
+    ``ptd convert`` writes them, or a store source's chunks when they are along it and not
+    too large; None otherwise (h5 stays contiguous: the fast path; zarr arrays without a batch
+    dim are one chunk, as tensordict writes them).
+
+    >>> batch_chunks("zarr", (1_000_000, 64), 4, None, 1)  # 256 B rows: 32768-row chunks
+    (32768, 64)
+    >>> batch_chunks("zarr", (100, 64), 4, None, 1), batch_chunks("h5", (10**6, 64), 4, None, 1)
+    ((100, 64), None)
+    """
+    if backend != "zarr" or batch_dims < 1 or not shape or 0 in shape:
+        return None
+    if options and options.get("chunks") is not None:
+        return None  # the user's
+    shape = tuple(int(n) for n in shape)
+    row = max(1, int(np.prod(shape[1:], dtype=np.int64)) * itemsize)
+    if src_chunks is not None and tuple(src_chunks[1:]) == shape[1:]:
+        if src_chunks[0] * row <= 8 * CHUNK_TARGET:
+            return (int(src_chunks[0]),) + shape[1:]
+    return (max(1, min(shape[0], CHUNK_TARGET // row)),) + shape[1:]
 
 
 def _shape_of(value: Any) -> tuple[int, ...] | None:
@@ -135,8 +177,15 @@ def write_value(dst: PersistentTensorDict, path: Path, value: Any) -> None:
     options = dst._store.dataset_kwargs
     if isinstance(value, torch.Tensor):
         arr, attrs = to_storage(value, key)
+        chunks = batch_chunks(be.name, arr.shape, arr.dtype.itemsize, options, dst.batch_dims)
         be.create_array(
-            path, shape=arr.shape, dtype=arr.dtype, data=arr, attrs=attrs, options=options
+            path,
+            shape=arr.shape,
+            dtype=arr.dtype,
+            data=arr,
+            attrs=attrs,
+            chunks=chunks,
+            options=options,
         )
     elif isinstance(value, NonTensorData):
         be.write_non_tensor(path, value.data, stack_shape=None, options=options)
@@ -212,6 +261,10 @@ def copy_leaf(
     np_dtype, attrs = storage_dtype(meta.dtype, key)
     shape = tuple(meta.shape)
     src_meta = src._tree.meta(src._path + (key,))
+    if chunks is None:
+        chunks = batch_chunks(
+            dst_backend.name, shape, np_dtype.itemsize, options, src.batch_dims, src_meta.chunks
+        )
     dst_backend.create_array(
         dst_path, shape=shape, dtype=np_dtype, attrs=attrs, chunks=chunks, options=options
     )
@@ -225,7 +278,12 @@ def copy_leaf(
             progress(total)
         return total
     src_chunks = src_meta.chunks if src._entries is None else None
-    rows = slab_rows(shape, np_dtype.itemsize, src_chunk_rows=src_chunks[0] if src_chunks else None)
+    rows = slab_rows(
+        shape,
+        np_dtype.itemsize,
+        src_chunk_rows=src_chunks[0] if src_chunks else None,
+        dst_chunk_rows=chunks[0] if chunks else None,
+    )
     n = shape[0]
     done = 0
     path = src._path + (key,)

@@ -48,7 +48,9 @@ which are stable (new fields may be added; none is renamed or removed within a
     with one value per batch row), groups' ``batch_size``, ``batch_size_source`` (also
     ``"parent"``: a group that does not constrain its batch takes its parent's),
     ``stored_batch_size`` and ``metadata_problem`` (``null`` for leaves), and ``attrs`` (user
-    attributes, ``null`` unless asked for).
+    attributes, ``null`` unless asked for), and ``random_row_bytes`` (a tensor's bytes read and
+    decoded to return one random row: its row's size on the fast path, a whole chunk when
+    compressed; see :mod:`ptd.report.access`; ``null`` for others).
 ``consolidated``
     for a local zarr store whose consolidated metadata disagrees with the nodes really in it:
     one ``{"key", "code", "message"}`` per node missing from it, extra in it or different
@@ -73,6 +75,7 @@ import numpy as np
 
 from ptd.format.names import PTD_JSON_ATTR, RESERVED_ATTRS, TD_NON_TENSOR_ATTR
 from ptd.format.shapes import fits
+from ptd.report.access import random_row_bytes
 from ptd.report.consolidated import check_consolidated
 from ptd.report.scan import open_stream, scan, zarr_array_nbytes
 from ptd.storage.backends.base import ArrayMeta, NodeKind, ValueKind
@@ -108,6 +111,7 @@ class EntryInfo:
     stored_batch_size: list[int] | None = None
     metadata_problem: str | None = None
     attrs: dict[str, Any] | None = None
+    random_row_bytes: int | None = None
 
     @property
     def batch_shape(self) -> list[int]:
@@ -281,6 +285,7 @@ def info(
                 e.dtype = meta.torch_dtype
                 e.nbytes = math.prod(meta.shape) * meta.dtype.itemsize
                 e.ratio = _ratio(e.nbytes, stored)
+                e.random_row_bytes = random_row_bytes(meta, fmt, local=not loc.is_remote)
                 totals.nbytes += e.nbytes
                 if stored is not None:
                     any_stored = True

@@ -72,6 +72,7 @@ def convert(
     scheduler: Any = None,
     storage_options: dict[str, Any] | None = None,
     dst_storage_options: dict[str, Any] | None = None,
+    layout: str | None = None,
 ) -> ConvertResult:
     """Copy the store ``src`` to ``dst`` in format ``to`` (see the module doc).
 
@@ -100,6 +101,11 @@ def convert(
             ``anon``...): they go to whichever of ``src`` and ``dst`` is a URL (an error when
             neither is).
         dst_storage_options: options for a URL ``dst`` when they differ from ``src``'s.
+        layout: ``"random-access"`` (alias ``"training"``): write the layout that serves
+            random minibatches best in the destination (h5: contiguous and uncompressed, the
+            fast path; local zarr: uncompressed 8 MB chunks, also mapped; zarr at a URL:
+            sharded, 64 KB zstd inner chunks); see :mod:`ptd.transfer.layouts`. Excludes
+            ``chunks`` and ``compression``. Default ``"keep"``.
 
     Raises:
         StoreNotFoundError, CorruptStoreError: ``src`` is missing or unreadable.
@@ -121,6 +127,7 @@ def convert(
         scheduler=scheduler,
         storage_options=storage_options,
         dst_storage_options=dst_storage_options,
+        layout=layout,
     )
     if opts.scheduler is not None:
         from ptd.transfer.distributed import run_distributed

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING
 from ptd.errors import ConvertError, PtdValueError
 from ptd.format.names import TD_STR_ATTR
 from ptd.format.shapes import fits
+from ptd.storage import remote
 from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.transfer.attrs import attrs_for, decode_str, is_column, user_attrs
-from ptd.transfer.codecs import H5_FILTER, choose_codec, codec_options
+from ptd.transfer.codecs import H5_FILTER, codec_options
 from ptd.transfer.options import ConvertOptions, ConvertResult
-from ptd.transfer.plan import dst_chunks
+from ptd.transfer.plan import leaf_target
 from ptd.transfer.slabs import slab_rows
 
 if TYPE_CHECKING:
@@ -63,6 +64,8 @@ class Copier:
         self.progress = progress
         self.total = result.nbytes
         self.done = 0
+        #: the destination is a URL (the layouts differ: see :mod:`ptd.transfer.layouts`)
+        self.dst_remote = remote.is_remote(result.dst)
 
     # ------------------------------------------------------------------ structure
     def create(self) -> list[tuple[Path, int, int]]:
@@ -100,9 +103,11 @@ class Copier:
         key = "/".join(path)
         opts = self.options
         shape = tuple(meta.shape)
-        name, level = choose_codec(meta, self.fmt, opts.compression, opts.level, self.result.notes)
-        chunks = dst_chunks(meta, opts.chunks, self.fmt, name not in (None, "none"))
+        target = leaf_target(meta, opts, self.fmt, self.result.notes, self.dst_remote)
+        chunks, name, level = target.chunks, target.codec, target.level
         options = codec_options(self.fmt, name, level) if shape and 0 not in shape else {}
+        if target.shards:
+            options["shards"] = target.shards
         try:
             self.dst.create_array(
                 path,
@@ -136,7 +141,7 @@ class Copier:
             shape,
             meta.dtype.itemsize,
             src_chunk_rows=meta.chunks[0] if meta.chunks else None,
-            dst_chunk_rows=chunks[0] if chunks else None,
+            dst_chunk_rows=(target.shards or chunks or (None,))[0],
         )
         return path, rows, shape[0]
 

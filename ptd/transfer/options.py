@@ -21,6 +21,7 @@ from ptd.errors import PtdValueError
 from ptd.format.detect import FORMATS
 from ptd.storage.location import StoreLocation, split_options
 from ptd.transfer.codecs import check_compression
+from ptd.transfer.layouts import check_layout
 
 __all__ = ["ConvertOptions", "ConvertResult", "LeafPlan"]
 
@@ -54,6 +55,8 @@ class ConvertOptions:
     #: storage options of a default destination (derived from a URL ``src``) when they differ
     #: from the source's (``dst_storage_options=`` without ``dst``)
     default_dst_options: tuple[tuple[str, Any], ...] | None = None
+    #: ``"random-access"`` (:mod:`ptd.transfer.layouts`), or None: keep each leaf's layout
+    layout: str | None = None
 
     def __post_init__(self) -> None:
         chunks = self.chunks
@@ -66,6 +69,13 @@ class ConvertOptions:
         object.__setattr__(self, "level", level)
         if self.to is not None and self.to not in FORMATS:
             raise PtdValueError(f"unknown format {self.to!r}; choose one of {', '.join(FORMATS)}")
+        layout = check_layout(self.layout)
+        object.__setattr__(self, "layout", layout)
+        if layout is not None and (self.chunks is not None or self.compression is not None):
+            raise PtdValueError(
+                f"layout {layout!r} chooses every leaf's chunks and compression: drop "
+                "chunks/compression (--chunks/--compression), or convert without a layout"
+            )
         workers = self.workers
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise PtdValueError(f"workers must be a positive number of threads, got {workers!r}")
@@ -87,6 +97,7 @@ class ConvertOptions:
         scheduler: Any = None,
         storage_options: Mapping[str, Any] | None = None,
         dst_storage_options: Mapping[str, Any] | None = None,
+        layout: str | None = None,
     ) -> ConvertOptions:
         """Check :func:`ptd.convert`'s arguments and parse its stores (nothing is opened).
 
@@ -122,6 +133,7 @@ class ConvertOptions:
             workers=workers,
             scheduler=scheduler,
             default_dst_options=default_dst,
+            layout=layout,
         )
 
 
@@ -136,6 +148,8 @@ class LeafPlan:
     nbytes: int = 0
     src_chunks: list[int] | None = None
     dst_chunks: list[int] | None = None
+    #: the destination's shard shape (a sharded zarr array), else None
+    dst_shards: list[int] | None = None
     src_compression: str | None = None
     dst_compression: str | None = None
 

@@ -18,6 +18,7 @@ from ptd.storage import remote
 from ptd.storage.backends.base import ArrayMeta, NodeKind, ValueKind
 from ptd.storage.location import StoreLocation
 from ptd.transfer.codecs import choose_codec, describe
+from ptd.transfer.layouts import LeafLayout, random_access
 from ptd.transfer.options import ConvertOptions, ConvertResult, LeafPlan
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ __all__ = [
     "resolve_destination",
     "check_destination",
     "dst_chunks",
+    "leaf_target",
     "plan_leaves",
 ]
 
@@ -131,6 +133,19 @@ def dst_chunks(
     return (min(n, shape[0]),) + shape[1:]
 
 
+def leaf_target(
+    meta: ArrayMeta, opts: ConvertOptions, fmt: str, notes: list[str], remote: bool
+) -> LeafLayout:
+    """Chunks, shards and codec of a tensor leaf in the ``fmt`` destination: the layout
+    ``opts.layout`` asks for, else the source's as far as ``fmt`` has it (``opts.chunks`` and
+    ``opts.compression`` applied)."""
+    if opts.layout == "random-access":
+        return random_access(meta, fmt, remote=remote)
+    name, level = choose_codec(meta, fmt, opts.compression, opts.level, notes)
+    chunks = dst_chunks(meta, opts.chunks, fmt, name not in (None, "none"))
+    return LeafLayout(chunks, None, name, level)
+
+
 # ----------------------------------------------------------------------------- leaves
 def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> None:
     """Fill ``result``'s plan and counts: one :class:`LeafPlan` per node of the scan, with
@@ -149,8 +164,8 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> None:
             result.plan.append(LeafPlan(key, "non_tensor", shape=list(meta.shape)))
             continue
         nbytes = math.prod(meta.shape) * meta.dtype.itemsize
-        name, level = choose_codec(meta, to, opts.compression, opts.level, result.notes)
-        chunks = dst_chunks(meta, opts.chunks, to, name not in (None, "none"))
+        target = leaf_target(meta, opts, to, result.notes, remote.is_remote(result.dst))
+        chunks, name, level = target.chunks, target.codec, target.level
         result.plan.append(
             LeafPlan(
                 key,
@@ -160,6 +175,7 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> None:
                 nbytes=nbytes,
                 src_chunks=list(meta.chunks) if meta.chunks else None,
                 dst_chunks=list(chunks) if chunks else None,
+                dst_shards=list(target.shards) if target.shards else None,
                 src_compression=meta.compression,
                 dst_compression=describe(name, level),
             )

@@ -37,6 +37,12 @@ class Format(enum.StrEnum):
     zarr = "zarr"
 
 
+class Layout(enum.StrEnum):
+    keep = "keep"
+    random_access = "random-access"
+    training = "training"
+
+
 class Compression(enum.StrEnum):
     none = "none"
     gzip = "gzip"
@@ -70,6 +76,15 @@ def convert(
         typer.Option("--compression", help="Codec (default: keep each leaf's where possible)."),
     ] = None,
     level: int | None = typer.Option(None, "--level", metavar="N", help="Compression level."),
+    layout: Annotated[
+        Layout | None,
+        typer.Option(
+            "--layout",
+            help="random-access (alias training): the layout fastest for random minibatches "
+            "in DST's format (h5: contiguous, uncompressed; zarr: uncompressed chunks, or "
+            "sharded 64 KB zstd chunks at a URL). Default: keep each leaf's.",
+        ),
+    ] = None,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing DST."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; write nothing."),
     allow_pickle: bool = typer.Option(
@@ -126,6 +141,7 @@ def convert(
                     workers=workers,
                     scheduler=scheduler,
                     storage_options=options,
+                    layout=layout.value if layout else None,
                 )
             except PickleRefusedError as err:
                 raise fail(f"{src}: {err} (ptd convert --allow-pickle)") from None

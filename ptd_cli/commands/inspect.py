@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 SHORT_HELP = "Show a store's format, batch size and every group and leaf (metadata only)."
 
-HELP = """Show what an HDF5 file or Zarr v3 store holds, from its metadata only (no array data is read): the format (detected from the content), the batch size (stored in the `__tensordict__` attribute, or inferred), and a tree of every group and leaf with its shape (batch dims first, set apart by ¦), torch dtype, chunks, codec, logical and stored bytes and their ratio. With --json, one JSON document on stdout (field names documented in `ptd.info`); save it to use as a `ptd validate --schema`."""
+HELP = """Show what an HDF5 file or Zarr v3 store holds, from its metadata only (no array data is read): the format (detected from the content), the batch size (stored in the `__tensordict__` attribute, or inferred), and a tree of every group and leaf with its shape (batch dims first, set apart by ¦), torch dtype, chunks, codec, logical and stored bytes and their ratio, and the bytes read and decoded per random row ("per row": a whole chunk when compressed; `ptd convert --layout random-access` brings it down to the row). With --json, one JSON document on stdout (field names documented in `ptd.info`); save it to use as a `ptd validate --schema`."""
 
 
 def inspect(
@@ -163,6 +163,7 @@ def render(info: StoreInfo, *, show_attrs: bool = False, checked: Any = None) ->
         ("size", {"justify": "right", "no_wrap": True}),
         ("stored", {"justify": "right", "no_wrap": True}),
         ("ratio", {"justify": "right", "no_wrap": True}),
+        ("per row", {"justify": "right", "no_wrap": True}),
     ):
         table.add_column(col, **kw)
     if show_attrs:
@@ -176,7 +177,7 @@ def render(info: StoreInfo, *, show_attrs: bool = False, checked: Any = None) ->
             shape = Text("batch ")
             shape.append(str(e.batch_size), style="bold cyan")
             shape.append(f" ({_source(e.batch_size_source, e.stored_batch_size)})", style="dim")
-            row: list[Any] = [key, _type_text(e), shape, "", "", "", "", ""]
+            row: list[Any] = [key, _type_text(e), shape, "", "", "", "", "", ""]
         else:
             row = [
                 key,
@@ -187,6 +188,7 @@ def render(info: StoreInfo, *, show_attrs: bool = False, checked: Any = None) ->
                 human_bytes(e.nbytes) if e.nbytes is not None else "",
                 human_bytes(e.stored_nbytes) if e.stored_nbytes is not None else "?",
                 format_ratio(e.ratio) if e.kind == "tensor" else "",
+                _per_row(e.random_row_bytes),
             ]
         if show_attrs:
             row.append(_attrs(e.attrs) if e.attrs else "")
@@ -275,3 +277,10 @@ def _attrs(attrs: dict[str, Any] | None) -> str:
     if not attrs:
         return ""
     return ", ".join(f"{k}={v!r}" for k, v in attrs.items())
+
+
+def _per_row(n: int | None) -> Text | str:
+    """Bytes decoded per random row, in yellow when it is a whole chunk's worth (a kB or more)."""
+    if n is None:
+        return ""
+    return Text(human_bytes(n), style="yellow" if n >= 1024 else "")

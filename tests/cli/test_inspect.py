@@ -15,6 +15,7 @@ from ptd.storage.backends.zarr import ZarrBackend
 from .conftest import ROWS, assert_one_line_error, make_plain_h5, make_plain_zarr, write_ptd
 
 ENTRY_FIELDS = {
+    "random_row_bytes",
     "key",
     "name",
     "depth",

@@ -4,6 +4,9 @@ A dataset that is contiguous, unfiltered, allocated and not external is one byte
 file (``Dataset.id.get_offset()``): :class:`H5Maps` serves it as a numpy view of a read-only map
 (see :mod:`ptd.storage.backends.fast_path` for the switch, the copy-out and the consistency
 rules). While the file is open for writing, each mapped read first flushes it (``H5Fflush``).
+A large read of one contiguous byte range (a slice of rows) is a positional read
+(``os.preadv``) of the file into the new array instead of a copy out of the map: the map's
+pages are never faulted in, which is what a first pass over a freshly opened store costs.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from ptd.storage.backends.fast_path import (
     close_maps,
     fast_path_enabled,
     mappable_dtype,
+    pread_selection,
     read_selection,
 )
+from ptd.storage.backends.fast_path_alloc import tune_malloc
 
 __all__ = ["FileMap", "H5Maps"]
 
@@ -40,6 +45,11 @@ class FileMap:
         self._old: list[mmap.mmap] = []
         #: bumped on each remap: views of an older map must be made again
         self.generation = 0
+        #: our own descriptor of the file (by name, identity checked) for positional reads,
+        #: and the address the current map starts at (a view's file offset is its address
+        #: minus this)
+        self.fd: int | None = None
+        self.base = 0
 
     def array(self, offset: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray | None:
         """A read-only view of ``shape`` ``dtype`` items at byte ``offset``; None when the range
@@ -58,18 +68,23 @@ class FileMap:
             fd = os.open(self._path, os.O_RDONLY)
         except OSError:
             return None
+        keep = False
         try:
             st = os.fstat(fd)
             if (st.st_dev, st.st_ino) != self._ident or st.st_size < need or st.st_size == 0:
                 return None  # replaced, or the data is not (yet) in the file
             mm = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ)
+            if self.fd is None:
+                self.fd, keep = fd, True
         except (OSError, ValueError):
             return None
         finally:
-            os.close(fd)  # the map keeps what it needs
+            if not keep:
+                os.close(fd)  # the map keeps what it needs
         if self._mm is not None:
             self._old.append(self._mm)  # unmapped by drop_old once its views are dropped
         self._mm = mm
+        self.base = np.frombuffer(mm, dtype=np.uint8, count=1).ctypes.data
         self.generation += 1
         return mm
 
@@ -87,6 +102,12 @@ class FileMap:
         maps = self._old + ([self._mm] if self._mm is not None else [])
         self._mm = None
         self._old = []
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            try:
+                os.close(fd)
+            except OSError:  # pragma: no cover - already closed
+                pass
         close_maps(maps)
 
 
@@ -113,6 +134,7 @@ class H5Maps:
                 return None
         except Exception:  # noqa: BLE001 - an invalid file
             return None
+        tune_malloc()  # fresh read buffers recycled, not faulted in
         return cls(file)
 
     def source(self, path: Any, ds: Any) -> np.ndarray | None:
@@ -138,7 +160,14 @@ class H5Maps:
     def read(self, path: Any, ds: Any, selection: Sequence[Any]) -> np.ndarray | None:
         """``ds[selection]`` read from the map (any index array), or None: use h5py."""
         src = self.source(path, ds)
-        return None if src is None else read_selection(src, selection)
+        if src is None:
+            return None
+        fmap = self._fmap
+        if fmap is not None and fmap.fd is not None:
+            out = pread_selection(fmap.fd, fmap.base, src, selection)
+            if out is not None:
+                return out
+        return read_selection(src, selection)
 
     def _locate(self, ds: Any) -> tuple[np.ndarray | None, bool]:
         """``(view, final)``: the view, or None with ``final`` False when the dataset may become

@@ -27,6 +27,7 @@ from ptd.storage.backends.fast_path import (
     release,
     view_of,
 )
+from ptd.storage.backends.fast_path_alloc import tune_malloc
 
 __all__ = ["ZARR_MAX_MAPS", "ZarrMaps"]
 
@@ -151,6 +152,7 @@ class ZarrMaps:
             return None
         if type(store) is not LocalStore:
             return None
+        tune_malloc()  # fresh read buffers recycled, not faulted in
         return cls(os.fspath(store.root), writable)
 
     def layout(self, path: Any, arr: Any) -> _ZarrLayout | None:

@@ -55,6 +55,9 @@ class ArrayMeta:
     non_tensor_kind: str | None = None
     #: for non-tensors: the stack shape (from ``__tensordict_stack__``) when it is a marked stack
     stack_shape: tuple[int, ...] | None = None
+    #: a sharded zarr array: the chunk shape inside each shard (``chunks`` is the shard's); a
+    #: read decodes whole inner chunks only. None for unsharded arrays
+    inner_chunks: tuple[int, ...] | None = None
 
 
 @dataclass

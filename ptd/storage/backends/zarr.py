@@ -22,6 +22,7 @@ by the ``zarr*`` modules of the backends (and ``fast_path_zarr``).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import shutil
 import warnings
@@ -68,6 +69,14 @@ from ptd.storage.location import ReopenSpec
 __all__ = ["ZarrBackend"]
 
 Node = Any  # zarr.Array | zarr.Group
+
+
+def _sharding(codecs: Any) -> Any:
+    """The sharding codec of a v3 array's codec list, or None."""
+    for c in codecs:
+        if type(c).__name__ == "ShardingCodec":
+            return c
+    return None
 
 
 def _describe_codec(codec: Any) -> str:
@@ -326,9 +335,13 @@ class ZarrBackend(Backend):
             dt = md.data_type.to_native_dtype()
             chunks = tuple(getattr(md.chunk_grid, "chunk_shape", None) or arr.chunks)
             compressors: Any = [c for c in md.codecs if isinstance(c, BytesBytesCodec)]
+            inner = _sharding(md.codecs)
+            if inner is not None:  # a sharded array: its chunks' codecs are inside the shards
+                compressors = [c for c in inner.codecs if isinstance(c, BytesBytesCodec)]
         else:
             dt, chunks, compressors = arr.dtype, tuple(arr.chunks), arr.compressors
-        return self._describe_array(
+            inner = None
+        meta = self._describe_array(
             path,
             tuple(md.shape),
             dt,
@@ -337,6 +350,9 @@ class ZarrBackend(Backend):
             compression="+".join(_describe_codec(c) for c in compressors) if compressors else None,
             stored_nbytes=None,
         )
+        if inner is not None:
+            meta = dataclasses.replace(meta, inner_chunks=tuple(inner.chunk_shape))
+        return meta
 
     def _value_kind(
         self, dtype: np.dtype, attrs: Mapping[str, Any]

@@ -1,0 +1,452 @@
+#!/usr/bin/env python
+"""Training-data benchmark (issue 14, items 3-6): ptd.data's shuffled epochs, from_dict to zarr,
+and sequential passes over the fast path, each next to raw h5py / zarr.
+
+Generates, in a temporary directory deleted at the end, the replay-buffer store of
+``bench_core.py`` (``--rows`` rows, default 1,000,000: obs float32[64], next/obs float32[64],
+action int64, reward float32, done bool; 525 MB uncompressed) and times:
+
+``shuffled``   on three layouts (h5 gzip level 4 with 1024-row chunks; zarr with zarr's default
+               codecs (zstd) and 1024-row chunks; zarr sharded, 65536-row shards of 128-row
+               zstd chunks): two shuffled epochs through one ``torch.utils.data.DataLoader``
+               with ``ptd.data.ChunkShuffleSampler`` (batch 256, ``num_workers`` 0 and 2,
+               persistent workers, window 8): the first epoch (which starts the workers and
+               opens the store) and the next one,
+               against raw random-index reads (256 unsorted rows, sorted by hand, per leaf:
+               ``ds[np.sort(idx)]`` / ``arr.oindex[...]``; ``--random-batches`` of them) and a
+               raw sequential read of the whole store (65536-row slabs per leaf). Bars:
+               >= 100x raw random reads and >= 0.7x the raw sequential read.
+``fromdict``   ``PersistentTensorDict.from_dict(h5 store, "x.zarr", backend="zarr")`` from the
+               uncompressed contiguous h5 store, against a raw chunk-wise h5py -> zarr copy (8 MB
+               chunks, 16 MB slabs), each in a fresh process: seconds and peak RSS growth over
+               the process's RSS after imports. Bars: <= 1.25x the raw copy's time, < 100 MB
+               growth.
+``sequential`` first and second pass of 4096-row slices over the uncompressed contiguous h5
+               store (all leaves), each measured in a fresh process (pass 1: the store was just
+               opened, nothing of it mapped or cached by the process; pass 2: the same process
+               again): raw h5py against ptd (fast path on). Bar: ptd >= 1.0x on both.
+``randomness`` the sampler's randomness against a full shuffle (no store needed): distinct
+               chunk groups per batch, how far rows move from their place in the store, and
+               how much of the order two epochs share.
+
+The store files were just written and sit in the OS page cache (dropping caches needs root):
+"first pass" means first in a fresh process, not cold from disk. Figures are medians of
+``--repeats`` rounds, raw and ptd interleaved within a round; the load average is printed: the
+machine this was written on had 2 cores shared with other jobs.
+
+Usage::
+
+    python benchmarks/bench_training_data.py                       # everything, 1M rows
+    python benchmarks/bench_training_data.py --rows 100000 --section shuffled
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_core import GEN_BLOCK, LEAVES, ROW_BYTES, _block, _path, write_h5  # noqa: E402
+
+BATCH = 256
+SLAB_ROWS = 65536
+SECTIONS = ("shuffled", "fromdict", "sequential", "randomness")
+
+
+# ----------------------------------------------------------------------------- stores
+def write_layout(path: Path, rows: int, layout: str, seed: int = 0) -> None:
+    """The store in one of the issue's layouts: ``h5-gzip``, ``zarr-default``, ``zarr-sharded``."""
+    rng = np.random.default_rng(seed)
+    if layout == "h5-gzip":
+        import h5py
+
+        with h5py.File(path, "w") as f:
+            dsets = {
+                key: f.create_dataset(
+                    _path(key),
+                    shape=(rows, *shape),
+                    dtype=dt,
+                    chunks=(min(1024, rows), *shape),
+                    compression="gzip",
+                    compression_opts=4,
+                )
+                for key, dt, shape in LEAVES
+            }
+            for start in range(0, rows, GEN_BLOCK):
+                n = min(GEN_BLOCK, rows - start)
+                for key, _, _ in LEAVES:
+                    dsets[key][start : start + n] = _block(rng, key, n, start)
+        return
+    import zarr
+
+    meta = {"__tensordict__": {"batch_size": [rows], "version": 1}}
+    root = zarr.open_group(str(path), mode="w", attributes=meta)
+    root.create_group("next", attributes=meta)
+    arrays = {}
+    for key, dt, shape in LEAVES:
+        if layout == "zarr-default":
+            kw: dict[str, Any] = {"chunks": (min(1024, rows), *shape)}
+        else:
+            kw = {"chunks": (min(128, rows), *shape), "shards": (min(SLAB_ROWS, rows), *shape)}
+        arrays[key] = root.create_array(_path(key), shape=(rows, *shape), dtype=dt, **kw)
+    for start in range(0, rows, SLAB_ROWS):
+        n = min(SLAB_ROWS, rows - start)
+        for key, _, _ in LEAVES:
+            arrays[key][start : start + n] = _block(rng, key, n, start)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.consolidate_metadata(str(path))
+
+
+def open_raw(path: Path) -> tuple[Any, dict[tuple[str, ...], Any]]:
+    """(handle, leaf -> h5py dataset / zarr array)."""
+    if str(path).endswith(".h5"):
+        import h5py
+
+        f = h5py.File(path, "r")
+        return f, {key: f[_path(key)] for key, _, _ in LEAVES}
+    import zarr
+
+    g = zarr.open_group(str(path), mode="r")
+    return None, {key: g[_path(key)] for key, _, _ in LEAVES}
+
+
+def raw_random(path: Path, rows: int, batches: int, seed: int = 1) -> float:
+    """Rows/s of raw random minibatches (unsorted indices sorted by hand, per leaf)."""
+    f, arrs = open_raw(path)
+    rng = np.random.default_rng(seed)
+    zarr_like = f is None
+    t0 = time.perf_counter()
+    for _ in range(batches):
+        idx = np.sort(rng.choice(rows, BATCH, replace=False))
+        for a in arrs.values():
+            _ = a.oindex[idx] if zarr_like else a[idx]
+    dt = time.perf_counter() - t0
+    if f is not None:
+        f.close()
+    return batches * BATCH / dt
+
+
+def raw_sequential(path: Path, rows: int) -> float:
+    """Rows/s of a raw read of the whole store, SLAB_ROWS rows per leaf at a time."""
+    f, arrs = open_raw(path)
+    t0 = time.perf_counter()
+    for start in range(0, rows, SLAB_ROWS):
+        for a in arrs.values():
+            _ = a[start : start + SLAB_ROWS]
+    dt = time.perf_counter() - t0
+    if f is not None:
+        f.close()
+    return rows / dt
+
+
+def ptd_epochs(path: Path, workers: int, window: int, epochs: int = 2) -> list[tuple[float, int]]:
+    """Rows/s and rows seen of ``epochs`` shuffled epochs through one DataLoader (persistent
+    workers: the first epoch pays for starting them, the next ones do not)."""
+    import ptd.data
+
+    dl = ptd.data.loader(
+        str(path),
+        BATCH,
+        window=window,
+        seed=0,
+        num_workers=workers,
+        persistent_workers=bool(workers),
+        multiprocessing_context="fork" if workers else None,
+    )
+    out = []
+    for epoch in range(epochs):
+        dl.batch_sampler.set_epoch(epoch)  # type: ignore[union-attr]
+        t0 = time.perf_counter()
+        seen = 0
+        for batch in dl:
+            seen += int(batch.batch_size[0])
+        out.append((seen / (time.perf_counter() - t0), seen))
+    return out
+
+
+def section_shuffled(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for layout in ("h5-gzip", "zarr-default", "zarr-sharded"):
+        path = tmp / (f"{layout}.h5" if layout.startswith("h5") else f"{layout}.zarr")
+        t0 = time.perf_counter()
+        write_layout(path, args.rows, layout)
+        made = time.perf_counter() - t0
+        res: dict[str, list[float]] = {
+            "raw_random": [], "raw_seq": [], "w0": [], "w0 next": [], "w2": [], "w2 next": [],
+        }  # fmt: skip
+        for r in range(args.repeats):
+            res["raw_random"].append(raw_random(path, args.rows, args.random_batches, seed=r))
+            res["raw_seq"].append(raw_sequential(path, args.rows))
+            for w in (0, 2):
+                (first, seen), (nxt, seen2) = ptd_epochs(path, w, args.window)
+                assert seen == seen2 == args.rows, (seen, seen2, args.rows)
+                res[f"w{w}"].append(first)
+                res[f"w{w} next"].append(nxt)
+        med = {k: statistics.median(v) for k, v in res.items()}
+        out[layout] = med
+        print(f"\n[shuffled] {layout}: {args.rows:,} rows (written in {made:.1f} s), "
+              f"batch {BATCH}, window {args.window}; median of {args.repeats}, {_load()}")  # fmt: skip
+        print(f"  raw random-index reads  {med['raw_random']:>12,.0f} rows/s")
+        print(f"  raw sequential read     {med['raw_seq']:>12,.0f} rows/s")
+        for w in (0, 2):
+            for tag, label in ((f"w{w}", "first epoch"), (f"w{w} next", "next epoch ")):
+                v = med[tag]
+                print(
+                    f"  ptd.data {label}, {w} workers {v:>10,.0f} rows/s "
+                    f"{v / med['raw_random']:7.1f}x raw random (bar 100x) "
+                    f"{v / med['raw_seq']:5.2f}x raw sequential (bar 0.7x)"
+                )
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
+    return out
+
+
+# ----------------------------------------------------------------------------- from_dict
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def raw_copy(src: str, dst: str) -> None:
+    """A plain chunk-wise h5py -> zarr copy: 8 MB chunks, 16 MB slabs."""
+    import h5py
+    import zarr
+
+    out = zarr.open_group(dst, mode="w-")
+    with h5py.File(src, "r") as f:
+        for key, _, _ in LEAVES:
+            ds = f[_path(key)]
+            n = ds.shape[0]
+            row = ds.dtype.itemsize * int(np.prod(ds.shape[1:]))
+            crow = min(n, max(1, (8 << 20) // row))
+            arr = out.create_array(
+                _path(key), shape=ds.shape, dtype=ds.dtype, chunks=(crow, *ds.shape[1:]),
+                compressors=None,
+            )  # fmt: skip
+            step = max(crow, (16 << 20) // row // crow * crow)
+            for a in range(0, n, step):
+                arr[a : a + step] = ds[a : a + step]
+
+
+def child_fromdict(op: str, src: str, dst: str) -> None:
+    if op == "ptd":
+        import ptd  # noqa: F401
+        import ptd.storage.backends.h5  # noqa: F401
+        import ptd.storage.backends.zarr  # noqa: F401
+        from ptd import PersistentTensorDict
+    import h5py  # noqa: F401
+    import zarr  # noqa: F401
+
+    base = _rss_mb()
+    t0 = time.perf_counter()
+    if op == "ptd":
+        p = PersistentTensorDict.from_h5(src)
+        q = PersistentTensorDict.from_dict(p, dst, backend="zarr")
+        q.close()
+        p.close()
+    else:
+        raw_copy(src, dst)
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"seconds": seconds, "growth_mb": peak - base}))
+
+
+def _run_child(*argv: str) -> dict[str, float]:
+    if hasattr(os, "sync"):
+        os.sync()
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", *argv], check=True, capture_output=True, text=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def section_fromdict(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    src = tmp / "plain.h5"
+    if not src.exists():
+        write_h5(src, args.rows, 0)
+    res: dict[str, list[dict[str, float]]] = {"raw": [], "ptd": []}
+    for r in range(args.repeats):
+        for op in ("raw", "ptd"):
+            dst = tmp / f"fd-{op}-{r}.zarr"
+            res[op].append(_run_child("fromdict", op, str(src), str(dst)))
+            shutil.rmtree(dst, ignore_errors=True)
+    med = {
+        op: {k: statistics.median(x[k] for x in v) for k in ("seconds", "growth_mb")}
+        for op, v in res.items()
+    }
+    mb = args.rows * ROW_BYTES / 1e6
+    print(f"\n[fromdict] {mb:,.0f} MB uncompressed contiguous h5 -> zarr, fresh process each, "
+          f"median of {args.repeats}, {_load()}")  # fmt: skip
+    for op in ("raw", "ptd"):
+        m = med[op]
+        print(f"  {op:>4}: {m['seconds']:7.2f} s  {mb / m['seconds']:7.0f} MB/s  "
+              f"peak RSS growth {m['growth_mb']:6.0f} MB")  # fmt: skip
+    ratio = med["ptd"]["seconds"] / med["raw"]["seconds"]
+    print(f"  ptd/raw time {ratio:.2f}x (bar <= 1.25x); growth {med['ptd']['growth_mb']:.0f} MB "
+          "(bar < 100 MB)")  # fmt: skip
+    return med
+
+
+# ----------------------------------------------------------------------------- sequential
+def child_sequential(op: str, src: str, rows: str) -> None:
+    n = int(rows)
+    if op == "ptd":
+        from ptd import PersistentTensorDict
+
+        p = PersistentTensorDict.from_h5(src)
+
+        def one_pass() -> None:
+            for start in range(0, n, 4096):
+                p[start : start + 4096].to_tensordict()
+    else:
+        import h5py
+
+        f = h5py.File(src, "r")
+        dsets = [f[_path(key)] for key, _, _ in LEAVES]
+
+        def one_pass() -> None:
+            for start in range(0, n, 4096):
+                [d[start : start + 4096] for d in dsets]  # a batch: every leaf, as bench_core
+
+    times = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        one_pass()
+        times.append(time.perf_counter() - t0)
+    print(json.dumps({"first": n / times[0], "second": n / times[1]}))
+
+
+def section_sequential(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    src = tmp / "plain.h5"
+    if not src.exists():
+        write_h5(src, args.rows, 0)
+    res: dict[str, list[dict[str, float]]] = {"raw": [], "ptd": []}
+    for _ in range(max(args.repeats, 3)):
+        for op in ("raw", "ptd"):
+            res[op].append(_run_child("sequential", op, str(src), str(args.rows)))
+    med = {
+        op: {k: statistics.median(x[k] for x in v) for k in ("first", "second")}
+        for op, v in res.items()
+    }
+    print(f"\n[sequential] 4096-row slices over the uncompressed contiguous h5 store, all leaves; "
+          f"each run a fresh process; median of {max(args.repeats, 3)}, {_load()}")  # fmt: skip
+    for k in ("first", "second"):
+        r, p = med["raw"][k], med["ptd"][k]
+        print(f"  {k:>6} pass: raw h5py {r:>12,.0f} rows/s   ptd {p:>12,.0f} rows/s   "
+              f"{p / r:5.2f}x (bar 1.0x)")  # fmt: skip
+    return med
+
+
+# ----------------------------------------------------------------------------- randomness
+def section_randomness(args: argparse.Namespace) -> dict[str, Any]:
+    """The sampler's order against a full shuffle, on the geometry of the h5-gzip layout."""
+    from ptd.data import ChunkShuffleSampler
+
+    n = args.rows
+    chunk = 1024
+    group = 7 * chunk  # what ptd.data picks for 1024-row chunks of 525 B rows (4 MB groups)
+    out: dict[str, Any] = {}
+
+    def stats(order: np.ndarray, order2: np.ndarray) -> dict[str, float]:
+        batches = order[: len(order) // BATCH * BATCH].reshape(-1, BATCH)
+        chunks_per_batch = np.mean([len(np.unique(b // chunk)) for b in batches])
+        pos = np.empty(n, dtype=np.int64)
+        pos[order] = np.arange(n)
+        move = np.abs(pos - np.arange(n)) / n  # how far a row moved, as a fraction of the epoch
+        # neighbours in the store that stay within one batch of each other
+        near = np.mean(np.abs(pos[1:] - pos[:-1]) < BATCH)
+        pos2 = np.empty(n, dtype=np.int64)
+        pos2[order2] = np.arange(n)
+        same_batch = np.mean(
+            (pos[:-1] // BATCH == pos[1:] // BATCH) & (pos2[:-1] // BATCH == pos2[1:] // BATCH)
+        )
+        corr = float(np.corrcoef(pos, pos2)[0, 1])
+        return {
+            "chunks per batch": float(chunks_per_batch),
+            "median move": float(np.median(move)),
+            "store neighbours within a batch apart": float(near),
+            "neighbours sharing a batch in 2 epochs": float(same_batch),
+            "position corr. epoch 0 vs 1": corr,
+        }
+
+    rng = np.random.default_rng(0)
+    out["full shuffle"] = stats(rng.permutation(n), rng.permutation(n))
+    for window in (1, 4, 8, 32):
+        s = ChunkShuffleSampler(n, BATCH, group_rows=group, window=window, seed=0)
+        e0 = np.concatenate([np.asarray(b) for b in s])
+        s.set_epoch(1)
+        e1 = np.concatenate([np.asarray(b) for b in s])
+        out[f"window {window} ({window * group:,} rows)"] = stats(e0, e1)
+    keys = list(next(iter(out.values())))
+    print(f"\n[randomness] {n:,} rows, 1024-row chunks, {group}-row groups, batch {BATCH}")
+    print("  " + " | ".join(["order".ljust(26)] + [k for k in keys]))
+    for name, st in out.items():
+        print("  " + " | ".join([name.ljust(26)] + [f"{st[k]:.4g}".rjust(len(k)) for k in keys]))
+    return out
+
+
+# ----------------------------------------------------------------------------- main
+def _load() -> str:
+    try:
+        one, five, _ = os.getloadavg()
+        return f"load average {one:.1f}/{five:.1f} on {os.cpu_count()} cores"
+    except OSError:  # pragma: no cover
+        return "load unknown"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--window", type=int, default=8)
+    ap.add_argument("--random-batches", type=int, default=50)
+    ap.add_argument("--section", choices=SECTIONS, action="append")
+    ap.add_argument("--json", help="write the figures to this file")
+    ap.add_argument("--tmp", help="directory for the generated stores (default: a temp dir)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        kind, *rest = sys.argv[2:]
+        {"fromdict": child_fromdict, "sequential": child_sequential}[kind](*rest)
+        return 0
+    args = parse_args(argv)
+    sections = args.section or list(SECTIONS)
+    tmp = Path(tempfile.mkdtemp(prefix="ptd-bench-train-", dir=args.tmp))
+    results: dict[str, Any] = {"rows": args.rows}
+    runs: dict[str, Callable[[], Any]] = {
+        "shuffled": lambda: section_shuffled(tmp, args),
+        "fromdict": lambda: section_fromdict(tmp, args),
+        "sequential": lambda: section_sequential(tmp, args),
+        "randomness": lambda: section_randomness(args),
+    }
+    try:
+        for name in sections:
+            results[name] = runs[name]()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

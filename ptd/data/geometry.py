@@ -1,0 +1,109 @@
+"""Chunk geometry of a store, as the training loader sees it: for each leaf, how many rows one
+chunk holds along the batch dim and whether a random row costs a whole chunk decode; and the
+*chunk group* (a run of rows that is a whole number of chunks of every chunked leaf, a few MB
+in all) that the sampler shuffles and the dataset reads at once.
+
+>>> import os, tempfile, torch
+>>> from ptd import PersistentTensorDict
+>>> with tempfile.TemporaryDirectory() as d:
+...     p = PersistentTensorDict.from_dict(
+...         {"obs": torch.zeros(5000, 8)}, os.path.join(d, "x.h5"), chunks=(500, 8),
+...         compression="gzip")
+...     leaves = store_leaves(p)
+...     print(leaves[0].key, leaves[0].chunk_rows, leaves[0].blocked)
+...     print(group_rows(leaves, 5000, target_bytes=64 << 10))
+...     p.close()
+('obs',) 500 True
+2000
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ptd.storage.backends.base import ValueKind
+
+if TYPE_CHECKING:
+    from ptd.persistent.persistent_tensordict import PersistentTensorDict
+
+__all__ = ["LeafGeometry", "store_leaves", "group_rows", "GROUP_BYTES"]
+
+#: default bytes of one chunk group (all leaves together)
+GROUP_BYTES = 4 << 20
+
+
+@dataclass(frozen=True)
+class LeafGeometry:
+    """One leaf of a store, as the loader reads it."""
+
+    #: the leaf's key, one str per level
+    key: tuple[str, ...]
+    #: rows per chunk along the batch dim (the shard's for a sharded zarr array); None:
+    #: contiguous
+    chunk_rows: int | None
+    #: bytes of one row
+    row_bytes: int
+    #: True: a random row costs a chunk decode (compressed, chunked h5, sharded zarr or a
+    #: remote store), so the dataset reads it in whole chunk groups and keeps them decoded;
+    #: False: random rows are read directly (the fast path: uncompressed contiguous h5,
+    #: uncompressed unsharded local zarr)
+    blocked: bool
+    #: a tensor leaf (else a non-tensor entry, read directly)
+    tensor: bool = True
+
+
+def _blocked(
+    backend: str, chunks: tuple[int, ...] | None, compression: str | None, sharded: bool, n: int
+) -> bool:
+    if chunks is None:
+        return False  # contiguous h5: the fast path
+    if compression is not None or sharded:
+        return True
+    if backend == "h5":
+        return chunks[0] < n  # uncompressed chunked h5: hyperslab reads per chunk
+    return False  # uncompressed unsharded zarr: mapped chunk files
+
+
+def store_leaves(td: PersistentTensorDict) -> list[LeafGeometry]:
+    """The leaves of ``td`` (a whole store or group, not an indexed view) with their chunk
+    geometry, read from the store's metadata (no data is read)."""
+    n = int(td.batch_size[0]) if td.batch_dims else 0
+    out: list[LeafGeometry] = []
+    for key, meta in td._metas(True):
+        if meta.kind == "nested":
+            continue
+        am = td._tree.meta(td._path + key)
+        shape = tuple(am.shape)
+        row = math.prod(shape[1:]) * am.dtype.itemsize if shape else am.dtype.itemsize
+        if meta.kind != "tensor" or am.kind is not ValueKind.NUMERIC:
+            out.append(LeafGeometry(key, None, max(1, row), False, tensor=False))
+            continue
+        chunks = tuple(am.chunks) if am.chunks is not None and shape else None
+        inner = getattr(am, "inner_chunks", None)
+        if chunks is not None and inner:
+            chunks = tuple(inner)  # a sharded zarr array decodes its inner chunks
+        remote = "://" in str(td._backend.location)
+        blocked = _blocked(td.backend, chunks, am.compression, bool(inner), n) or (
+            remote and chunks is not None
+        )
+        rows = min(chunks[0], n) if chunks else None
+        out.append(LeafGeometry(key, rows, max(1, row), blocked))
+    return out
+
+
+def group_rows(leaves: list[LeafGeometry], n: int, target_bytes: int = GROUP_BYTES) -> int | None:
+    """Rows of one chunk group: a multiple of the largest chunk of the blocked leaves (the
+    chunks of the other blocked leaves usually divide it), grown to about ``target_bytes``
+    over all leaves. None when no leaf is blocked (every row is read directly: the sampler
+    then shuffles the whole store)."""
+    blocked = [g for g in leaves if g.blocked and g.chunk_rows]
+    if not blocked or n <= 0:
+        return None
+    # leaves stored as a single chunk (a small flag leaf of an 8 MB chunk...) do not set it
+    parts = [g.chunk_rows for g in blocked if g.chunk_rows and g.chunk_rows < n]
+    base = max(parts) if parts else n
+    row = sum(g.row_bytes for g in leaves if g.tensor)
+    mult = max(1, target_bytes // max(1, base * row))
+    return int(min(n, base * mult))

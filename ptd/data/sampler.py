@@ -1,0 +1,232 @@
+"""A chunk-aware shuffling batch sampler: shuffled epochs over chunked, compressed stores at
+near-sequential speed.
+
+A random row of a compressed store costs a whole chunk decode, so drawing every row of an
+epoch independently decodes each chunk about once per row it holds. :class:`ChunkShuffleSampler`
+instead cuts the rows into *chunk groups* (whole chunks of every chunked leaf, a few MB; see
+:mod:`ptd.data.geometry`), visits the groups in a random order, and draws each batch from a
+*window* of ``window`` groups shuffled together (plus the few rows the previous window left
+over: the tail of its last group, so that batches stay full), which :class:`~ptd.data.dataset.StoreDataset` holds decoded: each chunk is decoded about once per
+epoch.
+
+Randomness, against a full shuffle: the order of the groups is uniformly random and the rows
+of a window are uniformly shuffled among themselves, so a batch mixes rows from up to
+``window`` groups (a full shuffle: from anywhere), and a row's position in the epoch is random
+within its window's span of batches (``window * group_rows / batch_size`` batches) rather than
+anywhere in the epoch. Rows that share a window in one epoch rarely share it in the next
+(the group order is drawn again). ``benchmarks/bench_training_data.py --section randomness``
+measures it.
+
+Every epoch is a function of ``(seed, epoch)`` alone (call :meth:`~ChunkShuffleSampler.set_epoch`
+before each epoch, as with ``DistributedSampler``). ``rank``/``world_size`` shard the groups
+for DistributedDataParallel: each rank gets every ``world_size``-th group of the shuffled
+order; every row is drawn exactly once per epoch over all ranks (``drop_last=False``), or each
+rank yields the same number of full batches (``drop_last=True``, which DDP needs).
+
+``num_workers``: give it the DataLoader's. The DataLoader hands batch ``i`` to worker
+``i % num_workers``; the sampler then splits the groups into that many streams and interleaves
+their batches, so that each worker decodes only its own groups.
+
+>>> s = ChunkShuffleSampler(10, batch_size=4, group_rows=2, window=2, seed=0)
+>>> batches = list(s)
+>>> len(batches), len(s), sorted(i for b in batches for i in b) == list(range(10))
+(3, 3, True)
+>>> s.set_epoch(1); list(s) != batches
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from torch.utils.data import Sampler
+
+from ptd.errors import PtdValueError
+
+__all__ = ["ChunkShuffleSampler"]
+
+
+def _positive(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise PtdValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+class ChunkShuffleSampler(Sampler[list[int]]):
+    """Batches of row indices, shuffled chunk group by chunk group (see the module doc).
+
+    Args:
+        source: a :class:`~ptd.data.dataset.StoreDataset` (its rows and chunk groups are used,
+            and it is told to keep a window decoded), or a number of rows (then give
+            ``group_rows``).
+        batch_size: rows per batch.
+        window: chunk groups shuffled together (and held decoded by the dataset).
+        group_rows: rows per chunk group; default: the dataset's. None for a store without
+            chunked leaves: every epoch is then a full shuffle.
+        seed: the seed; with the epoch it fixes the order.
+        shuffle: False: groups and rows in order (evaluation).
+        drop_last: drop partial batches; with ``world_size > 1`` every rank then yields the same
+            number of batches.
+        rank, world_size: this process's share (default: from ``torch.distributed`` when it is
+            initialized, else 0 and 1).
+        num_workers: the DataLoader's ``num_workers`` (0: one stream).
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        batch_size: int,
+        *,
+        window: int = 8,
+        group_rows: int | None = None,
+        seed: int = 0,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        rank: int | None = None,
+        world_size: int | None = None,
+        num_workers: int = 0,
+    ) -> None:
+        self.batch_size = _positive("batch_size", batch_size)
+        self.window = _positive("window", window)
+        if isinstance(source, (int, np.integer)) and not isinstance(source, bool):
+            if source < 0:
+                raise PtdValueError(f"the number of rows must be >= 0, got {source}")
+            self.rows = int(source)
+        else:
+            self.rows = len(source)
+            if group_rows is None:
+                group_rows = getattr(source, "group_rows", None)
+        self.group_rows = None if group_rows is None else _positive("group_rows", group_rows)
+        if rank is None or world_size is None:
+            r, w = _dist_defaults()
+            rank = r if rank is None else rank
+            world_size = w if world_size is None else world_size
+        self.world_size = _positive("world_size", world_size)
+        if isinstance(rank, bool) or not 0 <= int(rank) < self.world_size:
+            raise PtdValueError(f"rank must be in [0, {self.world_size}), got {rank!r}")
+        self.rank = int(rank)
+        if isinstance(num_workers, bool) or int(num_workers) < 0:
+            raise PtdValueError(f"num_workers must be >= 0, got {num_workers!r}")
+        self.num_workers = int(num_workers)
+        self.seed = int(seed)
+        self.shuffle = bool(shuffle)
+        self.drop_last = bool(drop_last)
+        self.epoch = 0
+        reserve = getattr(source, "reserve_rows", None)
+        if callable(reserve) and self.group_rows is not None:
+            # the rows a worker needs decoded at once: its window and the leftovers before it
+            reserve((self.window + 1) * self.group_rows + self.batch_size)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use the order of epoch ``epoch`` on the next iteration."""
+        self.epoch = int(epoch)
+
+    # ------------------------------------------------------------------ planning
+    def _rng(self, *extra: int) -> np.random.Generator:
+        return np.random.default_rng([self.seed, self.epoch, *extra])
+
+    def _group_order(self) -> list[np.ndarray]:
+        """The shuffled groups of every rank, as arrays of group numbers."""
+        g = self.group_rows or 1
+        ngroups = -(-self.rows // g)
+        order = self._rng().permutation(ngroups) if self.shuffle else np.arange(ngroups)
+        return [order[r :: self.world_size] for r in range(self.world_size)]
+
+    def _streams(self, groups: np.ndarray) -> list[np.ndarray]:
+        k = max(1, self.num_workers)
+        return [groups[s::k] for s in range(k)]
+
+    def _group_sizes(self, groups: np.ndarray) -> int:
+        g = self.group_rows or 1
+        last = self.rows - (-(-self.rows // g) - 1) * g  # rows of the last group
+        return int(len(groups) * g - (g - last) * int(np.any(groups == -(-self.rows // g) - 1)))
+
+    def _count(self, groups: np.ndarray) -> tuple[int, int]:
+        """(full batches, partial batches) of a rank's groups."""
+        full = part = 0
+        for stream in self._streams(groups):
+            rows = self._group_sizes(stream)
+            full += rows // self.batch_size
+            part += int(rows % self.batch_size > 0)
+        return full, part
+
+    def _limit(self, per_rank: list[np.ndarray]) -> int | None:
+        """With drop_last over several ranks: the batches every rank yields."""
+        if not self.drop_last or self.world_size == 1:
+            return None
+        return min(self._count(gr)[0] for gr in per_rank)
+
+    def __len__(self) -> int:
+        per_rank = self._group_order()
+        limit = self._limit(per_rank)
+        full, part = self._count(per_rank[self.rank])
+        if limit is not None:
+            return limit
+        return full if self.drop_last else full + part
+
+    # ------------------------------------------------------------------ iteration
+    def _stream_batches(self, groups: np.ndarray, stream: int) -> Iterator[np.ndarray]:
+        """The batches of one stream: windows of groups shuffled with the leftover rows."""
+        g = self.group_rows
+        b = self.batch_size
+        if g is None:  # nothing chunked: a full shuffle of this stream's rows
+            rows = groups.astype(np.int64)
+            if self.shuffle:
+                rows = self._rng(self.rank, stream, 1).permutation(rows)
+            for start in range(0, len(rows), b):
+                yield rows[start : start + b]
+            return
+        rng = self._rng(self.rank, stream)
+        carry = np.empty(0, dtype=np.int64)
+        for w in range(0, len(groups), self.window):
+            spans = [
+                np.arange(int(x) * g, min(self.rows, (int(x) + 1) * g), dtype=np.int64)
+                for x in groups[w : w + self.window]
+            ]
+            rows = np.concatenate([carry, *spans])
+            # the rows left over for the next window are the tail of this window's last
+            # group, so that they keep only one or two groups decoded for it (not all)
+            cut = len(rows) // b * b
+            pool, carry = rows[:cut], rows[cut:]
+            if self.shuffle:
+                rng.shuffle(pool)
+            for start in range(0, len(pool), b):
+                yield pool[start : start + b]
+        if len(carry):
+            yield carry
+
+    def __iter__(self) -> Iterator[list[int]]:
+        per_rank = self._group_order()
+        limit = self._limit(per_rank)
+        groups = per_rank[self.rank]
+        if self.group_rows is None:  # a full shuffle: groups are rows
+            groups = groups[groups < self.rows]
+        its = [self._stream_batches(s, i) for i, s in enumerate(self._streams(groups))]
+        done = 0
+        while its:  # round robin over the streams, as the DataLoader hands out batches
+            alive = []
+            for it in its:
+                batch = next(it, None)
+                if batch is None:
+                    continue
+                alive.append(it)
+                if self.drop_last and len(batch) < self.batch_size:
+                    continue
+                if limit is not None and done >= limit:
+                    return
+                done += 1
+                yield batch.tolist()
+            its = alive
+
+
+def _dist_defaults() -> tuple[int, int]:
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except (ImportError, RuntimeError):  # pragma: no cover - a torch without distributed
+        pass
+    return 0, 1

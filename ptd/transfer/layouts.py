@@ -1,0 +1,105 @@
+"""On-disk layouts ``convert`` can write: ``keep`` (each leaf's chunks and codec as the source
+has them, the default) and ``random-access`` (alias ``training``): the layout that serves
+random minibatches best in the destination format.
+
+``random-access``, per destination (tensors with a batch dim; 0-d leaves and non-tensors are
+copied as usual, uncompressed):
+
+* HDF5: contiguous and uncompressed. ptd reads such datasets from a memory map (the fast path):
+  a random row costs the row, not a chunk decode.
+* Zarr on a local directory: uncompressed, unsharded chunks of about 8 MB along the batch dim:
+  the fast path maps each chunk file, so a random row again costs the row.
+* Zarr at a URL (object stores, where every read is a request and memory maps do not exist):
+  sharded, shards of about 16 MB (:data:`SHARD_TARGET`) holding small zstd-compressed inner
+  chunks of about 64 KB (:data:`INNER_TARGET`): a random row costs one ranged request and one
+  64 KB decode instead of a whole 8 MB chunk, and the store holds one object per shard, not
+  per inner chunk.
+
+>>> import numpy as np
+>>> from ptd.storage.backends.base import ArrayMeta, ValueKind
+>>> m = ArrayMeta(("obs",), (1_000_000, 64), np.dtype("float32"), ValueKind.NUMERIC, "float32",
+...               chunks=(1024, 64), compression="gzip(4)")
+>>> random_access(m, "h5", remote=False)
+LeafLayout(chunks=None, shards=None, codec=None, level=None)
+>>> random_access(m, "zarr", remote=False)
+LeafLayout(chunks=(32768, 64), shards=None, codec=None, level=None)
+>>> random_access(m, "zarr", remote=True)
+LeafLayout(chunks=(256, 64), shards=(65536, 64), codec='zstd', level=3)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ptd.errors import PtdValueError
+from ptd.storage.backends.base import ArrayMeta
+
+__all__ = [
+    "LAYOUTS",
+    "ALIASES",
+    "INNER_TARGET",
+    "SHARD_TARGET",
+    "CHUNK_TARGET",
+    "LeafLayout",
+    "check_layout",
+    "random_access",
+]
+
+#: the layout names (``keep``: the default)
+LAYOUTS = ("keep", "random-access")
+#: other names accepted for a layout
+ALIASES = {"training": "random-access"}
+#: target bytes of an inner chunk and of a shard (remote zarr), and of a plain chunk (local
+#: zarr: the same as ``convert``'s automatic chunks)
+INNER_TARGET = 64 << 10
+SHARD_TARGET = 16 << 20
+CHUNK_TARGET = 8 << 20
+
+
+@dataclass(frozen=True)
+class LeafLayout:
+    """Where and how one leaf is stored: chunk shape (None: contiguous), shard shape (None:
+    unsharded), codec name of :data:`ptd.transfer.codecs.COMPRESSIONS` (None: uncompressed)
+    and its level."""
+
+    chunks: tuple[int, ...] | None
+    shards: tuple[int, ...] | None
+    codec: str | None
+    level: int | None
+
+
+def check_layout(layout: str | None) -> str | None:
+    """A ``layout=`` argument as a name of :data:`LAYOUTS` (aliases resolved), None for
+    ``keep``; else PtdValueError naming the choices.
+
+    >>> check_layout("training"), check_layout("keep"), check_layout(None)
+    ('random-access', None, None)
+    """
+    if layout is None:
+        return None
+    name = ALIASES.get(str(layout).lower(), str(layout).lower())
+    if name not in LAYOUTS:
+        choices = ", ".join([*LAYOUTS, *ALIASES])
+        raise PtdValueError(f"unknown layout {layout!r}; choose one of {choices}")
+    return None if name == "keep" else name
+
+
+def _rows(target: int, row: int, n: int) -> int:
+    return max(1, min(n, target // max(1, row)))
+
+
+def random_access(meta: ArrayMeta, fmt: str, *, remote: bool) -> LeafLayout:
+    """The ``random-access`` layout of a leaf in a ``fmt`` destination (see the module doc)."""
+    shape = tuple(meta.shape)
+    if not shape or 0 in shape:
+        return LeafLayout(None, None, None, None)
+    if fmt == "h5":
+        return LeafLayout(None, None, None, None)
+    row = math.prod(shape[1:]) * meta.dtype.itemsize
+    n = shape[0]
+    if not remote:
+        return LeafLayout((_rows(CHUNK_TARGET, row, n),) + shape[1:], None, None, None)
+    inner = _rows(INNER_TARGET, row, n)
+    shard = max(inner, _rows(SHARD_TARGET, row, n) // inner * inner)
+    return LeafLayout((inner,) + shape[1:], (shard,) + shape[1:], "zstd", 3)
