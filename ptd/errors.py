@@ -36,6 +36,7 @@ __all__ = [
     "ConvertError",
     "ArgumentError",
     "NotSupportedError",
+    "SkippedKeyWarning",
 ]
 
 
@@ -131,3 +132,8 @@ class PtdMemoryError(PtdError, MemoryError):
 
 class ConvertError(PtdError, OSError):
     """A conversion failed while copying (the destination was left untouched)."""
+
+
+class SkippedKeyWarning(UserWarning):
+    """A key of a store that ptd does not list or read (an HDF5 external link, a dangling soft
+    link, a link cycle), named with the reason. Issued once per key and open store."""

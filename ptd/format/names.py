@@ -53,3 +53,5 @@ MEMMAP_NODE_FIELDS = frozenset({"shape", "device", "_type", "_format_version", "
 # --- format detection ------------------------------------------------------------------------
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 ZARR_JSON = "zarr.json"
+#: a Zarr v2 group's metadata document (v2 stores are read, never written)
+ZARR_V2_GROUP = ".zgroup"

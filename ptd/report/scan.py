@@ -13,13 +13,14 @@ gets the same answer here as there: it is ignored (the batch size is inferred) a
 from __future__ import annotations
 
 import os
+import warnings
 import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ptd.errors import CorruptStoreError, PtdError
+from ptd.errors import CorruptStoreError, PtdError, SkippedKeyWarning
 from ptd.format.names import ZARR_JSON
 from ptd.format.shapes import fits
 from ptd.format.tdmeta import parse_td_meta
@@ -68,6 +69,10 @@ class Scan:
     batches: dict[Path, GroupBatch] = field(default_factory=dict)
     #: nodes whose metadata could not be read: path -> message
     errors: dict[Path, str] = field(default_factory=dict)
+    #: keys that link to other keys (h5 soft and extra hard links): path -> what they link to
+    links: dict[Path, str] = field(default_factory=dict)
+    #: keys the store holds that are not listed (dangling or external links): path -> reason
+    skipped: dict[Path, str] = field(default_factory=dict)
 
     @property
     def groups(self) -> list[Path]:
@@ -128,11 +133,16 @@ def scan(
     errors: dict[Path, str] = {}
     try:
         try:
-            nodes = be.walk(())
+            with warnings.catch_warnings():
+                # skipped keys are reported in Scan.skipped instead
+                warnings.simplefilter("ignore", SkippedKeyWarning)
+                nodes = be.walk(())
         except (PtdError, OSError, ValueError, TypeError, KeyError):
             if not tolerant:
                 raise
-            nodes = _walk_tolerant(be, (), errors)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SkippedKeyWarning)
+                nodes = _walk_tolerant(be, (), errors)
     except PtdError:
         raise
     except (OSError, ValueError, TypeError, KeyError) as err:
@@ -150,7 +160,16 @@ def scan(
         elif meta is not None:
             tree._metas[path] = meta
     tree._children.update(children)
-    out = Scan(location=be.location, format=fmt, backend=be, tree=tree, nodes=nodes, errors=errors)
+    out = Scan(
+        location=be.location,
+        format=fmt,
+        backend=be,
+        tree=tree,
+        nodes=nodes,
+        errors=errors,
+        links=dict(be.walk_links),
+        skipped=dict(be.walk_skipped),
+    )
     for g in out.groups:
         try:
             out.group_attrs[g] = be.get_attrs(g)

@@ -20,6 +20,7 @@ value types (:class:`ArrayMeta`...) live in :mod:`ptd.storage.backends.meta`, th
 from __future__ import annotations
 
 import functools
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ from ptd.errors import (
     PtdKeyError,
     PtdValueError,
     ReadOnlyError,
+    SkippedKeyWarning,
 )
 from ptd.format.dtypes import torch_dtype_name
 from ptd.format.names import TD_STACK_ATTR
@@ -113,6 +115,12 @@ class Backend(ABC):
         self._closed = False
         #: the fast path's memory maps (:mod:`ptd.storage.backends.fast_path`), or None
         self._maps = maps
+        #: keys that are links to other keys (h5 soft/extra hard links), found by listing:
+        #: path -> what it links to (``"soft link to /obs"``)
+        self.walk_links: dict[Path, str] = {}
+        #: keys the store holds but ptd does not list (dangling or external links...), found
+        #: by listing: path -> the reason
+        self.walk_skipped: dict[Path, str] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -157,6 +165,11 @@ class Backend(ABC):
     @property
     def writable(self) -> bool:
         return self._writable and not self.closed
+
+    @property
+    def format_version(self) -> int | None:
+        """The store format's version where it has several (Zarr: 2 or 3), else None."""
+        return None
 
     @property
     def location(self) -> str:
@@ -410,6 +423,16 @@ class Backend(ABC):
         return False
 
     # --- helpers shared by both implementations ----------------------------------------------
+    def _skip(self, path: Path, reason: str) -> None:
+        """Record a key the store holds that is not listed, warning the first time."""
+        if path not in self.walk_skipped:
+            self.walk_skipped[path] = reason
+            warnings.warn(
+                f"key {self.key_str(path)!r} of {self._location} is skipped: {reason}",
+                SkippedKeyWarning,
+                stacklevel=3,
+            )
+
     @staticmethod
     def key_str(path: Path) -> str:
         return "/".join(path) if path else "/"
@@ -501,6 +524,9 @@ class Backend(ABC):
             stored_nbytes=stored_nbytes,
             non_tensor_kind=name if kind is ValueKind.NON_TENSOR else None,
             stack_shape=stack_shape,
+            unsupported=(name or f"the type {dtype}, which torch cannot represent")
+            if kind is ValueKind.UNSUPPORTED
+            else None,
         )
 
 

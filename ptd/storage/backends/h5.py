@@ -36,7 +36,7 @@ from ptd.errors import (
     ReadOnlyError,
     UnsupportedOperationError,
 )
-from ptd.storage.backends import h5_codec
+from ptd.storage.backends import h5_codec, h5_links
 from ptd.storage.backends.base import (
     ArrayMeta,
     Backend,
@@ -335,7 +335,12 @@ class H5Backend(Backend):
     def _value_kind(
         self, dtype: np.dtype, attrs: Mapping[str, Any]
     ) -> tuple[ValueKind, str | None]:
-        """h5py's type metadata first: tensordict's non-tensor types, then torch's dtypes."""
+        """h5py's type metadata first: the types ptd cannot copy (references, vlen sequences,
+        compound types: ``(UNSUPPORTED, reason)``), tensordict's non-tensor types, then
+        torch's dtypes."""
+        reason = h5_codec.unsupported_reason(dtype)
+        if reason is not None:
+            return ValueKind.UNSUPPORTED, reason
         nt = h5_codec.non_tensor_kind(dtype, attrs)
         if nt is not None:
             return ValueKind.NON_TENSOR, nt
@@ -357,18 +362,22 @@ class H5Backend(Backend):
         return None
 
     def children(self, path: Path) -> list[tuple[str, NodeKind]]:
+        """Each link of the group that reaches a dataset or group in this file (soft links and
+        extra hard links included, see :mod:`~ptd.storage.backends.h5_links`); the others
+        (dangling, external, cyclic) are left out and recorded in :attr:`walk_skipped`, with a
+        :class:`~ptd.errors.SkippedKeyWarning` the first time."""
         group = self._group(path)
+        ancestors = frozenset(
+            h5_links.address(self._root["/".join(path[:i])] if i else self._root)
+            for i in range(len(path) + 1)
+        )
         out = []
-        for name in group:
-            try:
-                if group.get(name, getclass=True, getlink=True) is h5py.ExternalLink:
-                    continue  # another file: never followed (walk does not list them either)
-                cls = group.get(name, getclass=True)
-            except (KeyError, ValueError):  # a dangling link
-                continue
-            if cls is h5py.Dataset:
+        for name, obj, _note, skip in h5_links.child_links(group, ancestors, {}, lambda n: n):
+            if skip is not None:
+                self._skip(path + (name,), skip)
+            elif isinstance(obj, h5py.Dataset):
                 out.append((name, NodeKind.ARRAY))
-            elif cls is h5py.Group:
+            else:
                 out.append((name, NodeKind.GROUP))
         return out
 
@@ -376,35 +385,37 @@ class H5Backend(Backend):
         return self._meta(path, self._entry(path, data=False).ds)
 
     def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
-        """One ``H5Ovisit`` pass (name order, parents first), opening only the datasets."""
+        """One pass over the links below ``path`` (name order, parents first), opening only
+        the datasets; links are followed as :meth:`children` says, and noted in
+        :attr:`walk_links`."""
         group = self._group(path)
-        gid = group.id
         out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
-        h5o = h5py.h5o
 
-        def visit(name: bytes, info: Any) -> None:
-            if name == b".":
-                return
-            p = path + tuple(name.decode("utf-8").split("/"))
-            if info.type == h5o.TYPE_GROUP:
+        def visit(p: Path, obj: Any, note: str | None) -> None:
+            if note is not None:
+                self.walk_links[p] = note
+            if isinstance(obj, h5py.Group):
                 out.append((p, NodeKind.GROUP, None))
-            elif info.type == h5o.TYPE_DATASET:
-                ds = h5py.Dataset(h5o.open(gid, name))
-                try:
-                    meta = self._meta(p, ds)
-                except (TypeError, ValueError):
-                    # a type h5py cannot map to numpy (e.g. an opaque tag naming no dtype):
-                    # listed, and reading it raises an error naming the key
-                    meta = ArrayMeta(
-                        path=p,
-                        shape=ds.id.shape,
-                        dtype=np.dtype(f"V{ds.id.get_type().get_size()}"),
-                        kind=ValueKind.UNSUPPORTED,
-                        torch_dtype=None,
-                    )
-                out.append((p, NodeKind.ARRAY, meta))
+                return
+            try:
+                meta = self._meta(p, obj)
+            except (TypeError, ValueError):
+                # a type h5py cannot map to numpy (e.g. an opaque tag naming no dtype):
+                # listed, and reading it raises an error naming the key
+                meta = ArrayMeta(
+                    path=p,
+                    shape=obj.id.shape,
+                    dtype=np.dtype(f"V{obj.id.get_type().get_size()}"),
+                    kind=ValueKind.UNSUPPORTED,
+                    torch_dtype=None,
+                )
+            out.append((p, NodeKind.ARRAY, meta))
 
-        h5o.visit(gid, visit, info=True)
+        ancestors = frozenset(
+            h5_links.address(self._root["/".join(path[:i])] if i else self._root)
+            for i in range(len(path) + 1)
+        )
+        h5_links.walk(group, path, visit, self._skip, ancestors=ancestors)
         return out
 
     def create_group(self, path: Path, attrs: Mapping[str, Any] | None = None) -> None:

@@ -29,6 +29,7 @@ from ptd.storage.backends.meta import NonTensorPayload
 from ptd.storage.backends.selection import Selection
 
 __all__ = [
+    "unsupported_reason",
     "read_attrs",
     "write_attrs",
     "non_tensor_kind",
@@ -150,6 +151,24 @@ def _holds_raw_objects(dt: np.dtype) -> bool:
     if dt.fields:
         return any(_holds_raw_objects(field[0]) for field in dt.fields.values())
     return False
+
+
+def unsupported_reason(dt: np.dtype) -> str | None:
+    """What a dataset of ``dt`` holds when ptd cannot copy it as a tensor or a non-tensor
+    (``"HDF5 object references"``...), or None."""
+    ref = h5py.check_ref_dtype(dt)
+    if ref is h5py.RegionReference:
+        return "HDF5 region references"
+    if ref is not None:
+        return "HDF5 object references"
+    base = h5py.check_vlen_dtype(dt)
+    if base is not None and h5py.check_string_dtype(dt) is None:
+        return f"variable-length sequences (vlen of {np.dtype(base)})"
+    if dt.fields is not None:
+        return f"a compound type ({', '.join(dt.names or ())})"
+    if dt.subdtype is not None:
+        return f"an HDF5 array type ({dt.subdtype[0]} x {list(dt.subdtype[1])})"
+    return None
 
 
 def non_tensor_kind(dt: np.dtype, attrs: Mapping[str, Any]) -> str | None:

@@ -55,6 +55,8 @@ class ArrayMeta:
     non_tensor_kind: str | None = None
     #: for non-tensors: the stack shape (from ``__tensordict_stack__``) when it is a marked stack
     stack_shape: tuple[int, ...] | None = None
+    #: for unsupported arrays: what they hold, for messages (``"HDF5 object references"``)
+    unsupported: str | None = None
 
 
 @dataclass

@@ -39,6 +39,7 @@ from ptd.errors import (
     CorruptStoreError,
     PtdKeyError,
     PtdTypeError,
+    ReadOnlyError,
     UnsupportedOperationError,
 )
 from ptd.format.names import TD_NON_TENSOR_ATTR
@@ -59,7 +60,7 @@ from ptd.storage.backends.fast_path_zarr import ZarrMaps
 from ptd.storage.backends.layout import leading_chunks
 from ptd.storage.backends.targets import parse_target
 from ptd.storage.backends.zarr_consolidated import Consolidation
-from ptd.storage.backends.zarr_open import local_store, open_root, remote_store
+from ptd.storage.backends.zarr_open import check_v2_mode, local_store, open_root, remote_store
 from ptd.storage.location import ReopenSpec
 
 __all__ = ["ZarrBackend"]
@@ -168,6 +169,12 @@ class ZarrBackend(Backend):
             # never "w"/"w-"/"x": reopening must not wipe what this session wrote
             spec = ReopenSpec.make(parsed, "r" if mode == "r" else "r+", fast_path=fast_path)
         root = open_root(store, mode, location, remote=remote)
+        try:
+            check_v2_mode(root, mode, location)
+        except ReadOnlyError:
+            if owns:
+                store.close()
+            raise
         fresh = mode in ("w", "w-", "x")
         return cls(
             root, location=location, spec=spec, owns_store=owns, fresh=fresh, fast_path=fast_path
@@ -184,6 +191,11 @@ class ZarrBackend(Backend):
     @property
     def reopen_spec(self) -> ReopenSpec | None:
         return self._spec
+
+    @property
+    def format_version(self) -> int | None:
+        """2 for a Zarr v2 store (read-only in ptd), 3 otherwise."""
+        return int(self._root.metadata.zarr_format)
 
     def flush(self) -> None:
         """Rewrite the consolidated metadata if this session changed a store that has it."""
@@ -315,7 +327,7 @@ class ZarrBackend(Backend):
             if kind is ValueKind.NUMERIC:
                 return kind, name
         if dtype.kind == "V" and dtype.fields is not None:
-            return ValueKind.UNSUPPORTED, None
+            return ValueKind.UNSUPPORTED, f"a structured type ({', '.join(dtype.names or ())})"
         return ValueKind.NON_TENSOR, zarr_codec.non_tensor_kind(dtype, marker)
 
     def _is_payload(self, attrs: Mapping[str, Any]) -> bool:
