@@ -68,6 +68,21 @@ def main(
 ) -> None:
     """[bold]ptd[/bold]: batched torch tensors stored in HDF5 files and Zarr v3 stores."""
     ctx.obj = CliState(debug=debug)
+    _one_line_warnings()
+
+
+def _one_line_warnings() -> None:
+    """Warnings as one ``ptd: warning: ...`` line on stderr (no source line); zarr's notes
+    about its own data types without a v3 specification are not shown."""
+    import sys
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*does not have a Zarr V3 specification")
+
+    def show(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
+        print(f"ptd: warning: {message}", file=file or sys.stderr)
+
+    warnings.showwarning = show
 
 
 # the commands, one module each under ptd_cli/commands (they import the library lazily)

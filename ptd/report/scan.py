@@ -124,6 +124,21 @@ def scan(
     batch_size: Sequence[int] | None = None,
     batch_dims: int | None = None,
 ) -> Scan:
+    """Walk the whole store once and work out every group's batch size (see :func:`_scan`);
+    keys the store holds but ptd skips are reported in :attr:`Scan.skipped`, not warned."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SkippedKeyWarning)
+        return _scan(be, fmt, tolerant=tolerant, batch_size=batch_size, batch_dims=batch_dims)
+
+
+def _scan(
+    be: Backend,
+    fmt: str,
+    *,
+    tolerant: bool = False,
+    batch_size: Sequence[int] | None = None,
+    batch_dims: int | None = None,
+) -> Scan:
     """Walk the whole store once and work out every group's batch size.
 
     ``batch_size`` (the root's, given by the user) and ``batch_dims`` (infer the root's batch
@@ -133,16 +148,11 @@ def scan(
     errors: dict[Path, str] = {}
     try:
         try:
-            with warnings.catch_warnings():
-                # skipped keys are reported in Scan.skipped instead
-                warnings.simplefilter("ignore", SkippedKeyWarning)
-                nodes = be.walk(())
+            nodes = be.walk(())
         except (PtdError, OSError, ValueError, TypeError, KeyError):
             if not tolerant:
                 raise
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", SkippedKeyWarning)
-                nodes = _walk_tolerant(be, (), errors)
+            nodes = _walk_tolerant(be, (), errors)
     except PtdError:
         raise
     except (OSError, ValueError, TypeError, KeyError) as err:
@@ -289,8 +299,8 @@ def zarr_array_nbytes(
 
     def account(rel: str, size: int) -> None:
         parts = rel.split("/")
-        if parts[-1] == ZARR_JSON:
-            return
+        if parts[-1] in (ZARR_JSON, ".zarray", ".zattrs", ".zgroup", ".zmetadata"):
+            return  # metadata (v3 and v2), not chunks
         for i in range(1, len(parts)):
             hit = wanted.get("/".join(parts[:i]))
             if hit is not None:

@@ -67,6 +67,7 @@ def convert(
     overwrite: bool = False,
     dry_run: bool = False,
     allow_pickle: bool = False,
+    skip_unsupported: bool = False,
     progress: Callable[[int, int], None] | None = None,
     workers: int = 1,
     scheduler: Any = None,
@@ -90,6 +91,11 @@ def convert(
         overwrite: replace an existing ``dst`` (a local one only once the new one is complete).
         dry_run: plan only: nothing is written.
         allow_pickle: decode (and re-encode) pickled zarr entries; refused otherwise.
+        skip_unsupported: keys the destination cannot hold (HDF5 object/region references,
+            vlen sequences, compound types that zarr cannot store, names zarr reserves) are
+            left out and listed in ``result.not_copied``; by default the conversion is
+            refused, naming the first of them. Skipped links (HDF5 external and dangling soft
+            links) are always left out and listed there.
         progress: called as ``progress(bytes_done, bytes_total)`` after every slab.
         workers: copy this many chunk regions at a time on a thread pool (memory: about
             ``workers`` slabs of 16 MB, or of one source chunk when those are larger).
@@ -117,6 +123,7 @@ def convert(
         overwrite=overwrite,
         dry_run=dry_run,
         allow_pickle=allow_pickle,
+        skip_unsupported=skip_unsupported,
         workers=workers,
         scheduler=scheduler,
         storage_options=storage_options,

@@ -53,8 +53,11 @@ class Copier:
         result: ConvertResult,
         *,
         progress: Callable[[int, int], None] | None = None,
+        skip: dict[Path, str] | None = None,
     ):
         self.s = s
+        #: nodes left out (with their subtrees): path -> why (see ``plan.refusals``)
+        self.skip = dict(skip or {})
         self.src = s.backend
         self.dst = dst
         self.options = options
@@ -74,6 +77,8 @@ class Copier:
             self.dst.set_attrs((), attrs_for(self.fmt, root_attrs))
         arrays: list[tuple[Path, int, int]] = []
         for path, kind, meta in self.s.nodes:
+            if self.skip and any(path[:i] in self.skip for i in range(1, len(path) + 1)):
+                continue
             if kind is NodeKind.GROUP:
                 self.dst.create_group(path, attrs_for(self.fmt, self.s.group_attrs.get(path, {})))
             elif meta is not None and meta.kind is ValueKind.NON_TENSOR:

@@ -23,7 +23,14 @@ from ptd.storage.limits import check_free_space
 from ptd.storage.location import StoreLocation
 from ptd.transfer.copy import Copier
 from ptd.transfer.options import ConvertOptions, ConvertResult
-from ptd.transfer.plan import check_destination, destination, plan_leaves, raw_nbytes
+from ptd.transfer.plan import (
+    check_destination,
+    destination,
+    plan_leaves,
+    raw_nbytes,
+    refusal_error,
+    refusals,
+)
 
 __all__ = ["Target", "Job", "planned", "failed", "finish"]
 
@@ -86,7 +93,8 @@ class Job:
     t0: float
 
     def copier(self, dst: Backend, progress: Callable[[int, int], None] | None) -> Copier:
-        return Copier(self.scan, dst, self.options, self.result, progress=progress)
+        skip = refusals(self.scan, self.result.dst_format)
+        return Copier(self.scan, dst, self.options, self.result, progress=progress, skip=skip)
 
 
 @contextmanager
@@ -111,6 +119,9 @@ def planned(opts: ConvertOptions) -> Iterator[Job]:
             src_bytes=src.nbytes(),
         )
         plan_leaves(s, opts, result)
+        refused = refusals(s, dst.format)
+        if refused and not opts.skip_unsupported:
+            raise ConvertError(refusal_error(result, refused))
         if not dst.is_remote and not opts.dry_run:  # uncompressed leaves need their bytes
             parent = os.path.dirname(os.path.abspath(dst.path))
             check_free_space(parent, raw_nbytes(result), dst.path)
@@ -128,8 +139,22 @@ def failed(err: BaseException, target: Target, out: Backend | None) -> BaseExcep
             pass
     target.discard()
     if isinstance(err, OSError) and not isinstance(err, PtdError):
-        return ConvertError(f"cannot write {target.dst.path}: {err}")
+        return ConvertError(f"cannot write {target.dst.path}: {_named(str(err), target)}")
+    if isinstance(err, PtdError):
+        msg = _named(str(err), target)
+        if msg != str(err):
+            try:
+                return type(err)(msg)
+            except Exception:  # noqa: BLE001 - an error class with other arguments
+                return ConvertError(msg)
     return err
+
+
+def _named(msg: str, target: Target) -> str:
+    """``msg`` naming the destination, never its hidden temporary sibling (which is gone)."""
+    if not target.remote and target.work.path != target.dst.path:
+        msg = msg.replace(target.work.path, target.dst.path)
+    return msg
 
 
 def finish(job: Job) -> ConvertResult:

@@ -367,10 +367,7 @@ class H5Backend(Backend):
         (dangling, external, cyclic) are left out and recorded in :attr:`walk_skipped`, with a
         :class:`~ptd.errors.SkippedKeyWarning` the first time."""
         group = self._group(path)
-        ancestors = frozenset(
-            h5_links.address(self._root["/".join(path[:i])] if i else self._root)
-            for i in range(len(path) + 1)
-        )
+        ancestors = h5_links.ancestors(self._root, path)
         out = []
         for name, obj, _note, skip in h5_links.child_links(group, ancestors, {}, lambda n: n):
             if skip is not None:
@@ -411,11 +408,9 @@ class H5Backend(Backend):
                 )
             out.append((p, NodeKind.ARRAY, meta))
 
-        ancestors = frozenset(
-            h5_links.address(self._root["/".join(path[:i])] if i else self._root)
-            for i in range(len(path) + 1)
+        h5_links.walk(
+            group, path, visit, self._skip, ancestors=h5_links.ancestors(self._root, path)
         )
-        h5_links.walk(group, path, visit, self._skip, ancestors=ancestors)
         return out
 
     def create_group(self, path: Path, attrs: Mapping[str, Any] | None = None) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import h5py
 
-__all__ = ["walk", "child_links", "address", "SKIP_EXTERNAL", "Link"]
+__all__ = ["walk", "child_links", "address", "ancestors", "SKIP_EXTERNAL", "Link"]
 
 #: the reason an external link is skipped
 SKIP_EXTERNAL = "external link to {target}: not followed (it could read any file on this machine)"
@@ -36,6 +36,11 @@ def address(obj: Any) -> tuple[int, int]:
     """What identifies an HDF5 object: ``(file number, object address)``."""
     info = h5py.h5o.get_info(obj.id)
     return int(info.fileno), int(info.addr)
+
+
+def ancestors(root: h5py.Group, path: tuple[str, ...]) -> frozenset[tuple[int, int]]:
+    """The addresses of ``root`` and of each group on the way to ``path`` (included)."""
+    return frozenset(address(root["/".join(path[:i])] if i else root) for i in range(len(path) + 1))
 
 
 def _names(group: h5py.Group) -> Iterator[tuple[str, bytes]]:
