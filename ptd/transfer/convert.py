@@ -35,7 +35,7 @@ Conversion notes
   and stay contiguous on h5.
 * Compression: ``compression=None`` keeps each leaf's codec when the destination has it (gzip
   on h5; gzip, zstd, blosc, lz4 on zarr), else stores it uncompressed. zstd, blosc and lz4 on
-  h5 need the HDF5 filter plugins (``HDF5_PLUGIN_PATH``).
+  h5 are HDF5 filter plugins, registered by ``hdf5plugin`` (a dependency of ptd).
 * String columns that are not marked as a stack (a plain h5py/zarr string array) become marked
   stacks (``__tensordict_stack__``) when their leading dims are their group's batch size, so
   they read as a ``NonTensorStack`` of their rows; others are kept as one value (a list).

@@ -120,9 +120,9 @@ class Copier:
         except PtdValueError as err:
             if self.fmt == "h5" and name in H5_FILTER:
                 raise ConvertError(
-                    f"cannot write key {key!r} with {name} compression to HDF5: the {name} filter "
-                    "plugin is not available (install it and set HDF5_PLUGIN_PATH), or use "
-                    "--compression gzip"
+                    f"cannot write key {key!r} of {self.src.location} with {name} compression to "
+                    f"HDF5: the {name} filter plugin is not available (pip install hdf5plugin), "
+                    "or use --compression gzip"
                 ) from None
             if meta.kind is ValueKind.UNSUPPORTED:
                 raise ConvertError(

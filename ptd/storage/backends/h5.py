@@ -36,7 +36,7 @@ from ptd.errors import (
     ReadOnlyError,
     UnsupportedOperationError,
 )
-from ptd.storage.backends import h5_codec, h5_links
+from ptd.storage.backends import h5_codec, h5_links, h5_plugins
 from ptd.storage.backends.base import (
     ArrayMeta,
     Backend,
@@ -76,16 +76,6 @@ _DIRECT_READ_BYTES = 1 << 20
 _SPAN_BYTES = 256 << 10
 _SPAN_RATIO = 2
 
-_FILTER_NAMES = {
-    h5py.h5z.FILTER_DEFLATE: "gzip",
-    h5py.h5z.FILTER_SHUFFLE: "shuffle",
-    h5py.h5z.FILTER_FLETCHER32: "fletcher32",
-    h5py.h5z.FILTER_SZIP: "szip",
-    h5py.h5z.FILTER_NBIT: "nbit",
-    h5py.h5z.FILTER_SCALEOFFSET: "scaleoffset",
-    h5py.h5z.FILTER_LZF: "lzf",
-}
-
 
 class _Entry(NamedTuple):
     """A cached dataset and what reads need of it."""
@@ -118,20 +108,6 @@ def _read_span(
                 return np.take(ds[spanned], item - lo, axis=axis)
             return ds[selection]
     return ds[selection]
-
-
-def _compression(dcpl: Any) -> str | None:
-    """The filters of a chunked dataset's creation property list, e.g. ``"shuffle+gzip(4)"``."""
-    if not dcpl.get_nfilters():
-        return None
-    names = []
-    for i in range(dcpl.get_nfilters()):
-        code, _flags, values, _name = dcpl.get_filter(i)
-        name = _FILTER_NAMES.get(code, f"filter{code}")
-        if code == h5py.h5z.FILTER_DEFLATE and values:
-            name = f"gzip({values[0]})"
-        names.append(name)
-    return "+".join(names)
 
 
 class H5Backend(Backend):
@@ -194,6 +170,7 @@ class H5Backend(Backend):
         A URL (``s3://...``, with ``storage_options``) is opened read-only.
         """
         check_mode(mode)
+        h5_plugins.load()  # blosc, zstd, lz4... filters (hdf5plugin)
         if isinstance(target, (h5py.File, h5py.Group)):
             if not target.id.valid:
                 raise ClosedStoreError(f"the h5py object {target!r} is closed")
@@ -328,7 +305,7 @@ class H5Backend(Backend):
             dsid.dtype,
             h5_codec.read_attrs(ds),
             chunks=chunks,
-            compression=None if chunks is None else _compression(dcpl),
+            compression=None if chunks is None else h5_plugins.describe_pipeline(dcpl),
             stored_nbytes=dsid.get_storage_size(),
         )
 
@@ -540,6 +517,16 @@ class H5Backend(Backend):
             # h5py broadcasts element by element: expand a broadcast view in memory first
             value = np.ascontiguousarray(value)
         handle.ds[selection if selection else ()] = value
+
+    def _read_error(self, path: Path, selection: Selection, err: Exception) -> PtdError:
+        missing = h5_plugins.missing_filters(self._entry(path, data=False).ds.id.get_create_plist())
+        if not missing:
+            return super()._read_error(path, selection, err)
+        self._check_open(self.key_str(path))
+        return UnsupportedOperationError(
+            f"cannot read key {self.key_str(path)!r} of {self._location}: it is compressed with "
+            f"{', '.join(missing)}, which is not available here (pip install hdf5plugin)"
+        )
 
     def _write_error(self, key: str, err: Exception) -> PtdError:
         self._check_open(key)
