@@ -15,7 +15,9 @@ cannot be a zarr node's name: ptd refuses them by name (``convert`` stops, or wi
 
 from __future__ import annotations
 
-__all__ = ["refused_name", "ZARR_METADATA_NAMES"]
+from ptd.errors import PtdKeyError
+
+__all__ = ["refused_name", "check_key_names", "ZARR_METADATA_NAMES"]
 
 #: names of zarr's own metadata documents (v3 and v2)
 ZARR_METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
@@ -35,3 +37,11 @@ def refused_name(fmt: str, name: str) -> str | None:
     if name.startswith("__"):
         return "names starting with '__' are reserved by the Zarr v3 specification"
     return None
+
+
+def check_key_names(fmt: str, path: tuple[str, ...], location: str) -> None:
+    """Raise PtdKeyError naming the key when a ``fmt`` store cannot hold one of its names."""
+    for part in path:
+        why = refused_name(fmt, part)
+        if why is not None:
+            raise PtdKeyError(f"cannot create key {'/'.join(path)!r} in {location}: {why}")

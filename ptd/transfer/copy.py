@@ -12,12 +12,12 @@ import threading
 import warnings
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ptd.errors import ConvertError, PtdValueError
 from ptd.format.names import TD_STR_ATTR
 from ptd.format.shapes import fits
-from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
+from ptd.storage.backends.base import ArrayMeta, Backend, NewArray, NodeKind, Path, ValueKind
 from ptd.transfer.attrs import attrs_for, decode_str, is_column, user_attrs
 from ptd.transfer.codecs import H5_FILTER, choose_codec, codec_options
 from ptd.transfer.options import ConvertOptions, ConvertResult
@@ -31,6 +31,11 @@ __all__ = ["copy_region", "Copier", "Region"]
 
 #: ``(path, start row, stop row)``: one chunk region of an array
 Region = tuple[Path, int, int]
+#: arrays of at most this many bytes are read whole and created in batches (concurrently on
+#: zarr), of at most BATCH_BYTES / BATCH_COUNT arrays each
+SMALL_BYTES = 256 << 10
+BATCH_BYTES = 32 << 20
+BATCH_COUNT = 4096
 
 
 def copy_region(src: Backend, dst: Backend, path: Path, start: int, stop: int) -> int:
@@ -76,6 +81,8 @@ class Copier:
         if root_attrs:
             self.dst.set_attrs((), attrs_for(self.fmt, root_attrs))
         arrays: list[tuple[Path, int, int]] = []
+        small: list[tuple[NewArray, ArrayMeta]] = []
+        small_bytes = 0
         for path, kind, meta in self.s.nodes:
             if self.skip and any(path[:i] in self.skip for i in range(1, len(path) + 1)):
                 continue
@@ -84,10 +91,52 @@ class Copier:
             elif meta is not None and meta.kind is ValueKind.NON_TENSOR:
                 self.copy_non_tensor(path, meta)
             elif meta is not None:
+                nbytes = math.prod(meta.shape) * meta.dtype.itemsize
+                if nbytes <= SMALL_BYTES:
+                    # small arrays are read now and created together (concurrently on zarr)
+                    small.append((self.new_array(path, meta, self.src.read(path, ())), meta))
+                    small_bytes += nbytes
+                    if small_bytes >= BATCH_BYTES or len(small) >= BATCH_COUNT:
+                        self.create_small(small)
+                        small, small_bytes = [], 0
+                    continue
                 job = self.create_array(path, meta)
                 if job is not None:
                     arrays.append(job)
+        self.create_small(small)
         return arrays
+
+    def new_array(self, path: Path, meta: ArrayMeta, data: Any = None) -> NewArray:
+        """The destination array of a source leaf: its chunks and codec in the destination."""
+        opts = self.options
+        shape = tuple(meta.shape)
+        name, level = choose_codec(meta, self.fmt, opts.compression, opts.level, self.result.notes)
+        chunks = dst_chunks(meta, opts.chunks, self.fmt, name not in (None, "none"))
+        options = codec_options(self.fmt, name, level) if shape and 0 not in shape else {}
+        return NewArray(
+            path,
+            shape,
+            meta.dtype,
+            data=data,
+            attrs=attrs_for(self.fmt, dict(meta.attrs)),
+            chunks=chunks,
+            options=options,
+        )
+
+    def create_small(self, small: list[tuple[NewArray, ArrayMeta]]) -> None:
+        """Create small arrays with their data in one :meth:`Backend.create_arrays` call; when
+        that fails, one by one (for the error naming the key)."""
+        if not small:
+            return
+        try:
+            self.dst.create_arrays([spec for spec, _ in small])
+        except PtdValueError:
+            for spec, meta in small:
+                if self.create_array(spec.path, meta) is not None:  # (scalars are copied)
+                    self.dst.write(spec.path, (), self.src.read(spec.path, ()))
+                    self.advance(math.prod(meta.shape) * meta.dtype.itemsize)
+            return
+        self.advance(sum(math.prod(m.shape) * m.dtype.itemsize for _, m in small))
 
     @staticmethod
     def regions(arrays: list[tuple[Path, int, int]]) -> list[Region]:
@@ -103,19 +152,18 @@ class Copier:
         codec; a scalar is copied at once. Returns ``(path, rows per region, rows)`` when
         there is data left to copy."""
         key = "/".join(path)
+        spec = self.new_array(path, meta)
+        shape, chunks = spec.shape, spec.chunks
         opts = self.options
-        shape = tuple(meta.shape)
-        name, level = choose_codec(meta, self.fmt, opts.compression, opts.level, self.result.notes)
-        chunks = dst_chunks(meta, opts.chunks, self.fmt, name not in (None, "none"))
-        options = codec_options(self.fmt, name, level) if shape and 0 not in shape else {}
+        name, _ = choose_codec(meta, self.fmt, opts.compression, opts.level, self.result.notes)
         try:
             self.dst.create_array(
                 path,
                 shape=shape,
                 dtype=meta.dtype,
-                attrs=attrs_for(self.fmt, dict(meta.attrs)),
+                attrs=spec.attrs,
                 chunks=chunks,
-                options=options,
+                options=spec.options,
             )
         except PtdValueError as err:
             if self.fmt == "h5" and name in H5_FILTER:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from ptd.errors import ConvertError, PtdError
-from ptd.report.scan import Scan, scan
+from ptd.report.scan import Scan, scan, zarr_array_nbytes
 from ptd.storage import publish, remote
 from ptd.storage.backends.base import Backend
 from ptd.storage.limits import check_free_space
@@ -165,11 +165,21 @@ def finish(job: Job) -> ConvertResult:
     result.seconds = time.perf_counter() - job.t0
     result.dst_bytes = target.dst.nbytes()
     try:
-        from ptd.report.info import info
-
-        result.stored_nbytes = info(
-            target.dst.path, depth=0, storage_options=target.dst.options
-        ).totals.stored_nbytes
+        result.stored_nbytes = _stored_nbytes(target.dst, result)
     except PtdError:  # pragma: no cover - the store we just wrote is readable
         pass
     return result
+
+
+def _stored_nbytes(dst: StoreLocation, result: ConvertResult) -> int | None:
+    """Bytes the tensors of the plan occupy in the written store (without listing it again:
+    zarr chunk files' sizes; h5 datasets' storage sizes)."""
+    paths = [tuple(lp.key.split("/")) for lp in result.plan if lp.kind == "tensor"]
+    if dst.format == "zarr":
+        sizes = zarr_array_nbytes(dst.path, paths, dst.options)
+        return sum(sizes.values()) if sizes else None
+    be = dst.open_stream()
+    try:
+        return sum(be.array_meta(p).stored_nbytes or 0 for p in paths)
+    finally:
+        be.close()

@@ -39,7 +39,14 @@ from ptd.format.dtypes import torch_dtype_name
 from ptd.format.names import TD_STACK_ATTR
 from ptd.format.payload import parse_stack_shape
 from ptd.storage.backends.guard import GUARDED, guard_methods, translate_error
-from ptd.storage.backends.meta import ArrayMeta, NodeKind, NonTensorPayload, Path, ValueKind
+from ptd.storage.backends.meta import (
+    ArrayMeta,
+    NewArray,
+    NodeKind,
+    NonTensorPayload,
+    Path,
+    ValueKind,
+)
 from ptd.storage.backends.selection import Selection, fit_write_value, selection_shape
 
 if TYPE_CHECKING:
@@ -51,6 +58,7 @@ __all__ = [
     "NodeKind",
     "ValueKind",
     "ArrayMeta",
+    "NewArray",
     "NonTensorPayload",
     "Path",
     "Selection",
@@ -237,6 +245,20 @@ class Backend(ABC):
         one chunk for zarr). ``options`` are the user's creation kwargs
         (``compression=...`` for h5, ``compressors=...`` for zarr...), passed through.
         """
+
+    def create_arrays(self, specs: Sequence[NewArray]) -> None:
+        """Create (and fill) many arrays: :meth:`create_array` for each by default; backends
+        that can create nodes concurrently override it (zarr)."""
+        for spec in specs:
+            self.create_array(
+                spec.path,
+                shape=spec.shape,
+                dtype=spec.dtype,
+                data=spec.data,
+                attrs=spec.attrs,
+                chunks=spec.chunks,
+                options=spec.options,
+            )
 
     def delete(self, path: Path) -> None:
         """Delete the node at ``path``; a missing node raises PtdKeyError."""

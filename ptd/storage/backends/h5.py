@@ -242,12 +242,17 @@ class H5Backend(Backend):
         node = self._node(path)
         if not isinstance(node, h5py.Dataset):
             raise self._wrong_kind(path, NodeKind.GROUP)
+        entry = self._remember(path, node)
+        if data and path in self._outside:
+            self._refuse_outside(path)
+        return entry
+
+    def _remember(self, path: Path, node: h5py.Dataset, dcpl: Any = None) -> _Entry:
+        """Cache the dataset ``node`` found at ``path`` (noting data outside the file)."""
         dsid = node.id
-        dcpl = dsid.get_create_plist()
+        dcpl = dcpl if dcpl is not None else dsid.get_create_plist()
         if dcpl.get_layout() == h5py.h5d.VIRTUAL or dcpl.get_external_count():
             self._outside.add(path)
-            if data:
-                self._refuse_outside(path)
         shape, dtype = dsid.shape, dsid.dtype
         entry = _Entry(node, shape, dtype, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
         self._ds_cache[path] = entry
@@ -373,6 +378,7 @@ class H5Backend(Backend):
                 return
             try:
                 meta = self._meta(p, obj)
+                self._remember(p, obj)
             except (TypeError, ValueError):
                 # a type h5py cannot map to numpy (e.g. an opaque tag naming no dtype):
                 # listed, and reading it raises an error naming the key

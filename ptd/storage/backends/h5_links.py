@@ -86,17 +86,22 @@ def child_links(
             yield name, None, None, "user-defined HDF5 link: not followed"
             continue
         try:
-            obj = group[bname]
+            oid = h5py.h5o.open(group.id, bname)
+            info = h5py.h5o.get_info(oid)
         except (KeyError, ValueError, RuntimeError, OSError):
             if note is not None:
                 yield name, None, None, f"dangling {note}, which does not exist"
             else:
                 yield name, None, None, "its object cannot be opened"
             continue
-        if not isinstance(obj, (h5py.Dataset, h5py.Group)):
+        if info.type == h5py.h5o.TYPE_DATASET:
+            obj: Any = h5py.Dataset(oid)
+        elif info.type == h5py.h5o.TYPE_GROUP:
+            obj = h5py.Group(oid)
+        else:
             yield name, None, None, "a named datatype, not data"
             continue
-        addr = address(obj)
+        addr = (int(info.fileno), int(info.addr))
         if isinstance(obj, h5py.Group) and addr in ancestors:
             what = note or "hard link"
             yield name, None, None, f"{what} to one of its own parent groups (a cycle)"

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Path", "NodeKind", "ValueKind", "ArrayMeta", "NonTensorPayload"]
+__all__ = ["Path", "NodeKind", "ValueKind", "ArrayMeta", "NonTensorPayload", "NewArray"]
 
 #: a key path: one str per level, relative to the backend's root group; ``()`` is the root
 Path = tuple[str, ...]
@@ -76,3 +76,17 @@ class NonTensorPayload:
         if data.ndim == 0:
             return cls(data.tolist())
         return cls(data.tolist(), is_stack=True, stack_shape=data.shape)
+
+
+@dataclass
+class NewArray:
+    """One numeric array to create with :meth:`Backend.create_arrays` (the arguments of
+    :meth:`Backend.create_array`)."""
+
+    path: Path
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    data: np.ndarray | None = None
+    attrs: Mapping[str, Any] | None = None
+    chunks: tuple[int, ...] | None = None
+    options: Mapping[str, Any] | None = None

@@ -42,11 +42,13 @@ from ptd.errors import (
     ReadOnlyError,
     UnsupportedOperationError,
 )
+from ptd.format.keynames import check_key_names
 from ptd.format.names import TD_NON_TENSOR_ATTR
-from ptd.storage.backends import zarr_codec
+from ptd.storage.backends import zarr_bulk, zarr_codec
 from ptd.storage.backends.base import (
     ArrayMeta,
     Backend,
+    NewArray,
     NodeKind,
     NonTensorPayload,
     Path,
@@ -283,6 +285,7 @@ class ZarrBackend(Backend):
     ) -> zarr.Array:
         """Create the array at ``path`` (an existing node is replaced) and fill it."""
         self._check_create(path)
+        self._check_name(path)
         parent = self._require_group(path[:-1])
         if self._get(path) is not None:
             self.delete(path)
@@ -398,6 +401,7 @@ class ZarrBackend(Backend):
         check_path(path, self._location)
         existing = self._get(path)
         if existing is None:
+            self._check_name(path)
             parent = self._require_group(path[:-1])
             self._changed()
             attributes = zarr_codec.jsonable(dict(attrs or {}))
@@ -430,6 +434,14 @@ class ZarrBackend(Backend):
                 **zarr_codec.jsonable(dict(attrs)),
             }
         self._new_array(path, shape, np.dtype(dtype), data, kwargs)
+
+    def create_arrays(self, specs: Sequence[NewArray]) -> None:
+        """Many arrays at once, concurrently (:func:`~ptd.storage.backends.zarr_bulk.create`)."""
+        zarr_bulk.create(self, specs)
+
+    def _check_name(self, path: Path) -> None:
+        """Refuse a name zarr cannot hold (a backslash, a metadata document's name...)."""
+        check_key_names("zarr", path, self._location)
 
     @staticmethod
     def _create_kwargs(
