@@ -18,7 +18,7 @@ from ptd.errors import ConvertError, PtdValueError
 from ptd.format.names import TD_STR_ATTR
 from ptd.format.shapes import fits
 from ptd.storage.backends.base import ArrayMeta, Backend, NewArray, NodeKind, Path, ValueKind
-from ptd.transfer.attrs import attrs_for, decode_str, is_column, user_attrs
+from ptd.transfer.attrs import attr_problem, attrs_for, decode_str, is_column, user_attrs
 from ptd.transfer.codecs import H5_FILTER, choose_codec, codec_options
 from ptd.transfer.options import ConvertOptions, ConvertResult
 from ptd.transfer.plan import dst_chunks
@@ -73,13 +73,27 @@ class Copier:
         self.done = 0
 
     # ------------------------------------------------------------------ structure
+    def attrs_for(self, path: Path, attrs: dict[str, Any]) -> dict[str, Any]:
+        """``attrs`` as the destination stores them; those it cannot hold unchanged are left
+        out and listed in ``result.not_copied`` (once per node and name)."""
+        ok: dict[str, Any] = {}
+        for name, value in attrs.items():
+            problem = attr_problem(self.fmt, value)
+            if problem is None:
+                ok[name] = value
+                continue
+            item = {"key": "/".join(path) or "/", "attr": name, "reason": problem}
+            if item not in self.result.not_copied:
+                self.result.not_copied.append(item)
+        return attrs_for(self.fmt, ok)
+
     def create(self) -> list[tuple[Path, int, int]]:
         """Write everything but the tensor data: attributes, groups, non-tensor entries,
         scalars and the (empty) arrays. Returns ``(path, rows per region, rows)`` of each array
         whose data is still to copy, region by region (:meth:`regions`)."""
         root_attrs = self.s.group_attrs.get((), {})
         if root_attrs:
-            self.dst.set_attrs((), attrs_for(self.fmt, root_attrs))
+            self.dst.set_attrs((), self.attrs_for((), root_attrs))
         arrays: list[tuple[Path, int, int]] = []
         small: list[tuple[NewArray, ArrayMeta]] = []
         small_bytes = 0
@@ -87,7 +101,7 @@ class Copier:
             if self.skip and any(path[:i] in self.skip for i in range(1, len(path) + 1)):
                 continue
             if kind is NodeKind.GROUP:
-                self.dst.create_group(path, attrs_for(self.fmt, self.s.group_attrs.get(path, {})))
+                self.dst.create_group(path, self.attrs_for(path, self.s.group_attrs.get(path, {})))
             elif meta is not None and meta.kind is ValueKind.NON_TENSOR:
                 self.copy_non_tensor(path, meta)
             elif meta is not None:
@@ -118,7 +132,7 @@ class Copier:
             shape,
             meta.dtype,
             data=data,
-            attrs=attrs_for(self.fmt, dict(meta.attrs)),
+            attrs=self.attrs_for(path, dict(meta.attrs)),
             chunks=chunks,
             options=options,
         )
@@ -229,7 +243,7 @@ class Copier:
                 self.dst.write_non_tensor(path, value, stack_shape=None)
         user = user_attrs(dict(meta.attrs))
         if user:
-            self.dst.set_attrs(path, attrs_for(self.fmt, user))
+            self.dst.set_attrs(path, self.attrs_for(path, user))
 
     # ------------------------------------------------------------------ data
     def advance(self, n: int) -> None:

@@ -144,11 +144,17 @@ def dst_chunks(
 
 
 # ----------------------------------------------------------------------------- leaves
-def copyable(meta: ArrayMeta) -> bool:
-    """Whether an unsupported leaf can still be copied as its raw values: compound types of
-    plain fields (both formats store them); references, vlen sequences and array types not."""
+def copyable(meta: ArrayMeta, fmt: str) -> bool:
+    """Whether an unsupported leaf can still be copied to ``fmt`` as its raw values: compound
+    types without objects to h5, of plain number fields to zarr; references, vlen sequences
+    and array types never."""
     dt = meta.dtype
-    return dt.fields is not None and not dt.hasobject and meta.kind is ValueKind.UNSUPPORTED
+    if dt.fields is None or dt.hasobject or meta.kind is not ValueKind.UNSUPPORTED:
+        return False
+    if fmt == "h5":
+        return True
+    fields = [dt.fields[n][0] for n in dt.names or ()]
+    return fmt == "zarr" and all(f.subdtype is None and f.kind in "biuf" for f in fields)
 
 
 def refusals(s: Scan, fmt: str) -> dict[Path, str]:
@@ -165,7 +171,7 @@ def refusals(s: Scan, fmt: str) -> dict[Path, str]:
             what = "group" if kind is NodeKind.GROUP else "key"
             out[path] = f"{what} {key!r} cannot be stored in {fmt} under its name: {why}"
         elif meta is not None and meta.kind is ValueKind.UNSUPPORTED:
-            if fmt in ("h5", "zarr") and copyable(meta):
+            if copyable(meta, fmt):
                 continue
             out[path] = f"key {key!r} holds {meta.unsupported}, which ptd cannot copy"
     return out

@@ -300,9 +300,9 @@ class H5Backend(Backend):
         self._ds_cache.pop(path, None)
         return parent, path[-1]
 
-    def _meta(self, path: Path, ds: h5py.Dataset) -> ArrayMeta:
+    def _meta(self, path: Path, ds: h5py.Dataset, dcpl: Any = None) -> ArrayMeta:
         dsid = ds.id
-        dcpl = dsid.get_create_plist()
+        dcpl = dcpl if dcpl is not None else dsid.get_create_plist()
         chunks = dcpl.get_chunk() if dcpl.get_layout() == h5py.h5d.CHUNKED else None
         return self._describe_array(
             path,
@@ -377,8 +377,9 @@ class H5Backend(Backend):
                 out.append((p, NodeKind.GROUP, None))
                 return
             try:
-                meta = self._meta(p, obj)
-                self._remember(p, obj)
+                dcpl = obj.id.get_create_plist()
+                meta = self._meta(p, obj, dcpl)
+                self._remember(p, obj, dcpl)
             except (TypeError, ValueError):
                 # a type h5py cannot map to numpy (e.g. an opaque tag naming no dtype):
                 # listed, and reading it raises an error naming the key

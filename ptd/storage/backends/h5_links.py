@@ -32,26 +32,20 @@ SKIP_EXTERNAL = "external link to {target}: not followed (it could read any file
 Link = tuple[str, Any, str | None, str | None]
 
 
-def address(obj: Any) -> tuple[int, int]:
-    """What identifies an HDF5 object: ``(file number, object address)``."""
-    info = h5py.h5o.get_info(obj.id)
-    return int(info.fileno), int(info.addr)
+def address(obj: Any) -> int:
+    """What identifies an HDF5 object within its file: its address."""
+    return int(h5py.h5o.get_info(obj.id).addr)
 
 
-def ancestors(root: h5py.Group, path: tuple[str, ...]) -> frozenset[tuple[int, int]]:
+def ancestors(root: h5py.Group, path: tuple[str, ...]) -> frozenset[int]:
     """The addresses of ``root`` and of each group on the way to ``path`` (included)."""
     return frozenset(address(root["/".join(path[:i])] if i else root) for i in range(len(path) + 1))
 
 
-def _names(group: h5py.Group) -> Iterator[tuple[str, bytes]]:
-    for bname in group.id.__iter__():
-        yield bname.decode("utf-8", errors="surrogateescape"), bname
-
-
 def child_links(
     group: h5py.Group,
-    ancestors: frozenset[tuple[int, int]],
-    first: dict[tuple[int, int], str],
+    ancestors: frozenset[int],
+    first: dict[int, str],
     key_of: Callable[[str], str],
 ) -> Iterator[Link]:
     """Each link of ``group`` in name order: ``(name, obj, link, skip)``.
@@ -64,12 +58,10 @@ def child_links(
     key of a child, for messages and ``first``.
     """
     links = group.id.links
-    for name, bname in _names(group):
-        try:
-            ltype = links.get_info(bname).type
-        except (KeyError, ValueError, RuntimeError) as err:
-            yield name, None, None, f"unreadable link ({err})"
-            continue
+    found: list[tuple[bytes, int, int]] = []
+    links.iterate(lambda bname, info: found.append((bname, info.type, info.u)), info=True)
+    for bname, ltype, where in found:
+        name = bname.decode("utf-8", errors="surrogateescape")
         note: str | None = None
         if ltype == h5py.h5l.TYPE_EXTERNAL:
             try:
@@ -87,21 +79,21 @@ def child_links(
             continue
         try:
             oid = h5py.h5o.open(group.id, bname)
-            info = h5py.h5o.get_info(oid)
+            # a hard link's info holds the object's address; a soft link's target is asked
+            addr = int(where) if note is None else int(h5py.h5o.get_info(oid).addr)
         except (KeyError, ValueError, RuntimeError, OSError):
             if note is not None:
                 yield name, None, None, f"dangling {note}, which does not exist"
             else:
                 yield name, None, None, "its object cannot be opened"
             continue
-        if info.type == h5py.h5o.TYPE_DATASET:
+        if isinstance(oid, h5py.h5d.DatasetID):
             obj: Any = h5py.Dataset(oid)
-        elif info.type == h5py.h5o.TYPE_GROUP:
+        elif isinstance(oid, h5py.h5g.GroupID):
             obj = h5py.Group(oid)
         else:
             yield name, None, None, "a named datatype, not data"
             continue
-        addr = (int(info.fileno), int(info.addr))
         if isinstance(obj, h5py.Group) and addr in ancestors:
             what = note or "hard link"
             yield name, None, None, f"{what} to one of its own parent groups (a cycle)"
@@ -121,8 +113,8 @@ def walk(
     visit: Callable[[tuple[str, ...], Any, str | None], None],
     skipped: Callable[[tuple[str, ...], str], None],
     *,
-    ancestors: frozenset[tuple[int, int]] | None = None,
-    first: dict[tuple[int, int], str] | None = None,
+    ancestors: frozenset[int] | None = None,
+    first: dict[int, str] | None = None,
 ) -> None:
     """Every link below ``group`` (at key ``path``), depth first in name order, parents first:
     ``visit(path, obj, link)`` for each listed one, ``skipped(path, reason)`` for the others.
