@@ -74,15 +74,14 @@ def main(
 def _one_line_warnings() -> None:
     """Warnings as one ``ptd: warning: ...`` line on stderr (no source line); zarr's notes
     about its own data types without a v3 specification are not shown."""
-    import sys
     import warnings
 
     warnings.filterwarnings("ignore", message=".*does not have a Zarr V3 specification")
 
-    def show(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
-        print(f"ptd: warning: {message}", file=file or sys.stderr)
+    def one_line(message, category, filename, lineno, line=None):  # type: ignore[no-untyped-def]
+        return f"ptd: warning: {message}\n"
 
-    warnings.showwarning = show
+    warnings.formatwarning = one_line
 
 
 # the commands, one module each under ptd_cli/commands (they import the library lazily)
