@@ -187,7 +187,7 @@ def test_links_are_listed_followed_and_skipped_by_name(tmp_path: Path, ptd_cli) 
     # validate reports them; convert copies each linked key once and names the skipped ones
     run = ptd_cli("validate", path, "--json")
     assert run.code == 1
-    assert {pr["code"] for pr in run.json["problems"]} == {"skipped_key"}
+    assert {pr["code"] for pr in run.json["reports"][0]["problems"]} == {"skipped_key"}
     out = tmp_path / "out.zarr"
     result = ptd.convert(path, out)
     assert {i["key"] for i in result.not_copied} == set(skipped)
