@@ -33,7 +33,7 @@ __all__ = ["copy_region", "Copier", "Region"]
 Region = tuple[Path, int, int]
 #: arrays of at most this many bytes are read whole and created in batches (concurrently on
 #: zarr), of at most BATCH_BYTES / BATCH_COUNT arrays each
-SMALL_BYTES = 256 << 10
+SMALL_BYTES = 64 << 10
 BATCH_BYTES = 32 << 20
 BATCH_COUNT = 4096
 
@@ -106,9 +106,14 @@ class Copier:
                 self.copy_non_tensor(path, meta)
             elif meta is not None:
                 nbytes = math.prod(meta.shape) * meta.dtype.itemsize
-                if nbytes <= SMALL_BYTES:
-                    # small arrays are read now and created together (concurrently on zarr)
-                    small.append((self.new_array(path, meta, self.src.read(path, ())), meta))
+                spec = self.new_array(path, meta) if nbytes <= SMALL_BYTES else None
+                if spec is not None and (
+                    not spec.shape or spec.chunks is None or spec.chunks[0] >= spec.shape[0]
+                ):
+                    # small arrays of one chunk are read now and created together
+                    # (concurrently on zarr)
+                    spec.data = self.src.read(path, ())
+                    small.append((spec, meta))
                     small_bytes += nbytes
                     if small_bytes >= BATCH_BYTES or len(small) >= BATCH_COUNT:
                         self.create_small(small)

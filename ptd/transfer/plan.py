@@ -232,9 +232,19 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> None:
     result.nbytes = total
 
 
+#: the free space a compressed leaf needs at least: its logical bytes divided by this
+COMPRESSED_RATIO_MAX = 1024
+
+
 def raw_nbytes(result: ConvertResult) -> int:
-    """Bytes the uncompressed leaves of the plan need in the destination."""
-    return sum(lp.nbytes for lp in result.plan if lp.kind != "group" and lp.dst_compression is None)
+    """Bytes the leaves of the plan need in the destination at least: the uncompressed ones'
+    logical bytes, a fraction of the compressed ones' (an absurd shape in damaged metadata is
+    refused before anything is written)."""
+    return sum(
+        lp.nbytes if lp.dst_compression is None else lp.nbytes // COMPRESSED_RATIO_MAX
+        for lp in result.plan
+        if lp.kind != "group"
+    )
 
 
 def refusal_error(result: ConvertResult, refused: dict[Path, str]) -> str:

@@ -254,6 +254,17 @@ def _fail_on_second_write(monkeypatch: pytest.MonkeyPatch, exc: BaseException) -
             return _original(self, path, selection, value)
 
         monkeypatch.setattr(cls, "write", write)
+        # small arrays are created with their data in batches: a batch is a write too
+        original_many = cls.create_arrays
+
+        def create_arrays(self, specs, _original=original_many):
+            before = calls["n"]
+            calls["n"] += len(specs)  # one write per array
+            if before < 2 <= calls["n"]:
+                raise exc
+            return _original(self, specs)
+
+        monkeypatch.setattr(cls, "create_arrays", create_arrays)
 
 
 @pytest.mark.parametrize(
