@@ -233,7 +233,7 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> None:
 
 
 #: the free space a compressed leaf needs at least: its logical bytes divided by this
-COMPRESSED_RATIO_MAX = 1024
+COMPRESSED_RATIO_MAX = 16
 
 
 def raw_nbytes(result: ConvertResult) -> int:
