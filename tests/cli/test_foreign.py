@@ -427,3 +427,14 @@ def test_create_arrays_replaces_and_checks_names(tmp_path: Path) -> None:
     finally:
         be.close()
     assert os.path.isdir(tmp_path / "b.zarr" / "g" / "b")
+
+
+def test_zarr_v2_at_a_url(tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = zarr.open_group("memory://i13-v2.zarr", mode="w", zarr_format=2)
+        g.create_array("a", shape=(4, 2), dtype="f4")[:] = np.ones((4, 2), "f4")
+    info = ptd.info("memory://i13-v2.zarr")
+    assert info.zarr_format == 2 and [e.key for e in info.entries] == ["a"]
+    ptd.convert("memory://i13-v2.zarr", tmp_path / "m.h5")
+    np.testing.assert_array_equal(_direct(tmp_path / "m.h5", "a"), np.ones((4, 2), "f4"))
