@@ -40,6 +40,7 @@ __all__ = [
     "ConvertError",
     "ArgumentError",
     "NotSupportedError",
+    "SkippedKeyWarning",
 ]
 
 
@@ -154,3 +155,8 @@ class ConvertError(PtdError, OSError):
 
 class KeysMismatchError(PtdKeyError, ValueError):
     """Tensordicts to be joined (``torch.cat``) do not have the same keys."""
+
+
+class SkippedKeyWarning(UserWarning):
+    """A key of a store that ptd does not list or read (an HDF5 external link, a dangling soft
+    link, a link cycle), named with the reason. Issued once per key and open store."""

@@ -68,6 +68,20 @@ def main(
 ) -> None:
     """[bold]ptd[/bold]: batched torch tensors stored in HDF5 files and Zarr v3 stores."""
     ctx.obj = CliState(debug=debug)
+    _one_line_warnings()
+
+
+def _one_line_warnings() -> None:
+    """Warnings as one ``ptd: warning: ...`` line on stderr (no source line); zarr's notes
+    about its own data types without a v3 specification are not shown."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*does not have a Zarr V3 specification")
+
+    def one_line(message, category, filename, lineno, line=None):  # type: ignore[no-untyped-def]
+        return f"ptd: warning: {message}\n"
+
+    warnings.formatwarning = one_line
 
 
 # the commands, one module each under ptd_cli/commands (they import the library lazily)

@@ -28,9 +28,22 @@ PTD_DTYPE_ATTR = "__ptd_dtype__"
 #: lists of non-numbers...), since h5 has no payload arrays; tensordict reads it as the string
 PTD_JSON_ATTR = "__ptd_json__"
 
+#: h5 node attribute listing the names of the attributes ptd stored as JSON object text (dicts;
+#: h5 has no mapping type); other string attributes are never decoded, even when they look
+#: like JSON
+PTD_JSON_ATTRS = "__ptd_json_attrs__"
+
 #: attributes ptd manages itself; user attributes are everything else
 RESERVED_ATTRS = frozenset(
-    {TD_META_ATTR, TD_STR_ATTR, TD_STACK_ATTR, TD_NON_TENSOR_ATTR, PTD_DTYPE_ATTR, PTD_JSON_ATTR}
+    {
+        TD_META_ATTR,
+        TD_STR_ATTR,
+        TD_STACK_ATTR,
+        TD_NON_TENSOR_ATTR,
+        PTD_DTYPE_ATTR,
+        PTD_JSON_ATTR,
+        PTD_JSON_ATTRS,
+    }
 )
 
 # --- memmap directories ----------------------------------------------------------------------
@@ -53,3 +66,5 @@ MEMMAP_NODE_FIELDS = frozenset({"shape", "device", "_type", "_format_version", "
 # --- format detection ------------------------------------------------------------------------
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 ZARR_JSON = "zarr.json"
+#: a Zarr v2 group's metadata document (v2 stores are read, never written)
+ZARR_V2_GROUP = ".zgroup"

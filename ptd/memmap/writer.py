@@ -63,7 +63,13 @@ import torch
 from ptd.core.base import TensorDictBase
 from ptd.core.dtypes import storage_dtype, to_storage
 from ptd.core.nontensor import NonTensorData, NonTensorStack
-from ptd.errors import PtdError, PtdTypeError, PtdValueError, StoreIOError
+from ptd.errors import (
+    PtdError,
+    PtdTypeError,
+    PtdValueError,
+    SkippedKeyWarning,
+    StoreIOError,
+)
 from ptd.format.names import (
     MEMMAP_FORMAT_VERSION,
     MEMMAP_META,
@@ -82,6 +88,7 @@ from ptd.memmap.loader import encode_key, load_dir, map_leaf
 from ptd.storage.limits import check_free_space, nbytes_of
 from ptd.storage.location import ReopenSpec, split_options
 from ptd.storage.publish import check_free_destination, make_temp_dir, publish, remove
+from ptd.transfer.plan import left_out_keys
 from ptd.transfer.slabs import slab_rows
 
 if TYPE_CHECKING:
@@ -110,6 +117,9 @@ class MemmapSummary:
     groups: int = 0  #: nested tensordicts
     pickled: int = 0  #: non-tensor entries that had to be pickled (not JSON)
     seconds: float = 0.0
+    #: keys of the source that were not written, each ``{"key", "reason"}``: skipped links
+    #: (HDF5 external or dangling), and with ``skip_unsupported`` the leaves ptd cannot copy
+    not_copied: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -135,9 +145,11 @@ class _Writer:
         self.progress = progress
         self.slab_bytes = slab_bytes
         self.summary = MemmapSummary(path=root)
+        #: keys ("a/b") left out, with their subtrees
+        self.skip: set[str] = set()
 
     # ------------------------------------------------------------------ nodes
-    def node(self, src: TensorDictBase, rel: str) -> _Node:
+    def node(self, src: TensorDictBase, rel: str, prefix: str = "") -> _Node:
         from ptd.persistent.persistent_tensordict import PersistentTensorDict
 
         here = os.path.join(self.root, rel)
@@ -153,6 +165,8 @@ class _Writer:
         used: set[str] = {MEMMAP_META}
         is_ptd = isinstance(src, PersistentTensorDict)
         for key in src._keys_str():
+            if self.skip and prefix + key in self.skip:
+                continue
             if key in MEMMAP_NODE_FIELDS:
                 raise PtdValueError(
                     f"cannot save key {key!r} of {src._location()} as a memmap: meta.json uses "
@@ -169,7 +183,7 @@ class _Writer:
             used.add(name)
             sub_rel = os.path.join(rel, name)
             if kind.kind == "nested":
-                plan.entries[key] = self.node(src._get_str(key), sub_rel)
+                plan.entries[key] = self.node(src._get_str(key), sub_rel, f"{prefix}{key}/")
                 meta[key] = {"type": "TensorDict"}
                 self.summary.groups += 1
             elif kind.kind == "tensor":
@@ -372,13 +386,15 @@ def _write(
     overwrite: bool,
     progress: Callable[[int], Any] | None,
     slab_bytes: int | None,
+    not_copied: dict[str, str] | None = None,
 ) -> tuple[_Node, MemmapSummary, str]:
     """Write ``src`` to ``dst`` (a fresh temporary directory when None); return the plan, the
-    summary and the directory."""
+    summary and the directory. ``not_copied``: keys to leave out ("a/b" -> why)."""
     start = time.perf_counter()
     if dst is None:
         root = tempfile.mkdtemp(prefix="ptd-memmap-")
         writer = _Writer(root, progress, slab_bytes)
+        writer.skip = set(not_copied or ())
         try:
             plan = writer.node(src, "")
         except BaseException:
@@ -400,6 +416,7 @@ def _write(
         check_free_space(os.path.dirname(root), tensor_nbytes(src), root)
         tmp = make_temp_dir(root)
         writer = _Writer(tmp, progress, slab_bytes)
+        writer.skip = set(not_copied or ())
         try:
             plan = writer.node(src, "")
             check_free_destination(root, overwrite, hint=_OVERWRITE_HINT)
@@ -411,6 +428,7 @@ def _write(
             raise
     writer.summary.path = root
     writer.summary.seconds = time.perf_counter() - start
+    writer.summary.not_copied = [{"key": k, "reason": r} for k, r in (not_copied or {}).items()]
     return plan, writer.summary, root
 
 
@@ -423,6 +441,7 @@ def export_memmap(
     allow_pickle: bool | None = None,
     slab_bytes: int | None = None,
     storage_options: dict[str, Any] | None = None,
+    skip_unsupported: bool = False,
 ) -> MemmapSummary:
     """Write ``src`` as a memmap directory at ``dst`` and return what was written.
 
@@ -437,6 +456,10 @@ def export_memmap(
             :data:`ptd.transfer.slabs.SLAB_BYTES`).
         storage_options: for a URL ``src`` (``s3://...``): the fsspec options (an error when
             neither ``src`` nor ``dst`` is a URL).
+        skip_unsupported: for a path ``src``: leave out the leaves ptd cannot copy (HDF5
+            references, vlen sequences, compound types) and list them in
+            ``summary.not_copied``; by default they are refused (UnsupportedDtypeError naming
+            the first). Skipped links (HDF5 external or dangling) are always left out, listed.
     """
     check_allow_pickle(allow_pickle)
     if isinstance(src, TensorDictBase):
@@ -446,19 +469,30 @@ def export_memmap(
     from ptd.persistent.persistent_tensordict import PersistentTensorDict
 
     loc = split_options(storage_options, src, dst)[0].detect()
+    left_out = left_out_keys(loc, "memmap", skip_unsupported)
     # opened as a streamed pass opens it (without memory maps), with its storage options
     stream = ReopenSpec.make(loc, "r").streaming()
     kwargs: dict[str, Any] = dict(stream.options, mode=stream.mode)
     if loc.options is not None:
         kwargs["storage_options"] = loc.options
-    if loc.format == "h5":
-        store = PersistentTensorDict.from_h5(loc.path, **kwargs)
-    else:
-        store = PersistentTensorDict.from_zarr(loc.path, allow_pickle=allow_pickle, **kwargs)
+    with warnings.catch_warnings():
+        # the skipped links are listed in the summary's not_copied
+        warnings.simplefilter("ignore", SkippedKeyWarning)
+        if loc.format == "h5":
+            store = PersistentTensorDict.from_h5(loc.path, **kwargs)
+        else:
+            store = PersistentTensorDict.from_zarr(loc.path, allow_pickle=allow_pickle, **kwargs)
     try:
-        return _write(
-            store, os.fspath(dst), overwrite=overwrite, progress=progress, slab_bytes=slab_bytes
-        )[1]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SkippedKeyWarning)
+            return _write(
+                store,
+                os.fspath(dst),
+                overwrite=overwrite,
+                progress=progress,
+                slab_bytes=slab_bytes,
+                not_copied=left_out,
+            )[1]
     finally:
         store.close()
 

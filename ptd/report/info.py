@@ -48,9 +48,14 @@ which are stable (new fields may be added; none is renamed or removed within a
     with one value per batch row), groups' ``batch_size``, ``batch_size_source`` (also
     ``"parent"``: a group that does not constrain its batch takes its parent's),
     ``stored_batch_size`` and ``metadata_problem`` (``null`` for leaves), and ``attrs`` (user
-    attributes, ``null`` unless asked for), and ``random_row_bytes`` (a tensor's bytes read and
-    decoded to return one random row: its row's size on the fast path, a whole chunk when
-    compressed; see :mod:`ptd.report.access`; ``null`` for others).
+    attributes, ``null`` unless asked for), ``link`` (an HDF5 soft or extra hard link: what
+    it links to, e.g. ``"soft link to /obs"``; ``null`` otherwise) and ``reason`` (an
+    unsupported leaf: what it holds, e.g. ``"HDF5 object references"``).
+``zarr_format``
+    ``2`` or ``3`` for a zarr store (v2 stores are read, never written), ``null`` for HDF5.
+``skipped``
+    keys the store holds that ptd does not list nor read, each ``{"key", "reason"}``: HDF5
+    external links (never followed), dangling soft links, links to their own parent group.
 ``consolidated``
     for a local zarr store whose consolidated metadata disagrees with the nodes really in it:
     one ``{"key", "code", "message"}`` per node missing from it, extra in it or different
@@ -112,6 +117,10 @@ class EntryInfo:
     metadata_problem: str | None = None
     attrs: dict[str, Any] | None = None
     random_row_bytes: int | None = None
+    #: an HDF5 soft or extra hard link: what it links to (``"soft link to /obs"``), else None
+    link: str | None = None
+    #: an unsupported leaf: what it holds (``"HDF5 object references"``), else None
+    reason: str | None = None
 
     @property
     def batch_shape(self) -> list[int]:
@@ -152,6 +161,10 @@ class StoreInfo:
     attrs: dict[str, Any] | None = None
     metadata_problem: str | None = None
     consolidated: list[dict[str, str]] = field(default_factory=list)
+    #: the Zarr format version (2 or 3) of a zarr store, None for HDF5
+    zarr_format: int | None = None
+    #: keys the store holds that are not listed nor read: ``{"key", "reason"}`` each
+    skipped: list[dict[str, str]] = field(default_factory=list)
     format_version: int = field(default=FORMAT_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
@@ -160,6 +173,7 @@ class StoreInfo:
             "format_version": d.pop("format_version"),
             "path": d.pop("path"),
             "format": d.pop("format"),
+            "zarr_format": d.pop("zarr_format"),
             "batch_size": d.pop("batch_size"),
             "batch_size_source": d.pop("batch_size_source"),
             "stored_batch_size": d.pop("stored_batch_size"),
@@ -169,6 +183,7 @@ class StoreInfo:
             **({"consolidated": d.pop("consolidated")} if self.consolidated else {}),
             "entries": d.pop("entries"),
             "totals": d.pop("totals"),
+            "skipped": d.pop("skipped"),
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -260,6 +275,7 @@ def info(
                             stored_batch_size=gb.stored,
                             metadata_problem=gb.problem or None,
                             attrs=user_attrs(s.group_attrs.get(q, {})) if attrs else None,
+                            link=s.links.get(q),
                         )
                     )
                 continue
@@ -279,6 +295,7 @@ def info(
                 compression=meta.compression,
                 stored_nbytes=stored,
                 attrs=user_attrs(dict(meta.attrs)) if attrs else None,
+                link=s.links.get(q),
             )
             if meta.kind is ValueKind.NUMERIC:
                 totals.tensors += 1
@@ -298,6 +315,7 @@ def info(
             else:
                 totals.unsupported += 1
                 e.kind = "unsupported"
+                e.reason = meta.unsupported
             if listed:
                 entries.append(e)
         if any_stored:
@@ -317,4 +335,6 @@ def info(
             depth=depth,
             attrs=user_attrs(s.group_attrs.get((), {})) if attrs else None,
             consolidated=[{"key": f.key, "code": f.code, "message": f.message} for f in stale],
+            zarr_format=be.format_version if fmt == "zarr" else None,
+            skipped=[{"key": "/".join(k), "reason": r} for k, r in s.skipped.items()],
         )

@@ -13,13 +13,14 @@ gets the same answer here as there: it is ignored (the batch size is inferred) a
 from __future__ import annotations
 
 import os
+import warnings
 import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ptd.errors import CorruptStoreError, PtdError
+from ptd.errors import CorruptStoreError, PtdError, SkippedKeyWarning
 from ptd.format.names import ZARR_JSON
 from ptd.format.shapes import fits
 from ptd.format.tdmeta import parse_td_meta
@@ -68,6 +69,10 @@ class Scan:
     batches: dict[Path, GroupBatch] = field(default_factory=dict)
     #: nodes whose metadata could not be read: path -> message
     errors: dict[Path, str] = field(default_factory=dict)
+    #: keys that link to other keys (h5 soft and extra hard links): path -> what they link to
+    links: dict[Path, str] = field(default_factory=dict)
+    #: keys the store holds that are not listed (dangling or external links): path -> reason
+    skipped: dict[Path, str] = field(default_factory=dict)
 
     @property
     def groups(self) -> list[Path]:
@@ -119,6 +124,21 @@ def scan(
     batch_size: Sequence[int] | None = None,
     batch_dims: int | None = None,
 ) -> Scan:
+    """Walk the whole store once and work out every group's batch size (see :func:`_scan`);
+    keys the store holds but ptd skips are reported in :attr:`Scan.skipped`, not warned."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SkippedKeyWarning)
+        return _scan(be, fmt, tolerant=tolerant, batch_size=batch_size, batch_dims=batch_dims)
+
+
+def _scan(
+    be: Backend,
+    fmt: str,
+    *,
+    tolerant: bool = False,
+    batch_size: Sequence[int] | None = None,
+    batch_dims: int | None = None,
+) -> Scan:
     """Walk the whole store once and work out every group's batch size.
 
     ``batch_size`` (the root's, given by the user) and ``batch_dims`` (infer the root's batch
@@ -150,7 +170,16 @@ def scan(
         elif meta is not None:
             tree._metas[path] = meta
     tree._children.update(children)
-    out = Scan(location=be.location, format=fmt, backend=be, tree=tree, nodes=nodes, errors=errors)
+    out = Scan(
+        location=be.location,
+        format=fmt,
+        backend=be,
+        tree=tree,
+        nodes=nodes,
+        errors=errors,
+        links=dict(be.walk_links),
+        skipped=dict(be.walk_skipped),
+    )
     for g in out.groups:
         try:
             out.group_attrs[g] = be.get_attrs(g)
@@ -270,8 +299,8 @@ def zarr_array_nbytes(
 
     def account(rel: str, size: int) -> None:
         parts = rel.split("/")
-        if parts[-1] == ZARR_JSON:
-            return
+        if parts[-1] in (ZARR_JSON, ".zarray", ".zattrs", ".zgroup", ".zmetadata"):
+            return  # metadata (v3 and v2), not chunks
         for i in range(1, len(parts)):
             hit = wanted.get("/".join(parts[:i]))
             if hit is not None:

@@ -75,6 +75,7 @@ PROBLEM_CODES = (
     "batch_mismatch",  # a leaf's leading dims are not its group's batch size
     "group_batch_mismatch",  # a nested group's stored batch size does not extend its parent's
     "unsupported_dtype",  # a leaf with no torch dtype
+    "skipped_key",  # a key ptd does not read: an HDF5 external or dangling link, a link cycle
     "missing_key",  # schema: a key the store lacks
     "unexpected_key",  # schema: a key the schema lacks
     "kind_mismatch",  # schema: group / tensor / non_tensor differ
@@ -218,6 +219,10 @@ def validate(
             for q, msg in s.errors.items()
         ]
         problems += from_consolidated(stale)
+        problems += [
+            Problem("/".join(q), "skipped_key", f"{'/'.join(q)!r} is not read: {reason}")
+            for q, reason in s.skipped.items()
+        ]
         metas: dict[Path, ArrayMeta] = {
             q: m for q, k, m in s.nodes if k is NodeKind.ARRAY and m is not None
         }
@@ -247,7 +252,9 @@ def validate(
                     Problem(
                         key,
                         "unsupported_dtype",
-                        f"{key!r} has dtype {meta.dtype}, which has no torch equivalent",
+                        f"{key!r} holds {meta.unsupported}, which ptd cannot represent"
+                        if meta.unsupported
+                        else f"{key!r} has dtype {meta.dtype}, which has no torch equivalent",
                         shape=list(meta.shape),
                         expected="a torch dtype",
                     )

@@ -20,7 +20,7 @@ from ptd.format.names import PTD_JSON_ATTR, RESERVED_ATTRS, TD_NON_TENSOR_ATTR
 from ptd.report.info import jsonable
 from ptd.storage.backends.base import ArrayMeta, ValueKind
 
-__all__ = ["attrs_for", "user_attrs", "decode_str", "is_column"]
+__all__ = ["attrs_for", "user_attrs", "decode_str", "is_column", "attr_problem"]
 
 
 def attrs_for(fmt: str, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -68,3 +68,81 @@ def is_column(meta: ArrayMeta, src_fmt: str) -> bool:
     if TD_NON_TENSOR_ATTR in meta.attrs or meta.attrs.get(PTD_JSON_ATTR):
         return False
     return meta.non_tensor_kind == "str" or (meta.non_tensor_kind == "bytes" and src_fmt == "zarr")
+
+
+def _what(value: Any) -> str:
+    name = type(value).__name__
+    if "Reference" in name:
+        return "HDF5 object references"
+    return f"a {name} value"
+
+
+def _json_problem(value: Any) -> str | None:
+    """Why JSON (zarr attributes) cannot hold ``value`` as it is, or None."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return None
+    if isinstance(value, (bytes, np.bytes_)):
+        try:
+            bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return "bytes that are not UTF-8 text (JSON has no bytes)"
+        return None
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "biuf":
+            return None
+        if value.dtype.kind == "c":
+            return "complex numbers (JSON has none)"
+        return _json_problem(value.tolist()) if value.dtype.kind in "USO" else _what(value)
+    if isinstance(value, np.generic):
+        return _json_problem(value.item()) if value.dtype.kind != "c" else "complex numbers"
+    if isinstance(value, dict):
+        for k, v in value.items():
+            problem = _json_problem(v) if isinstance(k, str) else "a mapping with non-str keys"
+            if problem:
+                return problem
+        return None
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            problem = _json_problem(v)
+            if problem:
+                return problem
+        return None
+    if isinstance(value, complex):
+        return "complex numbers (JSON has none)"
+    return _what(value)
+
+
+def attr_problem(fmt: str, value: Any) -> str | None:
+    """Why a ``fmt`` store cannot hold the attribute value ``value`` unchanged, or None.
+
+    >>> attr_problem("zarr", {"a": [1, "x"]}) is None, attr_problem("zarr", b"\\xff")
+    (True, 'bytes that are not UTF-8 text (JSON has no bytes)')
+    >>> attr_problem("h5", [1, "x"])
+    'a list mixing numbers and text (HDF5 attributes hold arrays of one type)'
+    """
+    if fmt == "zarr":
+        return _json_problem(value)
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, np.generic)):
+        return (
+            None if not isinstance(value, np.generic) or value.dtype.kind != "O" else _what(value)
+        )
+    if isinstance(value, dict):
+        return _json_problem(value)
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind != "O":
+            return None
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        if _all_str(value):
+            return None
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError):
+            return "a ragged list (HDF5 attributes hold rectangular arrays)"
+        if arr.dtype.kind in "biufc":
+            return None
+        if arr.dtype.kind == "O":
+            bad = next((v for v in np.ravel(arr) if not isinstance(v, (str, bytes))), None)
+            return _what(bad) if bad is not None else None
+        return "a list mixing numbers and text (HDF5 attributes hold arrays of one type)"
+    return _what(value)

@@ -98,17 +98,19 @@ def choose_codec(
         return compression, level
     parsed = parse_codec(meta.compression)
     if parsed is None:
+        codecs = [c.split("(")[0] for c in (meta.compression or "").split("+") if c]
+        other = [c for c in codecs if c not in ("shuffle", "fletcher32", "crc32c", "bytes")]
+        if other:
+            note = (
+                f"{'+'.join(other)} is none of ptd's codecs ({', '.join(COMPRESSIONS[1:])}): the "
+                "leaves compressed with it were written uncompressed (pass --compression to "
+                "choose one)"
+            )
+            if note not in notes:
+                notes.append(note)
         return None, None
     name, lvl = parsed
-    if fmt == "h5" and name != "gzip":
-        note = (
-            f"{name} has no built-in HDF5 filter: the leaves compressed with it were "
-            "written uncompressed (pass compression='gzip' / --compression gzip to "
-            "compress them)"
-        )
-        if note not in notes:
-            notes.append(note)
-        return None, None
+    # zstd, blosc and lz4 are HDF5 filter plugins, registered by hdf5plugin (a dependency)
     if lvl is not None:
         lo, hi = LEVELS[name]
         lvl = min(max(lvl, lo), hi)

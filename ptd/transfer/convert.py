@@ -35,7 +35,7 @@ Conversion notes
   and stay contiguous on h5.
 * Compression: ``compression=None`` keeps each leaf's codec when the destination has it (gzip
   on h5; gzip, zstd, blosc, lz4 on zarr), else stores it uncompressed. zstd, blosc and lz4 on
-  h5 need the HDF5 filter plugins (``HDF5_PLUGIN_PATH``).
+  h5 are HDF5 filter plugins, registered by ``hdf5plugin`` (a dependency of ptd).
 * String columns that are not marked as a stack (a plain h5py/zarr string array) become marked
   stacks (``__tensordict_stack__``) when their leading dims are their group's batch size, so
   they read as a ``NonTensorStack`` of their rows; others are kept as one value (a list).
@@ -67,6 +67,7 @@ def convert(
     overwrite: bool = False,
     dry_run: bool = False,
     allow_pickle: bool = False,
+    skip_unsupported: bool = False,
     progress: Callable[[int, int], None] | None = None,
     workers: int = 1,
     scheduler: Any = None,
@@ -91,6 +92,11 @@ def convert(
         overwrite: replace an existing ``dst`` (a local one only once the new one is complete).
         dry_run: plan only: nothing is written.
         allow_pickle: decode (and re-encode) pickled zarr entries; refused otherwise.
+        skip_unsupported: keys the destination cannot hold (HDF5 object/region references,
+            vlen sequences, compound types that zarr cannot store, names zarr reserves) are
+            left out and listed in ``result.not_copied``; by default the conversion is
+            refused, naming the first of them. Skipped links (HDF5 external and dangling soft
+            links) are always left out and listed there.
         progress: called as ``progress(bytes_done, bytes_total)`` after every slab.
         workers: copy this many chunk regions at a time on a thread pool (memory: about
             ``workers`` slabs of 16 MB, or of one source chunk when those are larger).
@@ -123,6 +129,7 @@ def convert(
         overwrite=overwrite,
         dry_run=dry_run,
         allow_pickle=allow_pickle,
+        skip_unsupported=skip_unsupported,
         workers=workers,
         scheduler=scheduler,
         storage_options=storage_options,

@@ -12,14 +12,14 @@ import threading
 import warnings
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ptd.errors import ConvertError, PtdValueError
 from ptd.format.names import TD_STR_ATTR
 from ptd.format.shapes import fits
 from ptd.storage import remote
-from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
-from ptd.transfer.attrs import attrs_for, decode_str, is_column, user_attrs
+from ptd.storage.backends.base import ArrayMeta, Backend, NewArray, NodeKind, Path, ValueKind
+from ptd.transfer.attrs import attr_problem, attrs_for, decode_str, is_column, user_attrs
 from ptd.transfer.codecs import H5_FILTER, codec_options
 from ptd.transfer.options import ConvertOptions, ConvertResult
 from ptd.transfer.plan import leaf_target
@@ -32,6 +32,11 @@ __all__ = ["copy_region", "Copier", "Region"]
 
 #: ``(path, start row, stop row)``: one chunk region of an array
 Region = tuple[Path, int, int]
+#: arrays of at most this many bytes are read whole and created in batches (concurrently on
+#: zarr), of at most BATCH_BYTES / BATCH_COUNT arrays each
+SMALL_BYTES = 64 << 10
+BATCH_BYTES = 32 << 20
+BATCH_COUNT = 4096
 
 
 def copy_region(src: Backend, dst: Backend, path: Path, start: int, stop: int) -> int:
@@ -54,8 +59,11 @@ class Copier:
         result: ConvertResult,
         *,
         progress: Callable[[int, int], None] | None = None,
+        skip: dict[Path, str] | None = None,
     ):
         self.s = s
+        #: nodes left out (with their subtrees): path -> why (see ``plan.refusals``)
+        self.skip = dict(skip or {})
         self.src = s.backend
         self.dst = dst
         self.options = options
@@ -68,24 +76,91 @@ class Copier:
         self.dst_remote = remote.is_remote(result.dst)
 
     # ------------------------------------------------------------------ structure
+    def attrs_for(self, path: Path, attrs: dict[str, Any]) -> dict[str, Any]:
+        """``attrs`` as the destination stores them; those it cannot hold unchanged are left
+        out and listed in ``result.not_copied`` (once per node and name)."""
+        ok: dict[str, Any] = {}
+        for name, value in attrs.items():
+            problem = attr_problem(self.fmt, value)
+            if problem is None:
+                ok[name] = value
+                continue
+            item = {"key": "/".join(path) or "/", "attr": name, "reason": problem}
+            if item not in self.result.not_copied:
+                self.result.not_copied.append(item)
+        return attrs_for(self.fmt, ok)
+
     def create(self) -> list[tuple[Path, int, int]]:
         """Write everything but the tensor data: attributes, groups, non-tensor entries,
         scalars and the (empty) arrays. Returns ``(path, rows per region, rows)`` of each array
         whose data is still to copy, region by region (:meth:`regions`)."""
         root_attrs = self.s.group_attrs.get((), {})
         if root_attrs:
-            self.dst.set_attrs((), attrs_for(self.fmt, root_attrs))
+            self.dst.set_attrs((), self.attrs_for((), root_attrs))
         arrays: list[tuple[Path, int, int]] = []
+        small: list[tuple[NewArray, ArrayMeta]] = []
+        small_bytes = 0
         for path, kind, meta in self.s.nodes:
+            if self.skip and any(path[:i] in self.skip for i in range(1, len(path) + 1)):
+                continue
             if kind is NodeKind.GROUP:
-                self.dst.create_group(path, attrs_for(self.fmt, self.s.group_attrs.get(path, {})))
+                self.dst.create_group(path, self.attrs_for(path, self.s.group_attrs.get(path, {})))
             elif meta is not None and meta.kind is ValueKind.NON_TENSOR:
                 self.copy_non_tensor(path, meta)
             elif meta is not None:
+                nbytes = math.prod(meta.shape) * meta.dtype.itemsize
+                spec = self.new_array(path, meta) if nbytes <= SMALL_BYTES else None
+                if spec is not None and (
+                    not spec.shape or spec.chunks is None or spec.chunks[0] >= spec.shape[0]
+                ):
+                    # small arrays of one chunk are read now and created together
+                    # (concurrently on zarr)
+                    spec.data = self.src.read(path, ())
+                    small.append((spec, meta))
+                    small_bytes += nbytes
+                    if small_bytes >= BATCH_BYTES or len(small) >= BATCH_COUNT:
+                        self.create_small(small)
+                        small, small_bytes = [], 0
+                    continue
                 job = self.create_array(path, meta)
                 if job is not None:
                     arrays.append(job)
+        self.create_small(small)
         return arrays
+
+    def new_array(self, path: Path, meta: ArrayMeta, data: Any = None) -> NewArray:
+        """The destination array of a source leaf: its chunks and codec in the destination."""
+        opts = self.options
+        shape = tuple(meta.shape)
+        target = leaf_target(meta, opts, self.fmt, self.result.notes, self.dst_remote)
+        chunks, name, level = target.chunks, target.codec, target.level
+        options = codec_options(self.fmt, name, level) if shape and 0 not in shape else {}
+        if target.shards:
+            options["shards"] = target.shards
+        return NewArray(
+            path,
+            shape,
+            meta.dtype,
+            data=data,
+            attrs=self.attrs_for(path, dict(meta.attrs)),
+            chunks=chunks,
+            options=options,
+        )
+
+    def create_small(self, small: list[tuple[NewArray, ArrayMeta]]) -> None:
+        """Create small arrays with their data in one :meth:`Backend.create_arrays` call; when
+        that fails, one by one (for the error naming the key)."""
+        if not small:
+            return
+        try:
+            self.dst.create_arrays([spec for spec, _ in small])
+        except PtdValueError:
+            for spec, meta in small:
+                if self.create_array(spec.path, meta) is not None:  # (scalars are copied)
+                    self.dst.write(spec.path, (), self.src.read(spec.path, ()))
+                    self.advance(math.prod(meta.shape) * meta.dtype.itemsize)
+            return
+        self.advance(sum(math.prod(m.shape) * m.dtype.itemsize for _, m in small))
 
     @staticmethod
     def regions(arrays: list[tuple[Path, int, int]]) -> list[Region]:
@@ -101,28 +176,25 @@ class Copier:
         codec; a scalar is copied at once. Returns ``(path, rows per region, rows)`` when
         there is data left to copy."""
         key = "/".join(path)
+        spec = self.new_array(path, meta)
+        shape, chunks = spec.shape, spec.chunks
         opts = self.options
-        shape = tuple(meta.shape)
-        target = leaf_target(meta, opts, self.fmt, self.result.notes, self.dst_remote)
-        chunks, name, level = target.chunks, target.codec, target.level
-        options = codec_options(self.fmt, name, level) if shape and 0 not in shape else {}
-        if target.shards:
-            options["shards"] = target.shards
+        name = leaf_target(meta, opts, self.fmt, [], self.dst_remote).codec
         try:
             self.dst.create_array(
                 path,
                 shape=shape,
                 dtype=meta.dtype,
-                attrs=attrs_for(self.fmt, dict(meta.attrs)),
+                attrs=spec.attrs,
                 chunks=chunks,
-                options=options,
+                options=spec.options,
             )
         except PtdValueError as err:
             if self.fmt == "h5" and name in H5_FILTER:
                 raise ConvertError(
-                    f"cannot write key {key!r} with {name} compression to HDF5: the {name} filter "
-                    "plugin is not available (install it and set HDF5_PLUGIN_PATH), or use "
-                    "--compression gzip"
+                    f"cannot write key {key!r} of {self.src.location} with {name} compression to "
+                    f"HDF5: the {name} filter plugin is not available (pip install hdf5plugin), "
+                    "or use --compression gzip"
                 ) from None
             if meta.kind is ValueKind.UNSUPPORTED:
                 raise ConvertError(
@@ -141,7 +213,7 @@ class Copier:
             shape,
             meta.dtype.itemsize,
             src_chunk_rows=meta.chunks[0] if meta.chunks else None,
-            dst_chunk_rows=(target.shards or chunks or (None,))[0],
+            dst_chunk_rows=((spec.options or {}).get("shards") or chunks or (None,))[0],
         )
         return path, rows, shape[0]
 
@@ -181,7 +253,7 @@ class Copier:
                 self.dst.write_non_tensor(path, value, stack_shape=None)
         user = user_attrs(dict(meta.attrs))
         if user:
-            self.dst.set_attrs(path, attrs_for(self.fmt, user))
+            self.dst.set_attrs(path, self.attrs_for(path, user))
 
     # ------------------------------------------------------------------ data
     def advance(self, n: int) -> None:

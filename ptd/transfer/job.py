@@ -16,16 +16,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from ptd.errors import ConvertError, PtdError
-from ptd.report.scan import Scan, scan
+from ptd.report.scan import Scan, scan, zarr_array_nbytes
 from ptd.storage import publish, remote
 from ptd.storage.backends.base import Backend
 from ptd.storage.limits import check_free_space
 from ptd.storage.location import StoreLocation
 from ptd.transfer.copy import Copier
 from ptd.transfer.options import ConvertOptions, ConvertResult
-from ptd.transfer.plan import check_destination, destination, plan_leaves, raw_nbytes
+from ptd.transfer.plan import (
+    check_destination,
+    destination,
+    plan_leaves,
+    raw_nbytes,
+    refusal_error,
+    refusals,
+)
 
 __all__ = ["Target", "Job", "planned", "failed", "finish"]
+
+#: the stored size of the destination's tensors is measured up to this many tensors
+STORED_SIZE_LEAVES = 2000
 
 
 @dataclass(frozen=True)
@@ -86,7 +96,8 @@ class Job:
     t0: float
 
     def copier(self, dst: Backend, progress: Callable[[int, int], None] | None) -> Copier:
-        return Copier(self.scan, dst, self.options, self.result, progress=progress)
+        skip = refusals(self.scan, self.result.dst_format)
+        return Copier(self.scan, dst, self.options, self.result, progress=progress, skip=skip)
 
 
 @contextmanager
@@ -111,6 +122,9 @@ def planned(opts: ConvertOptions) -> Iterator[Job]:
             src_bytes=src.nbytes(),
         )
         plan_leaves(s, opts, result)
+        refused = refusals(s, dst.format)
+        if refused and not opts.skip_unsupported:
+            raise ConvertError(refusal_error(result, refused))
         if not dst.is_remote and not opts.dry_run:  # uncompressed leaves need their bytes
             parent = os.path.dirname(os.path.abspath(dst.path))
             check_free_space(parent, raw_nbytes(result), dst.path)
@@ -128,8 +142,22 @@ def failed(err: BaseException, target: Target, out: Backend | None) -> BaseExcep
             pass
     target.discard()
     if isinstance(err, OSError) and not isinstance(err, PtdError):
-        return ConvertError(f"cannot write {target.dst.path}: {err}")
+        return ConvertError(f"cannot write {target.dst.path}: {_named(str(err), target)}")
+    if isinstance(err, PtdError):
+        msg = _named(str(err), target)
+        if msg != str(err):
+            try:
+                return type(err)(msg)
+            except Exception:  # noqa: BLE001 - an error class with other arguments
+                return ConvertError(msg)
     return err
+
+
+def _named(msg: str, target: Target) -> str:
+    """``msg`` naming the destination, never its hidden temporary sibling (which is gone)."""
+    if not target.remote and target.work.path != target.dst.path:
+        msg = msg.replace(target.work.path, target.dst.path)
+    return msg
 
 
 def finish(job: Job) -> ConvertResult:
@@ -140,11 +168,23 @@ def finish(job: Job) -> ConvertResult:
     result.seconds = time.perf_counter() - job.t0
     result.dst_bytes = target.dst.nbytes()
     try:
-        from ptd.report.info import info
-
-        result.stored_nbytes = info(
-            target.dst.path, depth=0, storage_options=target.dst.options
-        ).totals.stored_nbytes
+        result.stored_nbytes = _stored_nbytes(target.dst, result)
     except PtdError:  # pragma: no cover - the store we just wrote is readable
         pass
     return result
+
+
+def _stored_nbytes(dst: StoreLocation, result: ConvertResult) -> int | None:
+    """Bytes the tensors of the plan occupy in the written store (without listing it again:
+    zarr chunk files' sizes; h5 datasets' storage sizes)."""
+    paths = [tuple(lp.key.split("/")) for lp in result.plan if lp.kind == "tensor"]
+    if len(paths) > STORED_SIZE_LEAVES:
+        return None  # not worth opening every dataset again (ptd inspect tells)
+    if dst.format == "zarr":
+        sizes = zarr_array_nbytes(dst.path, paths, dst.options)
+        return sum(sizes.values()) if sizes else None
+    be = dst.open_stream()
+    try:
+        return sum(be.array_meta(p).stored_nbytes or 0 for p in paths)
+    finally:
+        be.close()

@@ -48,6 +48,9 @@ class ConvertOptions:
     overwrite: bool = False
     dry_run: bool = False
     allow_pickle: bool = False
+    #: leave out (and list as not copied) the keys the destination cannot hold, instead of
+    #: refusing the whole conversion
+    skip_unsupported: bool = False
     #: threads copying chunk regions (local conversion)
     workers: int = 1
     #: a Dask scheduler address, client or cluster, or None: convert locally
@@ -93,6 +96,7 @@ class ConvertOptions:
         overwrite: bool = False,
         dry_run: bool = False,
         allow_pickle: bool = False,
+        skip_unsupported: bool = False,
         workers: int = 1,
         scheduler: Any = None,
         storage_options: Mapping[str, Any] | None = None,
@@ -130,6 +134,7 @@ class ConvertOptions:
             overwrite=bool(overwrite),
             dry_run=bool(dry_run),
             allow_pickle=bool(allow_pickle),
+            skip_unsupported=bool(skip_unsupported),
             workers=workers,
             scheduler=scheduler,
             default_dst_options=default_dst,
@@ -181,6 +186,10 @@ class ConvertResult:
     regions: int = 0
     plan: list[LeafPlan] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: what the source holds that is not in the destination, each ``{"key", "reason"}`` (and
+    #: ``"attr"`` for an attribute): skipped links always, unsupported keys with
+    #: ``skip_unsupported`` (otherwise the conversion is refused)
+    not_copied: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def leaves(self) -> int:

@@ -13,9 +13,16 @@ import math
 import os
 from typing import TYPE_CHECKING, Any
 
-from ptd.errors import PtdValueError, ReadOnlyError, StoreExistsError, StoreNotFoundError
+from ptd.errors import (
+    PtdValueError,
+    ReadOnlyError,
+    StoreExistsError,
+    StoreNotFoundError,
+    UnsupportedDtypeError,
+)
+from ptd.format.keynames import refused_name
 from ptd.storage import remote
-from ptd.storage.backends.base import ArrayMeta, NodeKind, ValueKind
+from ptd.storage.backends.base import ArrayMeta, NodeKind, Path, ValueKind
 from ptd.storage.location import StoreLocation
 from ptd.transfer.codecs import choose_codec, describe
 from ptd.transfer.layouts import LeafLayout, random_access
@@ -33,6 +40,11 @@ __all__ = [
     "dst_chunks",
     "leaf_target",
     "plan_leaves",
+    "refusals",
+    "copyable",
+    "refusal_error",
+    "not_copyable",
+    "left_out_keys",
 ]
 
 #: target size of an automatic chunk, and the largest source chunk that is kept as is
@@ -147,12 +159,63 @@ def leaf_target(
 
 
 # ----------------------------------------------------------------------------- leaves
+def copyable(meta: ArrayMeta, fmt: str) -> bool:
+    """Whether an unsupported leaf can still be copied to ``fmt`` as its raw values: compound
+    types without objects to h5, of plain number fields to zarr; references, vlen sequences
+    and array types never."""
+    dt = meta.dtype
+    if dt.fields is None or dt.hasobject or meta.kind is not ValueKind.UNSUPPORTED:
+        return False
+    if fmt == "h5":
+        return True
+    fields = [dt.fields[n][0] for n in dt.names or ()]
+    return fmt == "zarr" and all(f.subdtype is None and f.kind in "biuf" for f in fields)
+
+
+def refusals(s: Scan, fmt: str) -> dict[Path, str]:
+    """The nodes a ``fmt`` destination cannot hold, with why (a group's covers its subtree):
+    names it cannot hold, and leaves ptd cannot copy (``"key 'c' holds HDF5 object
+    references, which ptd cannot copy"``)."""
+    out: dict[Path, str] = {}
+    for path, kind, meta in s.nodes:
+        if any(path[:i] in out for i in range(1, len(path))):
+            continue
+        key = "/".join(path)
+        why = refused_name(fmt, path[-1])
+        if why is not None:
+            what = "group" if kind is NodeKind.GROUP else "key"
+            out[path] = f"{what} {key!r} cannot be stored in {fmt} under its name: {why}"
+        elif meta is not None and meta.kind is ValueKind.UNSUPPORTED:
+            if copyable(meta, fmt):
+                continue
+            out[path] = f"key {key!r} holds {meta.unsupported}, which ptd cannot copy"
+    return out
+
+
+def not_copyable(loc: StoreLocation, fmt: str) -> tuple[dict[Path, str], dict[Path, str]]:
+    """``(skipped, refused)`` of the store at ``loc`` for a ``fmt`` destination (``"h5"``,
+    ``"zarr"`` or ``"memmap"``): the links a listing skips, and :func:`refusals`."""
+    from ptd.report.scan import open_stream, scan
+
+    with open_stream(loc) as be:
+        s = scan(be, be.name)
+        return dict(s.skipped), refusals(s, fmt)
+
+
 def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> None:
     """Fill ``result``'s plan and counts: one :class:`LeafPlan` per node of the scan, with
-    the chunks and codec each tensor gets in ``result.dst_format``."""
+    the chunks and codec each tensor gets in ``result.dst_format``; the nodes it cannot copy
+    (:func:`refusals`, and the links the scan skipped) go to ``result.not_copied``."""
     to = result.dst_format
     total = 0
+    refused = refusals(s, to)
+    for path, reason in s.skipped.items():
+        result.not_copied.append({"key": "/".join(path), "reason": reason})
+    for path, reason in refused.items():
+        result.not_copied.append({"key": "/".join(path), "reason": reason})
     for path, kind, meta in s.nodes:
+        if any(path[:i] in refused for i in range(1, len(path) + 1)):
+            continue
         key = "/".join(path)
         if kind is NodeKind.GROUP:
             result.groups += 1
@@ -185,6 +248,42 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> None:
     result.nbytes = total
 
 
+#: the free space a compressed leaf needs at least: its logical bytes divided by this
+COMPRESSED_RATIO_MAX = 16
+
+
 def raw_nbytes(result: ConvertResult) -> int:
-    """Bytes the uncompressed leaves of the plan need in the destination."""
-    return sum(lp.nbytes for lp in result.plan if lp.kind != "group" and lp.dst_compression is None)
+    """Bytes the leaves of the plan need in the destination at least: the uncompressed ones'
+    logical bytes, a fraction of the compressed ones' (an absurd shape in damaged metadata is
+    refused before anything is written)."""
+    return sum(
+        lp.nbytes if lp.dst_compression is None else lp.nbytes // COMPRESSED_RATIO_MAX
+        for lp in result.plan
+        if lp.kind != "group"
+    )
+
+
+def refusal_error(result: ConvertResult, refused: dict[Path, str]) -> str:
+    """The one line refusing a conversion because of ``refused`` nodes (the first named)."""
+    first = next(iter(refused.values()))
+    more = len(refused) - 1
+    also = f" (and {more} more key{'s' if more > 1 else ''})" if more else ""
+    return (
+        f"cannot convert {result.src} to {result.dst_format}: {first}{also}; pass "
+        "--skip-unsupported (skip_unsupported=True) to copy the rest and list these as not copied"
+    )
+
+
+def left_out_keys(loc: StoreLocation, fmt: str, skip_unsupported: bool) -> dict[str, str]:
+    """The keys (``"a/b"``) of the store at ``loc`` that a ``fmt`` copy leaves out, with why:
+    its skipped links, and its :func:`refusals` when ``skip_unsupported`` (otherwise they
+    raise UnsupportedDtypeError naming the first)."""
+    skipped, refused = not_copyable(loc, fmt)
+    if refused and not skip_unsupported:
+        first = next(iter(refused.values()))
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        raise UnsupportedDtypeError(
+            f"cannot write {loc.path} as a {fmt} copy: {first}{more}; pass skip_unsupported=True "
+            f"(--skip-unsupported) to write the rest"
+        )
+    return {"/".join(k): r for k, r in {**skipped, **refused}.items()}

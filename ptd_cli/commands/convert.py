@@ -90,6 +90,12 @@ def convert(
     allow_pickle: bool = typer.Option(
         False, "--allow-pickle", help="Decode pickled zarr entries (trusted files only)."
     ),
+    skip_unsupported: bool = typer.Option(
+        False,
+        "--skip-unsupported",
+        help="Copy the rest when some keys cannot be (HDF5 references, vlen sequences, names "
+        "zarr reserves); they are listed as not copied. Default: refuse, naming the key.",
+    ),
     json_: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     verify: bool = typer.Option(
         False,
@@ -123,7 +129,7 @@ def convert(
 
         target, _ = resolve_destination(src, dst, to.value if to else None, storage_options=options)
     with errors_handled(
-        ctx, target, interrupted=f"{target} was not written (nothing was left behind)"
+        ctx, src, interrupted=f"{target} was not written (nothing was left behind)"
     ):
         with byte_progress("converting", enabled=not dry_run and not json_) as update:
             try:
@@ -137,6 +143,7 @@ def convert(
                     overwrite=overwrite,
                     dry_run=dry_run,
                     allow_pickle=allow_pickle,
+                    skip_unsupported=skip_unsupported,
                     progress=update,
                     workers=workers,
                     scheduler=scheduler,
@@ -187,6 +194,7 @@ def convert(
             )
         )
         console.print(table)
+        print_not_copied(console, result, "would not be copied")
         console.print(
             f"dry run: would copy {plural(result.leaves, 'leaf', 'leaves')} "
             f"({plural(result.tensors, 'tensor')}, {plural(result.non_tensors, 'non-tensor')}) "
@@ -242,6 +250,17 @@ def print_summary(console: Any, result: Any, name: Callable[[str], str] = str) -
         )
     for note in result.notes:
         console.print(f"  note: {note}", markup=False)
+    print_not_copied(console, result)
+
+
+def print_not_copied(console: Any, result: Any, what: str = "not copied") -> None:
+    """One line per key (or attribute) of the source that is not in the destination."""
+    items = getattr(result, "not_copied", None) or []
+    if items:
+        console.print(f"  {plural(len(items), 'item')} {what}:", markup=False, style="yellow")
+    for item in items:
+        attr = f" attribute {item['attr']!r}" if item.get("attr") else ""
+        console.print(f"  {what}: {item['key']}{attr}: {item['reason']}", markup=False)
 
 
 def _c(chunks: list[int] | None) -> str:

@@ -98,7 +98,16 @@ def _type_text(e: EntryInfo) -> Text:
     if e.kind == "non_tensor":
         kind = e.non_tensor_kind or "other"
         return Text(f"{kind} stack" if e.stack else kind, style="magenta")
-    return Text(f"unsupported {e.storage_dtype}", style="red")
+    return Text(f"unsupported: {e.reason or e.storage_dtype}", style="red")
+
+
+def _link_target(link: str) -> str:
+    """``"soft link to /obs"`` -> ``"/obs"``, ``"hard link to 'obs'"`` -> ``"obs"`` (the JSON
+    keeps the full text)."""
+    for head in ("soft link to ", "hard link to "):
+        if link.startswith(head):
+            return link[len(head) :].strip("'")
+    return link
 
 
 def _tree_prefixes(entries: list[EntryInfo]) -> list[str]:
@@ -130,6 +139,10 @@ def render(info: StoreInfo, *, show_attrs: bool = False, checked: Any = None) ->
     head = Text()
     head.append(info.path, style="bold")
     head.append(f"  {info.format}", style="cyan")
+    if info.zarr_format is not None:
+        head.append(f" v{info.zarr_format}", style="cyan")
+        if info.zarr_format == 2:
+            head.append(" (read-only)", style="dim")
     head.append("  batch_size=")
     head.append(str(info.batch_size), style="bold cyan")
     head.append(f" ({_source(info.batch_size_source, info.stored_batch_size)})", style="dim")
@@ -137,6 +150,10 @@ def render(info: StoreInfo, *, show_attrs: bool = False, checked: Any = None) ->
     for where, problem in _metadata_problems(info):
         warn = Text("warning: ", style="bold yellow")
         warn.append(f"{where}: {problem}" if where else problem)
+        console.print(warn)
+    for item in info.skipped:
+        warn = Text("skipped: ", style="bold yellow")
+        warn.append(f"{item['key']}: {item['reason']}")
         console.print(warn)
     for c in info.consolidated:
         warn = Text("warning: ", style="bold yellow")
@@ -173,6 +190,8 @@ def render(info: StoreInfo, *, show_attrs: bool = False, checked: Any = None) ->
         key.append(
             e.name + ("/" if e.kind == "group" else ""), style="bold" if e.kind == "group" else ""
         )
+        if e.link:
+            key.append(" -> " + _link_target(e.link), style="dim italic")
         if e.kind == "group":
             shape = Text("batch ")
             shape.append(str(e.batch_size), style="bold cyan")

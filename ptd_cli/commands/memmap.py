@@ -37,6 +37,12 @@ def memmap(
     allow_pickle: bool = typer.Option(
         False, "--allow-pickle", help="Decode pickled zarr entries (trusted files only)."
     ),
+    skip_unsupported: bool = typer.Option(
+        False,
+        "--skip-unsupported",
+        help="Write the rest when some leaves cannot be (HDF5 references, vlen sequences, "
+        "compound types); they are listed as not copied. Default: refuse, naming the key.",
+    ),
     json_: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     storage_option: Annotated[
         list[str] | None,
@@ -44,7 +50,7 @@ def memmap(
     ] = None,
 ) -> None:
     options = parse_storage_options(storage_option)
-    with errors_handled(ctx, dst):
+    with errors_handled(ctx, src):
         import ptd
         from ptd.errors import PickleRefusedError, StoreExistsError
         from ptd.memmap import export_memmap
@@ -66,6 +72,7 @@ def memmap(
                     progress=advance,
                     allow_pickle=allow_pickle,
                     storage_options=options,
+                    skip_unsupported=skip_unsupported,
                 )
             except PickleRefusedError as err:
                 raise fail(f"{src}: {err} (ptd memmap --allow-pickle)") from None
@@ -94,3 +101,6 @@ def print_summary(console: Any, src: str, summary: Any, name: Callable[[str], st
         + (f"; {summary.pickled} non-tensor entries pickled" if summary.pickled else ""),
         markup=False,
     )
+    from .convert import print_not_copied
+
+    print_not_copied(console, summary)

@@ -36,6 +36,8 @@ ENTRY_FIELDS = {
     "stored_batch_size",
     "metadata_problem",
     "attrs",
+    "link",
+    "reason",
 }
 TOP_FIELDS = {
     "format_version",
@@ -49,6 +51,8 @@ TOP_FIELDS = {
     "attrs",
     "entries",
     "totals",
+    "zarr_format",
+    "skipped",
 }
 TOTAL_FIELDS = {
     "groups",

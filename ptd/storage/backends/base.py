@@ -20,6 +20,7 @@ value types (:class:`ArrayMeta`...) live in :mod:`ptd.storage.backends.meta`, th
 from __future__ import annotations
 
 import functools
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -32,12 +33,20 @@ from ptd.errors import (
     PtdKeyError,
     PtdValueError,
     ReadOnlyError,
+    SkippedKeyWarning,
 )
 from ptd.format.dtypes import torch_dtype_name
 from ptd.format.names import TD_STACK_ATTR
 from ptd.format.payload import parse_stack_shape
 from ptd.storage.backends.guard import GUARDED, guard_methods, translate_error
-from ptd.storage.backends.meta import ArrayMeta, NodeKind, NonTensorPayload, Path, ValueKind
+from ptd.storage.backends.meta import (
+    ArrayMeta,
+    NewArray,
+    NodeKind,
+    NonTensorPayload,
+    Path,
+    ValueKind,
+)
 from ptd.storage.backends.selection import Selection, fit_write_value, selection_shape
 
 if TYPE_CHECKING:
@@ -49,6 +58,7 @@ __all__ = [
     "NodeKind",
     "ValueKind",
     "ArrayMeta",
+    "NewArray",
     "NonTensorPayload",
     "Path",
     "Selection",
@@ -116,6 +126,12 @@ class Backend(ABC):
         #: the reader of chunked, compressed arrays that decodes chunks in parallel through a
         #: chunk cache (:mod:`ptd.storage.backends.chunk_read`), set by the subclass, or None
         self._chunked: Any = None
+        #: keys that are links to other keys (h5 soft/extra hard links), found by listing:
+        #: path -> what it links to (``"soft link to /obs"``)
+        self.walk_links: dict[Path, str] = {}
+        #: keys the store holds but ptd does not list (dangling or external links...), found
+        #: by listing: path -> the reason
+        self.walk_skipped: dict[Path, str] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -163,6 +179,11 @@ class Backend(ABC):
     @property
     def writable(self) -> bool:
         return self._writable and not self.closed
+
+    @property
+    def format_version(self) -> int | None:
+        """The store format's version where it has several (Zarr: 2 or 3), else None."""
+        return None
 
     @property
     def location(self) -> str:
@@ -230,6 +251,20 @@ class Backend(ABC):
         one chunk for zarr). ``options`` are the user's creation kwargs
         (``compression=...`` for h5, ``compressors=...`` for zarr...), passed through.
         """
+
+    def create_arrays(self, specs: Sequence[NewArray]) -> None:
+        """Create (and fill) many arrays: :meth:`create_array` for each by default; backends
+        that can create nodes concurrently override it (zarr)."""
+        for spec in specs:
+            self.create_array(
+                spec.path,
+                shape=spec.shape,
+                dtype=spec.dtype,
+                data=spec.data,
+                attrs=spec.attrs,
+                chunks=spec.chunks,
+                options=spec.options,
+            )
 
     def delete(self, path: Path) -> None:
         """Delete the node at ``path``; a missing node raises PtdKeyError."""
@@ -422,6 +457,16 @@ class Backend(ABC):
         return False
 
     # --- helpers shared by both implementations ----------------------------------------------
+    def _skip(self, path: Path, reason: str) -> None:
+        """Record a key the store holds that is not listed, warning the first time."""
+        if path not in self.walk_skipped:
+            self.walk_skipped[path] = reason
+            warnings.warn(
+                f"key {self.key_str(path)!r} of {self._location} is skipped: {reason}",
+                SkippedKeyWarning,
+                stacklevel=3,
+            )
+
     @staticmethod
     def key_str(path: Path) -> str:
         return "/".join(path) if path else "/"
@@ -513,6 +558,9 @@ class Backend(ABC):
             stored_nbytes=stored_nbytes,
             non_tensor_kind=name if kind is ValueKind.NON_TENSOR else None,
             stack_shape=stack_shape,
+            unsupported=(name or f"the type {dtype}, which torch cannot represent")
+            if kind is ValueKind.UNSUPPORTED
+            else None,
         )
 
 

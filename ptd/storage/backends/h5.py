@@ -36,7 +36,7 @@ from ptd.errors import (
     ReadOnlyError,
     UnsupportedOperationError,
 )
-from ptd.storage.backends import h5_codec
+from ptd.storage.backends import h5_codec, h5_links, h5_plugins
 from ptd.storage.backends.base import (
     ArrayMeta,
     Backend,
@@ -77,16 +77,6 @@ _DIRECT_READ_BYTES = 1 << 20
 _SPAN_BYTES = 256 << 10
 _SPAN_RATIO = 2
 
-_FILTER_NAMES = {
-    h5py.h5z.FILTER_DEFLATE: "gzip",
-    h5py.h5z.FILTER_SHUFFLE: "shuffle",
-    h5py.h5z.FILTER_FLETCHER32: "fletcher32",
-    h5py.h5z.FILTER_SZIP: "szip",
-    h5py.h5z.FILTER_NBIT: "nbit",
-    h5py.h5z.FILTER_SCALEOFFSET: "scaleoffset",
-    h5py.h5z.FILTER_LZF: "lzf",
-}
-
 
 class _Entry(NamedTuple):
     """A cached dataset and what reads need of it."""
@@ -119,20 +109,6 @@ def _read_span(
                 return np.take(ds[spanned], item - lo, axis=axis)
             return ds[selection]
     return ds[selection]
-
-
-def _compression(dcpl: Any) -> str | None:
-    """The filters of a chunked dataset's creation property list, e.g. ``"shuffle+gzip(4)"``."""
-    if not dcpl.get_nfilters():
-        return None
-    names = []
-    for i in range(dcpl.get_nfilters()):
-        code, _flags, values, _name = dcpl.get_filter(i)
-        name = _FILTER_NAMES.get(code, f"filter{code}")
-        if code == h5py.h5z.FILTER_DEFLATE and values:
-            name = f"gzip({values[0]})"
-        names.append(name)
-    return "+".join(names)
 
 
 class H5Backend(Backend):
@@ -201,6 +177,7 @@ class H5Backend(Backend):
         (``s3://...``, with ``storage_options``) is opened read-only.
         """
         check_mode(mode)
+        h5_plugins.load()  # blosc, zstd, lz4... filters (hdf5plugin)
         opts = {"fast_path": fast_path, "chunk_cache": chunk_cache}
         if isinstance(target, (h5py.File, h5py.Group)):
             if not target.id.valid:
@@ -274,12 +251,17 @@ class H5Backend(Backend):
         node = self._node(path)
         if not isinstance(node, h5py.Dataset):
             raise self._wrong_kind(path, NodeKind.GROUP)
+        entry = self._remember(path, node)
+        if data and path in self._outside:
+            self._refuse_outside(path)
+        return entry
+
+    def _remember(self, path: Path, node: h5py.Dataset, dcpl: Any = None) -> _Entry:
+        """Cache the dataset ``node`` found at ``path`` (noting data outside the file)."""
         dsid = node.id
-        dcpl = dsid.get_create_plist()
+        dcpl = dcpl if dcpl is not None else dsid.get_create_plist()
         if dcpl.get_layout() == h5py.h5d.VIRTUAL or dcpl.get_external_count():
             self._outside.add(path)
-            if data:
-                self._refuse_outside(path)
         shape, dtype = dsid.shape, dsid.dtype
         entry = _Entry(node, shape, dtype, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
         self._ds_cache[path] = entry
@@ -327,9 +309,9 @@ class H5Backend(Backend):
         self._ds_cache.pop(path, None)
         return parent, path[-1]
 
-    def _meta(self, path: Path, ds: h5py.Dataset) -> ArrayMeta:
+    def _meta(self, path: Path, ds: h5py.Dataset, dcpl: Any = None) -> ArrayMeta:
         dsid = ds.id
-        dcpl = dsid.get_create_plist()
+        dcpl = dcpl if dcpl is not None else dsid.get_create_plist()
         chunks = dcpl.get_chunk() if dcpl.get_layout() == h5py.h5d.CHUNKED else None
         return self._describe_array(
             path,
@@ -337,14 +319,19 @@ class H5Backend(Backend):
             dsid.dtype,
             h5_codec.read_attrs(ds),
             chunks=chunks,
-            compression=None if chunks is None else _compression(dcpl),
+            compression=None if chunks is None else h5_plugins.describe_pipeline(dcpl),
             stored_nbytes=dsid.get_storage_size(),
         )
 
     def _value_kind(
         self, dtype: np.dtype, attrs: Mapping[str, Any]
     ) -> tuple[ValueKind, str | None]:
-        """h5py's type metadata first: tensordict's non-tensor types, then torch's dtypes."""
+        """h5py's type metadata first: the types ptd cannot copy (references, vlen sequences,
+        compound types: ``(UNSUPPORTED, reason)``), tensordict's non-tensor types, then
+        torch's dtypes."""
+        reason = h5_codec.unsupported_reason(dtype)
+        if reason is not None:
+            return ValueKind.UNSUPPORTED, reason
         nt = h5_codec.non_tensor_kind(dtype, attrs)
         if nt is not None:
             return ValueKind.NON_TENSOR, nt
@@ -366,18 +353,19 @@ class H5Backend(Backend):
         return None
 
     def children(self, path: Path) -> list[tuple[str, NodeKind]]:
+        """Each link of the group that reaches a dataset or group in this file (soft links and
+        extra hard links included, see :mod:`~ptd.storage.backends.h5_links`); the others
+        (dangling, external, cyclic) are left out and recorded in :attr:`walk_skipped`, with a
+        :class:`~ptd.errors.SkippedKeyWarning` the first time."""
         group = self._group(path)
+        ancestors = h5_links.ancestors(self._root, path)
         out = []
-        for name in group:
-            try:
-                if group.get(name, getclass=True, getlink=True) is h5py.ExternalLink:
-                    continue  # another file: never followed (walk does not list them either)
-                cls = group.get(name, getclass=True)
-            except (KeyError, ValueError):  # a dangling link
-                continue
-            if cls is h5py.Dataset:
+        for name, obj, _note, skip in h5_links.child_links(group, ancestors, {}, lambda n: n):
+            if skip is not None:
+                self._skip(path + (name,), skip)
+            elif isinstance(obj, h5py.Dataset):
                 out.append((name, NodeKind.ARRAY))
-            elif cls is h5py.Group:
+            else:
                 out.append((name, NodeKind.GROUP))
         return out
 
@@ -385,35 +373,37 @@ class H5Backend(Backend):
         return self._meta(path, self._entry(path, data=False).ds)
 
     def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
-        """One ``H5Ovisit`` pass (name order, parents first), opening only the datasets."""
+        """One pass over the links below ``path`` (name order, parents first), opening only
+        the datasets; links are followed as :meth:`children` says, and noted in
+        :attr:`walk_links`."""
         group = self._group(path)
-        gid = group.id
         out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
-        h5o = h5py.h5o
 
-        def visit(name: bytes, info: Any) -> None:
-            if name == b".":
-                return
-            p = path + tuple(name.decode("utf-8").split("/"))
-            if info.type == h5o.TYPE_GROUP:
+        def visit(p: Path, obj: Any, note: str | None) -> None:
+            if note is not None:
+                self.walk_links[p] = note
+            if isinstance(obj, h5py.Group):
                 out.append((p, NodeKind.GROUP, None))
-            elif info.type == h5o.TYPE_DATASET:
-                ds = h5py.Dataset(h5o.open(gid, name))
-                try:
-                    meta = self._meta(p, ds)
-                except (TypeError, ValueError):
-                    # a type h5py cannot map to numpy (e.g. an opaque tag naming no dtype):
-                    # listed, and reading it raises an error naming the key
-                    meta = ArrayMeta(
-                        path=p,
-                        shape=ds.id.shape,
-                        dtype=np.dtype(f"V{ds.id.get_type().get_size()}"),
-                        kind=ValueKind.UNSUPPORTED,
-                        torch_dtype=None,
-                    )
-                out.append((p, NodeKind.ARRAY, meta))
+                return
+            try:
+                dcpl = obj.id.get_create_plist()
+                meta = self._meta(p, obj, dcpl)
+                self._remember(p, obj, dcpl)
+            except (TypeError, ValueError):
+                # a type h5py cannot map to numpy (e.g. an opaque tag naming no dtype):
+                # listed, and reading it raises an error naming the key
+                meta = ArrayMeta(
+                    path=p,
+                    shape=obj.id.shape,
+                    dtype=np.dtype(f"V{obj.id.get_type().get_size()}"),
+                    kind=ValueKind.UNSUPPORTED,
+                    torch_dtype=None,
+                )
+            out.append((p, NodeKind.ARRAY, meta))
 
-        h5o.visit(gid, visit, info=True)
+        h5_links.walk(
+            group, path, visit, self._skip, ancestors=h5_links.ancestors(self._root, path)
+        )
         return out
 
     def create_group(self, path: Path, attrs: Mapping[str, Any] | None = None) -> None:
@@ -543,6 +533,16 @@ class H5Backend(Backend):
             # h5py broadcasts element by element: expand a broadcast view in memory first
             value = np.ascontiguousarray(value)
         handle.ds[selection if selection else ()] = value
+
+    def _read_error(self, path: Path, selection: Selection, err: Exception) -> PtdError:
+        missing = h5_plugins.missing_filters(self._entry(path, data=False).ds.id.get_create_plist())
+        if not missing:
+            return super()._read_error(path, selection, err)
+        self._check_open(self.key_str(path))
+        return UnsupportedOperationError(
+            f"cannot read key {self.key_str(path)!r} of {self._location}: it is compressed with "
+            f"{', '.join(missing)}, which is not available here (pip install hdf5plugin)"
+        )
 
     def _write_error(self, key: str, err: Exception) -> PtdError:
         self._check_open(key)

@@ -23,12 +23,19 @@ import h5py
 import numpy as np
 
 from ptd.errors import PtdTypeError, PtdValueError
-from ptd.format.names import PTD_JSON_ATTR, TD_STACK_ATTR, TD_STR_ATTR
+from ptd.format.names import (
+    PTD_JSON_ATTR,
+    PTD_JSON_ATTRS,
+    TD_META_ATTR,
+    TD_STACK_ATTR,
+    TD_STR_ATTR,
+)
 from ptd.format.payload import all_of_type, encode_json, nested_to_array, parse_stack_shape
 from ptd.storage.backends.meta import NonTensorPayload
 from ptd.storage.backends.selection import Selection
 
 __all__ = [
+    "unsupported_reason",
     "read_attrs",
     "write_attrs",
     "non_tensor_kind",
@@ -63,8 +70,15 @@ def _plain(value: Any) -> Any:
         return value.item()
     if isinstance(value, h5py.Empty):
         return None
+    return value
+
+
+def _json_object(value: Any) -> Any:
+    """A dict stored as JSON object text (see :func:`_attr_value`) decoded; anything else as
+    it is."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="replace")
     if isinstance(value, str) and value.startswith("{"):
-        # dicts are stored as JSON object text (see _attr_value)
         try:
             decoded = json.loads(value)
         except ValueError:
@@ -106,11 +120,19 @@ def read_attrs(obj: h5py.HLObject) -> dict[str, Any]:
         if _holds_raw_objects(dt):
             continue  # an opaque tag naming python objects: reading it would crash h5py
         out[k] = _plain(attrs[k])
+    # only the attributes ptd stored as JSON objects are decoded: a user's string that looks
+    # like JSON (robomimic's env_args) stays a string
+    listed = out.pop(PTD_JSON_ATTRS, None)
+    names = {TD_META_ATTR} | (set(listed) if isinstance(listed, list) else set())
+    for k in names & out.keys():
+        out[k] = _json_object(out[k])
     return out
 
 
 def write_attrs(obj: h5py.HLObject, attrs: Mapping[str, Any], key: str, location: str) -> None:
     """Set ``attrs`` on ``obj`` (key ``key`` of ``location``, for the error)."""
+    as_json: set[str] = set()
+    plain: set[str] = set()
     for name, value in attrs.items():
         try:
             obj.attrs[name] = _attr_value(value)
@@ -118,6 +140,26 @@ def write_attrs(obj: h5py.HLObject, attrs: Mapping[str, Any], key: str, location
             raise PtdTypeError(
                 f"cannot store attribute {name!r}={value!r} on key {key!r} in {location}: {err}"
             ) from None
+        (as_json if isinstance(value, Mapping) and name != TD_META_ATTR else plain).add(name)
+    _mark_json(obj, as_json, plain)
+
+
+def _mark_json(obj: h5py.HLObject, as_json: set[str], plain: set[str]) -> None:
+    """Keep the list of attributes stored as JSON objects (``__ptd_json_attrs__``) up to date:
+    ``as_json`` were just written as JSON, ``plain`` as anything else."""
+    old = obj.attrs.get(PTD_JSON_ATTRS) if PTD_JSON_ATTRS in obj.attrs else None
+    listed = (
+        {n.decode() if isinstance(n, bytes) else str(n) for n in np.atleast_1d(old)}
+        if (old is not None)
+        else set()
+    )
+    new = (listed - plain) | as_json
+    if new == listed:
+        return
+    if new:
+        obj.attrs[PTD_JSON_ATTRS] = np.array(sorted(new), dtype=h5py.string_dtype())
+    elif PTD_JSON_ATTRS in obj.attrs:
+        del obj.attrs[PTD_JSON_ATTRS]
 
 
 # --- types -----------------------------------------------------------------------------------
@@ -150,6 +192,24 @@ def _holds_raw_objects(dt: np.dtype) -> bool:
     if dt.fields:
         return any(_holds_raw_objects(field[0]) for field in dt.fields.values())
     return False
+
+
+def unsupported_reason(dt: np.dtype) -> str | None:
+    """What a dataset of ``dt`` holds when ptd cannot copy it as a tensor or a non-tensor
+    (``"HDF5 object references"``...), or None."""
+    ref = h5py.check_ref_dtype(dt)
+    if ref is h5py.RegionReference:
+        return "HDF5 region references"
+    if ref is not None:
+        return "HDF5 object references"
+    base = h5py.check_vlen_dtype(dt)
+    if base is not None and h5py.check_string_dtype(dt) is None:
+        return f"variable-length sequences (vlen of {np.dtype(base)})"
+    if dt.fields is not None:
+        return f"a compound type ({', '.join(dt.names or ())})"
+    if dt.subdtype is not None:
+        return f"an HDF5 array type ({dt.subdtype[0]} x {list(dt.subdtype[1])})"
+    return None
 
 
 def non_tensor_kind(dt: np.dtype, attrs: Mapping[str, Any]) -> str | None:

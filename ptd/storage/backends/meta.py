@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Path", "NodeKind", "ValueKind", "ArrayMeta", "NonTensorPayload"]
+__all__ = ["Path", "NodeKind", "ValueKind", "ArrayMeta", "NonTensorPayload", "NewArray"]
 
 #: a key path: one str per level, relative to the backend's root group; ``()`` is the root
 Path = tuple[str, ...]
@@ -58,6 +58,8 @@ class ArrayMeta:
     #: a sharded zarr array: the chunk shape inside each shard (``chunks`` is the shard's); a
     #: read decodes whole inner chunks only. None for unsharded arrays
     inner_chunks: tuple[int, ...] | None = None
+    #: for unsupported arrays: what they hold, for messages (``"HDF5 object references"``)
+    unsupported: str | None = None
 
 
 @dataclass
@@ -77,3 +79,17 @@ class NonTensorPayload:
         if data.ndim == 0:
             return cls(data.tolist())
         return cls(data.tolist(), is_stack=True, stack_shape=data.shape)
+
+
+@dataclass
+class NewArray:
+    """One numeric array to create with :meth:`Backend.create_arrays` (the arguments of
+    :meth:`Backend.create_array`)."""
+
+    path: Path
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    data: np.ndarray | None = None
+    attrs: Mapping[str, Any] | None = None
+    chunks: tuple[int, ...] | None = None
+    options: Mapping[str, Any] | None = None

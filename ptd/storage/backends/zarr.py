@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 import zarr
-from zarr.abc.codec import BytesBytesCodec
 from zarr.abc.store import Store
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
@@ -41,13 +40,16 @@ from ptd.errors import (
     CorruptStoreError,
     PtdKeyError,
     PtdTypeError,
+    ReadOnlyError,
     UnsupportedOperationError,
 )
+from ptd.format.keynames import check_key_names
 from ptd.format.names import TD_NON_TENSOR_ATTR
-from ptd.storage.backends import zarr_codec
+from ptd.storage.backends import zarr_bulk, zarr_codec
 from ptd.storage.backends.base import (
     ArrayMeta,
     Backend,
+    NewArray,
     NodeKind,
     NonTensorPayload,
     Path,
@@ -55,53 +57,20 @@ from ptd.storage.backends.base import (
     ValueKind,
     check_mode,
     check_path,
-    selection_shape,
 )
 from ptd.storage.backends.chunk_cache import cache_budget
 from ptd.storage.backends.fast_path_zarr import ZarrMaps
 from ptd.storage.backends.layout import leading_chunks
 from ptd.storage.backends.targets import parse_target
+from ptd.storage.backends.zarr_arrays import array_layout, read_selection
 from ptd.storage.backends.zarr_chunks import ZarrChunks
 from ptd.storage.backends.zarr_consolidated import Consolidation
-from ptd.storage.backends.zarr_open import local_store, open_root, remote_store
+from ptd.storage.backends.zarr_open import check_v2_mode, local_store, open_root, remote_store
 from ptd.storage.location import ReopenSpec
 
 __all__ = ["ZarrBackend"]
 
 Node = Any  # zarr.Array | zarr.Group
-
-
-def _sharding(codecs: Any) -> Any:
-    """The sharding codec of a v3 array's codec list, or None."""
-    for c in codecs:
-        if type(c).__name__ == "ShardingCodec":
-            return c
-    return None
-
-
-def _describe_codec(codec: Any) -> str:
-    try:
-        conf = codec.to_dict()
-        name, conf = conf.get("name"), conf.get("configuration") or {}
-    except Exception:  # noqa: BLE001 - numcodecs (zarr v2) codecs
-        conf = dict(getattr(codec, "get_config", lambda: {})())
-        name = conf.pop("id", type(codec).__name__)
-    if name == "blosc" and "cname" in conf:
-        return f"blosc({conf['cname']},{conf.get('clevel')})"
-    level = conf.get("level", conf.get("clevel"))
-    return f"{name}({level})" if level is not None else str(name)
-
-
-def _read(arr: zarr.Array, selection: Selection) -> np.ndarray:
-    """``arr[selection]`` through zarr (an index array orthogonally, like h5py)."""
-    if not selection:
-        return np.asarray(arr[...])
-    out_shape = selection_shape(arr.shape, selection)
-    if 0 in out_shape:
-        return np.empty(out_shape, arr.dtype)
-    if any(isinstance(s, np.ndarray) for s in selection):
-        return np.asarray(arr.oindex[selection])
-    return np.asarray(arr[selection])
 
 
 class ZarrBackend(Backend):
@@ -202,6 +171,12 @@ class ZarrBackend(Backend):
                 **extra,
             )
         root = open_root(store, mode, location, remote=remote, use_consolidated=use_consolidated)
+        try:
+            check_v2_mode(root, mode, location)
+        except ReadOnlyError:
+            if owns:
+                store.close()
+            raise
         fresh = mode in ("w", "w-", "x")
         return cls(
             root,
@@ -227,6 +202,11 @@ class ZarrBackend(Backend):
     @property
     def reopen_spec(self) -> ReopenSpec | None:
         return self._spec
+
+    @property
+    def format_version(self) -> int | None:
+        """2 for a Zarr v2 store (read-only in ptd), 3 otherwise."""
+        return int(self._root.metadata.zarr_format)
 
     def flush(self) -> None:
         """Rewrite the consolidated metadata if this session changed a store that has it."""
@@ -314,6 +294,7 @@ class ZarrBackend(Backend):
     ) -> zarr.Array:
         """Create the array at ``path`` (an existing node is replaced) and fill it."""
         self._check_create(path)
+        self._check_name(path)
         parent = self._require_group(path[:-1])
         if self._get(path) is not None:
             self.delete(path)
@@ -331,27 +312,18 @@ class ZarrBackend(Backend):
 
     def _meta(self, path: Path, arr: zarr.Array) -> ArrayMeta:
         md = arr.metadata
-        if md.zarr_format == 3:
-            dt = md.data_type.to_native_dtype()
-            chunks = tuple(getattr(md.chunk_grid, "chunk_shape", None) or arr.chunks)
-            compressors: Any = [c for c in md.codecs if isinstance(c, BytesBytesCodec)]
-            inner = _sharding(md.codecs)
-            if inner is not None:  # a sharded array: its chunks' codecs are inside the shards
-                compressors = [c for c in inner.codecs if isinstance(c, BytesBytesCodec)]
-        else:
-            dt, chunks, compressors = arr.dtype, tuple(arr.chunks), arr.compressors
-            inner = None
+        dt, chunks, compression, inner = array_layout(arr)
         meta = self._describe_array(
             path,
             tuple(md.shape),
             dt,
             dict(md.attributes),
             chunks=chunks,
-            compression="+".join(_describe_codec(c) for c in compressors) if compressors else None,
+            compression=compression,
             stored_nbytes=None,
         )
         if inner is not None:
-            meta = dataclasses.replace(meta, inner_chunks=tuple(inner.chunk_shape))
+            meta = dataclasses.replace(meta, inner_chunks=inner)
         return meta
 
     def _value_kind(
@@ -365,7 +337,7 @@ class ZarrBackend(Backend):
             if kind is ValueKind.NUMERIC:
                 return kind, name
         if dtype.kind == "V" and dtype.fields is not None:
-            return ValueKind.UNSUPPORTED, None
+            return ValueKind.UNSUPPORTED, f"a structured type ({', '.join(dtype.names or ())})"
         return ValueKind.NON_TENSOR, zarr_codec.non_tensor_kind(dtype, marker)
 
     def _is_payload(self, attrs: Mapping[str, Any]) -> bool:
@@ -436,6 +408,7 @@ class ZarrBackend(Backend):
         check_path(path, self._location)
         existing = self._get(path)
         if existing is None:
+            self._check_name(path)
             parent = self._require_group(path[:-1])
             self._changed()
             attributes = zarr_codec.jsonable(dict(attrs or {}))
@@ -468,6 +441,14 @@ class ZarrBackend(Backend):
                 **zarr_codec.jsonable(dict(attrs)),
             }
         self._new_array(path, shape, np.dtype(dtype), data, kwargs)
+
+    def create_arrays(self, specs: Sequence[NewArray]) -> None:
+        """Many arrays at once, concurrently (:func:`~ptd.storage.backends.zarr_bulk.create`)."""
+        zarr_bulk.create(self, specs)
+
+    def _check_name(self, path: Path) -> None:
+        """Refuse a name zarr cannot hold (a backslash, a metadata document's name...)."""
+        check_key_names("zarr", path, self._location)
 
     @staticmethod
     def _create_kwargs(
@@ -559,7 +540,7 @@ class ZarrBackend(Backend):
         return self._array(path)
 
     def _read(self, handle: zarr.Array, selection: Selection) -> np.ndarray:
-        return _read(handle, selection)
+        return read_selection(handle, selection)
 
     def _write(self, handle: zarr.Array, selection: Selection, value: np.ndarray) -> None:
         if any(isinstance(s, np.ndarray) for s in selection):
@@ -612,5 +593,5 @@ class ZarrBackend(Backend):
             selection,
             allow_pickle=allow_pickle,
             as_stack=as_stack,
-            read_rows=_read,
+            read_rows=read_selection,
         )

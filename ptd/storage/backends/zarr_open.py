@@ -14,13 +14,27 @@ import zarr
 from zarr.core.sync import sync
 from zarr.storage import ZipStore
 
-from ptd.errors import CorruptStoreError, StoreExistsError, StoreNotFoundError
-from ptd.format.names import ZARR_JSON
+from ptd.errors import CorruptStoreError, ReadOnlyError, StoreExistsError, StoreNotFoundError
+from ptd.format.names import ZARR_JSON, ZARR_V2_GROUP
 from ptd.storage import remote as _url
 from ptd.storage.backends.targets import EXISTS_HINT
 from ptd.storage.location import StoreLocation
 
-__all__ = ["remote_store", "local_store", "open_root"]
+__all__ = ["remote_store", "local_store", "open_root", "check_v2_mode"]
+
+
+def _has_v2_group(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, ZARR_V2_GROUP))
+
+
+def check_v2_mode(root: zarr.Group, mode: str, location: str) -> None:
+    """Zarr v2 stores are read-only in ptd (it writes v3 only): any other mode than ``"r"``
+    on a v2 store raises ReadOnlyError naming it."""
+    if mode != "r" and root.metadata.zarr_format == 2:
+        raise ReadOnlyError(
+            f"{location} is a Zarr v2 store, which ptd opens read-only (mode 'r'); write a v3 "
+            f"copy with `ptd convert {location} NEW.zarr` to modify it"
+        )
 
 
 def remote_store(loc: StoreLocation, mode: str) -> Any:
@@ -41,6 +55,10 @@ def remote_store(loc: StoreLocation, mode: str) -> Any:
     elif kind == "marker" and mode in ("w-", "x"):
         raise StoreExistsError(f"zarr store {url} already exists (mode {mode!r}); {EXISTS_HINT}")
     elif kind == "dir" and mode in ("r", "r+"):
+        if _url.probe(url, storage_options, marker=ZARR_V2_GROUP)[2] == "marker":
+            return FsspecStore.from_url(
+                url, storage_options=dict(storage_options or {}), read_only=mode == "r"
+            )
         raise CorruptStoreError(f"{url} is not a zarr store: it has no {ZARR_JSON}")
     try:
         return FsspecStore.from_url(
@@ -65,10 +83,23 @@ def local_store(path: str, mode: str) -> Any:
         return ZipStore(path, mode="w")
     if mode in ("r", "r+") and not exists:
         raise StoreNotFoundError(f"zarr store {path} does not exist")
-    if exists and mode in ("r", "r+") and not os.path.exists(os.path.join(path, ZARR_JSON)):
+    if (
+        exists
+        and mode in ("r", "r+")
+        and not os.path.exists(os.path.join(path, ZARR_JSON))
+        and not _has_v2_group(path)
+    ):
         if not os.listdir(path):
             raise StoreNotFoundError(f"{path} is an empty directory, not a zarr store")
-        raise CorruptStoreError(f"{path} is not a zarr store: it has no {ZARR_JSON}")
+        raise CorruptStoreError(
+            f"{path} is not a zarr store: it has no {ZARR_JSON} (v3) or {ZARR_V2_GROUP} (v2)"
+        )
+    if exists and mode not in ("r", "w") and _has_v2_group(path):
+        if not os.path.exists(os.path.join(path, ZARR_JSON)):
+            raise ReadOnlyError(
+                f"{path} is a Zarr v2 store, which ptd opens read-only (mode 'r'); write a v3 "
+                f"copy with `ptd convert {path} NEW.zarr` to modify it"
+            )
     return path
 
 
@@ -81,6 +112,8 @@ def open_root(
     kwargs: dict[str, Any] = {"mode": "w-" if mode == "x" else mode}
     if mode != "r" or use_consolidated is False:
         kwargs["use_consolidated"] = False
+    if mode in ("w", "w-", "x"):
+        kwargs["zarr_format"] = 3  # ptd writes v3 only
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -1,0 +1,135 @@
+"""HDF5 links: what a key is when it is not a plain (first) hard link to its object.
+
+HDF5 names objects by links. ptd lists every link that leads to an object *inside the file*:
+
+* a second (third...) **hard link** to a dataset or group (``f["alias"] = f["obs"]``) is listed
+  as the object it reaches, noted as a link to the first key reaching it (in name order);
+* a **soft link** (``h5py.SoftLink("/obs")``) is listed as the object it points to, noted as a
+  link to that path;
+* a soft link that **dangles**, an **external link** (into another file, which a hostile file
+  could point anywhere: never followed), a user-defined link, and a link to one of its own
+  ancestor groups (a cycle) are *skipped*: not listed, and recorded with the reason.
+
+Readers that copy the store (``convert``, ``memmap``) therefore copy linked data once per key;
+the link structure itself is not reproduced (see the README).
+
+:func:`walk` is one pass over a group's links; :func:`child_links` sorts one group's children.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import h5py
+
+__all__ = ["walk", "child_links", "address", "ancestors", "SKIP_EXTERNAL", "Link"]
+
+#: the reason an external link is skipped
+SKIP_EXTERNAL = "external link to {target}: not followed (it could read any file on this machine)"
+
+#: ``(name, object or None, link note or None, skip reason or None)``
+Link = tuple[str, Any, str | None, str | None]
+
+
+def address(obj: Any) -> int:
+    """What identifies an HDF5 object within its file: its address."""
+    return int(h5py.h5o.get_info(obj.id).addr)
+
+
+def ancestors(root: h5py.Group, path: tuple[str, ...]) -> frozenset[int]:
+    """The addresses of ``root`` and of each group on the way to ``path`` (included)."""
+    return frozenset(address(root["/".join(path[:i])] if i else root) for i in range(len(path) + 1))
+
+
+def child_links(
+    group: h5py.Group,
+    ancestors: frozenset[int],
+    first: dict[int, str],
+    key_of: Callable[[str], str],
+) -> Iterator[Link]:
+    """Each link of ``group`` in name order: ``(name, obj, link, skip)``.
+
+    ``obj`` is the dataset or group reached (None when skipped); ``link`` says what the key
+    links to (``"soft link to /obs"``, ``"hard link to 'obs'"``) or is None for the first key
+    reaching its object; ``skip`` is why the link is not listed (None when it is).
+    ``ancestors``: the addresses of the groups above (a link back to one of them is a cycle);
+    ``first``: object address -> first key reaching it (updated here); ``key_of(name)``: the
+    key of a child, for messages and ``first``.
+    """
+    links = group.id.links
+    found: list[tuple[bytes, int, int]] = []
+    links.iterate(lambda bname, info: found.append((bname, info.type, info.u)), info=True)
+    for bname, ltype, where in found:
+        name = bname.decode("utf-8", errors="surrogateescape")
+        note: str | None = None
+        if ltype == h5py.h5l.TYPE_EXTERNAL:
+            try:
+                fname, oname = links.get_val(bname)[:2]
+                target = f"{fname.decode(errors='replace')}:{oname.decode(errors='replace')}"
+            except Exception:  # noqa: BLE001 - the target is informative only
+                target = "another file"
+            yield name, None, None, SKIP_EXTERNAL.format(target=target)
+            continue
+        if ltype == h5py.h5l.TYPE_SOFT:
+            target = links.get_val(bname).decode("utf-8", errors="replace")
+            note = f"soft link to {target}"
+        elif ltype != h5py.h5l.TYPE_HARD:
+            yield name, None, None, "user-defined HDF5 link: not followed"
+            continue
+        try:
+            oid = h5py.h5o.open(group.id, bname)
+            # a hard link's info holds the object's address; a soft link's target is asked
+            addr = int(where) if note is None else int(h5py.h5o.get_info(oid).addr)
+        except (KeyError, ValueError, RuntimeError, OSError):
+            if note is not None:
+                yield name, None, None, f"dangling {note}, which does not exist"
+            else:
+                yield name, None, None, "its object cannot be opened"
+            continue
+        if isinstance(oid, h5py.h5d.DatasetID):
+            obj: Any = h5py.Dataset(oid)
+        elif isinstance(oid, h5py.h5g.GroupID):
+            obj = h5py.Group(oid)
+        else:
+            yield name, None, None, "a named datatype, not data"
+            continue
+        if isinstance(obj, h5py.Group) and addr in ancestors:
+            what = note or "hard link"
+            yield name, None, None, f"{what} to one of its own parent groups (a cycle)"
+            continue
+        seen = first.get(addr)
+        key = key_of(name)
+        if seen is None:
+            first[addr] = key
+        elif note is None and seen != key:
+            note = f"hard link to {seen!r}"
+        yield name, obj, note, None
+
+
+def walk(
+    group: h5py.Group,
+    path: tuple[str, ...],
+    visit: Callable[[tuple[str, ...], Any, str | None], None],
+    skipped: Callable[[tuple[str, ...], str], None],
+    *,
+    ancestors: frozenset[int] | None = None,
+    first: dict[int, str] | None = None,
+) -> None:
+    """Every link below ``group`` (at key ``path``), depth first in name order, parents first:
+    ``visit(path, obj, link)`` for each listed one, ``skipped(path, reason)`` for the others.
+    A group reached by several links is walked under each of them."""
+    if ancestors is None:
+        ancestors = frozenset({address(group)})
+    if first is None:
+        first = {}
+    for name, obj, note, skip in child_links(
+        group, ancestors, first, lambda n: "/".join(path + (n,))
+    ):
+        p = path + (name,)
+        if skip is not None:
+            skipped(p, skip)
+            continue
+        visit(p, obj, note)
+        if isinstance(obj, h5py.Group):
+            walk(obj, p, visit, skipped, ancestors=ancestors | {address(obj)}, first=first)

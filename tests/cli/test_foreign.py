@@ -1,0 +1,440 @@
+"""Stores other tools wrote (``tests/data/foreign``, made by ``tests/data/make_foreign_goldens.py``):
+every command and the library read on each, data equal to what h5py/zarr read directly, nothing
+lost silently, refusals that name the key and the reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+import zarr
+
+import ptd
+from ptd import PersistentTensorDict
+from ptd.errors import ConvertError, PtdError, ReadOnlyError, SkippedKeyWarning
+
+from .conftest import assert_one_line_error
+
+FOREIGN = Path(__file__).parent.parent / "data" / "foreign"
+STORES = sorted(p.name for p in FOREIGN.iterdir() if p.name != "VERSIONS.json")
+
+
+@pytest.fixture
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """A private copy of a golden store (the links' target file travels with it)."""
+    name = request.param
+    src = FOREIGN / name
+    dst = tmp_path / name
+    if src.is_dir():
+        shutil.copytree(src, dst)
+    else:
+        shutil.copy(src, dst)
+    if name == "links.h5":
+        shutil.copy(FOREIGN / "links_target.h5", tmp_path / "links_target.h5")
+    return dst
+
+
+def _direct(path: Path, key: str) -> np.ndarray:
+    """What h5py / zarr read for ``key`` themselves."""
+    if path.is_dir():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.asarray(zarr.open_group(str(path), mode="r")[key][...])
+    with h5py.File(path, "r") as f:
+        return np.asarray(f[key][()])
+
+
+def _tensor_keys(path: Path) -> list[str]:
+    return [e.key for e in ptd.info(path).entries if e.kind == "tensor"]
+
+
+def _as_numpy(value: Any) -> np.ndarray:
+    t = value.detach().cpu()
+    return t.view(np.dtype(f"u{t.element_size()}")) if "bfloat" in str(t.dtype) else t.numpy()
+
+
+# ------------------------------------------------------------------------------ every store
+@pytest.mark.parametrize("store", STORES, indirect=True)
+def test_every_command_runs_cleanly(store: Path, ptd_cli, tmp_path: Path) -> None:
+    runs = [
+        ptd_cli("inspect", store),
+        ptd_cli("inspect", store, "--json"),
+        ptd_cli("validate", store),
+        ptd_cli("convert", store, tmp_path / "out.zarr", "--skip-unsupported"),
+        ptd_cli("convert", store, tmp_path / "out.h5", "--skip-unsupported"),
+        ptd_cli("memmap", store, tmp_path / "out.memmap", "--skip-unsupported"),
+    ]
+    for run in runs:
+        assert "Traceback" not in run.stdout + run.stderr, run
+        assert run.code in (0, 1), run  # 1: validate found problems
+    assert runs[1].json["format"] in ("h5", "zarr")
+
+
+@pytest.mark.parametrize("store", STORES, indirect=True)
+def test_library_reads_what_h5py_and_zarr_read(store: Path) -> None:
+    keys = _tensor_keys(store)
+    assert keys or store.name in ("unsupported.h5",), "no tensor found"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SkippedKeyWarning)
+        backend = "zarr" if store.is_dir() else "h5"
+        with PersistentTensorDict(filename=str(store), mode="r", backend=backend) as p:
+            for key in keys:
+                got = _as_numpy(p.get(tuple(key.split("/"))))
+                np.testing.assert_array_equal(got, _direct(store, key), err_msg=key)
+
+
+@pytest.mark.parametrize("to", ["zarr", "h5"])
+@pytest.mark.parametrize("store", STORES, indirect=True)
+def test_convert_keeps_every_tensor_or_names_it(store: Path, to: str, tmp_path: Path) -> None:
+    out = tmp_path / f"out.{to}"
+    result = ptd.convert(store, out, skip_unsupported=True)
+    left_out = {item["key"] for item in result.not_copied if "attr" not in item}
+    for item in result.not_copied:
+        assert item["reason"], item
+    for key in _tensor_keys(store):
+        if key in left_out or any(key.startswith(k + "/") for k in left_out):
+            continue
+        np.testing.assert_array_equal(_direct(out, key), _direct(store, key), err_msg=key)
+    if to == "zarr":
+        assert json.loads((out / "zarr.json").read_text())["zarr_format"] == 3
+
+
+@pytest.mark.parametrize("store", STORES, indirect=True)
+def test_memmap_keeps_every_tensor_or_names_it(store: Path, tmp_path: Path) -> None:
+    from ptd.memmap import export_memmap, load_memmap
+
+    summary = export_memmap(store, tmp_path / "mm", skip_unsupported=True)
+    left_out = {item["key"] for item in summary.not_copied}
+    td = load_memmap(tmp_path / "mm", allow_pickle=True)
+    for key in _tensor_keys(store):
+        if key in left_out or any(key.startswith(k + "/") for k in left_out):
+            continue
+        got = _as_numpy(td.get(tuple(key.split("/"))))
+        np.testing.assert_array_equal(got, _direct(store, key), err_msg=key)
+
+
+# ------------------------------------------------------------------------------ zarr v2
+@pytest.mark.parametrize(
+    "store", ["zarr_v2.zarr", "xarray_v2.zarr", "tensorstore_v2.zarr"], indirect=True
+)
+def test_zarr_v2_is_read_only_and_converts_to_v3(store: Path, tmp_path: Path, ptd_cli) -> None:
+    info = ptd.info(store)
+    assert info.format == "zarr" and info.zarr_format == 2
+    assert " v2 (read-only)" in ptd_cli("inspect", store).stdout
+    assert ptd_cli("inspect", store, "--json").json["zarr_format"] == 2
+    for mode in ("r+", "a"):
+        with pytest.raises(ReadOnlyError, match="Zarr v2 store"):
+            PersistentTensorDict(filename=str(store), mode=mode, backend="zarr")
+    out = tmp_path / "v3.zarr"
+    ptd.convert(store, out)
+    assert ptd.info(out).zarr_format == 3
+
+
+def test_zarr_v2_strings_and_attributes(tmp_path: Path) -> None:
+    store = FOREIGN / "zarr_v2.zarr"
+    info = ptd.info(store, attrs=True)
+    assert info.attrs == {"env_args": '{"env_name": "Lift", "type": 1}', "count": 3}
+    kinds = {e.key: e.kind for e in info.entries}
+    assert kinds["names"] == kinds["labels"] == "non_tensor"
+    out = tmp_path / "v3.zarr"
+    ptd.convert(store, out)
+    g = zarr.open_group(str(out), mode="r")
+    assert g.attrs["env_args"] == '{"env_name": "Lift", "type": 1}'  # still a str
+    assert g["reward"].attrs["units"] == "points"
+    with PersistentTensorDict(filename=str(out), mode="r", backend="zarr") as p:
+        assert list(p["labels"]) == [f"label-{i}" for i in range(12)]
+
+
+# ------------------------------------------------------------------------------ links
+def test_links_are_listed_followed_and_skipped_by_name(tmp_path: Path, ptd_cli) -> None:
+    shutil.copy(FOREIGN / "links.h5", tmp_path / "links.h5")
+    shutil.copy(FOREIGN / "links_target.h5", tmp_path / "links_target.h5")
+    path = tmp_path / "links.h5"
+    info = ptd.info(path)
+    links = {e.key: e.link for e in info.entries}
+    assert links["g/same"] == "soft link to /obs"
+    assert links["obs"] == "hard link to 'alias'"  # the first key in name order is the target
+    assert links["g_again"] == "hard link to 'g'"
+    skipped = {s["key"]: s["reason"] for s in info.skipped}
+    assert set(skipped) == {
+        f"{g}/{k}" for g in ("g", "g_again") for k in ("dangling", "external", "loop", "rel")
+    }
+    # HDF5 paths have no "..": such a soft link dangles
+    assert skipped["g/rel"] == "dangling soft link to ../obs, which does not exist"
+    assert "dangling soft link to /nowhere" in skipped["g/dangling"]
+    assert "external link to links_target.h5:/secret" in skipped["g/external"]
+    assert "cycle" in skipped["g/loop"]
+    # the library lists the linked keys, and warns about the skipped ones
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with PersistentTensorDict(filename=str(path), mode="r") as p:
+            td = p.to_tensordict()
+    warned = {str(w.message).split("'")[1] for w in caught if w.category is SkippedKeyWarning}
+    assert warned == set(skipped)
+    assert set(td.keys(include_nested=True, leaves_only=True)) >= {
+        "obs",
+        "alias",
+        ("g", "same"),
+        ("g_again", "same"),
+    }
+    # validate reports them; convert copies each linked key once and names the skipped ones
+    run = ptd_cli("validate", path, "--json")
+    assert run.code == 1
+    assert {pr["code"] for pr in run.json["reports"][0]["problems"]} == {"skipped_key"}
+    out = tmp_path / "out.zarr"
+    result = ptd.convert(path, out)
+    assert {i["key"] for i in result.not_copied} == set(skipped)
+    g = zarr.open_group(str(out), mode="r")
+    for key in ("obs", "alias", "g/same", "g_again/same"):
+        np.testing.assert_array_equal(g[key][...], np.arange(12, dtype="f4").reshape(6, 2))
+    assert "external" not in g["g"]
+    summary = ptd_cli("convert", path, tmp_path / "out2.h5")
+    assert summary.code == 0 and "not copied: g/external: external link" in summary.stdout
+
+
+# ------------------------------------------------------------------------------ names
+def test_names_zarr_cannot_hold_are_refused_by_name(tmp_path: Path, ptd_cli) -> None:
+    path = FOREIGN / "odd_names.h5"
+    with pytest.raises(ConvertError, match=r"key '__reserved' cannot be stored in zarr.*2 more"):
+        ptd.convert(path, tmp_path / "x.zarr")
+    assert not (tmp_path / "x.zarr").exists()
+    run = ptd_cli("convert", path, tmp_path / "x.zarr")
+    assert_one_line_error(run, "odd_names.h5", "__reserved", "--skip-unsupported")
+    result = ptd.convert(path, tmp_path / "x.zarr", skip_unsupported=True)
+    assert {i["key"] for i in result.not_copied} == {"back\\slash", "zarr.json", "__reserved"}
+    g = zarr.open_group(str(tmp_path / "x.zarr"), mode="r")
+    assert sorted(g.array_keys()) == ["plain", "unicodé", "with space"]
+    # h5 holds every name
+    result = ptd.convert(path, tmp_path / "x.h5")
+    assert result.not_copied == []
+    with h5py.File(tmp_path / "x.h5", "r") as f:
+        assert "back\\slash" in f and "zarr.json" in f
+
+
+def test_zarr_backend_refuses_a_backslash_key(tmp_path: Path) -> None:
+    import torch
+
+    with PersistentTensorDict(filename=str(tmp_path / "s.zarr"), mode="w", backend="zarr") as p:
+        with pytest.raises(KeyError, match="backslash"):
+            p["a\\b"] = torch.zeros(3)
+        assert list(p.keys()) == []
+
+
+def test_json_looking_string_attributes_stay_strings(tmp_path: Path) -> None:
+    path = FOREIGN / "odd_names.h5"
+    for to in ("zarr", "h5"):
+        out = tmp_path / f"o.{to}"
+        ptd.convert(path, out, skip_unsupported=True)
+        attrs = ptd.info(out, attrs=True)
+        assert attrs.attrs is not None
+        assert attrs.attrs["env_args"] == '{"nested": {"k": [1, 2]}}'
+        assert attrs.attrs["list_text"] == "[1, 2, 3]"
+        plain = next(e for e in attrs.entries if e.key == "plain")
+        assert plain.attrs == {"meta": '{"a": 1}'}
+    robo = tmp_path / "robo.zarr"
+    ptd.convert(FOREIGN / "robomimic_like.h5", robo)
+    env = zarr.open_group(str(robo), mode="r")["data"].attrs["env_args"]
+    assert isinstance(env, str) and json.loads(env)["env_name"] == "Lift"
+
+
+def test_dict_attributes_ptd_wrote_still_read_as_dicts(tmp_path: Path) -> None:
+    import torch
+
+    path = tmp_path / "d.h5"
+    with PersistentTensorDict(filename=str(path), mode="w") as p:
+        p["x"] = torch.zeros(2)
+        p.file.attrs["text"] = '{"a": 1}'  # the user's string
+    be = ptd.storage.backends.get_backend("h5").open(str(path), "r+")
+    try:
+        be.set_attrs((), {"cfg": {"a": [1, 2]}, "text2": '{"b": 2}'})
+        attrs = be.get_attrs(())
+        assert attrs["cfg"] == {"a": [1, 2]} and attrs["text2"] == '{"b": 2}'
+        assert attrs["text"] == '{"a": 1}'
+        be.set_attrs((), {"cfg": "now text"})
+        assert be.get_attrs(())["cfg"] == "now text"
+    finally:
+        be.close()
+
+
+# ------------------------------------------------------------------------------ unsupported
+@pytest.mark.parametrize(
+    "key, what",
+    [
+        ("refs", "HDF5 object references"),
+        ("region_refs", "HDF5 region references"),
+        ("vlen", "variable-length sequences"),
+        ("array_type", "an HDF5 array type"),
+    ],
+)
+def test_unsupported_types_are_named_per_key(key: str, what: str, ptd_cli) -> None:
+    path = FOREIGN / "unsupported.h5"
+    entry = next(e for e in ptd.info(path).entries if e.key == key)
+    assert entry.kind == "unsupported" and what in (entry.reason or "")
+    assert what in ptd_cli("inspect", path).stdout
+    report = ptd.validate(path)
+    assert any(pr.key == key and what in pr.message for pr in report.problems)
+
+
+def test_unsupported_refused_unless_skipped(tmp_path: Path, ptd_cli) -> None:
+    path = FOREIGN / "unsupported.h5"
+    run = ptd_cli("convert", path, tmp_path / "u.zarr")
+    assert_one_line_error(run, "unsupported.h5", "key 'array_type' holds", "--skip-unsupported")
+    run = ptd_cli("convert", path, tmp_path / "u.zarr", "--skip-unsupported", "--json")
+    assert run.code == 0, run
+    not_copied = {i["key"]: i["reason"] for i in run.json["not_copied"]}
+    assert set(not_copied) == {"refs", "region_refs", "vlen", "array_type"}
+    assert not_copied["refs"] == "key 'refs' holds HDF5 object references, which ptd cannot copy"
+    # a compound of plain numbers is copied as it is, to both formats
+    ptd.convert(path, tmp_path / "u.h5", skip_unsupported=True)
+    for out in (tmp_path / "u.zarr", tmp_path / "u.h5"):
+        np.testing.assert_array_equal(_direct(out, "compound"), _direct(path, "compound"))
+    run = ptd_cli("memmap", path, tmp_path / "u.mm")
+    assert_one_line_error(run, "key 'array_type' holds", "--skip-unsupported")
+
+
+def test_matlab_cells_are_named(tmp_path: Path, ptd_cli) -> None:
+    path = FOREIGN / "matlab_v73.mat"
+    run = ptd_cli("convert", path, tmp_path / "m.zarr")
+    assert_one_line_error(
+        run, "matlab_v73.mat", "key 'cellvar' holds HDF5 object references, which ptd cannot copy"
+    )
+    result = ptd.convert(path, tmp_path / "m.zarr", skip_unsupported=True)
+    assert [i["key"] for i in result.not_copied if "attr" not in i] == ["cellvar"]
+    g = zarr.open_group(str(tmp_path / "m.zarr"), mode="r")
+    assert g["x"].attrs["MATLAB_class"] == "double"
+    np.testing.assert_array_equal(g["#refs#/a"][...], [[1.0, 2.0]])
+
+
+def test_unstorable_attributes_are_listed(tmp_path: Path) -> None:
+    """netCDF dimension scales carry reference attributes: listed as not copied by name."""
+    result = ptd.convert(FOREIGN / "xarray_h5netcdf.nc", tmp_path / "x.h5")
+    attrs = {(i["key"], i["attr"]) for i in result.not_copied if "attr" in i}
+    assert ("temperature", "DIMENSION_LIST") in attrs
+    assert all("references" in i["reason"] for i in result.not_copied if "attr" in i)
+
+
+# ------------------------------------------------------------------------------ hdf5plugin
+FILTER_IDS = {"zstd": 32015, "blosc": 32001, "lz4": 32004}
+
+
+def test_plugin_filters_read_and_are_described() -> None:
+    path = FOREIGN / "hdf5plugin.h5"
+    codecs = {e.key: e.compression for e in ptd.info(path).entries}
+    assert codecs == {
+        "blosc2": "blosc2",
+        "blosc_lz4": "blosc(lz4,5)",
+        "blosc_zstd": "blosc(zstd,3)",
+        "bzip2": "bzip2(9)",
+        "lz4": "lz4",
+        "zstd": "zstd(4)",
+    }
+    with PersistentTensorDict(filename=str(path), mode="r") as p:
+        for key in codecs:
+            np.testing.assert_array_equal(
+                p[key].numpy(), np.arange(2000, dtype="f4").reshape(200, 10)
+            )
+
+
+@pytest.mark.parametrize("codec", ["zstd", "blosc", "lz4"])
+def test_convert_writes_plugin_filters(codec: str, tmp_path: Path, ptd_cli) -> None:
+    out = tmp_path / "c.h5"
+    run = ptd_cli("convert", FOREIGN / "pandas_fixed.h5", out, "--compression", codec)
+    assert run.code == 0, run
+    with h5py.File(out, "r") as f:
+        ds = f["df/block0_values"]
+        ids = [
+            ds.id.get_create_plist().get_filter(i)[0]
+            for i in range(ds.id.get_create_plist().get_nfilters())
+        ]
+        assert FILTER_IDS[codec] in ids
+    np.testing.assert_array_equal(
+        _direct(out, "df/block0_values"), _direct(FOREIGN / "pandas_fixed.h5", "df/block0_values")
+    )
+
+
+def test_unavailable_filter_is_named_with_its_package(tmp_path: Path, ptd_cli) -> None:
+    import hdf5plugin
+
+    path = FOREIGN / "hdf5plugin.h5"
+    h5py.h5z.unregister_filter(32015)
+    try:
+        with PersistentTensorDict(filename=str(path), mode="r") as p:
+            with pytest.raises(PtdError, match=r"zstd \(HDF5 filter 32015, from the hdf5plugin"):
+                p["zstd"]
+        run = ptd_cli("convert", path, tmp_path / "z.zarr")
+        assert_one_line_error(run, "hdf5plugin.h5", "'zstd'", "pip install hdf5plugin")
+        assert ".ptd-tmp" not in run.stderr
+    finally:
+        hdf5plugin.register("zstd", force=True)
+    assert h5py.h5z.filter_avail(32015)
+
+
+# ------------------------------------------------------------------------------ many nodes
+def test_many_small_arrays_convert_concurrently_and_read_back(tmp_path: Path) -> None:
+    src = tmp_path / "many.h5"
+    with h5py.File(src, "w") as f:
+        g = f.create_group("data")
+        for i in range(60):
+            d = g.create_dataset(f"d{i:03d}", data=np.full((3, 2), i, dtype="f4"))
+            d.attrs["i"] = i
+        g.create_dataset("gz", data=np.arange(10.0), compression="gzip")
+        g.create_dataset("scalar", data=np.float64(2.5))
+        g.create_dataset("empty", shape=(0, 4), dtype="i2")
+        g.create_dataset("zeros", data=np.zeros((4, 4), dtype="i8"))
+    out = tmp_path / "many.zarr"
+    result = ptd.convert(src, out)
+    assert result.tensors == 64
+    grp = zarr.open_group(str(out), mode="r")
+    for i in range(60):
+        arr = grp[f"data/d{i:03d}"]
+        np.testing.assert_array_equal(arr[...], np.full((3, 2), i, dtype="f4"))
+        assert arr.attrs["i"] == i
+    np.testing.assert_array_equal(grp["data/gz"][...], np.arange(10.0))
+    assert grp["data/scalar"][...] == 2.5 and grp["data/empty"].shape == (0, 4)
+    np.testing.assert_array_equal(grp["data/zeros"][...], np.zeros((4, 4), dtype="i8"))
+    with PersistentTensorDict(filename=str(out), mode="r", backend="zarr") as p:
+        np.testing.assert_array_equal(p["data", "d059"].numpy(), np.full((3, 2), 59, dtype="f4"))
+    back = tmp_path / "back.h5"
+    ptd.convert(out, back)
+    np.testing.assert_array_equal(_direct(back, "data/d007"), np.full((3, 2), 7, dtype="f4"))
+
+
+def test_create_arrays_replaces_and_checks_names(tmp_path: Path) -> None:
+    from ptd.storage.backends import get_backend
+    from ptd.storage.backends.meta import NewArray
+
+    be = get_backend("zarr").open(str(tmp_path / "b.zarr"), "w")
+    try:
+        be.create_array(("g", "a"), shape=(2,), dtype=np.dtype("i4"), data=np.array([7, 8]))
+        specs = [
+            NewArray(("g", "a"), (3,), np.dtype("f8"), data=np.arange(3.0)),
+            NewArray(("g", "b"), (2, 2), np.dtype("u1"), data=np.ones((2, 2), "u1")),
+            NewArray(("h", "c"), (2,), np.dtype(">i4"), data=np.array([1, 2], ">i4")),
+        ]
+        be.create_arrays(specs)
+        np.testing.assert_array_equal(be.read(("g", "a")), np.arange(3.0))
+        np.testing.assert_array_equal(be.read(("g", "b")), np.ones((2, 2), "u1"))
+        np.testing.assert_array_equal(be.read(("h", "c")), [1, 2])
+        with pytest.raises(KeyError, match="backslash"):
+            be.create_arrays([NewArray(("x\\y",), (1,), np.dtype("i1"))])
+    finally:
+        be.close()
+    assert os.path.isdir(tmp_path / "b.zarr" / "g" / "b")
+
+
+def test_zarr_v2_at_a_url(tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = zarr.open_group("memory://i13-v2.zarr", mode="w", zarr_format=2)
+        g.create_array("a", shape=(4, 2), dtype="f4")[:] = np.ones((4, 2), "f4")
+    info = ptd.info("memory://i13-v2.zarr")
+    assert info.zarr_format == 2 and [e.key for e in info.entries] == ["a"]
+    ptd.convert("memory://i13-v2.zarr", tmp_path / "m.h5")
+    np.testing.assert_array_equal(_direct(tmp_path / "m.h5", "a"), np.ones((4, 2), "f4"))
