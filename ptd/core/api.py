@@ -67,6 +67,8 @@ _FAMILIES: dict[str, str] = {
     ),
     # locking (also used as context managers)
     "locking": "lock_ unlock_",
+    # data loading (ptd.data): copies every leaf into pinned memory (needs an accelerator)
+    "data loading": "pin_memory",
     # apply family
     "apply": "apply apply_ named_apply",
     # reductions (dim=, keepdim=, dim='feature', reduce=True)
@@ -181,7 +183,6 @@ OUT_OF_SCOPE: dict[str, str] = {
     "map_iter": "TensorDict.map (worker processes)",
     "cuda": "CUDA",
     "record_stream": "CUDA streams",
-    "pin_memory": "CUDA pinned memory (tensordict refuses it on PersistentTensorDict too)",
     "pin_memory_": "CUDA pinned memory",
     "clear_refs_for_compile_": "torch.compile internals",
     "consolidate": "consolidated single-storage layout, an in-memory transport optimisation",
