@@ -319,6 +319,8 @@ CASES: list[Case] = [
     c("numpy", _={"kinds": ("nested", "numeric")}),
     c("as_tensor"),
     c("cpu"),
+    # no accelerator here: both raise RuntimeError ("Cannot access accelerator device")
+    c("pin_memory"),
     c("type", torch.float32),
     *(c(n, _={"kinds": ("numeric",)}) for n in CASTS),
     c("detach"),
