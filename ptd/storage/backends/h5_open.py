@@ -1,10 +1,22 @@
 """Opening HDF5 files: a local path in any mode, or a URL read-only through fsspec, with h5py's
 failures (a missing or existing file, a lock, a file that is not HDF5) as one ptd error each.
+
+A file at a URL is read by HDF5 through a Python file object: HDF5 calls its ``readinto`` while
+h5py holds its global lock, and fsspec serves the call on its own IO thread. Should the cyclic
+garbage collector run on that thread (or on any thread the request needs) and free an unreachable
+h5py object, that object's finalizer waits for h5py's lock, which the reading thread holds while
+it waits for the IO thread: a deadlock, seen as a read that never returns. :class:`GcPausedFile`
+therefore pauses automatic garbage collection for the duration of each read (collection resumes
+right after; nothing is lost, it is only deferred).
 """
 
 from __future__ import annotations
 
+import gc
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import h5py
@@ -21,10 +33,53 @@ from ptd.storage import remote as _url
 from ptd.storage.backends.targets import EXISTS_HINT
 from ptd.storage.location import StoreLocation
 
-__all__ = ["open_local", "open_remote"]
+__all__ = ["GcPausedFile", "gc_paused", "open_local", "open_remote"]
 
 #: block size of the cache of an HDF5 file read from a URL
 _REMOTE_BLOCK = 4 << 20
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No automatic garbage collection, in any thread, while the block runs (nested and
+    concurrent pauses count; collection resumes when the last one ends, if it was on before)."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+class GcPausedFile:
+    """A read-only file object for h5py that reads ``raw`` with garbage collection paused
+    (see the module doc); every other attribute is ``raw``'s."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    def readinto(self, buf: Any) -> int:
+        with gc_paused():
+            return int(self.raw.readinto(buf))
+
+    def read(self, size: int = -1) -> bytes:
+        with gc_paused():
+            return bytes(self.raw.read(size))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
 
 
 def open_local(path: str, mode: str, locking: Any) -> h5py.File:
@@ -79,7 +134,8 @@ def open_remote(loc: StoreLocation, mode: str) -> tuple[h5py.File, Any]:
     except Exception as err:  # noqa: BLE001 - translated to one line
         raise _url.remote_error(err, url) from None
     try:
-        file = h5py.File(fobj, "r")
+        with gc_paused():
+            file = h5py.File(GcPausedFile(fobj), "r")
     except Exception as err:  # noqa: BLE001 - not HDF5, or the connection failed
         fobj.close()
         if isinstance(err, OSError) and not isinstance(err, PermissionError):
