@@ -41,6 +41,7 @@ from ptd.core.ops import OpsMixin, ShapeMixin
 from ptd.core.pointwise import PointwiseMixin
 from ptd.core.reductions import ReductionsMixin
 from ptd.core.registry import TensorDictRoot, new_tensordict
+from ptd.core.statedict import StateDictMixin
 from ptd.core.torch_functions import TorchFunctionMixin
 from ptd.core.transforms import _NO_DEFAULT, TransformsMixin, pick_operand
 from ptd.errors import (
@@ -85,6 +86,7 @@ class TensorDictBase(
     ConstructMixin,
     ConversionsMixin,
     FromMixin,
+    StateDictMixin,
     TensorDictRoot,
 ):
     """Shared behaviour of :class:`ptd.TensorDict` and :class:`ptd.PersistentTensorDict`."""

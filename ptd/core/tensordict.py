@@ -198,7 +198,10 @@ class TensorDict(TensorDictBase):
             # to_tensordict makes a TensorDict (typed as the base it is declared on)
             return self.to_tensordict()  # type: ignore[return-value,misc]
         out = TensorDict({}, batch_size=self.batch_size, device=self.device, names=self._names)
-        out._data = dict(self._data)
+        # new containers at every level, sharing the leaves (as tensordict's clone(False))
+        out._data = {
+            k: v.clone(False) if isinstance(v, TensorDict) else v for k, v in self._data.items()
+        }
         return out
 
     def _to_device(self, device: torch.device) -> TensorDictBase:
