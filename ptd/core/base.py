@@ -36,6 +36,7 @@ from ptd.core.dtypes import dtype_abbrev
 from ptd.core.factories import FromMixin
 from ptd.core.indexing import is_key_index
 from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
+from ptd.core.memmap_api import MemmapMixin
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import OpsMixin, ShapeMixin
 from ptd.core.pointwise import PointwiseMixin
@@ -87,6 +88,7 @@ class TensorDictBase(
     ConversionsMixin,
     FromMixin,
     StateDictMixin,
+    MemmapMixin,
     TensorDictRoot,
 ):
     """Shared behaviour of :class:`ptd.TensorDict` and :class:`ptd.PersistentTensorDict`."""

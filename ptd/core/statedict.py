@@ -183,7 +183,9 @@ class StateDictMixin:
                     f"{mine - set(entries)}\n"
                 )
         if device is not None and self.device is not None and torch.device(device) != self.device:
-            raise UnsupportedOperationError("Loading data from another device is not yet supported.")
+            raise UnsupportedOperationError(
+                "Loading data from another device is not yet supported."
+            )
         if torch.Size(batch_size) != self.batch_size:
             self.batch_size = batch_size
         for key, item in entries.items():
