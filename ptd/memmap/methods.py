@@ -52,7 +52,7 @@ from ptd.memmap.archive import (
     pack_dir,
 )
 from ptd.memmap.loader import encode_key, load_dir, map_leaf
-from ptd.memmap.writer import _Leaf, _Node, _write
+from ptd.memmap.writer import _Leaf, _Node, _source_path, _write
 from ptd.storage.publish import remove
 
 if TYPE_CHECKING:
@@ -122,6 +122,12 @@ def _check_replaceable(path: str, overwrite: bool) -> None:
         raise PrefixExistsError(f"cannot write a memmap directory at {path}: it is a file")
 
 
+def _source_inside(src: Any, path: str) -> bool:
+    source = _source_path(src)
+    real = os.path.realpath(path)
+    return source is not None and os.path.commonpath([source, real]) == real
+
+
 def mark_memmap(td: Any, path: str | None) -> None:
     """Record that ``td`` (and each nested TensorDict) is mapped from ``path``."""
     td._is_memmap = True
@@ -170,7 +176,7 @@ def memmap_tensordict(
                 like=like,
             )  # fmt: skip
         )
-    if path is not None:
+    if path is not None and not _source_inside(src, path):  # that one is refused by _write
         _check_replaceable(path, overwrite)
     plan, _, root = _write(
         src,
