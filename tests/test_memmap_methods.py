@@ -94,7 +94,9 @@ def test_memmap_like_reads_nothing(sample_ptd, tmp_path, monkeypatch):
     for threads in (0, 2):
         like = sample_ptd.memmap_like(tmp_path / f"like{threads}", num_threads=threads)
         assert like.is_memmap() and like.is_locked
-        assert sorted(like.keys(True, True), key=str) == sorted(sample_ptd.keys(True, True), key=str)
+        assert sorted(like.keys(True, True), key=str) == sorted(
+            sample_ptd.keys(True, True), key=str
+        )
         for key in like.keys(True, True):
             meta = sample_ptd.leaf_meta(key)
             assert like[key].shape == meta.shape and like[key].dtype == meta.dtype

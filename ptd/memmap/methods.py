@@ -38,8 +38,8 @@ from ptd.core.keys import unravel_key
 from ptd.core.nontensor import NonTensorData
 from ptd.errors import (
     NotSupportedError,
-    PtdTypeError,
     PrefixExistsError,
+    PtdTypeError,
     PtdValueError,
     UnsupportedOperationError,
 )
