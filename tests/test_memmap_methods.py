@@ -308,3 +308,39 @@ def test_data_ptr(sample_ptd, sample_td):
     assert sample_ptd._has_non_tensor is False
     sample_ptd["s"] = "txt"
     assert sample_ptd._has_non_tensor is True
+
+
+# --------------------------------------------------------------------------------------------
+# make_memmap family
+# --------------------------------------------------------------------------------------------
+
+
+def test_make_memmap_adds_files_and_meta(sample_td, tmp_path):
+    td = sample_td.clone().memmap_(tmp_path / "mk")
+    empty = td.make_memmap(("new", "x"), [6, 2], dtype=torch.int16)
+    assert empty.shape == (6, 2) and empty.dtype == torch.int16 and td.is_locked
+    empty.fill_(3)  # the mapping is shared with the file
+    copy = td.make_memmap_from_tensor("t", torch.arange(6.0))
+    storage = torch.arange(12, dtype=torch.float32).untyped_storage()
+    from_storage = td.make_memmap_from_storage("s", storage, [6, 2], dtype=torch.float32)
+    assert torch.equal(from_storage.flatten(), torch.arange(12.0))
+    back = TensorDict.load_memmap(tmp_path / "mk")
+    assert torch.equal(back["new", "x"], torch.full((6, 2), 3, dtype=torch.int16))
+    assert torch.equal(back["t"], copy) and torch.equal(back["s"], from_storage)
+    assert not td.make_memmap_from_tensor("u", torch.ones(6), copy_data=False).any()
+    tensordict = pytest.importorskip("tensordict")
+    assert torch.equal(tensordict.TensorDict.load_memmap(tmp_path / "mk")["t"], copy)
+
+
+def test_make_memmap_errors(sample_ptd, sample_td, tmp_path):
+    with pytest.raises(RuntimeError, match="memory-mapped tensordict"):
+        sample_td.make_memmap("x", [6])
+    with pytest.raises(RuntimeError, match="memory-mapped tensordict"):
+        sample_ptd.make_memmap("x", [6])
+    td = sample_td.clone().memmap_(tmp_path / "mk")
+    with pytest.raises(RuntimeError, match="already exists"):
+        td.make_memmap("a", [6, 4])
+    with pytest.raises(RuntimeError, match="batch size"):
+        td.make_memmap("x", [5])
+    anon = sample_td.memmap()  # no directory: an ordinary tensor
+    assert anon.make_memmap_from_tensor("z", torch.ones(6)).sum() == 6

@@ -202,8 +202,7 @@ GAPS: frozenset[str] = frozenset(
     (
         "attrs auto_device_ clear_device_ backward grad requires_grad requires_grad_ "
         "zero_grad detach_ is_shared from_schema pack "
-        "rename_keys set_non_tensor share_memory_ make_memmap make_memmap_from_storage "
-        "make_memmap_from_tensor "
+        "rename_keys set_non_tensor share_memory_ "
     ).split()
 )
 

@@ -262,6 +262,51 @@ class MemmapMixin:
             f"The tensordict has no saved path (memmap={self.is_memmap()}, path={path})."
         )
 
+    def make_memmap(
+        self,
+        key: Any,
+        shape: Any,
+        *,
+        dtype: Any = None,
+        robust_key: bool | None = True,
+    ) -> Any:
+        """Add an uninitialised leaf of ``shape``/``dtype`` (default dtype: torch's) at ``key``
+        of a memory-mapped tensordict, with its file in the tensordict's directory; returns
+        it. Missing nested levels are created; an existing key is refused (RuntimeError)."""
+        _check_robust_key(robust_key)
+        return lookup("make_memmap")(self, key, shape=shape, dtype=dtype)
+
+    def make_memmap_from_tensor(
+        self,
+        key: Any,
+        tensor: Any,
+        *,
+        copy_data: bool = True,
+        existsok: bool = True,
+        robust_key: bool | None = True,
+    ) -> Any:
+        """Like :meth:`make_memmap`, with the shape and dtype of ``tensor`` and (``copy_data``)
+        its values."""
+        _check_robust_key(robust_key)
+        if not copy_data:
+            return lookup("make_memmap")(self, key, shape=tensor.shape, dtype=tensor.dtype)
+        return lookup("make_memmap")(self, key, tensor=tensor)
+
+    def make_memmap_from_storage(
+        self,
+        key: Any,
+        storage: Any,
+        shape: Any,
+        *,
+        dtype: Any = None,
+        robust_key: bool | None = True,
+    ) -> Any:
+        """Like :meth:`make_memmap_from_tensor`, from the bytes of an untyped ``storage`` viewed
+        as ``dtype`` and ``shape``. ptd copies them into the tensordict's directory (tensordict
+        maps the storage's own file when it has one)."""
+        _check_robust_key(robust_key)
+        return lookup("make_memmap")(self, key, shape=shape, dtype=dtype, storage=storage)
+
     def _mark_memmap(self: Any, path: str | None) -> None:
         self._is_memmap = True
         self._memmap_prefix = path

@@ -37,6 +37,7 @@ _PROVIDERS: dict[str, str] = {
     "memmap_inplace": "ptd.memmap",
     "load_memmap": "ptd.memmap",
     "load_into": "ptd.memmap",
+    "make_memmap": "ptd.memmap",
     "PersistentTensorDict": "ptd.persistent.persistent_tensordict",
 }
 _REGISTERED: dict[str, Callable[..., Any]] = {}

@@ -7,6 +7,7 @@ See :mod:`ptd.memmap.writer` for the layout and the guarantees.
 from ptd.core import registry
 from ptd.memmap.archive import is_archive
 from ptd.memmap.loader import decode_key, encode_key
+from ptd.memmap.make import make_memmap
 from ptd.memmap.methods import (
     MemmapFuture,
     load_into,
@@ -38,3 +39,4 @@ registry.register("memmap_tensordict", memmap_tensordict)
 registry.register("memmap_inplace", memmap_inplace)
 registry.register("load_memmap", load_memmap)
 registry.register("load_into", load_into)
+registry.register("make_memmap", make_memmap)
