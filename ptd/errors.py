@@ -39,6 +39,7 @@ __all__ = [
     "PtdMemoryError",
     "ConvertError",
     "ArgumentError",
+    "PrefixExistsError",
     "NotSupportedError",
     "SkippedKeyWarning",
 ]
@@ -87,6 +88,11 @@ class StoreNotFoundError(PtdError, FileNotFoundError):
 
 class StoreExistsError(PtdError, FileExistsError):
     """The file or store exists and the mode forbids overwriting it."""
+
+
+class PrefixExistsError(StoreExistsError, RuntimeError):
+    """A memmap prefix exists and may not be replaced (``existsok=False``, or a directory of
+    other files): FileExistsError, or RuntimeError as tensordict raises."""
 
 
 class ReadOnlyError(PtdError, PermissionError):

@@ -50,8 +50,7 @@ def _marks(case: Case, kind: str, container: str) -> list[pytest.MarkDecorator]:
     name = case.name
     if name in api.GAPS or name in api.DUNDER_GAPS:
         cls = ptd.TensorDict if container == "memory" else ptd.PersistentTensorDict
-        # the in-memory memmap_ exists, but its case reads is_memmap, which is a gap
-        filled = hasattr(cls, name) and (name, container) != ("memmap_", "memory")
+        filled = hasattr(cls, name)
         if filled or (name, container) in _GAP_AGREES:
             return []  # a gap of the base class that this subclass fills: must agree
         return [pytest.mark.xfail(reason=f"{name}: a gap (ptd/core/api.py GAPS)", strict=True)]

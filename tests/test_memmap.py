@@ -370,7 +370,10 @@ def test_existing_prefix(tmp_path):
     (tmp_path / "empty").mkdir()
     td.memmap(tmp_path / "empty")  # an empty directory is fine
     with pytest.raises(StoreExistsError, match="existsok"):
-        td.memmap(tmp_path / "empty")
+        td.memmap(tmp_path / "empty", existsok=False)
+    with pytest.raises(RuntimeError, match="existsok"):  # as tensordict raises
+        td.memmap(tmp_path / "empty", existsok=False)
+    td.memmap(tmp_path / "empty")  # existsok=True by default, as in tensordict
     (tmp_path / "empty" / "stale.memmap").write_bytes(b"x")
     TensorDict({"b": torch.ones(2)}, batch_size=[2]).memmap(tmp_path / "empty", existsok=True)
     assert sorted(os.listdir(tmp_path / "empty")) == [

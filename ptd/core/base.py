@@ -36,11 +36,13 @@ from ptd.core.dtypes import dtype_abbrev
 from ptd.core.factories import FromMixin
 from ptd.core.indexing import is_key_index
 from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
+from ptd.core.memmap_api import MemmapMixin
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import OpsMixin, ShapeMixin
 from ptd.core.pointwise import PointwiseMixin
 from ptd.core.reductions import ReductionsMixin
 from ptd.core.registry import TensorDictRoot, new_tensordict
+from ptd.core.statedict import StateDictMixin
 from ptd.core.torch_functions import TorchFunctionMixin
 from ptd.core.transforms import _NO_DEFAULT, TransformsMixin, pick_operand
 from ptd.errors import (
@@ -85,6 +87,8 @@ class TensorDictBase(
     ConstructMixin,
     ConversionsMixin,
     FromMixin,
+    StateDictMixin,
+    MemmapMixin,
     TensorDictRoot,
 ):
     """Shared behaviour of :class:`ptd.TensorDict` and :class:`ptd.PersistentTensorDict`."""

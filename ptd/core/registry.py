@@ -36,6 +36,8 @@ _PROVIDERS: dict[str, str] = {
     "memmap_tensordict": "ptd.memmap",
     "memmap_inplace": "ptd.memmap",
     "load_memmap": "ptd.memmap",
+    "load_into": "ptd.memmap",
+    "make_memmap": "ptd.memmap",
     "PersistentTensorDict": "ptd.persistent.persistent_tensordict",
 }
 _REGISTERED: dict[str, Callable[..., Any]] = {}

@@ -24,7 +24,7 @@ from ptd.core.batch import as_batch_size, fits
 from ptd.core.indexing import index_names
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import _flat_list
-from ptd.core.registry import lookup, register
+from ptd.core.registry import register
 from ptd.errors import BatchSizeError, PtdIndexError
 
 __all__ = ["TensorDict"]
@@ -198,34 +198,15 @@ class TensorDict(TensorDictBase):
             # to_tensordict makes a TensorDict (typed as the base it is declared on)
             return self.to_tensordict()  # type: ignore[return-value,misc]
         out = TensorDict({}, batch_size=self.batch_size, device=self.device, names=self._names)
-        out._data = dict(self._data)
+        # new containers at every level, sharing the leaves (as tensordict's clone(False))
+        out._data = {
+            k: v.clone(False) if isinstance(v, TensorDict) else v for k, v in self._data.items()
+        }
         return out
 
     def _to_device(self, device: torch.device) -> TensorDictBase:
         out = self.apply(lambda t: t.to(device), device=device)  # type: ignore[misc]
         return out
-
-    # ------------------------------------- memmap (ptd.memmap, registered in ptd.core.registry)
-    def memmap(
-        self, prefix: Any = None, *, existsok: bool = False, overwrite: bool = False
-    ) -> TensorDict:
-        """Save to the memmap directory ``prefix`` (tensordict 0.15's layout) and return a
-        locked TensorDict whose leaves are mapped from its files. An existing non-empty
-        ``prefix`` is refused unless ``existsok``/``overwrite`` (it is then replaced)."""
-        return lookup("memmap_tensordict")(self, prefix, overwrite=existsok or overwrite)  # type: ignore[no-any-return]
-
-    def memmap_(
-        self, prefix: Any = None, *, existsok: bool = False, overwrite: bool = False
-    ) -> TensorDict:
-        """Like :meth:`memmap`, but swap this TensorDict's own leaves for the mapped ones."""
-        return lookup("memmap_inplace")(self, prefix, overwrite=existsok or overwrite)  # type: ignore[no-any-return]
-
-    @classmethod
-    def load_memmap(
-        cls, prefix: Any, *, mode: str = "r+", allow_pickle: bool | None = False
-    ) -> TensorDict:
-        """Load a memmap directory (ptd's or tensordict 0.15's); see :func:`ptd.memmap.load_memmap`."""
-        return lookup("load_memmap")(prefix, mode=mode, allow_pickle=allow_pickle)  # type: ignore[no-any-return]
 
 
 def _assign_nested(grid: Any, shape: tuple[int, ...], idx: Any, new: Any) -> None:

@@ -5,20 +5,25 @@ See :mod:`ptd.memmap.writer` for the layout and the guarantees.
 """
 
 from ptd.core import registry
+from ptd.memmap.archive import is_archive
 from ptd.memmap.loader import decode_key, encode_key
-from ptd.memmap.writer import (
-    MemmapSummary,
-    export_memmap,
+from ptd.memmap.make import make_memmap
+from ptd.memmap.methods import (
+    MemmapFuture,
+    load_into,
     load_memmap,
     memmap_inplace,
     memmap_tensordict,
-    tensor_nbytes,
 )
+from ptd.memmap.writer import MemmapSummary, export_memmap, tensor_nbytes
 from ptd.transfer.slabs import SLAB_BYTES
 
 __all__ = [
     "MemmapSummary",
+    "MemmapFuture",
     "export_memmap",
+    "is_archive",
+    "load_into",
     "memmap_tensordict",
     "memmap_inplace",
     "load_memmap",
@@ -33,3 +38,5 @@ __all__ = [
 registry.register("memmap_tensordict", memmap_tensordict)
 registry.register("memmap_inplace", memmap_inplace)
 registry.register("load_memmap", load_memmap)
+registry.register("load_into", load_into)
+registry.register("make_memmap", make_memmap)

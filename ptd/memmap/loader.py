@@ -90,9 +90,10 @@ def _legacy_ok(key: str, collection: bool) -> bool:
 
 
 def map_leaf(
-    path: str, dtype: torch.dtype, shape: tuple[int, ...], mode: str, key: str
+    path: str, dtype: torch.dtype, shape: tuple[int, ...], mode: str | None, key: str
 ) -> torch.Tensor:
-    """The leaf mapped from ``path`` (``mode`` "r+": shared, "r": copy-on-write)."""
+    """The leaf mapped from ``path`` (``mode`` "r+": shared, "r": copy-on-write, None: shared
+    when the file is writable)."""
     numel = int(np.prod(shape, dtype=np.int64))
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
@@ -108,7 +109,9 @@ def map_leaf(
             f"the file {path} of key {key!r} is too short: it holds {size} bytes, but "
             f"{dtype} of shape {list(shape)} needs {need} (the file was left unchanged)"
         )
-    return torch.from_file(path, shared=MODES[mode], size=numel, dtype=dtype).view(shape)
+    # mode None: shared where this process may write the file, copy-on-write elsewhere
+    shared = MODES[mode] if mode is not None else os.access(path, os.W_OK)
+    return torch.from_file(path, shared=shared, size=numel, dtype=dtype).view(shape)
 
 
 def _read_meta(directory: str) -> dict[str, Any]:
@@ -172,7 +175,7 @@ def _child(directory: str, key: str, suffix: str, collection: bool) -> str | Non
 
 
 class _Loader:
-    def __init__(self, mode: str, allow_pickle: bool | None):
+    def __init__(self, mode: str | None, allow_pickle: bool | None):
         self.mode = mode
         self.allow_pickle = allow_pickle
 
@@ -308,11 +311,15 @@ def _stack_shape(data: Any, ndim: int) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def load_dir(prefix: str | os.PathLike[str], mode: str, allow_pickle: bool | None) -> TensorDict:
+def load_dir(
+    prefix: str | os.PathLike[str], mode: str | None, allow_pickle: bool | None
+) -> TensorDict:
     """The implementation of :func:`ptd.memmap.load_memmap` (see there)."""
     check_allow_pickle(allow_pickle)
-    if mode not in MODES:
-        raise PtdValueError(f"Invalid memmap mode {mode!r}; must be one of {', '.join(MODES)}")
+    if mode is not None and mode not in MODES:
+        raise PtdValueError(
+            f"Invalid memmap mode {mode!r}; must be one of {', '.join(MODES)} or None"
+        )
     directory = os.path.abspath(os.fspath(prefix))
     if not os.path.isdir(directory):
         raise StoreNotFoundError(f"{directory} is not a directory: no memmap tensordict there")

@@ -47,15 +47,18 @@ Loading
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -84,26 +87,18 @@ from ptd.format.names import (
     MEMMAP_TD_TYPE,
 )
 from ptd.format.payload import check_allow_pickle, encode_json
-from ptd.memmap.loader import encode_key, load_dir, map_leaf
+from ptd.memmap.loader import encode_key
 from ptd.storage.limits import check_free_space, nbytes_of
 from ptd.storage.location import ReopenSpec, split_options
 from ptd.storage.publish import check_free_destination, make_temp_dir, publish, remove
 from ptd.transfer.plan import left_out_keys
 from ptd.transfer.slabs import slab_rows
 
-if TYPE_CHECKING:
-    from ptd.core.tensordict import TensorDict
-
-__all__ = [
-    "MemmapSummary",
-    "export_memmap",
-    "memmap_tensordict",
-    "memmap_inplace",
-    "load_memmap",
-    "tensor_nbytes",
-]
+__all__ = ["MemmapSummary", "export_memmap", "tensor_nbytes"]
 
 # ============================================================================ writing
+
+_NO_LOCK = contextlib.nullcontext()
 
 
 @dataclass
@@ -147,6 +142,13 @@ class _Writer:
         self.summary = MemmapSummary(path=root)
         #: keys ("a/b") left out, with their subtrees
         self.skip: set[str] = set()
+        #: memmap_like: leaf files of the right size, all zeros (sparse), nothing read
+        self.like = False
+        #: num_threads > 1: leaf files are written on this pool; reads of the source take
+        #: ``read_lock`` (a store's read caches are not shared between threads)
+        self.pool: ThreadPoolExecutor | None = None
+        self.read_lock = threading.Lock()
+        self.futures: list[Future[None]] = []
 
     # ------------------------------------------------------------------ nodes
     def node(self, src: TensorDictBase, rel: str, prefix: str = "") -> _Node:
@@ -199,7 +201,8 @@ class _Writer:
                 }
                 self.summary.leaves += 1
             else:
-                value = _store_non_tensor(src, key) if is_ptd else src._get_str(key)
+                with self.read_lock if self.pool is not None else _NO_LOCK:
+                    value = _store_non_tensor(src, key) if is_ptd else src._get_str(key)
                 self.non_tensor(value, sub_rel, f"{key!r} of {src._location()}")
                 plan.entries[key] = value
                 meta[key] = {"type": type(value).__name__}
@@ -230,13 +233,39 @@ class _Writer:
         need = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
         if need == 0:
             return  # tensordict writes no file for an empty leaf
+        path = os.path.join(self.root, rel)
+        if self.like:
+            with open(path, "wb") as f:
+                f.truncate(need)
+            return
         slabs = (
             self._ptd_slabs(src, key, shape, np_dtype) if is_ptd else self._tensor_slabs(src, key)
         )
-        path = os.path.join(self.root, rel)
+        if self.pool is not None:
+            self.futures.append(
+                self.pool.submit(self._write_file, src, key, path, slabs, np_dtype, need)
+            )
+        else:
+            self._write_file(src, key, path, slabs, np_dtype, need)
+
+    def _next_slab(self, slabs: Iterator[np.ndarray]) -> np.ndarray | None:
+        if self.pool is None:
+            return next(slabs, None)
+        with self.read_lock:
+            return next(slabs, None)
+
+    def _write_file(
+        self,
+        src: TensorDictBase,
+        key: str,
+        path: str,
+        slabs: Iterator[np.ndarray],
+        np_dtype: np.dtype,
+        need: int,
+    ) -> None:
         done = 0
         with open(path, "wb") as f:
-            for arr in slabs:
+            while (arr := self._next_slab(slabs)) is not None:
                 if not arr.dtype.isnative:
                     arr = arr.astype(arr.dtype.newbyteorder("="))
                 if arr.dtype.itemsize != np_dtype.itemsize:
@@ -249,7 +278,22 @@ class _Writer:
             raise PtdValueError(
                 f"key {key!r} of {src._location()}: wrote {done} bytes, expected {need}"
             )
-        self.summary.nbytes += done
+        with self.read_lock if self.pool is not None else _NO_LOCK:
+            self.summary.nbytes += done
+
+    def tree(self, src: TensorDictBase) -> _Node:
+        """Write the whole tree; with a pool, wait for every leaf file (the first error of a
+        worker is raised here)."""
+        try:
+            plan = self.node(src, "")
+        except BaseException:
+            for f in self.futures:  # let the workers finish before the files are removed
+                f.cancel()
+            wait(self.futures)
+            raise
+        for f in self.futures:
+            f.result()
+        return plan
 
     def _tensor_slabs(self, src: TensorDictBase, key: str) -> Iterator[np.ndarray]:
         value = src._get_str(key)
@@ -387,16 +431,33 @@ def _write(
     progress: Callable[[int], Any] | None,
     slab_bytes: int | None,
     not_copied: dict[str, str] | None = None,
+    like: bool = False,
+    num_threads: int = 0,
+    _pool: ThreadPoolExecutor | None = None,
 ) -> tuple[_Node, MemmapSummary, str]:
     """Write ``src`` to ``dst`` (a fresh temporary directory when None); return the plan, the
-    summary and the directory. ``not_copied``: keys to leave out ("a/b" -> why)."""
+    summary and the directory. ``not_copied``: keys to leave out ("a/b" -> why); ``like``:
+    zero-filled leaves; ``num_threads`` > 1: leaf files written on that many threads."""
+    if num_threads > 1:
+        with ThreadPoolExecutor(num_threads, thread_name_prefix="ptd-memmap") as pool:
+            return _write(
+                src,
+                dst,
+                overwrite=overwrite,
+                progress=progress,
+                slab_bytes=slab_bytes,
+                not_copied=not_copied,
+                like=like,
+                num_threads=0,
+                _pool=pool,
+            )
     start = time.perf_counter()
     if dst is None:
         root = tempfile.mkdtemp(prefix="ptd-memmap-")
         writer = _Writer(root, progress, slab_bytes)
-        writer.skip = set(not_copied or ())
+        writer.skip, writer.like, writer.pool = set(not_copied or ()), like, _pool
         try:
-            plan = writer.node(src, "")
+            plan = writer.tree(src)
         except BaseException:
             remove(root)
             raise
@@ -416,9 +477,9 @@ def _write(
         check_free_space(os.path.dirname(root), tensor_nbytes(src), root)
         tmp = make_temp_dir(root)
         writer = _Writer(tmp, progress, slab_bytes)
-        writer.skip = set(not_copied or ())
+        writer.skip, writer.like, writer.pool = set(not_copied or ()), like, _pool
         try:
-            plan = writer.node(src, "")
+            plan = writer.tree(src)
             check_free_destination(root, overwrite, hint=_OVERWRITE_HINT)
             publish(tmp, root)
         except BaseException as err:
@@ -505,96 +566,3 @@ def tensor_nbytes(td: TensorDictBase) -> int:
         if meta.kind == "tensor" and meta.dtype is not None:
             total += nbytes_of(meta.shape, meta.dtype.itemsize)  # python ints: no overflow
     return total
-
-
-def memmap_tensordict(
-    src: TensorDictBase,
-    prefix: Any = None,
-    *,
-    overwrite: bool = False,
-    progress: Callable[[int], Any] | None = None,
-) -> TensorDict:
-    """``src.memmap(prefix)``: write the directory and return a locked :class:`ptd.TensorDict`
-    whose leaves are mapped from its files. Without ``prefix`` the files live in a temporary
-    directory that is removed at once (the mappings stay valid; POSIX only keeps no trace)."""
-    plan, _, root = _write(
-        src,
-        None if prefix is None else os.fspath(prefix),
-        overwrite=overwrite,
-        progress=progress,
-        slab_bytes=None,
-    )
-    try:
-        out = _materialize(plan, root)
-    finally:
-        if prefix is None and os.name == "posix":
-            remove(root)
-    out.lock_()
-    return out
-
-
-def memmap_inplace(
-    td: TensorDict,
-    prefix: Any = None,
-    *,
-    overwrite: bool = False,
-    progress: Callable[[int], Any] | None = None,
-) -> TensorDict:
-    """``td.memmap_(prefix)``: write the directory, then swap every leaf of ``td`` (nested ones
-    too) for its memory-mapped twin, and lock ``td``."""
-    new = memmap_tensordict(td, prefix, overwrite=overwrite, progress=progress)
-    _adopt(td, new)
-    td.lock_()
-    return td
-
-
-def _adopt(dst: Any, src: Any) -> None:
-    for key, value in src._data.items():
-        old = dst._data.get(key)
-        if isinstance(value, TensorDictBase) and type(old) is type(value):
-            _adopt(old, value)
-        else:
-            dst._data[key] = value
-    if dst._device is not None and dst._device.type != "cpu":
-        dst._device = torch.device("cpu")
-
-
-def _materialize(plan: _Node, root: str, mode: str = "r+") -> TensorDict:
-    from ptd.core.tensordict import TensorDict
-
-    out = TensorDict({}, batch_size=plan.batch_size, device="cpu", names=plan.names)
-    for key, item in plan.entries.items():
-        if isinstance(item, _Leaf):
-            out._data[key] = map_leaf(
-                os.path.join(root, item.rel), item.dtype, item.shape, mode, key
-            )
-        elif isinstance(item, _Node):
-            out._data[key] = _materialize(item, root, mode)
-        elif isinstance(item, NonTensorData):
-            out._data[key] = NonTensorData(item.data, plan.batch_size)
-        else:
-            out._data[key] = item
-    return out
-
-
-def load_memmap(
-    prefix: str | os.PathLike[str], *, mode: str = "r+", allow_pickle: bool | None = False
-) -> TensorDict:
-    """Load a memmap directory (written by ptd or tensordict 0.15) as a :class:`ptd.TensorDict`
-    whose tensor leaves are memory-mapped from their files, not copied.
-
-    Args:
-        prefix: the directory.
-        mode: ``"r+"`` (writes to a leaf reach its file) or ``"r"`` (copy-on-write mapping:
-            writes stay in memory, the files never change).
-        allow_pickle: ``False`` (default) refuses pickled non-tensor entries with
-            :class:`~ptd.errors.PickleRefusedError`; ``True`` loads them (trusted data only);
-            ``None`` loads them with a FutureWarning (tensordict 0.15's default).
-
-    Raises:
-        StoreNotFoundError: ``prefix`` is not a directory.
-        CorruptStoreError: a meta.json that is not JSON or not a tensordict's, a leaf file that
-            is missing or too short, a listed sub-directory that is missing (the message names
-            the file).
-    """
-    return load_dir(prefix, mode, allow_pickle)

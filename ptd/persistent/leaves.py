@@ -113,6 +113,11 @@ class LeafIOMixin:
             self._simple_sel = sel
         return sel
 
+    def _leaf_data_ptr(self: LeafHost, key: str, storage: bool) -> int:
+        """``data_ptr()`` of a stored leaf: it has no memory address until read, so 0 (nothing
+        is read)."""
+        return 0
+
     def _leaf_view_shape(self: LeafHost, meta: Any) -> tuple[int, ...]:
         return tuple(self._batch) + tuple(meta.shape[len(self._stored_batch) :])
 

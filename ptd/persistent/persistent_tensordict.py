@@ -19,7 +19,7 @@ PersistentTensorDict tensor([1., 1., 1., 1.])
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path as FsPath
 from typing import Any, cast
 
@@ -32,7 +32,7 @@ from ptd.core.dtypes import dtype_from_str
 from ptd.core.lastop import caller_site, entered_from_call
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import _parse_to
-from ptd.core.registry import lookup, new_tensordict, register
+from ptd.core.registry import new_tensordict, register
 from ptd.errors import (
     BatchSizeError,
     ClosedStoreError,
@@ -562,28 +562,6 @@ class PersistentTensorDict(  # type: ignore[misc]
                 " ", "", 1
             )
         return super().__repr__()
-
-    # ---------------------------------------- memmap (ptd.memmap, found through ptd.core.registry)
-    def memmap(
-        self,
-        prefix: Any = None,
-        *,
-        existsok: bool = False,
-        overwrite: bool = False,
-        progress: Callable[[int], Any] | None = None,
-    ) -> TensorDictBase:
-        """Stream every entry into the memmap directory ``prefix`` (tensordict 0.15's layout),
-        slab by slab, and return a locked in-memory TensorDict whose leaves are mapped from its
-        files. An existing non-empty ``prefix`` is refused unless ``existsok``/``overwrite``."""
-        export = lookup("memmap_tensordict")
-        return export(self, prefix, overwrite=existsok or overwrite, progress=progress)  # type: ignore[no-any-return]
-
-    @staticmethod
-    def load_memmap(
-        prefix: Any, *, mode: str = "r+", allow_pickle: bool | None = False
-    ) -> TensorDictBase:
-        """Load a memmap directory as an in-memory TensorDict (as the reference does)."""
-        return lookup("load_memmap")(prefix, mode=mode, allow_pickle=allow_pickle)  # type: ignore[no-any-return]
 
 
 def _broadcastable(a: Sequence[int], b: Sequence[int]) -> bool:
