@@ -200,8 +200,8 @@ OUT_OF_SCOPE: dict[str, str] = {
 # ---------------------------------------------------------------------------------------------
 GAPS: frozenset[str] = frozenset(
     (
-        "attrs auto_device_ clear_device_ backward grad requires_grad requires_grad_ "
-        "zero_grad detach_ data_ptr is_shared state_dict load_state_dict from_schema pack "
+        "attrs auto_device_ clear_device_ "
+        "data_ptr is_shared state_dict load_state_dict from_schema pack "
         "rename_keys set_non_tensor share_memory_ memmap memmap_ memmap_like load_memmap "
         "load_memmap_ save load load_ dumps saved_path is_memmap make_memmap "
         "make_memmap_from_storage make_memmap_from_tensor memmap_refresh_ "
