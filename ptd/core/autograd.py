@@ -226,14 +226,17 @@ class AutogradMixin:
                         f"the leaf {list(t.shape)}"
                     )
                 grads.append(g)
+        wrt: Sequence[torch.Tensor] | None
         if is_tensordict(inputs):
-            inputs = [t for _, t in _leaves(inputs)]
+            wrt = [t for _, t in _leaves(inputs)]
+        else:
+            wrt = cast("Sequence[torch.Tensor] | None", inputs)
         torch.autograd.backward(
             [t for _, t in pairs],
             grad_tensors=grads,
             retain_graph=retain_graph,
             create_graph=create_graph,
-            inputs=inputs,
+            inputs=wrt,
         )
 
 

@@ -68,8 +68,7 @@ class ChecksMixin:
             if ok and device is not None and found != device:
                 if raise_exception:
                     raise UnsupportedOperationError(
-                        f"key {key!r} of {td._location()} is on {found}, the tensordict on "
-                        f"{device}"
+                        f"key {key!r} of {td._location()} is on {found}, the tensordict on {device}"
                     )
                 return False
             if not ok:
