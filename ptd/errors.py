@@ -41,6 +41,7 @@ __all__ = [
     "ArgumentError",
     "PrefixExistsError",
     "NotSupportedError",
+    "GradientError",
     "SkippedKeyWarning",
 ]
 
@@ -134,6 +135,12 @@ class UnknownBackendError(PtdError, NotImplementedError):
 
 class NotSupportedError(UnsupportedOperationError, NotImplementedError):
     """An operation a file-backed tensordict does not implement (NotImplementedError)."""
+
+
+class GradientError(PtdError, RuntimeError):
+    """A gradient operation that cannot run: nothing requires gradients, a gradient is
+    missing or has the wrong shape, or the tensordict is file-backed (its leaves are read
+    into new tensors and hold no autograd state). RuntimeError, as torch and tensordict."""
 
 
 class ArgumentError(PtdError, ValueError, RuntimeError):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from diff_support import BATCH, CONTAINERS, MASK, ONES, OTHER, TMPFILE, A, Ctx
+from diff_support import BATCH, CONTAINERS, MASK, ONES, OTHER, SELF, TMPFILE, A, Ctx
 
 ALL_KINDS = ("nested", "dtypes", "empty_batch", "nontensor")
 
@@ -492,3 +492,158 @@ def _saved(ctx: Ctx, o: Any) -> str:
 
 
 _ = (BATCH, TMPFILE)  # builders kept importable for new cases
+
+
+# ---------------------------------------------------------------- autograd, logsumexp(out=),
+# apply(out=): in memory the leaves carry the graph; a store never does
+def _rg(ctx: Ctx) -> Any:
+    """An in-memory float copy of the data whose leaves require gradients."""
+    return ctx.fresh().float().requires_grad_()
+
+
+def _backward_grad(ctx: Ctx, gradient: Callable[[Any], Any]) -> Any:
+    t = _rg(ctx)
+    out = t * 2
+    out.backward(gradient(out))
+    return t.grad
+
+
+def _partial_grad(ctx: Ctx) -> Any:
+    t = _rg(ctx)
+    t["a"].sum().backward()
+    return t.grad
+
+
+def _grad_setter(ctx: Ctx) -> Any:
+    t = _rg(ctx)
+    t.grad = ctx.fresh(2.0).float()
+    t.grad = ctx.fresh(3.0).float()  # written into the existing .grad
+    return t.grad
+
+
+def _zero_grad_keeps(ctx: Ctx) -> Any:
+    t = _rg(ctx)
+    (t * 3).sum().backward(ctx.fresh(1.0).float().sum())
+    return t.zero_grad(set_to_none=False).grad
+
+
+def _lse_out(ctx: Ctx, o: Any, empty: bool, dim: Any, keepdim: bool) -> Any:
+    out = ctx.fresh().logsumexp(dim, keepdim=keepdim)
+    if empty:
+        out = out.empty()
+    before = {k: out.get(k) for k in out.keys(True, True)}
+    result = o.logsumexp(dim, keepdim=keepdim, out=out)
+    kept = all(result.get(k) is v for k, v in before.items())
+    return result is out, kept, result
+
+
+def _apply_out_replaces(ctx: Ctx, o: Any) -> Any:
+    out = ctx.fresh()
+    a = out["a"]
+    result = o.apply(lambda t: t * 2, out=out)
+    return result is out, out["a"] is a, out
+
+
+def _autograd_grad(ctx: Ctx, o: Any) -> Any:
+    t = _rg(ctx)
+    out = t * 2 + t * t
+    return torch.autograd.grad(out, t, torch.ones_like(out))
+
+
+CASES.extend(
+    [
+        f("requires_grad_", lambda ctx, o: o.requires_grad_().requires_grad, tag="direct"),
+        f(
+            "requires_grad_",
+            lambda ctx, o: o.requires_grad_().requires_grad,
+            tag="direct-float",
+            kinds=("float",),
+        ),
+        f("requires_grad_", lambda ctx, o: o.requires_grad_(False) is o, tag="false"),
+        c("zero_grad", False, _={"tag": "keep", "kinds": ("nested", "nontensor")}),
+        f("zero_grad", lambda ctx, o: _zero_grad_keeps(ctx), tag="zeros", containers=("memory",)),
+        f("grad", lambda ctx, o: _partial_grad(ctx), tag="partial", kinds=("nested", "nontensor")),
+        f("grad", lambda ctx, o: _grad_setter(ctx), tag="setter", containers=("memory",)),
+        c("backward", _={"tag": "no-graph", "kinds": ALL_KINDS}),
+        f("backward", lambda ctx, o: (_rg(ctx) + 1).backward(), tag="non-scalar"),
+        f(
+            "backward",
+            lambda ctx, o: (t := _rg(ctx), t.sum().backward(), t.grad)[2],
+            tag="scalars",
+            kinds=("nested", "empty_batch"),
+        ),
+        f(
+            "backward",
+            lambda ctx, o: _backward_grad(ctx, lambda out: out.exclude("a")),
+            tag="missing-key",
+            containers=("memory",),
+        ),
+        f(
+            "backward",
+            lambda ctx, o: _backward_grad(ctx, lambda out: out.apply(lambda x: x.flatten()[:1])),
+            tag="bad-shape",
+            containers=("memory",),
+        ),
+        f(
+            "backward",
+            lambda ctx, o: _backward_grad(ctx, lambda out: torch.ones(out.batch_size)),
+            tag="tensor-gradient",
+            containers=("memory",),
+        ),
+        f(
+            "backward",
+            lambda ctx, o: (
+                t := _rg(ctx),
+                (t * t).sum().backward(inputs=t.select("a")),
+                t.grad,
+            )[2],
+            tag="inputs",
+            containers=("memory",),
+        ),
+        f(
+            "detach_",
+            lambda ctx, o: (u := _rg(ctx) * 2, u.detach_() is u, u.requires_grad)[1:],
+            tag="graph",
+            containers=("memory",),
+        ),
+        f("__torch_function__", _autograd_grad, tag="autograd-grad", kinds=("nested", "nontensor")),
+        f(
+            "__torch_function__",
+            lambda ctx, o: torch.autograd.grad((o, o), o),
+            tag="autograd-grad-two-outputs",
+        ),
+        f(
+            "__torch_function__",
+            lambda ctx, o: torch.autograd.grad(o, o, torch.ones_like(o)),
+            tag="autograd-grad-no-graph",
+        ),
+        *(
+            f(
+                "logsumexp",
+                lambda ctx, o, e=empty, d=dim, k=keep: _lse_out(ctx, o, e, d, k),
+                tag=f"out-{'empty' if empty else 'complete'}-{'tuple' if isinstance(dim, tuple) else dim}-{keep}",
+                kinds=("float",),
+            )
+            for empty in (False, True)
+            for dim in (1, (0, -1))
+            for keep in (False, True)
+        ),
+        f(
+            "softmax",
+            lambda ctx, o: (o.apply(lambda t: t.float(), out=o), o.softmax(-1))[1],
+            tag="after-apply-out",
+        ),
+        c(
+            "apply",
+            A(lambda x: lambda t: t.float() * 2, "float*2"),
+            out=SELF,
+            _={"tag": "out-self"},
+        ),
+        f("apply", _apply_out_replaces, tag="out-replaces"),
+        f(
+            "apply",
+            lambda ctx, o: o.apply(lambda t: t, out=ctx.fresh().lock_()),
+            tag="out-locked",
+        ),
+    ]
+)

@@ -9,6 +9,8 @@ check both that it was (the row ranges read) and that the result equals the in-m
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from math_oracle import build, compare, same
@@ -268,3 +270,70 @@ def test_streamed_int_mean_raises_as_torch(small_slabs, tmp_path) -> None:
 def test_persistent_results_are_in_memory(sample_ptd) -> None:
     for result in (sample_ptd.sum(), sample_ptd.amax(0), sample_ptd.min(0).values):
         assert type(result) is ptd.TensorDict
+
+
+# ------------------------------------------------------------------ out=: logsumexp, apply
+def _float_data() -> dict:
+    g = torch.Generator().manual_seed(5)
+    return {"a": torch.randn(4, 3, 2, generator=g), "n": {"b": torch.randn(4, 3, generator=g)}}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_logsumexp_out_writes_into_the_given_tensors(kind, keepdim, tmp_path) -> None:
+    mem = TensorDict(_float_data(), batch_size=[4, 3])
+    td = mem if kind == "td" else PersistentTensorDict.from_dict(mem, tmp_path / f"o.{kind}")
+    want = mem.logsumexp((1,), keepdim=keepdim)
+    out = torch.zeros_like(want)
+    before = {k: out.get(k) for k in out.keys(True, True)}
+    got = td.logsumexp((1,), keepdim=keepdim, out=out)
+    assert got is out and got._check_batch_size()
+    for key, tensor in before.items():
+        assert got.get(key) is tensor  # written in place, as torch's out=
+        assert torch.allclose(tensor, want.get(key))
+    empty = want.empty()  # no leaves yet: they are added
+    assert td.logsumexp((1,), keepdim=keepdim, out=empty) is empty
+    assert torch.allclose(empty["n", "b"], want["n", "b"])
+    with pytest.raises(RuntimeError):  # an out of another shape, as torch
+        td.logsumexp(1, keepdim=keepdim, out=torch.zeros_like(mem))
+    if kind != "td":
+        td.close()
+
+
+def test_softmax_of_integer_leaves_raises_as_torch(make_ptd) -> None:
+    p = make_ptd({"i": torch.arange(6).reshape(3, 2)})
+    with pytest.raises(NotImplementedError, match="Long"):
+        p.softmax(0)
+    with pytest.raises(NotImplementedError, match="Long"):
+        tdmod.TensorDict(i=torch.arange(6).reshape(3, 2), batch_size=[3]).softmax(0)
+
+
+def test_softmax_after_apply_out_casts_the_store(make_ptd) -> None:
+    """tensordict's idiom: ``td.apply(lambda x: x.float(), out=td)`` casts every leaf of a
+    store (an array of another dtype is replaced, with tensordict's warning)."""
+    p = make_ptd()
+    with pytest.warns(UserWarning, match="Replacing an array"):
+        assert p.apply(lambda x: x.float(), out=p) is p
+    assert {p.leaf_meta(k).dtype for k in p.keys(True, True)} == {torch.float32}
+    sm = p.softmax(0)
+    assert sm._check_batch_size() and torch.allclose(sm["n", "c"].sum(0), torch.ones(2))
+
+
+def test_apply_out_same_dtype_writes_in_place(make_ptd) -> None:
+    p = make_ptd()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no array is replaced
+        p.apply(lambda x: ~x if x.dtype == torch.bool else x * 2, out=p)
+    assert p["b"][1] == 2 and p.leaf_meta("b").dtype == torch.int64
+    assert p["n", "m", "d"][0, 0].item() is True
+
+
+def test_apply_out_in_memory_replaces_entries() -> None:
+    """As tensordict: each entry of ``out`` is replaced (new tensor, new dtype)."""
+    out = TensorDict(a=torch.zeros(3), i=torch.arange(3), batch_size=[3])
+    a = out["a"]
+    src = TensorDict(a=torch.ones(3), i=torch.arange(3), batch_size=[3])
+    assert src.apply(lambda x: x.double(), out=out) is out
+    assert out["a"] is not a and out["i"].dtype == torch.float64 and a.sum() == 0
+    with pytest.raises(RuntimeError, match="lock"):
+        src.apply(lambda x: x, out=out.lock_())

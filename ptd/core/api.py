@@ -200,8 +200,7 @@ OUT_OF_SCOPE: dict[str, str] = {
 # ---------------------------------------------------------------------------------------------
 GAPS: frozenset[str] = frozenset(
     (
-        "attrs auto_device_ clear_device_ backward grad requires_grad requires_grad_ "
-        "zero_grad detach_ is_shared from_schema pack "
+        "attrs auto_device_ clear_device_ is_shared from_schema pack "
         "rename_keys set_non_tensor share_memory_ "
     ).split()
 )
@@ -266,6 +265,12 @@ _SAVED_PATH = (
     "memmap() of a PersistentTensorDict: tensordict 0.15.3's result has no saved path "
     "(saved_path raises); ptd's is mapped from the prefix and saved_path gives it"
 )
+_STORE_GRAD = (
+    "requires_grad_() on a file-backed store raises GradientError (RuntimeError): its leaves are "
+    "read into new tensors and never carry a graph; tensordict 0.15.3 sets the flag on those "
+    "copies and returns, so nothing requires gradients afterwards (it raises only for an "
+    "integer leaf)"
+)
 KNOWN_DIFFERENCES: dict[str, str] = {
     "reshape@h5": REFUSED["reshape"],
     "reshape@zarr": REFUSED["reshape"],
@@ -319,6 +324,8 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     "saved_path@zarr": _SAVED_PATH,
     "cat_from_tensordict@zarr": _ZARR_ORDER,
     "stack_from_tensordict@zarr": _ZARR_ORDER,
+    "requires_grad_-direct-float@h5": _STORE_GRAD,
+    "requires_grad_-direct-float@zarr": _STORE_GRAD,
     "__getitem__-none@h5": (
         "not implemented yet: None in an index of a file-backed store raises PtdIndexError "
         "(use to_tensordict() first)"

@@ -29,7 +29,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from ptd.core.autograd import AutogradMixin
 from ptd.core.batch import fits
+from ptd.core.checks import ChecksMixin
 from ptd.core.construct import ConstructMixin
 from ptd.core.conversions import ConversionsMixin
 from ptd.core.dtypes import dtype_abbrev
@@ -89,6 +91,8 @@ class TensorDictBase(
     FromMixin,
     StateDictMixin,
     MemmapMixin,
+    AutogradMixin,
+    ChecksMixin,
     TensorDictRoot,
 ):
     """Shared behaviour of :class:`ptd.TensorDict` and :class:`ptd.PersistentTensorDict`."""

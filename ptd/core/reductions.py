@@ -540,8 +540,8 @@ class ReductionsMixin:
             names = self._names_without(dims)
         op = LeafOp("logsumexp", dim=dims, keepdim=keepdim)
         result = self._reduce_tree(op, bs, lambda sub: sub.logsumexp(dims, keepdim), names)
-        if out is not None:
-            return out.update(result)
+        if out is not None:  # written into out's tensors where it has them, as torch's out=
+            return out.update(result, inplace=True)
         return result
 
     def softmax(self: ReductionsHost, dim: int, dtype: torch.dtype | None = None) -> TensorDictBase:

@@ -184,6 +184,7 @@ class TransformsMixin(LastOpMixin, LockingMixin, NamesMixin, UpdateMixin):
         if inplace:
             result: TensorDictBase | None = me
         elif out is not None:
+            out._check_unlocked()  # tensordict refuses a locked out up front
             result = out
         else:
             if names is _NO_DEFAULT:
@@ -241,7 +242,11 @@ class TransformsMixin(LastOpMixin, LockingMixin, NamesMixin, UpdateMixin):
                 if new is not value:
                     result.set_(key, new)
             elif out is not None:
-                result.set(key, new, inplace=key in result._keys_str())
+                if meta.kind == "nested" and new is sub_out:
+                    continue  # written into out's nested tensordict already
+                # tensordict replaces each entry of out (a new dtype or shape is taken); a
+                # file-backed out writes into an array of the same shape and dtype instead
+                result.set(key, new, inplace=_same_array(result, key, new))
             else:
                 result._set_str(key, new, inplace=False)
         if not any_set and (filter_empty or (filter_empty is None and not me.is_empty())):
@@ -421,3 +426,15 @@ def _get_any(obj: Any, key: str, default: Any = _NO_DEFAULT) -> Any:
     if default is _NO_DEFAULT:
         raise PtdKeyError(f"key {key!r} not found in an operand of apply (pass default=...)")
     return default
+
+
+def _same_array(out: Any, key: str, value: Any) -> bool:
+    """Whether ``apply(out=...)`` writes ``value`` into ``out``'s entry ``key`` in place: only
+    for a file-backed ``out`` whose array has the value's shape and dtype (or whose
+    non-tensor entry gets a non-tensor)."""
+    if not out._setitem_inplace or key not in out._keys_str():
+        return False
+    meta = out._meta_str(key)
+    if not isinstance(value, torch.Tensor):
+        return bool(meta.kind == "non_tensor")
+    return bool(meta.kind == "tensor" and meta.shape == value.shape and meta.dtype == value.dtype)
