@@ -36,6 +36,7 @@ from ptd.core.dtypes import dtype_abbrev
 from ptd.core.factories import FromMixin
 from ptd.core.indexing import is_key_index
 from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
+from ptd.core.foreign import LEAF_PROBE, adopt_non_tensor, foreign_batch_size
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import OpsMixin, ShapeMixin
 from ptd.core.pointwise import PointwiseMixin
@@ -292,9 +293,7 @@ class TensorDictBase(
             if leaves_only:
                 if meta.kind == "nested":
                     continue
-                if meta.kind == "non_tensor" and not (
-                    is_leaf is not None and is_leaf(NonTensorData)
-                ):
+                if meta.kind == "non_tensor" and not (is_leaf is not None and is_leaf(LEAF_PROBE)):
                     continue
             out.append(out_key(parts))
         if sort:
@@ -327,6 +326,7 @@ class TensorDictBase(
     def _convert(self, key: str, value: Any) -> Any:
         """Turn a user value into what the primitives store, and check its batch dims."""
         bs = self.batch_size
+        value = adopt_non_tensor(value)  # tensordict's NonTensorData/NonTensorStack
         if isinstance(value, TensorDictBase):
             if not fits(value.batch_size, bs):
                 raise BatchSizeError(
@@ -336,7 +336,16 @@ class TensorDictBase(
                 )
             return value
         if isinstance(value, Mapping):
-            return new_tensordict(dict(value), batch_size=bs, device=self.device)
+            own = foreign_batch_size(value)  # a tensordict of another library keeps its own
+            if own is not None and not fits(own, bs):
+                raise BatchSizeError(
+                    f"batch dimension mismatch, got self.batch_size={bs} and value.batch_size="
+                    f"{own} for key {key!r} in {self._location()}. The leading dimensions of a "
+                    "value must match the batch size."
+                )
+            return new_tensordict(
+                dict(value.items()), batch_size=bs if own is None else own, device=self.device
+            )
         if isinstance(value, NonTensorData):
             return NonTensorData(value.data, bs, value.device)
         if isinstance(value, NonTensorStack):
