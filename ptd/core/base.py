@@ -94,6 +94,8 @@ class TensorDictBase(
     _names: list[str | None] | None = None
     #: whether ``td[key] = value`` writes into an existing entry (file-backed) or replaces it
     _setitem_inplace: bool = False
+    #: whether a foreign NonTensorStack of equal elements is set as one NonTensorData
+    _collapse_foreign_stacks: bool = False
 
     # ------------------------------------------------------------------ primitives
     @property
@@ -326,7 +328,8 @@ class TensorDictBase(
     def _convert(self, key: str, value: Any) -> Any:
         """Turn a user value into what the primitives store, and check its batch dims."""
         bs = self.batch_size
-        value = adopt_non_tensor(value)  # tensordict's NonTensorData/NonTensorStack
+        # tensordict's NonTensorData/NonTensorStack
+        value = adopt_non_tensor(value, collapse=self._collapse_foreign_stacks)
         if isinstance(value, TensorDictBase):
             if not fits(value.batch_size, bs):
                 raise BatchSizeError(

@@ -48,14 +48,15 @@ def _is_foreign_non_tensor(value: Any) -> bool:
     )
 
 
-def adopt_non_tensor(value: Any) -> Any:
+def adopt_non_tensor(value: Any, *, collapse: bool = False) -> Any:
     """``value`` as ptd's :class:`NonTensorData`/:class:`NonTensorStack` when it is another
     library's non-tensor; anything else unchanged.
 
-    A foreign stack (one with ``tensordicts``, one entry per row) whose elements all hold the
-    same value (its ``data`` answers) becomes one :class:`NonTensorData`, as tensordict itself
-    writes such a stack to a file; otherwise a :class:`NonTensorStack` of its ``tolist()``. A
-    foreign single value keeps its ``data``, batch size and device.
+    A foreign single value keeps its ``data``, batch size and device; a foreign stack (one
+    with ``tensordicts``, one entry per row) its ``tolist()`` and batch size. With
+    ``collapse`` (set when writing to a store), a stack whose elements all hold the same value
+    (its ``data`` answers) becomes one :class:`NonTensorData`: tensordict stores such a stack
+    as one value, so the file is the one tensordict writes.
 
     >>> import torch
     >>> class Foreign:
@@ -71,16 +72,18 @@ def adopt_non_tensor(value: Any) -> Any:
     if not _is_foreign_non_tensor(value):
         return value
     batch_size = getattr(value, "batch_size", None)
+    device = getattr(value, "device", None)
     if hasattr(value, "tensordicts"):
-        try:
-            data = value.data  # the one value every element holds
-        except AttributeError:  # different values (tensordict's message): keep them all
-            return NonTensorStack.from_list(value.tolist(), batch_size)
-        return NonTensorData(adopt_non_tensor(data), batch_size, getattr(value, "device", None))
+        if collapse:
+            try:
+                data = value.data  # the one value every element holds
+            except AttributeError:  # different values (tensordict's answer): keep them all
+                pass
+            else:
+                return NonTensorData(adopt_non_tensor(data), batch_size, device)
+        return NonTensorStack.from_list(value.tolist(), batch_size)
     if hasattr(value, "data"):
-        return NonTensorData(
-            adopt_non_tensor(value.data), batch_size, getattr(value, "device", None)
-        )
+        return NonTensorData(adopt_non_tensor(value.data), batch_size, device)
     return value
 
 

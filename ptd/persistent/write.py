@@ -97,7 +97,7 @@ def _infer_dict(d: Mapping[str, Any], batch_dims: int | None) -> torch.Size | No
         return own
     shapes = []
     for value in d.values():
-        value = adopt_non_tensor(value)
+        value = adopt_non_tensor(value, collapse=True)
         if isinstance(value, Mapping):
             sub = _infer_dict(value, batch_dims)
             if sub is not None:
@@ -163,7 +163,8 @@ def write_all(
         else ((k, source._get_str(k)) for k in source._keys_str())
     )
     for key, value in items:
-        value = adopt_non_tensor(value)  # tensordict's NonTensorData/NonTensorStack
+        # tensordict's NonTensorData/NonTensorStack, stored as tensordict stores them
+        value = adopt_non_tensor(value, collapse=True)
         if isinstance(value, Mapping) and not isinstance(value, TensorDictBase):
             sub_bs = _infer_dict(value, batch_dims)
             bs = sub_bs if sub_bs is not None and fits(sub_bs, dst.batch_size) else dst.batch_size
