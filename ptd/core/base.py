@@ -34,9 +34,9 @@ from ptd.core.construct import ConstructMixin
 from ptd.core.conversions import ConversionsMixin
 from ptd.core.dtypes import dtype_abbrev
 from ptd.core.factories import FromMixin
+from ptd.core.foreign import LEAF_PROBE, adopt_non_tensor, foreign_batch_size
 from ptd.core.indexing import is_key_index
 from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
-from ptd.core.foreign import LEAF_PROBE, adopt_non_tensor, foreign_batch_size
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import OpsMixin, ShapeMixin
 from ptd.core.pointwise import PointwiseMixin
