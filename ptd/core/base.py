@@ -339,16 +339,11 @@ class TensorDictBase(
                 )
             return value
         if isinstance(value, Mapping):
-            own = foreign_batch_size(value)  # a tensordict of another library keeps its own
-            if own is not None and not fits(own, bs):
-                raise BatchSizeError(
-                    f"batch dimension mismatch, got self.batch_size={bs} and value.batch_size="
-                    f"{own} for key {key!r} in {self._location()}. The leading dimensions of a "
-                    "value must match the batch size."
-                )
-            return new_tensordict(
-                dict(value.items()), batch_size=bs if own is None else own, device=self.device
-            )
+            # a tensordict of another library keeps its own batch size when it extends ours;
+            # a shorter one (``[]``) takes ours, as tensordict sets it, if its entries fit
+            own = foreign_batch_size(value)
+            sub_bs = own if own is not None and fits(own, bs) else bs
+            return new_tensordict(dict(value.items()), batch_size=sub_bs, device=self.device)
         if isinstance(value, NonTensorData):
             return NonTensorData(value.data, bs, value.device)
         if isinstance(value, NonTensorStack):
