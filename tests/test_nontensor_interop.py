@@ -132,6 +132,8 @@ def test_tensordict_stack_of_distinct_values(tdmod, tmp_path, backend) -> None:
     p["same"] = tdmod.NonTensorStack("x", "x", "x")
     assert isinstance(p.get("names"), NonTensorStack) and p["names"] == ["a", "bb", "c"]
     assert p[1:]["names"] == ["bb", "c"] and p[0]["names"] == "a"
+    p[1:3] = tdmod.TensorDict({"names": tdmod.NonTensorStack("B", "C")}, batch_size=[2])
+    assert p["names"] == ["a", "B", "C"]
     assert isinstance(p.get("one"), NonTensorData) and p["one"] == 1
     # written as tensordict writes it: one value
     same = _quiet(p.get, "same")
@@ -141,7 +143,7 @@ def test_tensordict_stack_of_distinct_values(tdmod, tmp_path, backend) -> None:
         tdmod, Path(p.filename), backend, **({"batch_size": [3]} if backend == "h5" else {})
     )
     try:
-        assert list(ref["names"]) == ["a", "bb", "c"]
+        assert list(ref["names"]) == ["a", "B", "C"]
         assert ref["one"] == 1
         assert _quiet(ref.__getitem__, "same") == (b"x" if backend == "h5" else "x")
     finally:
