@@ -124,6 +124,11 @@ CASES: list[Case] = [
     c("get_non_tensor", "s", _={"kinds": ("nontensor",)}),
     c("is_non_tensor", "s", _={"kinds": ("nontensor",)}),
     c("filter_non_tensor_data", _={"kinds": ("nontensor",)}),
+    # a non-tensor read back: its value by key (h5: bytes), its entry, its class's name
+    f("__getitem__", lambda ctx, o: o["s"], kinds=("nontensor",), tag="non-tensor"),
+    f("__getitem__", lambda ctx, o: o["n", "t"], kinds=("nontensor",), tag="nested-non-tensor"),
+    c("get", "s", _={"kinds": ("nontensor",), "tag": "non-tensor"}),
+    c("entry_class", "s", _={"kinds": ("nontensor",), "tag": "non-tensor"}),
     c("filter_empty_"),
     c("flatten_keys"),
     c("flatten_keys", "/", _={"tag": "sep"}),

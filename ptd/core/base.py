@@ -36,6 +36,7 @@ from ptd.core.construct import ConstructMixin
 from ptd.core.conversions import ConversionsMixin
 from ptd.core.dtypes import dtype_abbrev
 from ptd.core.factories import FromMixin
+from ptd.core.foreign import LEAF_PROBE, adopt_non_tensor, foreign_batch_size
 from ptd.core.indexing import is_key_index
 from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
 from ptd.core.memmap_api import MemmapMixin
@@ -101,6 +102,8 @@ class TensorDictBase(
     _names: list[str | None] | None = None
     #: whether ``td[key] = value`` writes into an existing entry (file-backed) or replaces it
     _setitem_inplace: bool = False
+    #: whether a foreign NonTensorStack of equal elements is set as one NonTensorData
+    _collapse_foreign_stacks: bool = False
 
     # ------------------------------------------------------------------ primitives
     @property
@@ -300,9 +303,7 @@ class TensorDictBase(
             if leaves_only:
                 if meta.kind == "nested":
                     continue
-                if meta.kind == "non_tensor" and not (
-                    is_leaf is not None and is_leaf(NonTensorData)
-                ):
+                if meta.kind == "non_tensor" and not (is_leaf is not None and is_leaf(LEAF_PROBE)):
                     continue
             out.append(out_key(parts))
         if sort:
@@ -335,6 +336,8 @@ class TensorDictBase(
     def _convert(self, key: str, value: Any) -> Any:
         """Turn a user value into what the primitives store, and check its batch dims."""
         bs = self.batch_size
+        # tensordict's NonTensorData/NonTensorStack
+        value = adopt_non_tensor(value, collapse=self._collapse_foreign_stacks)
         if isinstance(value, TensorDictBase):
             if not fits(value.batch_size, bs):
                 raise BatchSizeError(
@@ -344,7 +347,11 @@ class TensorDictBase(
                 )
             return value
         if isinstance(value, Mapping):
-            return new_tensordict(dict(value), batch_size=bs, device=self.device)
+            # a tensordict of another library keeps its own batch size when it extends ours;
+            # a shorter one (``[]``) takes ours, as tensordict sets it, if its entries fit
+            own = foreign_batch_size(value)
+            sub_bs = own if own is not None and fits(own, bs) else bs
+            return new_tensordict(dict(value.items()), batch_size=sub_bs, device=self.device)
         if isinstance(value, NonTensorData):
             return NonTensorData(value.data, bs, value.device)
         if isinstance(value, NonTensorStack):

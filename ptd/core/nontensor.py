@@ -56,6 +56,9 @@ def _unflatten(flat: list[Any], shape: tuple[int, ...]) -> Any:
 class NonTensorData:
     """One non-tensor value (str, bytes, number, None, list, dict...) shared by a whole batch."""
 
+    #: the class marker tensordict reads (``tensordict.is_non_tensor``, ``_is_leaf_nontensor``)
+    _is_non_tensor = True
+
     def __init__(self, data: Any, batch_size: Sequence[int] | None = None, device: Any = None):
         if isinstance(data, NonTensorData):
             data = data.data
@@ -93,6 +96,8 @@ class NonTensorStack:
     Build it from values (``NonTensorStack("a", "b")``) or from a nested list with
     :meth:`from_list`.
     """
+
+    _is_non_tensor = True
 
     def __init__(self, *values: Any, batch_size: Sequence[int] | None = None):
         vals = [v.data if isinstance(v, NonTensorData) else v for v in values]
@@ -174,4 +179,5 @@ def _values_equal(a: Any, b: Any) -> bool:
 
 
 def is_non_tensor(value: Any) -> bool:
+    """Whether ``value`` is a :class:`NonTensorData` or a :class:`NonTensorStack`."""
     return isinstance(value, (NonTensorData, NonTensorStack))

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ptd.core.foreign import adopt_non_tensor
 from ptd.core.keys import NestedKey, out_key, unravel_key
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.registry import is_tensordict
@@ -78,6 +79,8 @@ class UpdateMixin:
                     )
                 self._replace_batch_size_for(input_dict_or_td)
         for key, value in _iter_items(input_dict_or_td):
+            # a tensordict NonTensorStack is a Mapping: never taken for a nested tensordict
+            value = adopt_non_tensor(value, collapse=self._collapse_foreign_stacks)
             parts = unravel_key(key)
             first, rest = parts[0], parts[1:]
             if allowed is not None and not any(k[0] == first for k in allowed):

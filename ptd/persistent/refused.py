@@ -79,8 +79,12 @@ class RefusedOpsMixin:
         )
 
     def set_non_tensor(self, *args: Any, **kwargs: Any) -> TensorDictBase:
+        """Refused, as tensordict's ``_NoSetNonTensor`` does (a locked store first says it is
+        locked): ``p.set(key, NonTensorData(value))`` or ``p[key] = value`` writes one."""
+        cast("TensorDictBase", self)._check_unlocked()
         raise NotSupportedError(
-            "set_non_tensor is not compatible with PersistentTensorDict: set the value with ptd[key] = value."
+            "set_non_tensor is not compatible with the tensordict type PersistentTensorDict. "
+            "Write the value with set(key, NonTensorData(value)) or p[key] = value."
         )
 
     def share_memory_(self) -> TensorDictBase:

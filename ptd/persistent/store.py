@@ -42,6 +42,9 @@ class StoreBacked:
 
     _store: _Store
     _path: Path
+    #: a tensordict NonTensorStack whose elements are all equal is stored as one value, as
+    #: tensordict writes it (see :func:`ptd.core.foreign.adopt_non_tensor`)
+    _collapse_foreign_stacks = True
 
     # ---------------------------------------------------------------- public attributes
     @property

@@ -18,6 +18,7 @@ import torch
 from ptd.core.base import TensorDictBase
 from ptd.core.batch import as_batch_size, fits, infer_batch_size
 from ptd.core.dtypes import storage_dtype, to_storage
+from ptd.core.foreign import adopt_non_tensor, foreign_batch_size, foreign_names
 from ptd.core.lastop import user_stacklevel
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.errors import BatchSizeError
@@ -91,8 +92,12 @@ def _shape_of(value: Any) -> tuple[int, ...] | None:
 
 
 def _infer_dict(d: Mapping[str, Any], batch_dims: int | None) -> torch.Size | None:
+    own = foreign_batch_size(d)  # a tensordict of another library says it, as ours do
+    if own is not None:
+        return own
     shapes = []
     for value in d.values():
+        value = adopt_non_tensor(value, collapse=True)
         if isinstance(value, Mapping):
             sub = _infer_dict(value, batch_dims)
             if sub is not None:
@@ -144,9 +149,10 @@ def write_all(
 ) -> None:
     """Write every entry of ``source`` into the (empty) group of ``dst``; nested dicts get
     their own inferred batch size, cut to ``batch_dims`` dims."""
-    if isinstance(source, TensorDictBase) and source._names is not None and dst._path == ():
-        dst._names = list(source._names)
-        dst._backend.set_attrs((), td_meta_attrs(dst.batch_size, source._names))
+    names = source._names if isinstance(source, TensorDictBase) else foreign_names(source)
+    if names is not None and dst._path == () and len(names) == len(dst.batch_size):
+        dst._names = list(names)
+        dst._backend.set_attrs((), td_meta_attrs(dst.batch_size, names))
     if isinstance(source, StoreBacked):
         # a StoreBacked is a PersistentTensorDict (this module cannot import the class)
         _copy_group(dst, dst._path, source)  # type: ignore[arg-type]
@@ -157,12 +163,17 @@ def write_all(
         else ((k, source._get_str(k)) for k in source._keys_str())
     )
     for key, value in items:
+        # tensordict's NonTensorData/NonTensorStack, stored as tensordict stores them
+        value = adopt_non_tensor(value, collapse=True)
         if isinstance(value, Mapping) and not isinstance(value, TensorDictBase):
             sub_bs = _infer_dict(value, batch_dims)
             bs = sub_bs if sub_bs is not None and fits(sub_bs, dst.batch_size) else dst.batch_size
+            sub_names = foreign_names(value)
+            if sub_names is not None and len(sub_names) != len(bs):
+                sub_names = None
             parts = (key,) if isinstance(key, str) else tuple(key)
             node, last = dst._walk(parts, create=True)
-            node._backend.create_group(node._path + (last,), td_meta_attrs(bs))
+            node._backend.create_group(node._path + (last,), td_meta_attrs(bs, sub_names))
             node._tree.invalidate(node._path + (last,))
             node._tree.set_group_batch(node._path + (last,), bs)
             write_all(node._get_str(last), value, batch_dims)

@@ -480,6 +480,8 @@ SINGLE = {
     "list_str": (["a", "b"], ["a", "b"], ["a", "b"]),
     "list_num": ([1, 2, 3], np.array([1, 2, 3]), [1, 2, 3]),
     "bigint": (2**70, 2**70, 2**70),
+    # h5: opaque complex128, as tensordict 0.15.3 writes it; zarr: pickled (not JSON)
+    "complex": (1 + 2j, np.complex128(1 + 2j), 1 + 2j),
 }
 
 

@@ -2,9 +2,9 @@
 conventions plus ptd's JSON text; see :mod:`ptd.storage.backends.h5`).
 
 Writing: a ``str`` is a vlen UTF-8 string marked ``__tensordict_str__``; ``bytes``, bools and
-numbers (and numeric numpy arrays) are opaque data; a ``bytes`` ending in NUL bytes, which
-numpy's ``S`` type would cut, is raw opaque bytes (``|V<n>``); anything else that JSON
-round-trips is its JSON text marked ``__ptd_json__``. Stacks (marked ``__tensordict_stack__``)
+numbers, complex included (and numeric numpy arrays), are opaque data; a ``bytes`` ending in
+NUL bytes, which numpy's ``S`` type would cut, is raw opaque bytes (``|V<n>``); anything else
+that JSON round-trips is its JSON text marked ``__ptd_json__``. Stacks (marked ``__tensordict_stack__``)
 hold str, bytes, bool, int or float of one type. Nothing is ever pickled.
 
 Reading: a string marked ``__tensordict_str__`` reads as ``bytes`` with tensordict's
@@ -254,7 +254,9 @@ def encode_value(value: Any, key: str) -> tuple[np.ndarray, dict[str, Any]]:
             # numpy's S type drops trailing NULs: keep them as raw opaque bytes
             return _opaque(np.array(np.void(bytes(value)))), {}
         return _opaque(np.array(value)), {}
-    if isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, np.object_):
+    if isinstance(value, (bool, int, float, complex, np.generic)) and not isinstance(
+        value, np.object_
+    ):
         try:
             arr = np.array(value)
         except OverflowError:
