@@ -75,18 +75,18 @@ class LeafIOMixin:
         meta: Any,
         entries: tuple[ix.Entry, ...] | None = None,
     ) -> torch.Tensor:
-        if ix.has_new_dims(self._entries if entries is None else entries):
-            # read the stored rows, then put the view's new dims in
-            ents = cast("tuple[ix.Entry, ...]", self._entries if entries is None else entries)
-            core = self._read_leaf(path, meta, ix.stored_entries(ents))
-            return ix.expand_new_dims(core, ents)
-        dtype = dtype_from_str(meta.torch_dtype)
-        be = self._store.backend
         if entries is None:
             entries = self._entries
             simple = self._simple_selection()
         else:
             simple = entries if all(isinstance(e, (int, slice)) for e in entries) else None
+        if simple is None and ix.has_new_dims(entries):
+            # read the stored rows, then put the view's new dims in
+            assert entries is not None
+            core = self._read_leaf(path, meta, ix.stored_entries(entries))
+            return ix.expand_new_dims(core, entries)
+        dtype = dtype_from_str(meta.torch_dtype)
+        be = self._store.backend
         checked = self._store.tree.memory_checked
         if path not in checked:
             _check_leaf_memory(path, meta, entries, be)
