@@ -443,6 +443,16 @@ CASES: list[Case] = [
         tag="none-mismatch",
     ),
     f("__setitem__", lambda ctx, o: o.__setitem__((None, 0), 7.0), tag="none-number"),
+    f(  # a batch of 2 into a selection of 1 (tensordict's test_setitem): refused
+        "__setitem__",
+        lambda ctx, o: o.__setitem__(slice(0, 1), ctx.fresh(5.0)[0:2]),
+        tag="batch-mismatch",
+    ),
+    f(  # a batch of 1 into a selection of 2: expanded on a store
+        "__setitem__",
+        lambda ctx, o: o.__setitem__(slice(0, 2), ctx.fresh(5.0)[0:1]),
+        tag="batch-expand",
+    ),
     f("update_", lambda ctx, o: o[:, None].update_(ctx.fresh(2.0)[:, None]), tag="none-view"),
     f("set_", lambda ctx, o: o[:, None].set_("a", torch.zeros(4, 1, 3, 2)), tag="none-view"),
     f("add_", lambda ctx, o: o[None, 1:3, None].add_(1), tag="none-view", kinds=("float",)),

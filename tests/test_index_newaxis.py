@@ -446,3 +446,23 @@ def test_new_dim_entries() -> None:
         ix.NewDim(3),
         1,
     )
+
+
+def test_in_memory_assignment_follows_tensordicts_batch_rules() -> None:
+    """tensordict's TensorDict: the selection's batch size, its trailing dims (expanded on the
+    left), or leaves that start with the selection's shape; anything else is a RuntimeError."""
+    td = grid_data()
+    one = td[:1].clone().zero_()
+    with pytest.raises(RuntimeError, match="differs from the source batch size") as info:
+        td[0:2] = one  # [1, 3] into [2, 3]
+    assert isinstance(info.value, BatchSizeError)
+    with pytest.raises(RuntimeError, match="differs from the source batch size"):
+        td[:1] = torch.cat([one, one], 0)  # [2, 3] into [1, 3]
+    assert_same(td, grid_data())
+    td[0:2] = one[0]  # [3]: expanded on the left
+    assert (td[0:2]["a"] == 0).all() and (td[2:]["a"] != 0).any()
+    prefix = TensorDict({"b": torch.full((2, 3), 7)}, [2])  # leaves start with [2, 3]
+    td[2:4] = prefix
+    assert (td["b"][2:4] == 7).all()
+    td[None, 4:6] = td[4:6][None].clone().apply(lambda t: t * 0 + 1)  # with a new dim
+    assert (td["a"][4:6] == 1).all()
