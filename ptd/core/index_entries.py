@@ -103,7 +103,11 @@ def stored_ndim(entries: Sequence[Entry]) -> int:
 
 def has_new_dims(entries: Sequence[Entry] | None) -> bool:
     """True when the view has a dim that no stored dim backs (``None`` in its index)."""
-    return entries is not None and any(isinstance(e, NewDim) for e in entries)
+    if entries is not None:
+        for e in entries:
+            if type(e) is NewDim:
+                return True
+    return False
 
 
 def stored_entries(entries: Sequence[Entry]) -> tuple[Entry, ...]:
