@@ -255,8 +255,8 @@ def test_pickled_view_keeps_its_new_dims(grid) -> None:
 def test_setitem_through_new_dims(grid, idx, make_value) -> None:
     td = grid_data()
     value = make_value(td[idx].clone())
-    grid[idx] = value
-    td[idx] = value
+    grid[idx] = value  # a store expands the value (as tensordict's PersistentTensorDict)
+    td[idx] = value.expand(td[idx].batch_size)
     assert_same(grid.to_tensordict(), td)
 
 
