@@ -1090,11 +1090,6 @@ def test_view_of_bad_index_raises_at_once(sample_ptd) -> None:
         sample_ptd[torch.tensor([True, False])]
 
 
-def test_none_index_names_the_fix(sample_ptd) -> None:
-    with pytest.raises(IndexError, match="to_tensordict"):
-        sample_ptd[None]
-
-
 def test_leaf_read_reads_only_the_rows_asked(make_ptd, read_log, monkeypatch) -> None:
     # the library path; the memory-map fast path is checked in test_fast_path.py
     monkeypatch.setenv("PTD_FAST_PATH", "0")

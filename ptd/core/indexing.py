@@ -1,18 +1,11 @@
 """Lazy index arithmetic for file-backed views: pure functions, no I/O.
 
-A view of a stored tensordict is described by one *entry* per group of stored batch dims:
-
-* ``int`` -- the stored dim is fixed (the view has no dim for it);
-* ``slice`` -- ``start/stop/step`` normalised, ``step > 0`` (one view dim);
-* :class:`Points` -- one or more int arrays of equal length that jointly index consecutive
-  stored dims, in the order the user asked, repeats allowed (one view dim).
-
-:func:`compose` applies a user index (int, slice, list, int/bool tensor or array, Ellipsis, or
-a tuple of those) to a view, giving the entries of the new view, so views of views never touch
-the file. :func:`plan_read` / :func:`plan_write` turn entries into the selection a backend
-takes (ints, positive slices and at most one *sorted, unique* array) plus the in-memory step
-that puts rows back in the asked order -- h5py refuses unsorted or repeated indices, and reading
-``min..max`` (what the reference does) costs far more than reading the rows asked for.
+A view of a stored tensordict is described by its *entries* (:mod:`ptd.core.index_entries`:
+ints, slices, :class:`Points` of index arrays, and :class:`NewDim` for a ``None`` in an
+index). :func:`compose` applies a user index (int, slice, list, int/bool tensor or array,
+Ellipsis, None, or a tuple of those) to a view, giving the entries of the new view, so views of
+views never touch the file. :func:`plan_read` / :func:`plan_write` (:mod:`ptd.core.index_plan`,
+re-exported here) turn the stored entries into backend selections.
 
 >>> import numpy as np
 >>> entries = full_entries((10,))
@@ -23,48 +16,65 @@ that puts rows back in the asked order -- h5py refuses unsorted or repeated indi
 >>> plan = plan_read(entries, row_nbytes=1 << 20)
 >>> plan.selection, plan.post
 ((array([2, 6]),), (array([1, 0, 1]),))
+>>> compose(full_entries((4, 3)), (4, 3), (None, 0))
+(NewDim(size=1), 0, slice(0, 3, 1))
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from ptd.core.index_entries import (
+    Entry,
+    NewDim,
+    Points,
+    drop_index,
+    expand_new_dims,
+    full_entries,
+    has_new_dims,
+    stored_entries,
+    stored_ndim,
+    unsqueeze_index,
+    view_shape,
+)
+from ptd.core.index_plan import (
+    ReadPlan,
+    WritePlan,
+    apply_post,
+    box_assign,
+    direct_selection,
+    plan_read,
+    plan_write,
+)
 from ptd.errors import PtdIndexError
 
 __all__ = [
     "Points",
+    "NewDim",
     "Entry",
     "full_entries",
     "view_shape",
+    "stored_ndim",
+    "has_new_dims",
+    "stored_entries",
+    "unsqueeze_index",
+    "drop_index",
+    "expand_new_dims",
     "compose",
     "plan_read",
     "direct_selection",
     "plan_write",
+    "apply_post",
+    "box_assign",
     "ReadPlan",
+    "WritePlan",
     "is_key_index",
     "index_names",
 ]
-
-
-@dataclass(frozen=True, eq=False)
-class Points:
-    """Arrays that jointly index ``len(arrays)`` consecutive stored dims (one view dim)."""
-
-    arrays: tuple[np.ndarray, ...]
-
-    def __len__(self) -> int:
-        return len(self.arrays[0])
-
-    def __repr__(self) -> str:
-        return f"Points(arrays={self.arrays!r})"
-
-
-Entry = int | slice | Points
 
 
 def is_key_index(idx: Any) -> bool:
@@ -72,30 +82,6 @@ def is_key_index(idx: Any) -> bool:
     if isinstance(idx, str):
         return True
     return isinstance(idx, tuple) and len(idx) > 0 and all(is_key_index(k) for k in idx)
-
-
-def full_entries(shape: Sequence[int]) -> tuple[Entry, ...]:
-    """The entries of a view that selects everything."""
-    return tuple(slice(0, int(n), 1) for n in shape)
-
-
-def _slice_len(s: slice) -> int:
-    return len(range(s.start, s.stop, s.step))
-
-
-def view_shape(entries: Sequence[Entry]) -> tuple[int, ...]:
-    """The batch shape a view with these entries has."""
-    out = []
-    for e in entries:
-        if isinstance(e, slice):
-            out.append(_slice_len(e))
-        elif isinstance(e, Points):
-            out.append(len(e))
-    return tuple(out)
-
-
-def stored_ndim(entries: Sequence[Entry]) -> int:
-    return sum(len(e.arrays) if isinstance(e, Points) else 1 for e in entries)
 
 
 # --- normalising a user index --------------------------------------------------------------
@@ -123,11 +109,6 @@ def _split_index(index: Any, shape: tuple[int, ...]) -> list[Any]:
     items = list(index) if isinstance(index, tuple) else [index]
     out: list[Any] = []
     for it in items:
-        if it is None:
-            raise PtdIndexError(
-                "None (new axis) cannot index a file-backed tensordict lazily; "
-                "call to_tensordict() first"
-            )
         if it is Ellipsis:
             out.append(Ellipsis)
             continue
@@ -186,6 +167,60 @@ def _split_index(index: Any, shape: tuple[int, ...]) -> list[Any]:
     return out
 
 
+def _dims_of(item: Any) -> int:
+    """How many batch dims a (non-None, non-Ellipsis) index item consumes: a bool mask its
+    ndim, anything else one (what cannot index is refused later, by :func:`_split_index`)."""
+    if isinstance(item, list):
+        try:
+            item = np.asarray(item)
+        except ValueError:
+            return 1
+    if isinstance(item, (torch.Tensor, np.ndarray)) and item.dtype in (torch.bool, np.bool_):
+        return max(1, item.ndim)
+    return 1
+
+
+def _insert_new_dims(
+    entries: Sequence[Entry], shape: tuple[int, ...], index: Any
+) -> tuple[Sequence[Entry], tuple[int, ...], Any]:
+    """Turn each ``None`` of ``index`` into a :class:`NewDim` entry of the view (a dim of size
+    1 at its place) and into a full slice of the index: the rest of :func:`compose` then
+    sees no None. This is how torch and numpy treat None (so advanced indices separated by a
+    None are moved first there, and refused here as when a slice separates them)."""
+    items = list(index) if isinstance(index, tuple) else [index]
+    if not any(it is None for it in items):
+        return entries, shape, index
+    ndim = len(shape)
+    consumed = sum(_dims_of(it) for it in items if it is not None and it is not Ellipsis)
+    if consumed > ndim:
+        raise PtdIndexError(
+            f"too many indices for tensordict: batch is {ndim}-dimensional, but {consumed} were indexed"
+        )
+    where: list[int] = []  # the view dim each None goes before
+    d = 0
+    for it in items:
+        if it is None:
+            where.append(d)
+        elif it is Ellipsis:
+            d += ndim - consumed  # several Ellipsis are refused by _split_index
+        else:
+            d += _dims_of(it)
+    view_pos = [i for i, e in enumerate(entries) if not isinstance(e, int)] + [len(entries)]
+    new_entries: list[Entry] = []
+    new_shape: list[int] = []
+    for k, pos in enumerate(view_pos):
+        lo = view_pos[k - 1] + 1 if k else 0
+        new_entries.extend(entries[lo:pos])  # the ints before this view dim
+        n_new = where.count(k)
+        new_entries.extend([NewDim(1)] * n_new)
+        new_shape.extend([1] * n_new)
+        if pos < len(entries):
+            new_entries.append(entries[pos])
+            new_shape.append(shape[k])
+    new_index = tuple(slice(None) if it is None else it for it in items)
+    return new_entries, tuple(new_shape), new_index
+
+
 def _check_bounds(arr: np.ndarray, size: int, dim: int) -> np.ndarray:
     if arr.size and (arr.max() >= size or arr.min() < -size):
         bad = arr[(arr >= size) | (arr < -size)][0]
@@ -197,6 +232,16 @@ def _check_bounds(arr: np.ndarray, size: int, dim: int) -> np.ndarray:
 
 def _apply_to_entry(entry: Entry, item: Any, size: int, dim: int) -> list[Entry]:
     """Index one view dim (backed by ``entry``) with an int, slice or array."""
+    if isinstance(entry, NewDim):  # no stored dim: only how many copies changes
+        if isinstance(item, int):
+            if not -size <= item < size:
+                raise PtdIndexError(
+                    f"index {item} is out of bounds for dimension {dim} with size {size}"
+                )
+            return []
+        if isinstance(item, slice):
+            return [NewDim(len(range(size)[item]))]
+        return [NewDim(len(_check_bounds(item, size, dim)))]
     if isinstance(item, int):
         if not -size <= item < size:
             raise PtdIndexError(
@@ -238,9 +283,9 @@ def _group_advanced(items: list[Any]) -> list[Any]:
     single_1d = len(adv) == 1 and isinstance(items[adv[0]], np.ndarray)
     if not contiguous and (len(adv) > 1 or slice_before):
         raise PtdIndexError(
-            "advanced indices (index arrays, masks and ints) separated by a slice cannot index a "
-            "file-backed tensordict lazily (numpy would move their dim first); call "
-            "to_tensordict() first"
+            "advanced indices (index arrays, masks and ints) separated by a slice or None "
+            "cannot index a file-backed tensordict lazily (numpy would move their dim first); "
+            "call to_tensordict() first"
         )
     if single_1d:
         return items
@@ -268,7 +313,7 @@ def _group_advanced(items: list[Any]) -> list[Any]:
 
 def compose(entries: Sequence[Entry], shape: Sequence[int], index: Any) -> tuple[Entry, ...]:
     """Apply a user ``index`` to the view ``entries`` (whose batch shape is ``shape``)."""
-    shape = tuple(shape)
+    entries, shape, index = _insert_new_dims(entries, tuple(shape), index)
     items = _split_index(index, shape)
     items = _group_advanced(items)
     # walk view dims alongside items
@@ -291,9 +336,12 @@ def compose(entries: Sequence[Entry], shape: Sequence[int], index: Any) -> tuple
                     continue
                 j = group.index(ei)
                 sub = _apply_to_entry(e, coords[j].astype(np.int64), shape[vdim + j], vdim + j)
+                if isinstance(e, NewDim):
+                    continue  # its coords are checked; it backs no stored dim
                 # an index array gives Points (the Entry union cannot say so)
                 merged.extend(sub[0].arrays)  # type: ignore[union-attr]
-            replace[first] = [Points(tuple(merged))]
+            # a joint index over new dims only: copies of the same rows
+            replace[first] = [Points(tuple(merged)) if merged else NewDim(len(coords[0]))]
             for ei in range(first + 1, last + 1):
                 replace[ei] = []
             vdim += k
@@ -305,193 +353,6 @@ def compose(entries: Sequence[Entry], shape: Sequence[int], index: Any) -> tuple
     for i, e in enumerate(new):
         out.extend(replace.get(i, [e]))
     return tuple(out)
-
-
-# --- planning reads and writes -------------------------------------------------------------
-@dataclass(frozen=True)
-class ReadPlan:
-    """``selection`` goes to the backend; ``post`` (if not None) re-orders in memory: one entry
-    per axis of the read result's batch part, an int array of positions or None (keep)."""
-
-    selection: tuple[Any, ...]
-    post: tuple[Any, ...] | None
-    #: number of batch axes in the read result (ints dropped)
-    ndim: int
-
-
-def _unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    if len(a) > 1 and bool(np.all(a[1:] > a[:-1])):
-        return a, np.arange(len(a))
-    u, inv = np.unique(a, return_inverse=True)
-    return u, inv.reshape(-1)
-
-
-def direct_selection(entries: Sequence[Entry]) -> tuple[Any, ...] | None:
-    """The entries as a selection for ``Backend.read_direct`` (ints, slices and the one index
-    array as asked: unsorted, repeats kept), or None when they hold several index arrays."""
-    out: list[Any] = []
-    seen = False
-    for e in entries:
-        if isinstance(e, Points):
-            if seen or len(e.arrays) != 1:
-                return None
-            seen = True
-            out.append(e.arrays[0])
-        else:
-            out.append(e)
-    return tuple(out)
-
-
-def plan_read(entries: Sequence[Entry], row_nbytes: int) -> ReadPlan:
-    """Turn view entries into a backend selection and an in-memory re-ordering.
-
-    ``row_nbytes`` is the size of one index along the first entry (used to choose between a
-    fancy read and a bounding slice for dense index sets).
-    """
-    sel: list[Any] = []
-    post: list[Any] = []
-    joint: list[tuple[int, list[np.ndarray]]] = []
-    used_array = False
-    any_post = False
-    for e in entries:
-        if isinstance(e, int):
-            sel.append(e)
-            continue
-        if isinstance(e, slice):
-            sel.append(e)
-            post.append(None)
-            continue
-        positions: list[np.ndarray] = []
-        for a in e.arrays:
-            if len(a) == 0:
-                sel.append(slice(0, 0, 1))
-                positions.append(a)
-                continue
-            u, inv = _unique_inverse(a)
-            lo, hi = int(u[0]), int(u[-1]) + 1
-            span = hi - lo
-            dense = span <= 2 * len(u) or span * row_nbytes <= (1 << 18)
-            if span == len(u):  # contiguous run
-                sel.append(slice(lo, hi, 1))
-                positions.append(inv)
-            elif dense or used_array:
-                sel.append(slice(lo, hi, 1))
-                positions.append(u[inv] - lo)
-            else:
-                sel.append(u)
-                used_array = True
-                positions.append(inv)
-        if len(e.arrays) == 1:
-            p = positions[0]
-            if not (
-                len(p) == (_slice_len(sel[-1]) if isinstance(sel[-1], slice) else len(sel[-1]))
-                and np.array_equal(p, np.arange(len(p)))
-            ):
-                any_post = True
-                post.append(p)
-            else:
-                post.append(None)
-        else:
-            any_post = True
-            joint.append((len(post), positions))
-            post.extend([None] * len(positions))
-    if not any_post:
-        return ReadPlan(tuple(sel), None, len(post))
-    return ReadPlan(tuple(sel), tuple(_post_with_joint(post, joint)), len(post))
-
-
-def _post_with_joint(post: list[Any], joint: list[tuple[int, list[np.ndarray]]]) -> list[Any]:
-    """Mark joint groups in ``post`` as ``("joint", arrays)`` spanning several read axes."""
-    out = list(post)
-    for start, arrays in reversed(joint):
-        out[start : start + len(arrays)] = [("joint", tuple(arrays))]
-    return out
-
-
-def apply_post(arr: np.ndarray, post: Sequence[Any] | None) -> np.ndarray:
-    """Re-order a read result following ``ReadPlan.post`` (one advanced-indexing step)."""
-    if post is None:
-        return arr
-    needs = [i for i, p in enumerate(post) if p is not None]
-    if len(needs) == 1 and not isinstance(post[needs[0]], tuple):
-        i = needs[0]
-        return np.take(arr, post[i], axis=i)
-    return arr[_open_mesh(post, arr.shape)]
-
-
-def _open_mesh(post: Sequence[Any], shape: Sequence[int]) -> tuple[np.ndarray, ...]:
-    """An all-advanced index (open mesh) that applies ``post`` to the leading axes at once,
-    keeping the axis order (numpy would move separated advanced indices to the front)."""
-    n_out = len(post)
-    idx: list[np.ndarray] = []
-    axis = 0
-    for out_dim, p in enumerate(post):
-        bshape = [1] * n_out
-        if isinstance(p, tuple):  # joint: several read axes -> one output axis
-            for a in p[1]:
-                bshape[out_dim] = len(a)
-                idx.append(a.reshape(bshape))
-                axis += 1
-            continue
-        a = np.arange(shape[axis]) if p is None else p
-        bshape[out_dim] = len(a)
-        idx.append(a.reshape(bshape))
-        axis += 1
-    return tuple(idx)
-
-
-@dataclass(frozen=True)
-class WritePlan:
-    """Either a direct write (``box`` False: write ``reorder(value)`` at ``selection``) or a
-    read-modify-write of the bounding box (``box`` True: ``b = read(selection); b[mesh] = value;
-    write(selection, b)``)."""
-
-    selection: tuple[Any, ...]
-    box: bool
-    #: for direct writes: (axis, positions) to take from the value so it matches the selection
-    take: tuple[int, np.ndarray] | None
-    #: for box writes: the post spec to build the mesh
-    post: tuple[Any, ...] | None
-
-
-def plan_write(entries: Sequence[Entry], row_nbytes: int) -> WritePlan:
-    """Plan a write through a view: direct when the selection is simple, else read-modify-write."""
-    arrays = [e for e in entries if isinstance(e, Points)]
-    if not arrays:
-        return WritePlan(tuple(entries), False, None, None)
-    if len(arrays) == 1 and len(arrays[0].arrays) == 1 and len(arrays[0]) > 0:
-        # one index array: sort it, keep the last of repeated indices (numpy's assignment rule)
-        a = arrays[0].arrays[0]
-        order = np.argsort(a, kind="stable")
-        sa = a[order]
-        last = np.ones(len(sa), dtype=bool)
-        last[:-1] = sa[1:] != sa[:-1]
-        u, pos = sa[last], order[last]
-        sel: list[Any] = []
-        axis = 0
-        take_axis = 0
-        for e in entries:
-            if isinstance(e, int):
-                sel.append(e)
-            elif isinstance(e, slice):
-                sel.append(e)
-                axis += 1
-            else:
-                take_axis = axis
-                span = int(u[-1]) - int(u[0]) + 1
-                sel.append(slice(int(u[0]), int(u[-1]) + 1, 1) if span == len(u) else u)
-                axis += 1
-        identity = len(pos) == len(a) and np.array_equal(pos, np.arange(len(a)))
-        return WritePlan(tuple(sel), False, None if identity else (take_axis, pos), None)
-    plan = plan_read(entries, row_nbytes)
-    post = plan.post if plan.post is not None else tuple([None] * plan.ndim)
-    return WritePlan(plan.selection, True, None, post)
-
-
-def box_assign(box: np.ndarray, post: Sequence[Any], value: np.ndarray) -> np.ndarray:
-    """``box[mesh(post)] = value`` where the mesh keeps the view's axis order."""
-    box[_open_mesh(post, box.shape)] = value
-    return box
 
 
 def _consumed(item: Any) -> int:

@@ -176,6 +176,8 @@ class TensorDict(TensorDictBase):
         idx = _expand_index(index, self.ndim)
         if isinstance(value, Mapping):
             value = TensorDict(value, batch_size=[])
+        elif isinstance(value, TensorDictBase):
+            _check_assigned_batch(self, idx, index, value)
         for key, current in self._data.items():
             if isinstance(value, TensorDictBase):
                 if key not in value._keys_str():
@@ -222,6 +224,26 @@ def _assign_nested(grid: Any, shape: tuple[int, ...], idx: Any, new: Any) -> Non
     arr[sel] = new
     result = arr.tolist()
     grid[:] = result
+
+
+def _check_assigned_batch(td: TensorDictBase, idx: Any, index: Any, value: Any) -> None:
+    """``td[index] = value`` as tensordict allows it: the value's batch size is the selection's,
+    or its trailing dims (expanded on the left), or the value's leaves start with the
+    selection's shape; anything else is a RuntimeError (BatchSizeError)."""
+    try:
+        target = tuple(torch.empty(tuple(td.batch_size), device="meta")[idx].shape)
+    except IndexError as err:
+        raise PtdIndexError(f"{err} (batch_size={list(td.batch_size)})") from None
+    vb = tuple(value.batch_size)
+    if vb == target[len(target) - len(vb) :] or all(
+        fits(v.shape, target) for v in value.values(True, True) if isinstance(v, torch.Tensor)
+    ):
+        return
+    raise BatchSizeError(
+        f"indexed destination TensorDict batch size is {list(target)} (batch_size = "
+        f"{list(td.batch_size)}, index={index!r}), which differs from the source batch size "
+        f"{list(vb)}"
+    )
 
 
 register("TensorDict", TensorDict)

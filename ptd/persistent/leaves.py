@@ -31,11 +31,17 @@ __all__ = ["LeafIOMixin"]
 class LeafIOMixin:
     """Leaf reads and writes of :class:`~ptd.persistent.persistent_tensordict.PersistentTensorDict`."""
 
-    def _read_stack_view(self: LeafHost, path: Path, meta: Any) -> Any:
+    def _read_stack_view(
+        self: LeafHost, path: Path, meta: Any, entries: tuple[ix.Entry, ...] | None = None
+    ) -> Any:
         """The rows of a stack that the view selects. The backend reads only those rows
         (a JSON/pickle payload is decoded whole, then cut); the view's order and repeats are
-        applied in memory."""
-        entries = self._entries_full()
+        applied in memory, and its new dims put in."""
+        if entries is None:
+            entries = self._entries_full()
+        if ix.has_new_dims(entries):
+            core = self._read_stack_view(path, meta, ix.stored_entries(entries))
+            return _stack_new_dims(core, entries)
         foreign = meta.stack_shape is None
         allow = self._store.allow_pickle
         stack_ndim = len(meta.shape if foreign else meta.stack_shape)
@@ -69,13 +75,18 @@ class LeafIOMixin:
         meta: Any,
         entries: tuple[ix.Entry, ...] | None = None,
     ) -> torch.Tensor:
-        dtype = dtype_from_str(meta.torch_dtype)
-        be = self._store.backend
         if entries is None:
             entries = self._entries
             simple = self._simple_selection()
         else:
-            simple = entries if all(not isinstance(e, ix.Points) for e in entries) else None
+            simple = entries if all(isinstance(e, (int, slice)) for e in entries) else None
+        if simple is None and ix.has_new_dims(entries):
+            # read the stored rows, then put the view's new dims in
+            assert entries is not None
+            core = self._read_leaf(path, meta, ix.stored_entries(entries))
+            return ix.expand_new_dims(core, entries)
+        dtype = dtype_from_str(meta.torch_dtype)
+        be = self._store.backend
         checked = self._store.tree.memory_checked
         if path not in checked:
             _check_leaf_memory(path, meta, entries, be)
@@ -107,7 +118,7 @@ class LeafIOMixin:
             entries = self._entries
             sel = (
                 entries
-                if entries is not None and all(not isinstance(e, ix.Points) for e in entries)
+                if entries is not None and all(isinstance(e, (int, slice)) for e in entries)
                 else None
             )
             self._simple_sel = sel
@@ -138,14 +149,19 @@ class LeafIOMixin:
                 f"{self._backend.location}: the selection has shape {list(target)}. To replace "
                 f"the entry, use set(key, value, inplace=False)."
             ) from None
+        entries = self._entries
+        if entries is not None and 0 in self._batch:
+            return
+        if ix.has_new_dims(entries):  # the last copy along each new dim is written
+            assert entries is not None
+            value = value[ix.drop_index(entries)]
+            entries = ix.stored_entries(entries)
         arr, _ = to_storage(value.contiguous(), key)
         be = self._backend
-        if self._entries is None:
+        if entries is None:
             be.write(path, (), arr)
             return
-        if 0 in self._batch:
-            return
-        plan = ix.plan_write(self._entries, _row_nbytes(meta))
+        plan = ix.plan_write(entries, _row_nbytes(meta))
         if not plan.box:
             if plan.take is not None:
                 arr = np.take(arr, plan.take[1], axis=plan.take[0])
@@ -163,7 +179,12 @@ class LeafIOMixin:
             path, (), allow_pickle=self._store.allow_pickle, as_stack=meta.stack_shape is None
         )
         grid = payload.value
-        index = tuple(_entry_as_index(e) for e in self._entries_full())
+        entries = self._entries_full()
+        if ix.has_new_dims(entries):
+            if isinstance(value, NonTensorStack):
+                value = value[ix.drop_index(entries)]
+            entries = ix.stored_entries(entries)
+        index = tuple(_entry_as_index(e) for e in entries)
         _assign_nested(grid, tuple(payload.stack_shape), index, value)
         self._backend.write_non_tensor(
             path, grid, stack_shape=tuple(payload.stack_shape), options=self._store.dataset_kwargs
@@ -239,6 +260,19 @@ def _entry_as_index(e: ix.Entry) -> Any:
             )
         return torch.as_tensor(e.arrays[0])
     return e
+
+
+def _stack_new_dims(core: Any, entries: tuple[ix.Entry, ...]) -> Any:
+    """A stack read through the stored entries, with the view's new dims put in."""
+    if isinstance(core, NonTensorData):  # one stored value: it stands for every row
+        return NonTensorData(core.data, ix.view_shape(entries))
+    out = core[ix.unsqueeze_index(entries)]
+    axis = 0
+    for e in entries:
+        if isinstance(e, ix.NewDim) and e.size != 1:
+            out = out[(slice(None),) * axis + (torch.zeros(e.size, dtype=torch.long),)]
+        axis += not isinstance(e, int)
+    return out
 
 
 def _stack_pick(stack: NonTensorStack, index: tuple[Any, ...]) -> Any:

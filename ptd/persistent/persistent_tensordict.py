@@ -565,9 +565,9 @@ class PersistentTensorDict(  # type: ignore[misc]
 
 
 def _broadcastable(a: Sequence[int], b: Sequence[int]) -> bool:
+    """True when shape ``a`` expands to shape ``b`` (one way, as ``expand``)."""
     try:
-        torch.broadcast_shapes(tuple(a), tuple(b))
-        return True
+        return tuple(torch.broadcast_shapes(tuple(a), tuple(b))) == tuple(b)
     except RuntimeError:
         return False
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from ptd.core import indexing as ix
 from ptd.errors import LockedError, UnsupportedOperationError
 from ptd.format.tdmeta import td_meta_attrs
 from ptd.storage.backends.base import Path
@@ -55,6 +56,8 @@ class StoreStateMixin:
             elif isinstance(e, slice):
                 out.append(stored[d])
                 d += 1
+            elif isinstance(e, ix.NewDim):  # a None of the index: an unnamed dim
+                out.append(None)
             else:
                 k = len(e.arrays)
                 out.append(stored[d] if k == 1 else None)
