@@ -41,6 +41,7 @@ from ptd.core.ops import OpsMixin, ShapeMixin
 from ptd.core.pointwise import PointwiseMixin
 from ptd.core.reductions import ReductionsMixin
 from ptd.core.registry import TensorDictRoot, new_tensordict
+from ptd.core.tdhooks import REQUIRED, TensordictHooksMixin, foreign_batch_size
 from ptd.core.torch_functions import TorchFunctionMixin
 from ptd.core.transforms import _NO_DEFAULT, TransformsMixin, pick_operand
 from ptd.errors import (
@@ -82,6 +83,7 @@ class TensorDictBase(
     OpsMixin,
     ShapeMixin,
     TorchFunctionMixin,
+    TensordictHooksMixin,
     ConstructMixin,
     ConversionsMixin,
     FromMixin,
@@ -109,7 +111,9 @@ class TensorDictBase(
     def _meta_str(self, key: str) -> EntryMeta:
         raise NotImplementedError
 
-    def _get_str(self, key: str) -> Any:
+    def _get_str(self, key: str, default: Any = REQUIRED, **_: Any) -> Any:
+        """A direct child; ``default`` (when given) for a missing key, as tensordict's
+        private hook of the same name (see :mod:`ptd.core.tdhooks`)."""
         raise NotImplementedError
 
     def _set_str(self, key: str, value: Any, *, inplace: bool) -> None:
@@ -336,7 +340,9 @@ class TensorDictBase(
                 )
             return value
         if isinstance(value, Mapping):
-            return new_tensordict(dict(value), batch_size=bs, device=self.device)
+            own = foreign_batch_size(value)  # a tensordict.TensorDict keeps its batch size
+            batch = own if own is not None and fits(own, bs) else bs
+            return new_tensordict(dict(value), batch_size=batch, device=self.device)
         if isinstance(value, NonTensorData):
             return NonTensorData(value.data, bs, value.device)
         if isinstance(value, NonTensorStack):

@@ -20,6 +20,7 @@ from ptd.core.batch import as_batch_size, fits, infer_batch_size
 from ptd.core.dtypes import storage_dtype, to_storage
 from ptd.core.lastop import user_stacklevel
 from ptd.core.nontensor import NonTensorData, NonTensorStack
+from ptd.core.tdhooks import foreign_batch_size
 from ptd.errors import BatchSizeError
 from ptd.format.tdmeta import td_meta_attrs
 from ptd.persistent.store import StoreBacked
@@ -158,7 +159,9 @@ def write_all(
     )
     for key, value in items:
         if isinstance(value, Mapping) and not isinstance(value, TensorDictBase):
-            sub_bs = _infer_dict(value, batch_dims)
+            sub_bs = foreign_batch_size(value)  # a tensordict.TensorDict keeps its own
+            if sub_bs is None:
+                sub_bs = _infer_dict(value, batch_dims)
             bs = sub_bs if sub_bs is not None and fits(sub_bs, dst.batch_size) else dst.batch_size
             parts = (key,) if isinstance(key, str) else tuple(key)
             node, last = dst._walk(parts, create=True)
