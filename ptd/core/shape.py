@@ -174,11 +174,16 @@ class ShapeMixin:
 
     @last_op()
     def squeeze(self: ShapeHost, dim: int | None = None) -> TensorDictBase:
+        """Remove the batch dims of size 1 (``dim``: that one only); the tensordict itself
+        when there is none, as in tensordict."""
         if dim is None:
             dims = [i for i, n in enumerate(self.batch_size) if n == 1]
-            return self._batch_map(lambda t: t.squeeze(dims) if dims else t)
-        d = self._dim(dim)
-        return self._batch_map(lambda t: t.squeeze(d))
+        else:
+            d = self._dim(dim)
+            dims = [d] if self.batch_size[d] == 1 else []
+        if not dims:
+            return cast("TensorDictBase", self)
+        return self._batch_map(lambda t: t.squeeze(dims))
 
     @last_op()
     def permute(self: ShapeHost, *dims: Any) -> TensorDictBase:

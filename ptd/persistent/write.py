@@ -113,6 +113,9 @@ def batch_size_of(
         return as_batch_size(batch_size)
     if isinstance(source, TensorDictBase):
         return source.batch_size
+    own = foreign_batch_size(source)  # a tensordict.TensorDict
+    if own is not None and batch_dims is None:
+        return own
     inferred = _infer_dict(source, batch_dims)
     return inferred if inferred is not None else torch.Size([])
 
