@@ -13,7 +13,7 @@ tensordict does; its ``view`` of another shape is refused (see :mod:`ptd.persist
 
 >>> import torch
 >>> from ptd import TensorDict
->>> td = TensorDict({"a": torch.arange(6)}, batch_size=[2, 3])
+>>> td = TensorDict({"a": torch.arange(6).reshape(2, 3)}, batch_size=[2, 3])
 >>> td.reshape(-1).batch_size, td.reshape(size=(3, 2))["a"][0]
 (torch.Size([6]), tensor([0, 1]))
 >>> td.reshape(2, 3) is td, td.view(torch.int32)["a"].dtype
