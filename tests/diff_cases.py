@@ -69,6 +69,12 @@ def _cls(ctx: Ctx) -> Any:
     return ctx.lib.TensorDict
 
 
+def _foreign_nested(ctx: Ctx) -> Any:
+    import tensordict
+
+    return tensordict.TensorDict({"w": torch.zeros(*ctx.batch, 5, 2)}, [*ctx.batch, 5])
+
+
 UNARY = (
     "abs acos asin atan ceil cos cosh erf erfc exp expm1 floor frac lgamma log log10 log1p "
     "log2 neg reciprocal round sigmoid sign sin sinh sqrt tan tanh trunc"
@@ -91,6 +97,8 @@ CASES: list[Case] = [
     c("get", "missing", 0, _={"tag": "default"}),
     c("set", "new", A(lambda x: torch.zeros(x.batch), "zeros"), _={"kinds": ALL_KINDS}),
     c("set", "a", A(lambda x: torch.zeros(3), "bad-shape"), _={"tag": "bad-shape"}),
+    # a tensordict.TensorDict value on both sides keeps its own (deeper) batch size
+    c("set", "sub", A(_foreign_nested, "tensordict.TensorDict"), _={"tag": "nested-batch"}),
     c("set_", "b", A(lambda x: torch.ones(x.batch, dtype=torch.long), "ones")),
     c("set_", "missing", A(lambda x: torch.ones(x.batch)), _={"tag": "missing"}),
     c("setdefault", "b", A(lambda x: torch.ones(x.batch, dtype=torch.long))),
@@ -119,6 +127,12 @@ CASES: list[Case] = [
     c("entry_class", "n", _={"tag": "nested"}),
     attr("sorted_keys"),
     c("split_keys", ["a", ("n", "x")]),
+    c("split_keys", ["a"], [("n", "m", "z")], _={"tag": "two-sets"}),
+    c("split_keys", {"a": "z", ("n", "x"): ("q", "r")}, _={"tag": "rename"}),
+    c("split_keys", ["a", ("n", "x")], inplace=True, _={"tag": "inplace"}),
+    c("split_keys", ["a", "missing"], _={"tag": "strict"}),
+    c("split_keys", ["a", "missing"], strict=False, _={"tag": "non-strict"}),
+    c("split_keys", ["a", ("n", "x")], reproduce_struct=True, _={"tag": "struct"}),
     c("separates", "a"),
     f("non_tensor_items", lambda ctx, o: dict(o.non_tensor_items()), kinds=("nontensor",)),
     c("get_non_tensor", "s", _={"kinds": ("nontensor",)}),
@@ -223,7 +237,19 @@ CASES: list[Case] = [
     # ---------------------------------------------------------------- shape
     c("view", -1),
     c("view", torch.uint8, _={"tag": "dtype", "kinds": ("numeric",)}),
+    c("view", 4, 3, _={"tag": "same"}),
+    c("view", size=(3, 4), _={"tag": "size"}),
+    c("view", 5, _={"tag": "bad"}),
+    c("view", torch.uint8, batch_size=[4], _={"tag": "dtype-batch", "kinds": ("numeric",)}),
+    c("view", torch.int16, batch_size=[5], _={"tag": "dtype-bad", "kinds": ("numeric",)}),
     c("reshape", -1),
+    c("reshape", 2, -1, _={"tag": "infer"}),
+    c("reshape", size=(3, 4), _={"tag": "size"}),
+    c("reshape", (4, 3), _={"tag": "same"}),
+    c("reshape", 5, _={"tag": "bad"}),
+    c("reshape", -1, -1, _={"tag": "two-free"}),
+    c("reshape", shape=(12,), _={"tag": "bad-kw"}),
+    c("reshape", -1, inplace=True, _={"tag": "inplace"}),
     c("transpose", 0, 1),
     c("permute", 1, 0),
     c("squeeze"),

@@ -29,7 +29,7 @@ def test_table_is_consistent() -> None:
     for table in (api.REFUSED, api.OUT_OF_SCOPE, api.PTD_ONLY):
         assert all(isinstance(r, str) and r.strip() for r in table.values())
     assert all(f.strip() for f in api.IMPLEMENTED.values())
-    assert api.status("sum") == "implemented" and api.status("reshape") == "refused"
+    assert api.status("sum") == "implemented" and api.status("permute") == "refused"
     assert api.status("map") == "out of scope" and api.status("leaf_meta") == "ptd only"
     assert api.status("no_such_method") == "unknown"
 

@@ -1513,9 +1513,8 @@ def test_to_tensordict(sample_ptd, sample_td) -> None:
 @pytest.mark.parametrize(
     ("name", "args"),
     [
-        ("view", (-1,)),
         ("view", (2, 3)),
-        ("reshape", (2, 3)),
+        ("view", (-1, 2)),
         ("permute", (0,)),
         ("unsqueeze", (0,)),
         ("transpose", (0, 0)),
@@ -1526,6 +1525,15 @@ def test_shape_ops_are_refused(sample_ptd, name, args) -> None:
         getattr(sample_ptd, name)(*args)
     assert isinstance(info.value, PtdError)
     assert name in str(info.value)
+
+
+def test_reshape_and_view_of_the_same_batch_size(sample_ptd) -> None:
+    n = sample_ptd.batch_size[0]
+    assert sample_ptd.view(-1) is sample_ptd and sample_ptd.reshape(n) is sample_ptd
+    out = sample_ptd.reshape(2, -1)
+    assert type(out) is ptd.TensorDict and out.batch_size == torch.Size([2, n // 2])
+    with pytest.raises(RuntimeError, match="invalid shape"):
+        sample_ptd.reshape(n + 1)
 
 
 def test_squeeze_is_refused_when_it_would_change(make_ptd) -> None:

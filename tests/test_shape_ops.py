@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from oracle import KINDS, check, pair, persistent_pair
+from oracle import KINDS, check, pair, persistent_pair, run_both
 
 import ptd
 from ptd.errors import UnsupportedOperationError
@@ -64,7 +64,22 @@ SHAPE_OPS: dict[str, Callable[[Any], Any]] = {
     "unsqueeze_bad": lambda t: t.unsqueeze(9),
     "view_dtype_float": lambda t: t.select("f", ("n", "x")).view(torch.int32),
     "view": lambda t: t.view(-1),
+    "view_size": lambda t: t.view(size=(-1,)),
+    "view_same": lambda t: t.view(t.batch_size),
+    "view_bad": lambda t: t.view(t.numel() + 1),
+    "view_dtype_kw": lambda t: t.view(dtype=torch.int32),
+    "view_dtype_bs": lambda t: t.select("f", ("n", "x")).view(torch.int32, batch_size=[]),
+    "view_dtype_bs_bad": lambda t: t.select("f").view(torch.int32, batch_size=[7]),
     "reshape": lambda t: t.reshape(-1),
+    "reshape_seq": lambda t: t.reshape([1, -1]),
+    "reshape_size": lambda t: t.reshape(size=(-1,)),
+    "reshape_same": lambda t: t.reshape(*t.batch_size),
+    "reshape_bad": lambda t: t.reshape(t.numel() + 1),
+    "reshape_two_free": lambda t: t.reshape(-1, -1),
+    "reshape_negative": lambda t: t.reshape(-2),
+    "reshape_float": lambda t: t.reshape(2.0),
+    "reshape_kw_bad": lambda t: t.reshape(shape=(-1,)),
+    "reshape_both": lambda t: t.reshape(-1, size=(-1,)),
     "permute": lambda t: t.permute(*reversed(range(t.ndim))),
     "transpose": lambda t: t.transpose(0, -1),
     "tensor_split_n": lambda t: t.tensor_split(2),
@@ -104,26 +119,28 @@ REFUSED_ON_FILE = {
     "unsqueeze",
     "atleast_3d",
     "view",
+    "view_size",
+    "view_bad",
 }
-#: tensordict supports these on a file (by loading everything); ptd refuses on purpose
-DELIBERATELY_REFUSED = {"reshape"}
 #: tensordict's PersistentTensorDict fails on these (NotImplementedError from its sub-tensordict,
 #: on some calls only); ptd reads the rows asked and is compared with the in-memory result
 ORACLE_FAILS_ON_FILE = {"masked_select"}
 
 
 #: these first call unsqueeze/select, which a file-backed tensordict refuses in both libraries
-NEEDS_A_REFUSED_OP = {"squeeze", "squeeze_none", "view_dtype_float"}
+NEEDS_A_REFUSED_OP = {
+    "squeeze",
+    "squeeze_none",
+    "view_dtype_float",
+    "view_dtype_bs",
+    "view_dtype_bs_bad",
+}
 
 
 @pytest.mark.parametrize("name", sorted(set(SHAPE_OPS) - NEEDS_A_REFUSED_OP))
 def test_shape_op_on_persistent_matches_tensordict(tmp_path, backend, name: str) -> None:
     mine, theirs = persistent_pair("2d", tmp_path, backend)
     try:
-        if name in DELIBERATELY_REFUSED:
-            with pytest.raises(UnsupportedOperationError, match="to_tensordict"):
-                SHAPE_OPS[name](mine)
-            return
         if name in REFUSED_ON_FILE:
             with pytest.raises(RuntimeError):
                 SHAPE_OPS[name](theirs)
@@ -166,9 +183,87 @@ def test_view_dtype_on_a_file_returns_an_in_memory_copy(tmp_path, backend) -> No
     out = p.view(torch.int32)
     assert type(out) is ptd.TensorDict
     assert torch.equal(out["a"], torch.ones(4, 2).view(torch.int32))
-    with pytest.raises(RuntimeError, match="reshape"):
-        p.view(-1)
+    assert type(p.view(torch.int32, batch_size=[])) is ptd.TensorDict
+    assert p.view(torch.int32, batch_size=[]).batch_size == torch.Size([])
+    with pytest.raises(RuntimeError, match="batch dimension mismatch"):
+        p.view(torch.int32, batch_size=[5])
+    assert p.view(4) is p and p.view(size=[4]) is p and p.view(-1) is p
+    for bad in ((2, 2), (5,), ()):
+        with pytest.raises(UnsupportedOperationError, match="reshape"):
+            p.view(*bad)
     p.close()
+
+
+def test_reshape_on_a_file_returns_an_in_memory_copy(tmp_path, backend) -> None:
+    p, theirs = persistent_pair("2d", tmp_path, backend)
+    theirs.close()
+    assert p.reshape(4, 3) is p and p.reshape(size=(4, -1)) is p
+    out = p.reshape(2, -1)
+    assert type(out) is ptd.TensorDict and out.batch_size == torch.Size([2, 6])
+    assert type(out["n"]) is ptd.TensorDict and out["n", "m", "y"].shape == (2, 6, 2)
+    out["f"].zero_()
+    assert p["f"].abs().sum() > 0  # the file is not touched
+    with pytest.raises(NotImplementedError, match="to_tensordict"):
+        p.reshape(-1, inplace=True)
+    assert p.reshape(4, 3, inplace=True) is p  # nothing to change
+    with pytest.raises(RuntimeError, match="invalid shape"):
+        p.reshape(5)
+    p.close()
+
+
+#: shape ops whose result is locked when the tensordict is (tensordict's lock propagation)
+LOCK_OPS = [
+    "reshape",
+    "reshape_same",
+    "view",
+    "view_same",
+    "flatten",
+    "unflatten",
+    "permute",
+    "transpose",
+    "unsqueeze",
+    "squeeze",
+    "expand",
+    "flip",
+    "narrow",
+    "roll",
+    "repeat",
+    "tile",
+    "movedim",
+    "rot90",
+    "atleast_3d",
+    "split",
+    "chunk",
+    "tensor_split_n",
+    "tensor_split_idx",
+    "unbind",
+    "pad",
+    "gather",
+    "masked_select",
+]
+
+
+@pytest.mark.parametrize("name", LOCK_OPS)
+def test_shape_op_results_are_locked_as_in_tensordict(name: str) -> None:
+    mine, theirs = pair("2d")
+    mine.lock_()
+    theirs.lock_()
+    got, expected = run_both(SHAPE_OPS[name], mine, theirs)
+    if isinstance(expected, tuple):
+        got, expected = got[0], expected[0]
+    assert got.is_locked == expected.is_locked, f"{name}: locked {got.is_locked}"
+    assert got["n"].is_locked == expected["n"].is_locked, f"{name}: nested locked"
+
+
+def test_reshape_inplace_keeps_the_object() -> None:
+    td, _ = pair("2d")
+    nested = td["n"]
+    assert td.reshape(-1, inplace=True) is td
+    assert td.batch_size == torch.Size([12]) and td["n"] is nested
+    assert td["n", "m", "y"].shape == (12, 2)
+    td.lock_()
+    with pytest.raises(RuntimeError, match="locked"):
+        td.reshape(3, 4, inplace=True)
 
 
 def test_shape_op_results_do_not_share_a_file(tmp_path, backend) -> None:

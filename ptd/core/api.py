@@ -132,7 +132,7 @@ IMPLEMENTED: dict[str, str] = {
 # ---------------------------------------------------------------------------------------------
 _SHAPE = "shape op: a file-backed tensordict cannot give views (tensordict's _NoShapeOps)"
 REFUSED: dict[str, str] = {
-    "view": _SHAPE,
+    "view": _SHAPE + "; view(dtype) and a view to the same batch size work, as in tensordict",
     "transpose": _SHAPE,
     "permute": _SHAPE,
     "squeeze": _SHAPE + "; a squeeze that changes nothing returns self",
@@ -144,10 +144,6 @@ REFUSED: dict[str, str] = {
     "atleast_1d": _SHAPE + " (an unsqueeze); returns self when nothing is added",
     "atleast_2d": _SHAPE + " (an unsqueeze); returns self when nothing is added",
     "atleast_3d": _SHAPE + " (an unsqueeze); returns self when nothing is added",
-    "reshape": (
-        "ptd's choice: tensordict 0.15.3 loads the whole store into a TensorDict; ptd refuses "
-        "like view (call to_tensordict() first), so that no reshape silently loads a store"
-    ),
     "select": "tensordict's _NoSelectExclude: a shallow copy would share the file",
     "exclude": "tensordict's _NoSelectExclude: a shallow copy would share the file",
     "rename_keys": "tensordict's _NoSelectExclude: renaming a copy would rename the stored keys",
@@ -276,8 +272,6 @@ _H5_NONE_WRITE = (
     "TypeError (h5py: Selection can't process None); ptd writes the selected rows"
 )
 KNOWN_DIFFERENCES: dict[str, str] = {
-    "reshape@h5": REFUSED["reshape"],
-    "reshape@zarr": REFUSED["reshape"],
     "abs_-mixed-dtypes@memory": (
         "an in-place op that fails on one leaf (abs_ of a bool) writes nothing in ptd; "
         "tensordict 0.15.3 has already changed the leaves before it"
@@ -316,14 +310,8 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     "flatten_keys-inplace@memory": (
         "not implemented yet: flatten_keys(inplace=True) raises UnsupportedOperationError"
     ),
-    "squeeze@memory": (
-        "squeeze() with no dim of size 1: ptd returns a new tensordict, tensordict returns self"
-    ),
     "squeeze@h5": "squeeze() with nothing to squeeze: ptd returns the store, tensordict refuses",
     "squeeze@zarr": "squeeze() with nothing to squeeze: ptd returns the store, tensordict refuses",
-    "squeeze-dim0@memory": (
-        "squeeze(0) of a dim that is not 1: ptd returns a new tensordict, tensordict returns self"
-    ),
     "saved_path@h5": _SAVED_PATH,
     "saved_path@zarr": _SAVED_PATH,
     "cat_from_tensordict@zarr": _ZARR_ORDER,

@@ -46,6 +46,7 @@ from ptd.core.pointwise import PointwiseMixin
 from ptd.core.reductions import ReductionsMixin
 from ptd.core.registry import TensorDictRoot, new_tensordict
 from ptd.core.statedict import StateDictMixin
+from ptd.core.tdhooks import REQUIRED, TensordictHooksMixin
 from ptd.core.torch_functions import TorchFunctionMixin
 from ptd.core.transforms import _NO_DEFAULT, TransformsMixin, pick_operand
 from ptd.errors import (
@@ -87,6 +88,7 @@ class TensorDictBase(
     OpsMixin,
     ShapeMixin,
     TorchFunctionMixin,
+    TensordictHooksMixin,
     ConstructMixin,
     ConversionsMixin,
     FromMixin,
@@ -120,7 +122,9 @@ class TensorDictBase(
     def _meta_str(self, key: str) -> EntryMeta:
         raise NotImplementedError
 
-    def _get_str(self, key: str) -> Any:
+    def _get_str(self, key: str, default: Any = REQUIRED, **_: Any) -> Any:
+        """A direct child; ``default`` (when given) for a missing key, as tensordict's
+        private hook of the same name (see :mod:`ptd.core.tdhooks`)."""
         raise NotImplementedError
 
     def _set_str(self, key: str, value: Any, *, inplace: bool) -> None:

@@ -27,6 +27,7 @@ import torch
 from ptd.core.batch import infer_batch_size
 from ptd.core.joining import cat, stack
 from ptd.core.keys import NestedKey, out_key, unravel_key
+from ptd.core.keysplit import split_keys
 from ptd.core.registry import is_tensordict, new_tensordict
 from ptd.errors import ArgumentError, PtdKeyError, PtdTypeError
 
@@ -190,38 +191,20 @@ class ConstructMixin:
         strict: bool = True,
         reproduce_struct: bool = False,
     ) -> tuple[TensorDictBase, ...]:
-        """One tensordict per key set (a list of keys, or a ``fn(key, value) -> bool``), and a
-        last one with the keys no set took. ``inplace`` deletes the taken keys from this
-        tensordict; ``strict=False`` skips missing keys (or sets ``default`` for them)."""
-        td = _td(self)
-        # a copy of every level (the leaves shared), so that taking keys leaves td as it is
-        rest = td.to_tensordict() if td._reads_copy() else td.apply(lambda t: t)
+        """One tensordict per key set (a list of keys, a dict ``{key: new_key}`` or a
+        ``fn(key, value) -> bool``), and a last one with the keys no set took. ``inplace``
+        removes the taken keys from this tensordict and returns it last; ``strict=False``
+        skips missing keys (or sets ``default`` for them). See :mod:`ptd.core.keysplit`."""
         if not strict and default is _NO_DEFAULT:
             default = None
-        outs = []
-        taken: list[tuple[str, ...]] = []
-        for key_set in key_sets:
-            out = rest.empty(recurse=reproduce_struct)
-            if callable(key_set) and not isinstance(key_set, Iterable):
-                key_set = [k for k, v in rest.items(True, True) if key_set(unravel_key(k), v)]
-            for key in key_set:
-                parts = unravel_key(key)
-                if rest._has(parts):
-                    out.set(parts, rest.get(parts))
-                    rest.del_(parts)
-                    taken.append(parts)
-                elif strict:
-                    raise PtdKeyError(
-                        f'key "{out_key(parts)}" not found in {type(td).__name__} with keys '
-                        f"{sorted(map(str, rest.keys()))}"
-                    )
-                elif default is not None:
-                    out.set(parts, default)
-            outs.append(out)
-        if inplace:
-            for parts in taken:
-                td.del_(parts)
-        return (*outs, rest)
+        return split_keys(
+            _td(self),
+            key_sets,
+            inplace=inplace,
+            default=default,
+            strict=strict,
+            reproduce_struct=reproduce_struct,
+        )
 
     def separates(
         self,

@@ -179,7 +179,12 @@ class ShapeHost(ContainerPrimitives, Protocol):
         self,
         fn: Callable[[torch.Tensor], torch.Tensor],
         batch_size: Sequence[int] | None = ...,
+        *,
+        lock: bool = ...,
     ) -> TensorDictBase: ...
+
+    @property
+    def is_locked(self) -> bool: ...
 
     def _dim(self, dim: int, extra: int = ...) -> int: ...
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
+from ptd.core import reshaping
 from ptd.core.lastop import last_op
 from ptd.core.nontensor import NonTensorStack
 from ptd.core.registry import is_tensordict, new_tensordict
@@ -65,10 +66,13 @@ class ShapeMixin:
         self: ShapeHost,
         fn: Callable[[torch.Tensor], torch.Tensor],
         batch_size: Sequence[int] | None = None,
+        *,
+        lock: bool = True,
     ) -> TensorDictBase:
         """A new TensorDict whose leaves are ``fn(leaf)``; ``fn`` acts on the leading
         ``self.ndim`` dims and keeps the rest. ``batch_size`` is the new batch size when it
-        cannot be found by running ``fn`` on a meta tensor."""
+        cannot be found by running ``fn`` on a meta tensor. The result of a locked tensordict
+        is locked (as tensordict's shape ops are), unless ``lock=False``."""
 
         if batch_size is None:
             new_bs = fn(torch.empty(tuple(self.batch_size), device="meta")).shape
@@ -78,7 +82,7 @@ class ShapeMixin:
         for key in self._keys_str():
             value = self._get_str(key)
             if is_tensordict(value):
-                value = value._batch_map(fn)
+                value = value._batch_map(fn, lock=lock)
             elif isinstance(value, torch.Tensor):
                 value = fn(value)
             else:
@@ -90,6 +94,8 @@ class ShapeMixin:
                     fn,
                 )
             out._set_str(key, value, inplace=False)
+        if lock and self.is_locked:
+            out.lock_()
         return out
 
     def _dim(self: ShapeHost, dim: int, extra: int = 0) -> int:
@@ -125,25 +131,18 @@ class ShapeMixin:
         return cast("TensorDictBase", self)
 
     # ------------------------------------------------------------ reshaping
-    def reshape(self: ShapeHost, *shape: Any) -> TensorDictBase:
-        new = _shape_arg(shape)
-        nb = self.ndim
-        target = torch.empty(tuple(self.batch_size), device="meta").reshape(new).shape
-        return self._batch_map(lambda t: t.reshape(tuple(target) + tuple(t.shape[nb:])))
+    def reshape(self: ShapeHost, *shape: Any, **kwargs: Any) -> TensorDictBase:
+        """The batch dims reshaped (``*shape``, one sequence or ``size=``; one ``-1``);
+        ``inplace=True`` rebinds this tensordict. See :mod:`ptd.core.reshaping`."""
+        return reshaping.reshape(cast("TensorDictBase", self), shape, kwargs)
 
     @last_op()
-    def view(self: ShapeHost, *shape: Any, size: Any = None) -> TensorDictBase:
+    def view(
+        self: ShapeHost, *shape: Any, size: Any = None, batch_size: Any = None
+    ) -> TensorDictBase:
         """``view(*shape)`` on the batch dims, or ``view(dtype)`` on every tensor leaf (the
-        leaves' last dim must then still fit the batch size)."""
-        if size is not None:
-            shape = (size,)
-        if len(shape) == 1 and isinstance(shape[0], torch.dtype):
-            dtype = shape[0]
-            return self.apply(lambda t: t.view(dtype))
-        new = _shape_arg(shape)
-        nb = self.ndim
-        target = torch.empty(tuple(self.batch_size), device="meta").view(new).shape
-        return self._batch_map(lambda t: t.view(tuple(target) + tuple(t.shape[nb:])))
+        leaves' last dim must then still fit the batch size, or ``batch_size``)."""
+        return reshaping.view(cast("TensorDictBase", self), shape, size, batch_size)
 
     @last_op()
     def flatten(self: ShapeHost, start_dim: int = 0, end_dim: int = -1) -> TensorDictBase:
@@ -175,11 +174,16 @@ class ShapeMixin:
 
     @last_op()
     def squeeze(self: ShapeHost, dim: int | None = None) -> TensorDictBase:
+        """Remove the batch dims of size 1 (``dim``: that one only); the tensordict itself
+        when there is none, as in tensordict."""
         if dim is None:
             dims = [i for i, n in enumerate(self.batch_size) if n == 1]
-            return self._batch_map(lambda t: t.squeeze(dims) if dims else t)
-        d = self._dim(dim)
-        return self._batch_map(lambda t: t.squeeze(d))
+        else:
+            d = self._dim(dim)
+            dims = [d] if self.batch_size[d] == 1 else []
+        if not dims:
+            return cast("TensorDictBase", self)
+        return self._batch_map(lambda t: t.squeeze(dims))
 
     @last_op()
     def permute(self: ShapeHost, *dims: Any) -> TensorDictBase:
@@ -298,7 +302,7 @@ class ShapeMixin:
                 flat += list(pairs[d]) if d < len(pairs) else [0, 0]
             return torch.nn.functional.pad(t, flat, value=value)
 
-        out = self._batch_map(fn)
+        out = self._batch_map(fn, lock=False)
         return self._rebind(out) if inplace else out
 
     # ------------------------------------------------------------ reordering rows
@@ -456,7 +460,7 @@ class ShapeMixin:
             shape[d] = idx.shape[d]
             return torch.gather(t, d, idx.expand(shape))
 
-        result = self._batch_map(fn, index.shape)
+        result = self._batch_map(fn, index.shape, lock=False)
         if inplace:
             if out is not None:
                 raise PtdValueError("`out` and `inplace=True` are mutually exclusive in gather.")
@@ -503,7 +507,8 @@ class ShapeMixin:
         pre = (slice(None),) * d
         out, start = [], 0
         for s in sizes:
-            out.append(self._detached(self._index(pre + (slice(start, start + s),))))
+            piece = self._detached(self._index(pre + (slice(start, start + s),)))
+            out.append(piece.lock_() if self.is_locked and not piece.is_locked else piece)
             start += s
         return tuple(out)
 
@@ -548,7 +553,8 @@ class ShapeMixin:
             bounds.append(min(max(i + n if i < 0 else i, 0), n))
         bounds.append(n)
         pre = (slice(None),) * d
-        return tuple(
+        pieces = [
             self._detached(self._index(pre + (slice(a, max(a, b)),)))
             for a, b in zip(bounds[:-1], bounds[1:], strict=True)
-        )
+        ]
+        return tuple(p.lock_() if self.is_locked and not p.is_locked else p for p in pieces)

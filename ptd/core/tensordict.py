@@ -25,6 +25,7 @@ from ptd.core.indexing import index_names
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import _flat_list
 from ptd.core.registry import register
+from ptd.core.tdhooks import REQUIRED, wants_default
 from ptd.errors import BatchSizeError, PtdIndexError
 
 __all__ = ["TensorDict"]
@@ -121,10 +122,12 @@ class TensorDict(TensorDictBase):
             return EntryMeta("nested", value.batch_size)
         return EntryMeta("non_tensor", value.batch_size, None, type(value).__name__)
 
-    def _get_str(self, key: str) -> Any:
+    def _get_str(self, key: str, default: Any = REQUIRED, **_: Any) -> Any:
         try:
             return self._data[key]
         except KeyError:
+            if wants_default(default):
+                return default
             raise self._missing(key) from None
 
     def _set_str(self, key: str, value: Any, *, inplace: bool) -> None:

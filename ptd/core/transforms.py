@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from ptd.core.batch import as_batch_size
+from ptd.core.batch import as_batch_size, fits
 from ptd.core.keys import NestedKey, out_key, unravel_key
 from ptd.core.lastop import LastOpMixin, last_op
 from ptd.core.locking import LockingMixin
@@ -22,7 +22,7 @@ from ptd.core.names import NamesMixin
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.registry import is_tensordict, new_tensordict
 from ptd.core.update import UpdateMixin
-from ptd.errors import PtdKeyError, UnsupportedOperationError
+from ptd.errors import BatchSizeError, PtdKeyError, UnsupportedOperationError
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
@@ -201,7 +201,6 @@ class TransformsMixin(LastOpMixin, LockingMixin, NamesMixin, UpdateMixin):
             value = self._get_str(key)
             subs = [_get_any(o, key, default) for o in others]
             if meta.kind == "nested" and not call_on_nested:
-                extra = value.batch_size[self.ndim :] if batch_size is not None else None
                 sub_out = None
                 if out is not None and key in out._keys_str():
                     sub_out = out._get_str(key)
@@ -211,7 +210,7 @@ class TransformsMixin(LastOpMixin, LockingMixin, NamesMixin, UpdateMixin):
                     named=named,
                     nested_keys=nested_keys,
                     prefix=prefix + (key,),
-                    batch_size=None if extra is None else list(out_bs) + list(extra),
+                    batch_size=batch_size,  # a nested tensordict gets it too, as tensordict
                     device=device,
                     names=_NO_DEFAULT if batch_size is None else None,
                     inplace=inplace,
@@ -248,6 +247,13 @@ class TransformsMixin(LastOpMixin, LockingMixin, NamesMixin, UpdateMixin):
                 # file-backed out writes into an array of the same shape and dtype instead
                 result.set(key, new, inplace=_same_array(result, key, new))
             else:
+                shape = new.shape if isinstance(new, torch.Tensor) else None
+                if batch_size is not None and shape is not None and not fits(shape, out_bs):
+                    raise BatchSizeError(
+                        f"batch dimension mismatch, got self.batch_size={out_bs} and value.shape="
+                        f"{shape} for key {key!r}. The leading dimensions of a value "
+                        "must match the batch size."
+                    )
                 result._set_str(key, new, inplace=False)
         if not any_set and (filter_empty or (filter_empty is None and not me.is_empty())):
             return None

@@ -33,6 +33,7 @@ from ptd.core.lastop import caller_site, entered_from_call
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import _parse_to
 from ptd.core.registry import new_tensordict, register
+from ptd.core.tdhooks import REQUIRED, wants_default
 from ptd.errors import (
     BatchSizeError,
     ClosedStoreError,
@@ -279,7 +280,7 @@ class PersistentTensorDict(  # type: ignore[misc]
             and fits(meta.shape, self._stored_batch)
         )
 
-    def _get_str(self, key: str) -> Any:
+    def _get_str(self, key: str, default: Any = REQUIRED, **_: Any) -> Any:
         path = self._path + (key,)
         be = self._store.backend
         if be.closed:
@@ -287,6 +288,8 @@ class PersistentTensorDict(  # type: ignore[misc]
         tree = self._store.tree
         kind = tree.kind(path)
         if kind is None:
+            if wants_default(default):
+                return default
             raise self._missing(key)
         if kind is NodeKind.GROUP:
             return self._nested_view(key)

@@ -1,7 +1,8 @@
 """What a file-backed tensordict refuses to do, each refusal naming the fix.
 
-Batch-shape ops (``view``, ``reshape``, ``permute``...) would have to load everything, so they
-raise and point at ``to_tensordict()``; ``select``/``exclude``/``rename_keys`` raise
+Batch-shape ops that tensordict refuses on a file (``view`` to another shape, ``permute``,
+``transpose``, ``unsqueeze``, ``squeeze``) would have to load everything, so they raise and point
+at ``to_tensordict()`` (``reshape``, ``flatten``... give an in-memory copy, as tensordict's do); ``select``/``exclude``/``rename_keys`` raise
 ``NotImplementedError`` likewise, as the reference does.
 """
 
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
+from ptd.core import reshaping
 from ptd.errors import ArgumentError, NotSupportedError, UnsupportedOperationError
 
 if TYPE_CHECKING:
@@ -36,15 +38,22 @@ class RefusedOpsMixin:
         """A store is never in shared memory."""
         return False
 
-    def view(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        if len(args) == 1 and isinstance(args[0], torch.dtype) and not kwargs:
-            # a dtype view reinterprets each leaf: an in-memory copy, as tensordict does
-            # TensorDictBase's, next in the class's MRO (mypy sees object after a mixin)
-            return super().view(args[0])  # type: ignore[misc]
+    def view(
+        self: RefusedHost, *shape: Any, size: Any = None, batch_size: Any = None
+    ) -> TensorDictBase:
+        """``view(dtype)`` (an in-memory copy with each leaf viewed, as tensordict) or a view
+        to the same batch size (the store itself); any other shape is refused: ``reshape``
+        gives an in-memory copy."""
+        td = cast("TensorDictBase", self)
+        if len(shape) == 1 and isinstance(shape[0], torch.dtype):
+            return reshaping.view(td, shape, size, batch_size)
+        try:
+            new = reshaping.resolve_shape(reshaping.shape_from_args(shape, size), td.numel())
+        except RuntimeError:
+            new = None
+        if new == td.batch_size:
+            return td
         raise self._refuse("view", "Call `reshape` or `to_tensordict()` first.")
-
-    def reshape(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        raise self._refuse("reshape")
 
     def permute(self, *args: Any, **kwargs: Any) -> TensorDictBase:
         raise self._refuse("permute")

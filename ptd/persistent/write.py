@@ -117,6 +117,9 @@ def batch_size_of(
         return as_batch_size(batch_size)
     if isinstance(source, TensorDictBase):
         return source.batch_size
+    own = foreign_batch_size(source)  # a tensordict.TensorDict
+    if own is not None and batch_dims is None:
+        return own
     inferred = _infer_dict(source, batch_dims)
     return inferred if inferred is not None else torch.Size([])
 
@@ -166,7 +169,9 @@ def write_all(
         # tensordict's NonTensorData/NonTensorStack, stored as tensordict stores them
         value = adopt_non_tensor(value, collapse=True)
         if isinstance(value, Mapping) and not isinstance(value, TensorDictBase):
-            sub_bs = _infer_dict(value, batch_dims)
+            sub_bs = foreign_batch_size(value)  # a tensordict.TensorDict keeps its own
+            if sub_bs is None:
+                sub_bs = _infer_dict(value, batch_dims)
             bs = sub_bs if sub_bs is not None and fits(sub_bs, dst.batch_size) else dst.batch_size
             sub_names = foreign_names(value)
             if sub_names is not None and len(sub_names) != len(bs):
