@@ -45,9 +45,8 @@ import torch
 from torch.utils.data import Dataset, get_worker_info
 
 from ptd.core.base import TensorDictBase
-from ptd.core.registry import new_tensordict
 from ptd.data.geometry import GROUP_BYTES, LeafGeometry, group_rows, store_leaves
-from ptd.data.transport import put, worker_ring
+from ptd.data.transport import as_numpy, assemble, put, worker_ring
 from ptd.errors import PtdIndexError, PtdTypeError, PtdValueError
 from ptd.persistent.persistent_tensordict import PersistentTensorDict
 from ptd.storage.location import StoreLocation
@@ -216,7 +215,7 @@ class StoreDataset(Dataset[Any]):
                     direct = td[torch.from_numpy(idx)]
                 value = direct.get(leaf.key)
             put(data, leaf.key, value)
-        return new_tensordict(data, batch_size=[len(idx)])
+        return assemble(data, torch.Size([len(idx)]))
 
     def _block_rows(self, leaf: LeafGeometry) -> int:
         g = self.group_rows or 1
@@ -284,7 +283,7 @@ class _Blocks:
         if old >= 0:
             self.slot_of[old] = -1
         for key, t in values.items():
-            arr = _as_numpy(t)
+            arr = as_numpy(t)
             buf = self.bufs.get(key)
             if buf is None:
                 buf = self.bufs[key] = np.empty(
@@ -295,15 +294,6 @@ class _Blocks:
         self.slot_of[block] = slot
         self.block_in[slot] = block
         self.stamp[slot] = self.tick
-
-
-def _as_numpy(t: torch.Tensor) -> np.ndarray:
-    """A tensor's memory as numpy (bfloat16 and the float8 types as their bits)."""
-    try:
-        return t.numpy()
-    except TypeError:  # no numpy twin: view the bits
-        bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
-        return t.view(bits).numpy()
 
 
 def _as_tensor(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
