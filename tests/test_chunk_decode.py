@@ -63,6 +63,12 @@ ZARR_LAYOUTS: dict[str, dict[str, Any]] = {
     "gzip": {"compressors": [zarr.codecs.GzipCodec(level=3)]},
     "blosc_crc": {"compressors": [zarr.codecs.BloscCodec(), zarr.codecs.Crc32cCodec()]},
     "sharded": {"compressors": "auto", "sharded": True},
+    # numcodecs codecs wrapped by zarr (no _decode_sync): ptd runs zarr's own decode call
+    "lz4": {"compressors": [zarr.codecs.numcodecs.LZ4()]},
+    "lz4_sharded": {"compressors": [zarr.codecs.numcodecs.LZ4(acceleration=3)], "sharded": True},
+    "zlib_crc32": {
+        "compressors": [zarr.codecs.numcodecs.Zlib(level=2), zarr.codecs.numcodecs.CRC32()]
+    },
     "uncompressed": {"compressors": None},
 }
 
