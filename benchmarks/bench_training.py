@@ -553,7 +553,9 @@ def section_sequential(ctx: Context) -> list[Row]:
                 med["ptd"][k],
                 "rows/s",
                 med["ratio"][k],
-                "x raw (median of the rounds' ratios; bar 1.0x)",
+                "x raw (median of the rounds' ratios; bar 1.0x); process CPU s raw "
+                f"{med['raw'][k + '_cpu']:.3f}, ptd {med['ptd'][k + '_cpu']:.3f}: "
+                f"{med['ratio'][k + '_cpu']:.2f}x less CPU",
             )
         )
     print_table("  h5_plain", rows)

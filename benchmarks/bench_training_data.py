@@ -354,12 +354,14 @@ def child_sequential(op: str, src: str, rows: str) -> None:
             for start in range(0, n, 4096):
                 [d[start : start + 4096] for d in dsets]  # a batch: every leaf, as bench_core
 
-    times = []
+    times, cpu = [], []
     for _ in range(2):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         one_pass()
         times.append(time.perf_counter() - t0)
-    print(json.dumps({"first": n / times[0], "second": n / times[1]}))
+        cpu.append(time.process_time() - c0)
+    print(json.dumps({"first": n / times[0], "second": n / times[1],
+                      "first_cpu": cpu[0], "second_cpu": cpu[1]}))  # fmt: skip
 
 
 def measure_sequential(src: Path, rows: int, repeats: int) -> dict[str, dict[str, float]]:
@@ -372,11 +374,13 @@ def measure_sequential(src: Path, rows: int, repeats: int) -> dict[str, dict[str
         for op in ("raw", "ptd") if r % 2 == 0 else ("ptd", "raw"):
             got[op] = _run_child("sequential", op, str(src), str(rows))
             res[op].append(got[op])
-        res["ratio"].append({k: got["ptd"][k] / got["raw"][k] for k in ("first", "second")})
-    return {
-        op: {k: statistics.median(x[k] for x in v) for k in ("first", "second")}
-        for op, v in res.items()
-    }
+        res["ratio"].append(
+            {k: got["ptd"][k] / got["raw"][k] for k in ("first", "second")}
+            # CPU: raw's CPU seconds over ptd's (> 1: ptd used less), load-independent
+            | {f"{k}_cpu": got["raw"][f"{k}_cpu"] / got["ptd"][f"{k}_cpu"] for k in ("first", "second")}
+        )  # fmt: skip
+    keys = ("first", "second", "first_cpu", "second_cpu")
+    return {op: {k: statistics.median(x[k] for x in v) for k in keys} for op, v in res.items()}
 
 
 def section_sequential(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -389,7 +393,9 @@ def section_sequential(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     for k in ("first", "second"):
         r, p = med["raw"][k], med["ptd"][k]
         print(f"  {k:>6} pass: raw h5py {r:>12,.0f} rows/s   ptd {p:>12,.0f} rows/s   "
-              f"{med['ratio'][k]:5.2f}x (median of the rounds' ratios; bar 1.0x)")  # fmt: skip
+              f"{med['ratio'][k]:5.2f}x (median of the rounds' ratios; bar 1.0x); CPU s raw "
+              f"{med['raw'][k + '_cpu']:.3f} ptd {med['ptd'][k + '_cpu']:.3f} "
+              f"({med['ratio'][k + '_cpu']:.2f}x less)")  # fmt: skip
     return med
 
 
