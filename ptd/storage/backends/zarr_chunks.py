@@ -187,8 +187,12 @@ class ZarrChunks:
         proto = default_buffer_prototype()
         fill = np.asarray(md.fill_value, dtype=dt)
 
+        prefix = directory.rstrip(os.sep) + os.sep
+        native = os.sep == "/"
+
         def filename(coords: tuple[int, ...]) -> str:
-            return os.path.join(directory, *encode(coords).split("/"))
+            key = encode(coords)  # "c/0/3" (or "0.3"): relative, "/"-separated
+            return prefix + (key if native else key.replace("/", os.sep))
 
         if isinstance(codecs[0], ArrayBytesCodec) and type(codecs[0]) is not ShardingCodec:
             decode = _decoder(codecs, md.get_chunk_spec((0,) * len(shape), config, proto))
