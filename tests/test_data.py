@@ -195,6 +195,33 @@ def test_dataset_blocks_decode_each_group_once(tmp_path: Path, backend: str) -> 
     ds.close()
 
 
+@pytest.mark.parametrize("cache_rows", [1, 120, 400])
+def test_dataset_small_buffers_stay_exact(tmp_path: Path, backend: str, cache_rows: int) -> None:
+    """Few slots: blocks are evicted least recently used (never one the batch needs), and a
+    batch spanning more blocks than the slots is read directly; every value stays exact."""
+    path = _store(tmp_path, backend, chunks=50)
+    ds = StoreDataset(path, group_bytes=1, cache_rows=cache_rows)  # 50-row blocks
+    want = _data()
+    rng = np.random.default_rng(cache_rows)
+    for k in range(40):
+        if k % 3 == 0:  # rows of a few neighbouring blocks
+            start = int(rng.integers(0, N - 150))
+            idx = rng.permutation(np.arange(start, start + 150))[: int(rng.integers(1, 60))]
+        else:  # rows from anywhere
+            idx = rng.integers(-N, N, size=int(rng.integers(1, 9)))
+        got = ds.__getitems__(idx.tolist())
+        t = torch.as_tensor(np.where(idx < 0, idx + N, idx))
+        assert torch.equal(got["obs"], want["obs"][t])
+        assert torch.equal(got["next", "obs"], want["next"]["obs"][t])
+        assert torch.equal(got["done"], want["done"][t])
+        assert torch.equal(got["action"], t)
+    for table in ds._blocks.values():  # the table agrees with itself
+        held = table.block_in[table.block_in >= 0]
+        assert (table.slot_of[held] >= 0).all() and len(set(held.tolist())) == len(held)
+        assert int((table.slot_of >= 0).sum()) == len(held) <= table.slots
+    ds.close()
+
+
 def test_dataset_keys_and_sources(tmp_path: Path, backend: str) -> None:
     path = _store(tmp_path, backend)
     ds = StoreDataset(path, keys=["obs", ("next", "obs")])

@@ -4,7 +4,8 @@
 read per leaf, not ``batch_size`` reads) and returns a :class:`ptd.TensorDict` of the batch. Leaves
 where a random row costs a chunk decode (compressed or chunked, see
 :mod:`ptd.data.geometry`) are read a whole chunk group at a time and kept decoded in a small
-per-process LRU (sized by the sampler to hold its window), so that with
+per-process buffer (sized by the sampler to hold its window; one block table for all such
+leaves, so a batch finds its rows with one vectorized lookup), so that with
 :class:`~ptd.data.sampler.ChunkShuffleSampler` each chunk is decoded about once per epoch; other
 leaves (the fast path) are read row by row.
 
@@ -12,8 +13,9 @@ Workers: the dataset pickles to what reopens the store (a path is opened lazily 
 process; a PersistentTensorDict reopens itself), never with its decoded blocks, and a forked
 worker drops the blocks it inherited; so it works under fork and spawn. The batch is already
 a TensorDict: use ``collate_fn=ptd.data.collate`` (the default collate would index it). In a
-worker, :func:`collate` packs the batch's tensors into one shared-memory block, so that handing
-it to the main process costs one shared segment and one file descriptor, not one per leaf.
+worker, :func:`collate` copies the batch into one of the worker's reused shared-memory slots
+(:mod:`ptd.data.transport`): handing it to the main process costs a small message and one copy
+there, instead of a new shared segment and a file-descriptor round trip per leaf.
 ``pin_memory=True`` works (``TensorDict.pin_memory``).
 
 >>> import os, tempfile, torch
