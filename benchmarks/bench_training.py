@@ -31,8 +31,24 @@ Sections (``--sections``, comma separated; default all). One function per sectio
              (``chunk_cache=0``: decode alone). Every variant is opened before the pass and
              they take turns batch by batch, so that a shared machine's load falls on all
              alike. The bar: ptd >= 1.6x raw on 2 cores.
+    shuffled shuffled epochs through ``torch.utils.data.DataLoader`` with ``ptd.data``'s
+             chunk-aware sampler (batch 256, window ``--window``), ``num_workers`` 0 and 2, on
+             the three compressed layouts: the first epoch (*cold*: a new DataLoader, store
+             opened, workers started) and the next (*warm*: persistent workers), each against
+             the mean of raw sequential reads of the whole store taken just before and after it
+             (bar >= 0.7x) and raw random-index reads (bar >= 100x); ``--repeats`` rounds.
+    fromdict ``from_dict(h5_plain store, "x.zarr", backend="zarr")`` against a raw chunk-wise
+             h5py -> zarr copy, each in a fresh process: time (bar <= 1.25x) and peak RSS
+             growth (bar < 100 MB).
+    sequential first (*cold*: a fresh process, the store just opened) and second (*warm*) pass
+             of 4096-row slices over ``h5_plain``, raw h5py and ptd in fresh processes, the
+             order alternating per round: ptd / raw per round, median (bar >= 1.0x), with
+             the process CPU time of each pass (load-independent).
 
-Figures are rows/s over the whole run (one pass: the cache is cold at its start, so no repeat
+The last three sections run the measurement functions of ``bench_training_data.py`` (which
+can also run them alone, with its own stores) on this script's stores.
+
+Random-section figures are rows/s over the whole run (one pass: the cache is cold at its start, so no repeat
 of it is warm); the files were just written and sit in the OS page cache, so the figures
 measure decoding and library overhead, not the disk. The machine's load average is printed
 with each section: on a shared machine, read the ratios rather than the absolute figures.
@@ -41,6 +57,7 @@ Usage::
 
     python benchmarks/bench_training.py                          # everything, 1,000,000 rows
     python benchmarks/bench_training.py --rows 100000 --sections random
+    python benchmarks/bench_training.py --rows 200000 --sections shuffled,sequential --repeats 1
     python benchmarks/bench_training.py --json out.json
 """
 
