@@ -114,3 +114,17 @@ def test_empty_and_zero_size_leaves() -> None:
     td = ptd.TensorDict({"a": torch.zeros(0, 3), "b": torch.ones(0)}, batch_size=[0])
     back = ForkingPickler.loads(bytes(ForkingPickler.dumps(ring.pack(td))))
     assert back.batch_size == torch.Size([0]) and back["a"].shape == (0, 3)
+
+
+def test_a_slot_pickled_by_value_is_never_kept() -> None:
+    """Plain pickle copies the slot's memory: that copy serves its batch once and is not kept
+    (a later batch in the slot would read stale bytes from it)."""
+    ring = tr.Ring()
+    ref = ring.pack(_batch(seed=5))
+    token = ring.token
+    _same(pickle.loads(pickle.dumps(ref)), _batch(seed=5))
+    assert ref.slot.number not in tr._seen.get(token, {})
+    assert ring.free_slots() == 0  # the copy's flag was released, not the slot's
+    nxt = ring.pack(_batch(seed=6))  # a new slot, sent with its memory
+    assert nxt.slot is not ref.slot
+    _same(ForkingPickler.loads(bytes(ForkingPickler.dumps(nxt))), _batch(seed=6))

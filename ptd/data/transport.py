@@ -172,9 +172,11 @@ def receive(
                 _seen.popitem(last=False)
         else:
             _seen.move_to_end(token)
-        if memory is not None:
-            ring[number] = memory
-        flat = ring.get(number)
+        if memory is not None and memory.is_shared():
+            ring[number] = memory  # the slot itself: later batches in it come without it
+        # (a slot pickled by value -- plain pickle, not the DataLoader's queue -- is a copy:
+        # read once, never kept, so a later batch in that slot cannot read stale bytes)
+        flat = memory if memory is not None else ring.get(number)
     if flat is None:
         raise PtdValueError(
             f"a DataLoader batch refers to shared slot {number} of worker ring {token}, "
