@@ -31,8 +31,24 @@ Sections (``--sections``, comma separated; default all). One function per sectio
              (``chunk_cache=0``: decode alone). Every variant is opened before the pass and
              they take turns batch by batch, so that a shared machine's load falls on all
              alike. The bar: ptd >= 1.6x raw on 2 cores.
+    shuffled shuffled epochs through ``torch.utils.data.DataLoader`` with ``ptd.data``'s
+             chunk-aware sampler (batch 256, window ``--window``), ``num_workers`` 0 and 2, on
+             the three compressed layouts: the first epoch (*cold*: a new DataLoader, store
+             opened, workers started) and the next (*warm*: persistent workers), each against
+             the mean of raw sequential reads of the whole store taken just before and after it
+             (bar >= 0.7x) and raw random-index reads (bar >= 100x); ``--repeats`` rounds.
+    fromdict ``from_dict(h5_plain store, "x.zarr", backend="zarr")`` against a raw chunk-wise
+             h5py -> zarr copy, each in a fresh process: time (bar <= 1.25x) and peak RSS
+             growth (bar < 100 MB).
+    sequential first (*cold*: a fresh process, the store just opened) and second (*warm*) pass
+             of 4096-row slices over ``h5_plain``, raw h5py and ptd in fresh processes, the
+             order alternating per round: ptd / raw per round, median (bar >= 1.0x), with
+             the process CPU time of each pass (load-independent).
 
-Figures are rows/s over the whole run (one pass: the cache is cold at its start, so no repeat
+The last three sections run the measurement functions of ``bench_training_data.py`` (which
+can also run them alone, with its own stores) on this script's stores.
+
+Random-section figures are rows/s over the whole run (one pass: the cache is cold at its start, so no repeat
 of it is warm); the files were just written and sit in the OS page cache, so the figures
 measure decoding and library overhead, not the disk. The machine's load average is printed
 with each section: on a shared machine, read the ratios rather than the absolute figures.
@@ -41,6 +57,7 @@ Usage::
 
     python benchmarks/bench_training.py                          # everything, 1,000,000 rows
     python benchmarks/bench_training.py --rows 100000 --sections random
+    python benchmarks/bench_training.py --rows 200000 --sections shuffled,sequential --repeats 1
     python benchmarks/bench_training.py --json out.json
 """
 
@@ -261,7 +278,8 @@ def print_table(title: str, rows: list[Row]) -> None:
     for r in rows:
         ratio = f"{r.ratio:6.2f}x" if r.ratio is not None else " " * 7
         print(
-            f"  {r.layout:<13} {r.variant:<{width}}  {r.value:>14,.0f} {r.unit:<7} {ratio}"
+            f"  {r.layout:<13} {r.variant:<{width}}  "
+            f"{r.value:>14,.{2 if r.unit == 's' else 0}f} {r.unit:<7} {ratio}"
             f"  {r.note}"
         )
 
@@ -437,9 +455,136 @@ def _budget_note() -> str:
     return f"{cache_budget(None) / (1 << 20):.0f} MiB"
 
 
-#: section name -> function; other helpers add theirs here (run in this order)
+# ----------------------------------------------------------------------------------------------
+# sections measured by bench_training_data.py's functions, on this script's stores
+
+
+def _data_bench() -> Any:
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import_ptd()
+    import bench_training_data
+
+    return bench_training_data
+
+
+def section_shuffled(ctx: Context) -> list[Row]:
+    """Shuffled epochs through a DataLoader with ptd.data's chunk-aware sampler (batch 256,
+    window ``--window``, 0 and 2 workers), raw sequential reads interleaved with them; see
+    ``bench_training_data.measure_shuffled``."""
+    bd = _data_bench()
+    args = ctx.args
+    out: list[Row] = []
+    print(
+        f"\n== shuffled epochs: DataLoader + ChunkShuffleSampler, batch {bd.BATCH}, window "
+        f"{args.window}, 0 and 2 workers; median of {args.repeats} rounds =="
+    )
+    print(f"  {load_note()}")
+    print(
+        "  first epoch: cold (a new DataLoader: store opened, workers started, nothing "
+        "decoded); next epoch: warm (persistent workers, store open; decoded blocks are "
+        "replaced as the epoch moves on). Ratios: ptd over the mean of the raw sequential "
+        "reads just before and after it, and over raw random-index reads (256 sorted rows "
+        f"x {args.random_batches}, cold)."
+    )
+    for layout in ("h5_gzip", "zarr_default", "zarr_sharded"):
+        path = ctx.store(layout)
+        med = bd.measure_shuffled(path, args.rows, args.repeats, args.random_batches, args.window)
+        rows = [
+            Row("shuffled", layout, "raw random-index reads", med["raw_random"], "rows/s"),
+            Row("shuffled", layout, "raw sequential read", med["raw_seq"], "rows/s"),
+        ]
+        for w in (0, 2):
+            for tag, label in ((f"w{w}", "first (cold)"), (f"w{w} next", "next (warm)")):
+                rows.append(
+                    Row(
+                        "shuffled",
+                        layout,
+                        f"ptd.data {w} workers, {label}",
+                        med[tag],
+                        "rows/s",
+                        med[tag + " / seq"],
+                        f"x raw sequential (bar 0.7x); {med[tag + ' / random']:,.0f}x raw "
+                        "random (bar 100x)",
+                    )
+                )
+        print_table(f"  {layout}", rows)
+        out.extend(rows)
+    return out
+
+
+def section_fromdict(ctx: Context) -> list[Row]:
+    """``from_dict(h5 store, "x.zarr", backend="zarr")`` against a raw chunk-wise copy, each
+    in a fresh process; see ``bench_training_data.measure_fromdict``."""
+    bd = _data_bench()
+    src = ctx.store("h5_plain")
+    med = bd.measure_fromdict(src, ctx.tmp, ctx.args.repeats)
+    mb = ctx.args.rows * ROW_BYTES / 1e6
+    print(
+        f"\n== from_dict(store, zarr): {mb:,.0f} MB uncompressed contiguous h5 -> zarr, a fresh "
+        f"process each (cold process, files in the page cache); median of {ctx.args.repeats} =="
+    )
+    print(f"  {load_note()}")
+    rows = []
+    for op in ("raw", "ptd"):
+        m = med[op]
+        ratio = None if op == "raw" else m["seconds"] / med["raw"]["seconds"]
+        rows.append(
+            Row(
+                "fromdict",
+                "h5_plain",
+                "raw chunk-wise h5py->zarr copy" if op == "raw" else "ptd from_dict",
+                m["seconds"],
+                "s",
+                ratio,
+                f"{'x raw time (bar <= 1.25x); ' if ratio else ''}peak RSS growth "
+                f"{m['growth_mb']:.0f} MB{' (bar < 100 MB)' if ratio else ''}",
+            )
+        )
+    print_table("  h5_plain -> zarr", rows)
+    return rows
+
+
+def section_sequential(ctx: Context) -> list[Row]:
+    """First (cold: a fresh process, the store just opened) and second (warm: the same
+    process) pass of 4096-row slices over the uncompressed contiguous h5 store; see
+    ``bench_training_data.measure_sequential``."""
+    bd = _data_bench()
+    src = ctx.store("h5_plain")
+    reps = max(ctx.args.repeats, 3)
+    med = bd.measure_sequential(src, ctx.args.rows, reps)
+    print(
+        "\n== sequential passes: 4096-row slices, all leaves, uncompressed contiguous h5; each "
+        f"round two fresh processes (raw, ptd; order alternating); median of {reps} =="
+    )
+    print(f"  {load_note()}")
+    rows = []
+    for k, label in (("first", "first pass (cold process)"), ("second", "second pass (warm)")):
+        rows.append(Row("sequential", "h5_plain", f"raw h5py, {label}", med["raw"][k], "rows/s"))
+        rows.append(
+            Row(
+                "sequential",
+                "h5_plain",
+                f"ptd, {label}",
+                med["ptd"][k],
+                "rows/s",
+                med["ratio"][k],
+                "x raw (median of the rounds' ratios; bar 1.0x); process CPU s raw "
+                f"{med['raw'][k + '_cpu']:.3f}, ptd {med['ptd'][k + '_cpu']:.3f}: "
+                f"{med['ratio'][k + '_cpu']:.2f}x less CPU",
+            )
+        )
+    print_table("  h5_plain", rows)
+    return rows
+
+
+#: section name -> function (run in this order)
 SECTIONS: dict[str, Callable[[Context], list[Row]]] = {
     "random": section_random,
+    "shuffled": section_shuffled,
+    "fromdict": section_fromdict,
+    "sequential": section_sequential,
 }
 
 
@@ -460,6 +605,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--batch", type=int, default=256, help="rows per random minibatch")
     ap.add_argument("--batches", type=int, default=200, help="random minibatches per run")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--repeats", type=int, default=3, help="rounds (shuffled, fromdict, sequential)"
+    )
+    ap.add_argument("--window", type=int, default=8, help="the sampler's window (shuffled)")
+    ap.add_argument(
+        "--random-batches", type=int, default=20,
+        help="raw random-index batches the shuffled section compares with",
+    )  # fmt: skip
     ap.add_argument("--tmp", default=None, help="directory for the generated stores")
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     return ap.parse_args(argv)

@@ -179,6 +179,41 @@ def ptd_epochs(path: Path, workers: int, window: int, epochs: int = 2) -> list[t
     return out
 
 
+def measure_shuffled(
+    path: Path, rows: int, repeats: int, random_batches: int, window: int
+) -> dict[str, float]:
+    """Shuffled epochs on one store, raw reads interleaved with them: each round reads the
+    store raw in sequence, runs two epochs with 0 workers, reads it raw again, runs two epochs
+    with 2 workers, and reads it raw a third time; each ptd epoch is compared with the mean of
+    the raw sequential reads just before and after it (the machine's load moves between them).
+    Returns medians over the rounds: rows/s (``raw_random``, ``raw_seq``, ``w0``, ``w0 next``,
+    ``w2``, ``w2 next``) and ratios (``... / seq``, ``... / random``)."""
+    res: dict[str, list[float]] = {}
+
+    def add(k: str, v: float) -> None:
+        res.setdefault(k, []).append(v)
+
+    for r in range(repeats):
+        rnd = raw_random(path, rows, random_batches, seed=r)
+        add("raw_random", rnd)
+        seq = [raw_sequential(path, rows)]
+        epochs = {}
+        for w in (0, 2):
+            epochs[w] = ptd_epochs(path, w, window)
+            seq.append(raw_sequential(path, rows))
+        for k in seq:
+            add("raw_seq", k)
+        for i, w in enumerate((0, 2)):
+            (first, seen), (nxt, seen2) = epochs[w]
+            assert seen == seen2 == rows, (seen, seen2, rows)
+            around = (seq[i] + seq[i + 1]) / 2
+            for tag, v in ((f"w{w}", first), (f"w{w} next", nxt)):
+                add(tag, v)
+                add(f"{tag} / seq", v / around)
+                add(f"{tag} / random", v / rnd)
+    return {k: statistics.median(v) for k, v in res.items()}
+
+
 def section_shuffled(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for layout in ("h5-gzip", "zarr-default", "zarr-sharded"):
@@ -186,18 +221,7 @@ def section_shuffled(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         write_layout(path, args.rows, layout)
         made = time.perf_counter() - t0
-        res: dict[str, list[float]] = {
-            "raw_random": [], "raw_seq": [], "w0": [], "w0 next": [], "w2": [], "w2 next": [],
-        }  # fmt: skip
-        for r in range(args.repeats):
-            res["raw_random"].append(raw_random(path, args.rows, args.random_batches, seed=r))
-            res["raw_seq"].append(raw_sequential(path, args.rows))
-            for w in (0, 2):
-                (first, seen), (nxt, seen2) = ptd_epochs(path, w, args.window)
-                assert seen == seen2 == args.rows, (seen, seen2, args.rows)
-                res[f"w{w}"].append(first)
-                res[f"w{w} next"].append(nxt)
-        med = {k: statistics.median(v) for k, v in res.items()}
+        med = measure_shuffled(path, args.rows, args.repeats, args.random_batches, args.window)
         out[layout] = med
         print(f"\n[shuffled] {layout}: {args.rows:,} rows (written in {made:.1f} s), "
               f"batch {BATCH}, window {args.window}; median of {args.repeats}, {_load()}")  # fmt: skip
@@ -205,11 +229,10 @@ def section_shuffled(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
         print(f"  raw sequential read     {med['raw_seq']:>12,.0f} rows/s")
         for w in (0, 2):
             for tag, label in ((f"w{w}", "first epoch"), (f"w{w} next", "next epoch ")):
-                v = med[tag]
                 print(
-                    f"  ptd.data {label}, {w} workers {v:>10,.0f} rows/s "
-                    f"{v / med['raw_random']:7.1f}x raw random (bar 100x) "
-                    f"{v / med['raw_seq']:5.2f}x raw sequential (bar 0.7x)"
+                    f"  ptd.data {label}, {w} workers {med[tag]:>10,.0f} rows/s "
+                    f"{med[tag + ' / random']:7.1f}x raw random (bar 100x) "
+                    f"{med[tag + ' / seq']:5.2f}x raw sequential (bar 0.7x)"
                 )
         shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
     return out
@@ -277,20 +300,26 @@ def _run_child(*argv: str) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def section_fromdict(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
-    src = tmp / "plain.h5"
-    if not src.exists():
-        write_h5(src, args.rows, 0)
+def measure_fromdict(src: Path, tmp: Path, repeats: int) -> dict[str, dict[str, float]]:
+    """Medians of ``repeats`` rounds (raw then ptd, each in a fresh process) of seconds and
+    peak RSS growth of the copy of ``src`` to zarr."""
     res: dict[str, list[dict[str, float]]] = {"raw": [], "ptd": []}
-    for r in range(args.repeats):
+    for r in range(repeats):
         for op in ("raw", "ptd"):
             dst = tmp / f"fd-{op}-{r}.zarr"
             res[op].append(_run_child("fromdict", op, str(src), str(dst)))
             shutil.rmtree(dst, ignore_errors=True)
-    med = {
+    return {
         op: {k: statistics.median(x[k] for x in v) for k in ("seconds", "growth_mb")}
         for op, v in res.items()
     }
+
+
+def section_fromdict(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    src = tmp / "plain.h5"
+    if not src.exists():
+        write_h5(src, args.rows, 0)
+    med = measure_fromdict(src, tmp, args.repeats)
     mb = args.rows * ROW_BYTES / 1e6
     print(f"\n[fromdict] {mb:,.0f} MB uncompressed contiguous h5 -> zarr, fresh process each, "
           f"median of {args.repeats}, {_load()}")  # fmt: skip
@@ -325,32 +354,48 @@ def child_sequential(op: str, src: str, rows: str) -> None:
             for start in range(0, n, 4096):
                 [d[start : start + 4096] for d in dsets]  # a batch: every leaf, as bench_core
 
-    times = []
+    times, cpu = [], []
     for _ in range(2):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         one_pass()
         times.append(time.perf_counter() - t0)
-    print(json.dumps({"first": n / times[0], "second": n / times[1]}))
+        cpu.append(time.process_time() - c0)
+    print(json.dumps({"first": n / times[0], "second": n / times[1],
+                      "first_cpu": cpu[0], "second_cpu": cpu[1]}))  # fmt: skip
+
+
+def measure_sequential(src: Path, rows: int, repeats: int) -> dict[str, dict[str, float]]:
+    """Medians over ``repeats`` rounds (raw then ptd, then ptd then raw: the order alternates,
+    each a fresh process) of rows/s of the first and second pass, and of the per-round ratios
+    (``ratio``: ptd over the raw run of the same round)."""
+    res: dict[str, list[dict[str, float]]] = {"raw": [], "ptd": [], "ratio": []}
+    for r in range(repeats):
+        got = {}
+        for op in ("raw", "ptd") if r % 2 == 0 else ("ptd", "raw"):
+            got[op] = _run_child("sequential", op, str(src), str(rows))
+            res[op].append(got[op])
+        res["ratio"].append(
+            {k: got["ptd"][k] / got["raw"][k] for k in ("first", "second")}
+            # CPU: raw's CPU seconds over ptd's (> 1: ptd used less), load-independent
+            | {f"{k}_cpu": got["raw"][f"{k}_cpu"] / got["ptd"][f"{k}_cpu"] for k in ("first", "second")}
+        )  # fmt: skip
+    keys = ("first", "second", "first_cpu", "second_cpu")
+    return {op: {k: statistics.median(x[k] for x in v) for k in keys} for op, v in res.items()}
 
 
 def section_sequential(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     src = tmp / "plain.h5"
     if not src.exists():
         write_h5(src, args.rows, 0)
-    res: dict[str, list[dict[str, float]]] = {"raw": [], "ptd": []}
-    for _ in range(max(args.repeats, 3)):
-        for op in ("raw", "ptd"):
-            res[op].append(_run_child("sequential", op, str(src), str(args.rows)))
-    med = {
-        op: {k: statistics.median(x[k] for x in v) for k in ("first", "second")}
-        for op, v in res.items()
-    }
+    med = measure_sequential(src, args.rows, max(args.repeats, 3))
     print(f"\n[sequential] 4096-row slices over the uncompressed contiguous h5 store, all leaves; "
           f"each run a fresh process; median of {max(args.repeats, 3)}, {_load()}")  # fmt: skip
     for k in ("first", "second"):
         r, p = med["raw"][k], med["ptd"][k]
         print(f"  {k:>6} pass: raw h5py {r:>12,.0f} rows/s   ptd {p:>12,.0f} rows/s   "
-              f"{p / r:5.2f}x (bar 1.0x)")  # fmt: skip
+              f"{med['ratio'][k]:5.2f}x (median of the rounds' ratios; bar 1.0x); CPU s raw "
+              f"{med['raw'][k + '_cpu']:.3f} ptd {med['ptd'][k + '_cpu']:.3f} "
+              f"({med['ratio'][k + '_cpu']:.2f}x less)")  # fmt: skip
     return med
 
 

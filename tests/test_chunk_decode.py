@@ -63,6 +63,12 @@ ZARR_LAYOUTS: dict[str, dict[str, Any]] = {
     "gzip": {"compressors": [zarr.codecs.GzipCodec(level=3)]},
     "blosc_crc": {"compressors": [zarr.codecs.BloscCodec(), zarr.codecs.Crc32cCodec()]},
     "sharded": {"compressors": "auto", "sharded": True},
+    # numcodecs codecs wrapped by zarr (no _decode_sync): ptd runs zarr's own decode call
+    "lz4": {"compressors": [zarr.codecs.numcodecs.LZ4()]},
+    "lz4_sharded": {"compressors": [zarr.codecs.numcodecs.LZ4(acceleration=3)], "sharded": True},
+    "zlib_crc32": {
+        "compressors": [zarr.codecs.numcodecs.Zlib(level=2), zarr.codecs.numcodecs.CRC32()]
+    },
     "uncompressed": {"compressors": None},
 }
 
@@ -129,6 +135,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Pa
             ("zstd", hdf5plugin.Zstd()),
             ("blosc", hdf5plugin.Blosc(cname="lz4", shuffle=hdf5plugin.Blosc.SHUFFLE)),
             ("lz4", hdf5plugin.LZ4()),
+            ("lz4_blocks", hdf5plugin.LZ4(nbytes=64)),  # several LZ4 blocks per chunk
         ):
             p = base / f"plugin_{name}.h5"
             _write_h5(p, {"chunks": True}, dict(plugin))
@@ -184,7 +191,6 @@ INDEX_IDS = [
 
 EXPECT_SERVED = {
     ("h5", "contiguous"): False,  # the fast path's maps (or h5py), never the chunk reader
-    ("h5", "plugin_lz4"): False,  # not decoded here: h5py's path
     ("zarr", "uncompressed"): False,
 }
 
@@ -199,7 +205,7 @@ def threads(request: pytest.FixtureRequest) -> Iterator[int]:
 def _layouts() -> list[tuple[str, str]]:
     return (
         [("h5", n) for n in H5_LAYOUTS]
-        + [("h5", f"plugin_{n}") for n in ("zstd", "blosc", "lz4")]
+        + [("h5", f"plugin_{n}") for n in ("zstd", "blosc", "lz4", "lz4_blocks")]
         + [("zarr", n) for n in ZARR_LAYOUTS]
     )
 
@@ -659,3 +665,36 @@ def test_big_endian(tmp_path: Path, backend: str) -> None:
         assert torch.equal(p[5:33:4]["i"], torch.from_numpy(ints.astype("<i4")[5:33:4]))
         reader = p._store.backend._chunked
         assert all(a is not None for _, a in reader._arrays.values())
+
+
+def test_lz4_filter_framing() -> None:
+    """The HDF5 LZ4 filter's framing: raw and compressed blocks decode; a frame that does not
+    add up is refused (h5py then reads the chunk and raises as it does)."""
+    import numcodecs
+
+    from ptd.storage.backends import h5_chunks as hc
+
+    data = bytes(range(256)) * 3 + b"\x00" * 232  # 1000 bytes
+    block = 600
+    first = numcodecs.LZ4().encode(data[:block])[4:]  # an LZ4 block (numcodecs' size dropped)
+    second = data[block:]  # stored as is: its size equals the block's
+    frame = (
+        len(data).to_bytes(8, "big")
+        + block.to_bytes(4, "big")
+        + len(first).to_bytes(4, "big")
+        + first
+        + len(second).to_bytes(4, "big")
+        + second
+    )
+    decode = hc._lz4_decoder(len(data))
+    assert decode is not None and bytes(decode(frame)) == data
+    bad = [
+        frame[:10],  # no header
+        frame[:-1],  # short
+        frame + b"\x00",  # trailing bytes
+        (999).to_bytes(8, "big") + frame[8:],  # another total size
+        frame[:16] + b"\xff" * len(first) + frame[16 + len(first) :],  # a corrupt block
+    ]
+    for b in bad:
+        with pytest.raises(hc._Refused):
+            decode(b)

@@ -195,6 +195,33 @@ def test_dataset_blocks_decode_each_group_once(tmp_path: Path, backend: str) -> 
     ds.close()
 
 
+@pytest.mark.parametrize("cache_rows", [1, 120, 400])
+def test_dataset_small_buffers_stay_exact(tmp_path: Path, backend: str, cache_rows: int) -> None:
+    """Few slots: blocks are evicted least recently used (never one the batch needs), and a
+    batch spanning more blocks than the slots is read directly; every value stays exact."""
+    path = _store(tmp_path, backend, chunks=50)
+    ds = StoreDataset(path, group_bytes=1, cache_rows=cache_rows)  # 50-row blocks
+    want = _data()
+    rng = np.random.default_rng(cache_rows)
+    for k in range(40):
+        if k % 3 == 0:  # rows of a few neighbouring blocks
+            start = int(rng.integers(0, N - 150))
+            idx = rng.permutation(np.arange(start, start + 150))[: int(rng.integers(1, 60))]
+        else:  # rows from anywhere
+            idx = rng.integers(-N, N, size=int(rng.integers(1, 9)))
+        got = ds.__getitems__(idx.tolist())
+        t = torch.as_tensor(np.where(idx < 0, idx + N, idx))
+        assert torch.equal(got["obs"], want["obs"][t])
+        assert torch.equal(got["next", "obs"], want["next"]["obs"][t])
+        assert torch.equal(got["done"], want["done"][t])
+        assert torch.equal(got["action"], t)
+    for table in ds._blocks.values():  # the table agrees with itself
+        held = table.block_in[table.block_in >= 0]
+        assert (table.slot_of[held] >= 0).all() and len(set(held.tolist())) == len(held)
+        assert int((table.slot_of >= 0).sum()) == len(held) <= table.slots
+    ds.close()
+
+
 def test_dataset_keys_and_sources(tmp_path: Path, backend: str) -> None:
     path = _store(tmp_path, backend)
     ds = StoreDataset(path, keys=["obs", ("next", "obs")])
@@ -272,6 +299,21 @@ def test_dataloader_workers_give_the_same_batches(tmp_path: Path, backend: str, 
     ref = _epoch(loader(ds, 64, window=3, seed=2, num_workers=2), 1)
     assert [b.tolist() for b in got] == [b.tolist() for b in ref]
     assert sorted(torch.cat(want).tolist()) == list(range(N))
+    # every leaf of every batch, over two epochs of persistent workers (the second epoch's
+    # batches reuse the workers' shared slots)
+    data = _data()
+    dl = loader(ds, 64, window=3, seed=2, num_workers=2, multiprocessing_context=ctx,
+                persistent_workers=True)  # fmt: skip
+    for epoch in (0, 1):
+        dl.batch_sampler.set_epoch(epoch)  # type: ignore[union-attr]
+        rows = []
+        for b in dl:
+            a = b["action"]
+            rows += a.tolist()
+            assert torch.equal(b["obs"], data["obs"][a])
+            assert torch.equal(b["next", "obs"], data["next"]["obs"][a])
+            assert torch.equal(b["done"], data["done"][a])
+        assert sorted(rows) == list(range(N))
     ds.close()
 
 
@@ -309,32 +351,6 @@ def test_pin_memory_is_what_the_dataloader_calls(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a, **k: self + 1)
     out = pin_memory(td)
     assert isinstance(out, ptd.TensorDict) and torch.equal(out["n", "b"], torch.full((3,), 2.0))
-
-
-def test_worker_batches_travel_as_one_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    """In a worker, collate packs the tensors into one shared block; unpickled, it is the
-    same TensorDict (nested keys, dtypes, non-tensor leaves)."""
-    import ptd.data.dataset as dsmod
-
-    td = ptd.TensorDict(
-        {
-            "obs": torch.randn(5, 3),
-            "n": {"b": torch.arange(5, dtype=torch.int16), "f": torch.ones(5, dtype=torch.bool)},
-            "bf": torch.randn(5, 2).to(torch.bfloat16),
-            "names": ptd.NonTensorStack.from_list(list("abcde"), [5]),
-        },
-        batch_size=[5],
-    )
-    monkeypatch.setattr(dsmod, "get_worker_info", lambda: object())
-    packed = collate(td)
-    assert isinstance(packed, dsmod._Packed)
-    back = pickle.loads(pickle.dumps(packed))
-    assert isinstance(back, ptd.TensorDict) and back.batch_size == td.batch_size
-    for key in td.keys(True, True):
-        assert torch.equal(back[key], td[key]) and back[key].dtype == td[key].dtype
-    assert back["names"] == list("abcde")
-    storages = {back[k].untyped_storage().data_ptr() for k in back.keys(True, True)}
-    assert len(storages) == 1  # views of one block
 
 
 def test_sharded_zarr_uses_inner_chunks(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@
 read per leaf, not ``batch_size`` reads) and returns a :class:`ptd.TensorDict` of the batch. Leaves
 where a random row costs a chunk decode (compressed or chunked, see
 :mod:`ptd.data.geometry`) are read a whole chunk group at a time and kept decoded in a small
-per-process LRU (sized by the sampler to hold its window), so that with
+per-process buffer (sized by the sampler to hold its window; one block table for all such
+leaves, so a batch finds its rows with one vectorized lookup), so that with
 :class:`~ptd.data.sampler.ChunkShuffleSampler` each chunk is decoded about once per epoch; other
 leaves (the fast path) are read row by row.
 
@@ -12,8 +13,9 @@ Workers: the dataset pickles to what reopens the store (a path is opened lazily 
 process; a PersistentTensorDict reopens itself), never with its decoded blocks, and a forked
 worker drops the blocks it inherited; so it works under fork and spawn. The batch is already
 a TensorDict: use ``collate_fn=ptd.data.collate`` (the default collate would index it). In a
-worker, :func:`collate` packs the batch's tensors into one shared-memory block, so that handing
-it to the main process costs one shared segment and one file descriptor, not one per leaf.
+worker, :func:`collate` copies the batch into one of the worker's reused shared-memory slots
+(:mod:`ptd.data.transport`): handing it to the main process costs a small message and one copy
+there, instead of a new shared segment and a file-descriptor round trip per leaf.
 ``pin_memory=True`` works (``TensorDict.pin_memory``).
 
 >>> import os, tempfile, torch
@@ -36,9 +38,7 @@ torch.Size([64]) torch.Size([64, 4]) 1000
 
 from __future__ import annotations
 
-import math
 import os
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,9 +46,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, get_worker_info
 
-from ptd.core.base import TensorDictBase, is_leaf_nontensor
-from ptd.core.registry import new_tensordict
+from ptd.core.base import TensorDictBase
 from ptd.data.geometry import GROUP_BYTES, LeafGeometry, group_rows, store_leaves
+from ptd.data.transport import as_numpy, assemble, put, worker_ring
 from ptd.errors import PtdIndexError, PtdTypeError, PtdValueError
 from ptd.persistent.persistent_tensordict import PersistentTensorDict
 from ptd.storage.location import StoreLocation
@@ -62,7 +62,7 @@ def collate(batch: Any) -> Any:
     ``__getitems__`` support) is stacked."""
     if isinstance(batch, TensorDictBase):
         if get_worker_info() is not None and batch.batch_dims:
-            return _Packed(batch)  # arrives in the main process as a TensorDict
+            return worker_ring().pack(batch)  # arrives in the main process as a TensorDict
         return batch
     if isinstance(batch, Sequence) and batch and isinstance(batch[0], TensorDictBase):
         return torch.stack(list(batch))  # type: ignore[call-overload]
@@ -134,7 +134,7 @@ class StoreDataset(Dataset[Any]):
         #: rows per chunk group (None: no blocked leaf)
         self.group_rows = group_rows(leaves, self._len, group_bytes)
         self._cache_rows = int(cache_rows) if cache_rows is not None else 2 * (self.group_rows or 0)
-        self._blocks: dict[tuple[str, ...], _Blocks] = {}
+        self._blocks: dict[int, _Blocks] = {}
         #: chunk-group blocks read so far in this process (a measure of decode work)
         self.blocks_read = 0
 
@@ -194,158 +194,110 @@ class StoreDataset(Dataset[Any]):
         if idx.size and (idx.min() < -self._len or idx.max() >= self._len):
             bad = idx[(idx < -self._len) | (idx >= self._len)][0]
             raise PtdIndexError(f"row {int(bad)} is out of range for {self._len} rows")
-        idx = np.where(idx < 0, idx + self._len, idx)
+        if idx.size and idx.min() < 0:
+            idx = np.where(idx < 0, idx + self._len, idx)
         td = self.td
         direct: Any = None
         data: dict[str, Any] = {}
-        plans: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        where: dict[int, np.ndarray | None] = {}  # block rows -> the rows' buffer positions
+        use_blocks = self._cache_rows > 0 and bool(self.group_rows) and len(idx) > 0
         for leaf in self.leaves:
             value: Any = None
-            if leaf.blocked and self._cache_rows > 0 and self.group_rows and len(idx):
+            if leaf.blocked and use_blocks:
                 rows = self._block_rows(leaf)
-                plan = plans.get(rows)
-                if plan is None:
-                    blocks, inverse = np.unique(idx // rows, return_inverse=True)
-                    plan = plans[rows] = (blocks, inverse, idx % rows)
-                value = self._gather(td, leaf, rows, plan)
+                if rows not in where:
+                    where[rows] = self._positions(td, rows, idx)
+                pos = where[rows]
+                if pos is not None:
+                    table = self._blocks[rows]
+                    buf = table.bufs[leaf.key]
+                    value = _as_tensor(buf.take(pos, axis=0), table.dtypes[leaf.key])
             if value is None:
                 if direct is None:
                     direct = td[torch.from_numpy(idx)]
                 value = direct.get(leaf.key)
-            _put(data, leaf.key, value)
-        return new_tensordict(data, batch_size=[len(idx)])
+            put(data, leaf.key, value)
+        return assemble(data, torch.Size([len(idx)]))
 
     def _block_rows(self, leaf: LeafGeometry) -> int:
         g = self.group_rows or 1
         c = leaf.chunk_rows or g
         return g if c <= g else c
 
-    def _gather(
-        self,
-        td: PersistentTensorDict,
-        leaf: LeafGeometry,
-        rows: int,
-        plan: tuple[np.ndarray, np.ndarray, np.ndarray],
-    ) -> torch.Tensor | None:
-        """The rows of a blocked leaf that ``plan`` (blocks, each row's block among them, each
-        row's offset in its block) asks for, gathered by one numpy fancy index from the leaf's
-        buffer of decoded blocks (``rows`` rows each, read on a miss, least recently used
-        evicted). None when the batch spans more blocks than the buffer holds."""
-        blocks, inverse, local = plan
+    def _positions(self, td: PersistentTensorDict, rows: int, idx: np.ndarray) -> np.ndarray | None:
+        """Where the rows ``idx`` sit in the buffers of the blocked leaves read in blocks of
+        ``rows`` rows (one table for all of them: they are read block by block together),
+        reading the blocks that are not there (least recently used evicted). None when the
+        batch spans more blocks than the buffers hold."""
+        table = self._blocks.get(rows)
         slots = max(2, -(-self._cache_rows // rows) + 1)
-        if len(blocks) > slots:
-            return None
-        state = self._blocks.get(leaf.key)
-        if state is None or state.slots < slots:
-            state = self._blocks[leaf.key] = _Blocks(slots)
-        where = np.empty(len(blocks), dtype=np.int64)
-        for i, b in enumerate(blocks.tolist()):
-            slot = state.where.get(b)
-            if slot is None:
-                slot = state.load(b, blocks, self._read_block(td, leaf, b, rows), rows)
-            else:
-                state.where.move_to_end(b)
-            where[i] = slot
-        assert state.buf is not None and state.dtype is not None
-        return _as_tensor(state.buf[where[inverse] * rows + local], state.dtype)
+        if table is None or table.slots < slots:
+            leaves = [g for g in self.leaves if g.blocked and self._block_rows(g) == rows]
+            table = self._blocks[rows] = _Blocks(slots, rows, -(-self._len // rows), leaves)
+        blocks = idx // rows
+        slot = table.slot_of[blocks]
+        missing = slot < 0
+        if missing.any():
+            new = np.unique(blocks[missing])
+            if len(np.unique(blocks)) > table.slots:
+                return None
+            table.touch(slot[~missing])
+            for b in new.tolist():
+                table.load(int(b), self._read_block(td, table, int(b)))
+            slot = table.slot_of[blocks]
+        else:
+            table.touch(slot)
+        return slot * rows + (idx - blocks * rows)
 
-    def _read_block(self, td: PersistentTensorDict, leaf: LeafGeometry, b: int, rows: int) -> Any:
-        self.blocks_read += 1
-        return td[b * rows : min(self._len, (b + 1) * rows)].get(leaf.key)
+    def _read_block(
+        self, td: PersistentTensorDict, table: _Blocks, b: int
+    ) -> dict[tuple[str, ...], torch.Tensor]:
+        rows = table.rows
+        self.blocks_read += len(table.leaves)
+        sub = td[b * rows : min(self._len, (b + 1) * rows)]
+        return {g.key: sub.get(g.key) for g in table.leaves}
 
 
 class _Blocks:
-    """One leaf's decoded blocks: ``slots`` blocks in one buffer, least recently used first."""
+    """The decoded blocks of the leaves read ``rows`` rows at a time: ``slots`` blocks of each
+    leaf in one buffer per leaf, the same slot for a block in every leaf's buffer; the least
+    recently used block is evicted first."""
 
-    def __init__(self, slots: int) -> None:
-        self.slots = slots
-        self.where: OrderedDict[int, int] = OrderedDict()  # block -> slot, oldest first
-        self.buf: np.ndarray | None = None
-        self.dtype: torch.dtype | None = None
+    def __init__(self, slots: int, rows: int, nblocks: int, leaves: list[LeafGeometry]) -> None:
+        self.slots, self.rows, self.leaves = slots, rows, leaves
+        self.slot_of = np.full(nblocks, -1, dtype=np.int64)  # block -> slot, -1: not held
+        self.block_in = np.full(slots, -1, dtype=np.int64)  # slot -> block
+        self.stamp = np.full(slots, -1, dtype=np.int64)  # slot -> last use (-1: free)
+        self.tick = 0
+        self.bufs: dict[tuple[str, ...], np.ndarray] = {}
+        self.dtypes: dict[tuple[str, ...], torch.dtype] = {}
 
-    def load(self, block: int, pinned: np.ndarray, t: torch.Tensor, rows: int) -> int:
-        """Put ``block`` (its rows ``t``) into a free slot, or the least recently used one
-        that the current batch (``pinned``) does not need; returns the slot."""
-        arr = _as_numpy(t)
-        if self.buf is None:
-            self.buf = np.empty((self.slots * rows,) + arr.shape[1:], dtype=arr.dtype)
-            self.dtype = t.dtype
-        if len(self.where) < self.slots:
-            slot = len(self.where)
-        else:
-            need = set(pinned.tolist())
-            victim = next(b for b in self.where if b not in need)
-            slot = self.where.pop(victim)
-        self.buf[slot * rows : slot * rows + arr.shape[0]] = arr
-        self.where[block] = slot
-        return slot
+    def touch(self, slots: np.ndarray) -> None:
+        self.tick += 1
+        self.stamp[slots] = self.tick
 
-
-def _as_numpy(t: torch.Tensor) -> np.ndarray:
-    """A tensor's memory as numpy (bfloat16 and the float8 types as their bits)."""
-    try:
-        return t.numpy()
-    except TypeError:  # no numpy twin: view the bits
-        bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
-        return t.view(bits).numpy()
+    def load(self, block: int, values: dict[tuple[str, ...], torch.Tensor]) -> None:
+        """Put ``block`` (each leaf's rows) into a free slot, or the least recently used one
+        that the current batch has not touched."""
+        slot = int(np.argmin(self.stamp))
+        assert self.stamp[slot] < self.tick  # the batch has at most `slots` blocks
+        old = int(self.block_in[slot])
+        if old >= 0:
+            self.slot_of[old] = -1
+        for key, t in values.items():
+            arr = as_numpy(t)
+            buf = self.bufs.get(key)
+            if buf is None:
+                buf = self.bufs[key] = np.empty(
+                    (self.slots * self.rows,) + arr.shape[1:], dtype=arr.dtype
+                )
+                self.dtypes[key] = t.dtype
+            buf[slot * self.rows : slot * self.rows + arr.shape[0]] = arr
+        self.slot_of[block] = slot
+        self.block_in[slot] = block
+        self.stamp[slot] = self.tick
 
 
 def _as_tensor(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     t = torch.from_numpy(a)
     return t if t.dtype == dtype else t.view(dtype)
-
-
-class _Packed:
-    """A batch on its way from a DataLoader worker to the main process: every tensor leaf is a
-    view of one shared-memory block, and the batch pickles as that one block plus its layout,
-    rebuilt into a TensorDict on arrival (:func:`_unpack`). Torch sends each shared tensor
-    with a file descriptor of its own (a socket round trip each); one per batch instead of one
-    per leaf made a 5-leaf batch's trip 30x cheaper on the benchmark machine."""
-
-    def __init__(self, td: TensorDictBase) -> None:
-        keys = [k if isinstance(k, tuple) else (k,) for k in td.keys(True, True)]
-        tensors = [td.get(k) for k in keys]
-        sizes = [-(-t.nbytes // 64) * 64 for t in tensors]
-        storage = torch.UntypedStorage._new_shared(max(1, sum(sizes)))
-        self.flat = torch.empty(0, dtype=torch.uint8).set_(storage)
-        self.layout: list[tuple[tuple[str, ...], torch.dtype, tuple[int, ...], int]] = []
-        off = 0
-        for key, t, size in zip(keys, tensors, sizes, strict=True):
-            self.flat[off : off + t.nbytes].view(t.dtype).view(t.shape).copy_(t)
-            self.layout.append((key, t.dtype, tuple(t.shape), off))
-            off += size
-        tensor_keys = set(keys)
-        self.others = [
-            (k, td.get(k))
-            for k in (
-                k if isinstance(k, tuple) else (k,)
-                for k in td.keys(True, True, is_leaf=is_leaf_nontensor)
-            )
-            if k not in tensor_keys
-        ]
-        self.batch_size = list(td.batch_size)
-
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        return _unpack, (self.flat, self.layout, self.others, self.batch_size)
-
-
-def _unpack(
-    flat: torch.Tensor,
-    layout: list[tuple[tuple[str, ...], torch.dtype, tuple[int, ...], int]],
-    others: list[tuple[tuple[str, ...], Any]],
-    batch_size: list[int],
-) -> TensorDictBase:
-    data: dict[str, Any] = {}
-    for key, dtype, shape, off in layout:
-        n = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
-        _put(data, key, flat[off : off + n].view(dtype).view(shape))
-    for key, value in others:
-        _put(data, key, value)
-    return new_tensordict(data, batch_size=batch_size)
-
-
-def _put(data: dict[str, Any], key: tuple[str, ...], value: Any) -> None:
-    node = data
-    for part in key[:-1]:
-        node = node.setdefault(part, {})
-    node[key[-1]] = value

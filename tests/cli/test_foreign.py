@@ -371,16 +371,26 @@ def test_unavailable_filter_is_named_with_its_package(tmp_path: Path, ptd_cli) -
         with PersistentTensorDict(filename=str(path), mode="r+") as p:
             with pytest.raises(PtdError, match=r"zstd \(HDF5 filter 32015, from the hdf5plugin"):
                 p["zstd"]
-        # convert reads zstd chunks itself; lz4 (not decoded by ptd) needs the HDF5 filter
+        # convert reads zstd and lz4 chunks itself; bzip2 (not decoded by ptd) needs the
+        # HDF5 filter
         h5py.h5z.unregister_filter(32004)
+        h5py.h5z.unregister_filter(307)
         run = ptd_cli("convert", path, tmp_path / "z.zarr")
-        assert_one_line_error(run, "hdf5plugin.h5", "'lz4'", "pip install hdf5plugin")
+        assert_one_line_error(run, "hdf5plugin.h5", "'bzip2'", "pip install hdf5plugin")
         assert ".ptd-tmp" not in run.stderr
         assert not (tmp_path / "z.zarr").exists()
+        hdf5plugin.register("bzip2", force=True)
+        run = ptd_cli("convert", path, tmp_path / "z.zarr")  # lz4 without its HDF5 filter
+        assert run.code == 0, run
     finally:
         hdf5plugin.register("zstd", force=True)
         hdf5plugin.register("lz4", force=True)
-    assert h5py.h5z.filter_avail(32015) and h5py.h5z.filter_avail(32004)
+        hdf5plugin.register("bzip2", force=True)
+    assert all(h5py.h5z.filter_avail(f) for f in (32015, 32004, 307))
+    with h5py.File(path, "r") as f:  # the lz4 leaf ptd decoded equals h5py's read
+        want = f["lz4"][()]
+    got = zarr.open_group(str(tmp_path / "z.zarr"), mode="r")["lz4"][()]
+    assert np.array_equal(np.asarray(got), want)
 
 
 # ------------------------------------------------------------------------------ many nodes

@@ -2,7 +2,8 @@
 
 For a chunked dataset whose filter pipeline is made only of filters this module decodes
 exactly -- deflate (gzip; with libdeflate when the ``deflate`` package is installed), shuffle,
-fletcher32, and the zstd (32015) and blosc (32001) filters of ``hdf5plugin`` -- a read fetches the raw bytes of each chunk it needs (the chunk's place in
+fletcher32, and the zstd (32015), blosc (32001) and lz4 (32004) filters of ``hdf5plugin`` -- a
+read fetches the raw bytes of each chunk it needs (the chunk's place in
 the file comes from HDF5, ``get_chunk_info_by_coord``; the bytes are read with ``pread`` on
 ptd's own descriptor of the file, opened by name and checked to be the file HDF5 has open, or
 through ``read_direct_chunk`` when there is none), undoes the filters, and hands the chunks to
@@ -11,7 +12,7 @@ through ``read_direct_chunk`` when there is none), undoes the filters, and hands
 The result is h5py's, bit for bit: a dataset is served only when its file datatype is exactly
 the one h5py would create for its numpy dtype (so the decoded bytes are the values), a chunk
 with a failed fletcher32 checksum, a chunk HDF5 never wrote and any filter not listed above
-(lz4, szip, nbit, scaleoffset, lzf, ...) go through h5py, which raises or fills as it does.
+(szip, nbit, scaleoffset, lzf, ...) go through h5py, which raises or fills as it does.
 Only files opened read-only are served (a write could sit in HDF5's buffers).
 """
 
@@ -37,6 +38,7 @@ _SHUFFLE = h5py.h5z.FILTER_SHUFFLE
 _FLETCHER32 = h5py.h5z.FILTER_FLETCHER32
 _BLOSC = 32001
 _ZSTD = 32015
+_LZ4 = 32004
 
 _keys = itertools.count()
 
@@ -129,6 +131,8 @@ def _decoder(code: int, values: tuple[int, ...], nbytes: int) -> Callable[[Any],
             return memoryview(b)[:-4]
 
         return check
+    if code == _LZ4:
+        return _lz4_decoder(nbytes)
     if code in (_ZSTD, _BLOSC):
         try:
             import numcodecs
@@ -137,6 +141,56 @@ def _decoder(code: int, values: tuple[int, ...], nbytes: int) -> Callable[[Any],
         codec = numcodecs.Zstd() if code == _ZSTD else numcodecs.Blosc()
         return codec.decode
     return None
+
+
+def _lz4_decoder(nbytes: int) -> Callable[[Any], Any] | None:
+    """The HDF5 LZ4 filter (32004, as hdf5plugin writes it): an 8-byte big-endian total size,
+    a 4-byte block size, then per block a 4-byte compressed size and the block -- stored as is
+    when that size equals the block's, else an LZ4 block. Each LZ4 block is decoded by
+    numcodecs' LZ4 codec (given in its own framing: the decoded size, little-endian, first).
+    Anything that does not add up is refused (h5py then reads the chunk)."""
+    try:
+        import numcodecs
+    except ImportError:  # pragma: no cover - numcodecs comes with zarr
+        return None
+    codec = numcodecs.LZ4()
+
+    def decode(b: Any) -> Any:
+        mv = memoryview(b).cast("B")
+        if len(mv) < 12:
+            raise _Refused
+        total = int.from_bytes(mv[:8], "big")
+        block = int.from_bytes(mv[8:12], "big")
+        if total != nbytes or block <= 0:
+            raise _Refused
+        out = bytearray(total)
+        pos = 12
+        done = 0
+        while done < total:
+            n = min(block, total - done)
+            if pos + 4 > len(mv):
+                raise _Refused
+            size = int.from_bytes(mv[pos : pos + 4], "big")
+            pos += 4
+            if size <= 0 or pos + size > len(mv):
+                raise _Refused
+            if size == n:
+                out[done : done + n] = mv[pos : pos + size]
+            else:
+                try:
+                    part = codec.decode(n.to_bytes(4, "little") + mv[pos : pos + size].tobytes())
+                except Exception as exc:  # noqa: BLE001 - a corrupt block: h5py's business
+                    raise _Refused from exc
+                if len(part) != n:
+                    raise _Refused
+                out[done : done + n] = part
+            pos += size
+            done += n
+        if pos != len(mv):
+            raise _Refused
+        return out
+
+    return decode
 
 
 def _pipeline(dsid: Any, nbytes: int) -> list[tuple[int, Callable[[Any], Any]]] | None:

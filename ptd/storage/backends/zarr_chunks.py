@@ -2,10 +2,12 @@
 
 zarr-python reads a selection through its asynchronous codec pipeline, at a cost of hundreds of
 microseconds per chunk before any decoding. For an array of a local directory store whose codecs
-are ``bytes`` followed by byte-to-byte codecs (zstd, gzip, blosc, crc32c...), or a
+are ``bytes`` followed by byte-to-byte codecs (zstd, gzip, blosc, crc32c, and the numcodecs
+codecs zarr wraps: lz4, bz2, lzma, zlib...), or a
 ``sharding_indexed`` codec whose inner and index codecs are such a chain, this module reads the
 chunk files itself (``pread``; for shards, the shard index once, then each inner chunk's byte
-range) and decodes them with **zarr's own codec objects** (their synchronous ``_decode_sync``),
+range) and decodes them with **zarr's own codec objects** (their synchronous ``_decode_sync``;
+for a wrapped numcodecs codec, the call zarr's own decode makes, in our thread),
 from the threads of :func:`~ptd.storage.backends.chunk_read.read_chunked`. The unit of the cache
 and of the parallel decode is the chunk, or the inner chunk of a shard.
 
@@ -29,6 +31,13 @@ from zarr.core.array_spec import ArraySpec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.chunk_grids import RegularChunkGrid
 from zarr.storage import LocalStore
+
+try:  # zarr's wrappers of numcodecs codecs (lz4...), and the call its decode runs
+    from zarr.codecs.numcodecs._codecs import _NumcodecsBytesBytesCodec as _NumcodecsBytes
+    from zarr.core.buffer.cpu import as_numpy_array_wrapper as _as_numpy_array_wrapper
+except ImportError:  # pragma: no cover - a zarr without them: such arrays go through zarr
+    _NumcodecsBytes = None  # type: ignore[assignment,misc]
+    _as_numpy_array_wrapper = None  # type: ignore[assignment]
 
 from ptd.storage.backends.chunk_cache import ChunkCache
 from ptd.storage.backends.chunk_read import ChunkedArray, read_chunked
@@ -61,12 +70,45 @@ def _read_file(name: str, offset: int | None = None, size: int | None = None) ->
         os.close(fd)
 
 
+def _numcodecs_decode(codec: Any) -> Callable[[Any, ArraySpec], Any] | None:
+    """A synchronous decode for a numcodecs byte-to-byte codec wrapped by zarr (``lz4``,
+    ``bz2``, ``lzma``, ``zlib``, the numcodecs checksums...): zarr's own ``_decode_single``
+    runs ``as_numpy_array_wrapper(codec._codec.decode, ...)`` in a thread; this runs that same
+    call in ours. None when ``codec`` is not such a wrapper (or overrides that decode)."""
+    if _NumcodecsBytes is None or _as_numpy_array_wrapper is None:
+        return None
+    if not isinstance(codec, _NumcodecsBytes):
+        return None
+    if type(codec)._decode_single is not _NumcodecsBytes._decode_single:
+        return None
+    inner = getattr(codec, "_codec", None)
+    decode = getattr(inner, "decode", None)
+    if decode is None:
+        return None
+    wrapper = _as_numpy_array_wrapper
+
+    def run(buf: Any, spec: ArraySpec) -> Any:
+        return wrapper(decode, buf, spec.prototype)
+
+    return run
+
+
+def _sync_decode(codec: Any) -> Callable[[Any, ArraySpec], Any] | None:
+    """The synchronous decode of a byte-to-byte codec, or None when it has none."""
+    if not isinstance(codec, BytesBytesCodec):
+        return None
+    if hasattr(codec, "_decode_sync"):
+        return codec._decode_sync  # type: ignore[no-any-return]
+    return _numcodecs_decode(codec)
+
+
 def _chain(codecs: tuple[Any, ...]) -> tuple[BytesCodec, list[Any]] | None:
-    """``(bytes codec, byte-to-byte codecs)`` when ``codecs`` is such a chain, else None."""
+    """``(bytes codec, the byte-to-byte codecs' synchronous decodes)`` when ``codecs`` is such a
+    chain, else None."""
     if not codecs or type(codecs[0]) is not BytesCodec:
         return None
-    rest = list(codecs[1:])
-    if not all(isinstance(c, BytesBytesCodec) and hasattr(c, "_decode_sync") for c in rest):
+    rest = [_sync_decode(c) for c in codecs[1:]]
+    if any(d is None for d in rest):
         return None
     return codecs[0], rest
 
@@ -82,8 +124,8 @@ def _decoder(codecs: tuple[Any, ...], spec: ArraySpec) -> Callable[[bytes], np.n
 
     def decode(raw: bytes) -> np.ndarray:
         buf = proto.buffer.from_bytes(raw)
-        for codec in rest:
-            buf = codec._decode_sync(buf, spec)
+        for step in rest:
+            buf = step(buf, spec)
         return np.asarray(bytes_codec._decode_sync(buf, spec).as_numpy_array())
 
     return decode
@@ -145,8 +187,12 @@ class ZarrChunks:
         proto = default_buffer_prototype()
         fill = np.asarray(md.fill_value, dtype=dt)
 
+        prefix = directory.rstrip(os.sep) + os.sep
+        native = os.sep == "/"
+
         def filename(coords: tuple[int, ...]) -> str:
-            return os.path.join(directory, *encode(coords).split("/"))
+            key = encode(coords)  # "c/0/3" (or "0.3"): relative, "/"-separated
+            return prefix + (key if native else key.replace("/", os.sep))
 
         if isinstance(codecs[0], ArrayBytesCodec) and type(codecs[0]) is not ShardingCodec:
             decode = _decoder(codecs, md.get_chunk_spec((0,) * len(shape), config, proto))
