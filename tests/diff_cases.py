@@ -148,6 +148,19 @@ CASES: list[Case] = [
     c("flatten_keys", "/", _={"tag": "sep"}),
     c("flatten_keys", inplace=True, _={"tag": "inplace", "containers": ("memory",)}),
     f("unflatten_keys", lambda ctx, o: o.flatten_keys().unflatten_keys()),
+    f(
+        "unflatten_keys",
+        lambda ctx, o: o.flatten_keys().unflatten_keys(inplace=True),
+        tag="inplace",
+        containers=("memory",),
+    ),
+    f(
+        "flatten_keys",
+        lambda ctx, o: o.clone().lock_().flatten_keys(inplace=True),
+        tag="inplace-locked",
+        containers=("memory",),
+    ),
+    c("flatten_keys", inplace=True, _={"tag": "inplace-store", "containers": ("h5", "zarr")}),
     c("replace", a=A(lambda x: torch.zeros(*x.batch, 2) if x.batch else torch.zeros(3))),
     attr("depth"),
     # ---------------------------------------------------------------- properties

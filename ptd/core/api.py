@@ -307,9 +307,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
         "ptd removes the separated entries from the store, as tensordict documents; tensordict "
         "0.15.3 leaves them in the store"
     ),
-    "flatten_keys-inplace@memory": (
-        "not implemented yet: flatten_keys(inplace=True) raises UnsupportedOperationError"
-    ),
     "squeeze@h5": "squeeze() with nothing to squeeze: ptd returns the store, tensordict refuses",
     "squeeze@zarr": "squeeze() with nothing to squeeze: ptd returns the store, tensordict refuses",
     "saved_path@h5": _SAVED_PATH,

@@ -22,7 +22,7 @@ from ptd.core.names import NamesMixin
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.registry import is_tensordict, new_tensordict
 from ptd.core.update import UpdateMixin
-from ptd.errors import BatchSizeError, PtdKeyError, UnsupportedOperationError
+from ptd.errors import BatchSizeError, PtdKeyError
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
@@ -320,11 +320,24 @@ class TransformsMixin(LastOpMixin, LockingMixin, NamesMixin, UpdateMixin):
     def flatten_keys(
         self: TransformsHost, separator: str = ".", inplace: bool = False, is_leaf: Any = None
     ) -> TensorDictBase:
-        """A copy whose nested keys are joined by ``separator``."""
+        """A copy whose nested keys are joined by ``separator`` (``inplace=True``: this
+        tensordict, its nested entries replaced by their flattened leaves, which are appended
+        after its own leaves; nested tensordicts left without leaves are dropped).
+
+        >>> import torch, ptd
+        >>> td = ptd.TensorDict({"a": {"b": torch.zeros(2)}, "c": torch.ones(2)}, [2])
+        >>> td.flatten_keys(inplace=True) is td, list(td.keys())
+        (True, ['c', 'a.b'])
+        """
         if inplace:
-            raise UnsupportedOperationError(
-                f"flatten_keys(inplace=True) is not supported by {type(self).__name__}"
-            )
+            self._check_unlocked()
+            flat = self.flatten_keys(separator)
+            for key in [k for k in self._keys_str() if is_tensordict(self._get_str(k))]:
+                self.del_(key)
+            for key in flat._keys_str():
+                if key not in self._keys_str():
+                    self._set_str(key, flat._get_str(key), inplace=False)
+            return cast("TensorDictBase", self)
         out = new_tensordict({}, batch_size=self.batch_size, device=self.device, names=self._names)
         for parts, meta in self._metas(True):
             if meta.kind == "nested":
@@ -337,11 +350,25 @@ class TransformsMixin(LastOpMixin, LockingMixin, NamesMixin, UpdateMixin):
     def unflatten_keys(
         self: TransformsHost, separator: str = ".", inplace: bool = False
     ) -> TensorDictBase:
-        """A copy where keys containing ``separator`` become nested keys."""
+        """A copy where keys containing ``separator`` become nested keys (``inplace=True``:
+        this tensordict, those keys replaced by nested entries appended after the others).
+
+        >>> import torch, ptd
+        >>> td = ptd.TensorDict({"a.b": torch.zeros(2), "c": torch.ones(2)}, [2])
+        >>> td.unflatten_keys(inplace=True) is td, list(td.keys(True, True))
+        (True, ['c', ('a', 'b')])
+        """
         if inplace:
-            raise UnsupportedOperationError(
-                f"unflatten_keys(inplace=True) is not supported by {type(self).__name__}"
-            )
+            self._check_unlocked()
+            moved = [k for k in self._keys_str() if separator in k]
+            values = {k: self._get_str(k) for k in moved}
+            for key in moved:
+                self.del_(key)
+            for key, value in values.items():
+                if is_tensordict(value):
+                    value = value.unflatten_keys(separator)
+                self.set(tuple(key.split(separator)), value)
+            return cast("TensorDictBase", self)
         out = new_tensordict({}, batch_size=self.batch_size, device=self.device, names=self._names)
         for key in self._keys_str():
             value = self._get_str(key)
