@@ -330,14 +330,15 @@ class TransformsMixin(LastOpMixin, LockingMixin, NamesMixin, UpdateMixin):
         (True, ['c', 'a.b'])
         """
         if inplace:
-            self._check_unlocked()
-            flat = self.flatten_keys(separator)
-            for key in [k for k in self._keys_str() if is_tensordict(self._get_str(k))]:
-                self.del_(key)
+            td = cast("TensorDictBase", self)
+            td._check_unlocked()
+            flat = td.flatten_keys(separator)
+            for key in [k for k in td._keys_str() if is_tensordict(td._get_str(k))]:
+                td.del_(key)
             for key in flat._keys_str():
-                if key not in self._keys_str():
-                    self._set_str(key, flat._get_str(key), inplace=False)
-            return cast("TensorDictBase", self)
+                if key not in td._keys_str():
+                    td._set_str(key, flat._get_str(key), inplace=False)
+            return td
         out = new_tensordict({}, batch_size=self.batch_size, device=self.device, names=self._names)
         for parts, meta in self._metas(True):
             if meta.kind == "nested":
@@ -359,16 +360,17 @@ class TransformsMixin(LastOpMixin, LockingMixin, NamesMixin, UpdateMixin):
         (True, ['c', ('a', 'b')])
         """
         if inplace:
-            self._check_unlocked()
-            moved = [k for k in self._keys_str() if separator in k]
-            values = {k: self._get_str(k) for k in moved}
+            td = cast("TensorDictBase", self)
+            td._check_unlocked()
+            moved = [k for k in td._keys_str() if separator in k]
+            values = {k: td._get_str(k) for k in moved}
             for key in moved:
-                self.del_(key)
+                td.del_(key)
             for key, value in values.items():
                 if is_tensordict(value):
                     value = value.unflatten_keys(separator)
-                self.set(tuple(key.split(separator)), value)
-            return cast("TensorDictBase", self)
+                td.set(tuple(key.split(separator)), value)
+            return td
         out = new_tensordict({}, batch_size=self.batch_size, device=self.device, names=self._names)
         for key in self._keys_str():
             value = self._get_str(key)
