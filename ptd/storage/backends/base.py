@@ -266,6 +266,17 @@ class Backend(ABC):
                 options=spec.options,
             )
 
+    def create_groups(self, specs: Sequence[tuple[Path, Mapping[str, Any] | None]]) -> None:
+        """Create many groups ``(path, attrs)``, parents listed before their children:
+        :meth:`create_group` for each by default (zarr writes them concurrently)."""
+        for path, attrs in specs:
+            self.create_group(path, attrs)
+
+    def read_many(self, paths: Sequence[Path]) -> list[np.ndarray]:
+        """Whole numeric arrays, one per path, as :meth:`read` returns them (backends read
+        many small arrays faster than one by one)."""
+        return [self.read(path, ()) for path in paths]
+
     def delete(self, path: Path) -> None:
         """Delete the node at ``path``; a missing node raises PtdKeyError."""
         key = self.key_str(path)

@@ -22,6 +22,7 @@ backends (and ``fast_path_h5``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -36,7 +37,7 @@ from ptd.errors import (
     ReadOnlyError,
     UnsupportedOperationError,
 )
-from ptd.storage.backends import h5_codec, h5_links, h5_plugins
+from ptd.storage.backends import h5_bulk, h5_codec, h5_links, h5_plugins
 from ptd.storage.backends.base import (
     ArrayMeta,
     Backend,
@@ -60,15 +61,7 @@ __all__ = ["H5Backend"]
 
 #: dataset creation options that a scalar (or unchunkable) dataset cannot take
 _CHUNK_OPTIONS = frozenset(
-    {
-        "chunks",
-        "compression",
-        "compression_opts",
-        "shuffle",
-        "fletcher32",
-        "scaleoffset",
-        "maxshape",
-    }
+    {"chunks", "compression", "compression_opts", "shuffle", "fletcher32", "scaleoffset", "maxshape"}
 )
 #: reads of at least this many bytes go straight into a new array (one copy less)
 _DIRECT_READ_BYTES = 1 << 20
@@ -263,7 +256,7 @@ class H5Backend(Backend):
         if dcpl.get_layout() == h5py.h5d.VIRTUAL or dcpl.get_external_count():
             self._outside.add(path)
         shape, dtype = dsid.shape, dsid.dtype
-        entry = _Entry(node, shape, dtype, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+        entry = _Entry(node, shape, dtype, math.prod(shape) * dtype.itemsize)
         self._ds_cache[path] = entry
         return entry
 
@@ -309,14 +302,14 @@ class H5Backend(Backend):
         self._ds_cache.pop(path, None)
         return parent, path[-1]
 
-    def _meta(self, path: Path, ds: h5py.Dataset, dcpl: Any = None) -> ArrayMeta:
+    def _meta(self, path: Path, ds: h5py.Dataset, dcpl: Any = None, entry: Any = None) -> ArrayMeta:
         dsid = ds.id
         dcpl = dcpl if dcpl is not None else dsid.get_create_plist()
         chunks = dcpl.get_chunk() if dcpl.get_layout() == h5py.h5d.CHUNKED else None
         return self._describe_array(
             path,
-            dsid.shape,
-            dsid.dtype,
+            dsid.shape if entry is None else entry.shape,
+            dsid.dtype if entry is None else entry.dtype,
             h5_codec.read_attrs(ds),
             chunks=chunks,
             compression=None if chunks is None else h5_plugins.describe_pipeline(dcpl),
@@ -386,9 +379,9 @@ class H5Backend(Backend):
                 out.append((p, NodeKind.GROUP, None))
                 return
             try:
-                dcpl = obj.id.get_create_plist()
-                meta = self._meta(p, obj, dcpl)
-                self._remember(p, obj, dcpl)
+                # (h5py's Dataset holds its creation property list already)
+                dcpl = getattr(obj, "_dcpl", None) or obj.id.get_create_plist()
+                meta = self._meta(p, obj, dcpl, self._remember(p, obj, dcpl))
             except (TypeError, ValueError):
                 # a type h5py cannot map to numpy (e.g. an opaque tag naming no dtype):
                 # listed, and reading it raises an error naming the key
@@ -445,6 +438,9 @@ class H5Backend(Backend):
         if chunks is not None:
             opts["chunks"] = tuple(chunks)
         self._create_dataset(parent, name, path, shape, np.dtype(dtype), data, opts, attrs)
+
+    # many small datasets created or read at once (h5_bulk.py)
+    create_arrays, read_many = h5_bulk.create, h5_bulk.read_many
 
     def _create_dataset(
         self,
