@@ -137,6 +137,14 @@ class Copier:
             if job is not None:
                 arrays.append(job)
         self.create_small(small)
+        # attributes the source could not hand over (unreadable or compound types): named
+        for path, names in self.src.attrs_skipped.items():
+            if self.skip and any(path[:i] in self.skip for i in range(1, len(path) + 1)):
+                continue
+            for name, reason in names.items():
+                item = {"key": "/".join(path) or "/", "attr": name, "reason": reason}
+                if item not in self.result.not_copied:
+                    self.result.not_copied.append(item)
         return arrays
 
     def new_array(self, path: Path, meta: ArrayMeta, data: Any = None) -> NewArray:
@@ -251,7 +259,10 @@ class Copier:
                 if meta.non_tensor_kind == "str":
                     value = decode_str(value)
                 batch = self.s.batches[path[:-1]].batch
-                if len(batch) and fits(meta.shape, batch):
+                if (len(batch) and fits(meta.shape, batch)) or (
+                    self.fmt == "h5" and meta.non_tensor_kind == "bytes"
+                ):
+                    # (h5 holds a list of bytes only as a stack: a bytes array of its shape)
                     self.dst.write_non_tensor(path, value, stack_shape=tuple(meta.shape))
                 else:
                     self.dst.write_non_tensor(path, value, stack_shape=None)

@@ -132,6 +132,12 @@ class Backend(ABC):
         #: keys the store holds but ptd does not list (dangling or external links...), found
         #: by listing: path -> the reason
         self.walk_skipped: dict[Path, str] = {}
+        #: arrays whose data is outside the store (h5 virtual datasets, external storage),
+        #: which ptd does not read: found when their metadata is read
+        self.data_elsewhere: set[Path] = set()
+        #: attributes the backend could not read (or hand over unchanged) and left out of
+        #: ``get_attrs``/``array_meta``: path -> {name: reason}
+        self.attrs_skipped: dict[Path, dict[str, str]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

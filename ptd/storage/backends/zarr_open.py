@@ -134,7 +134,10 @@ def open_root(
             raise StoreExistsError(
                 f"zarr store {location} already exists (mode {mode!r})"
             ) from None
-        raise CorruptStoreError(f"{location} holds a zarr array, not a group") from None
+        raise CorruptStoreError(
+            f"{location} holds a zarr array at its root, not a group: ptd reads groups of named "
+            "arrays (read it with zarr.open_array, or save it in a group)"
+        ) from None
     except zarr.errors.GroupNotFoundError:
         if isinstance(store, str) or (mode in ("r", "r+") and not _store_has_data(store)):
             raise StoreNotFoundError(f"no zarr group found in {location}") from None
