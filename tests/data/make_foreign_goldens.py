@@ -384,8 +384,11 @@ def h5py_attrs_store(out: str) -> None:
         a["bool"] = np.bool_(True)
         a["empty"] = h5py.Empty("f4")
         a["compound"] = np.array([(1, 2.0)], dtype=[("a", "<i4"), ("b", "<f8")])
-        a.create("vlen", data=np.array([np.array([1, 2]), np.array([3])], dtype=object),
-                 dtype=h5py.vlen_dtype("i4"))
+        a.create(
+            "vlen",
+            data=np.array([np.array([1, 2]), np.array([3])], dtype=object),
+            dtype=h5py.vlen_dtype("i4"),
+        )
         a["ref"] = f["x"].ref
         a.create("enum", data=np.int8(1), dtype=h5py.enum_dtype({"OFF": 0, "ON": 1}, "i1"))
         a["complex"] = np.complex64(1 + 1j)
@@ -511,7 +514,10 @@ def zarr_more_stores(out: str) -> None:
     )
     named[:] = np.arange(8, dtype="u2").reshape(4, 2)
     big = g3.create_array(
-        "big_endian", shape=(5,), dtype="f8", serializer={"name": "bytes", "configuration": {"endian": "big"}}
+        "big_endian",
+        shape=(5,),
+        dtype="f8",
+        serializer={"name": "bytes", "configuration": {"endian": "big"}},
     )
     big[:] = np.arange(5)
     crc = g3.create_array(
@@ -579,7 +585,13 @@ def versions() -> dict[str, str]:
 
 
 #: the stores only h5py and zarr write (``--only-h5py-zarr`` regenerates just these)
-H5PY_ZARR = (h5py_kinds_store, h5py_attrs_store, h5py_links_store, netcdf_like_store, zarr_more_stores)
+H5PY_ZARR = (
+    h5py_kinds_store,
+    h5py_attrs_store,
+    h5py_links_store,
+    netcdf_like_store,
+    zarr_more_stores,
+)
 
 
 def main(out: str, only_h5py_zarr: bool = False) -> None:
@@ -593,7 +605,8 @@ def main(out: str, only_h5py_zarr: bool = False) -> None:
         shutil.rmtree(out)
     os.makedirs(out)
     # hdf5plugin first: once PyTables is imported, its own blosc filter takes the blosc id
-    for fn in (*H5PY_ZARR,
+    for fn in (
+        *H5PY_ZARR,
         hdf5plugin_store,
         pandas_stores,
         pytables_store,

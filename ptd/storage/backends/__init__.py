@@ -118,7 +118,9 @@ def detect_backend(target: Any, storage_options: dict[str, Any] | None = None) -
         ):
             return "zarr"
         if os.path.exists(os.path.join(path, ".zarray")):
-            raise CorruptStoreError(f"{path} holds a Zarr v2 array at its root, not a group: {_ROOT}")
+            raise CorruptStoreError(
+                f"{path} holds a Zarr v2 array at its root, not a group: {_ROOT}"
+            )
         raise CorruptStoreError(f"{path} is a directory without {ZARR_JSON}: not a zarr store")
     try:
         if file_has_hdf5_signature(path):

@@ -23,8 +23,8 @@ backends (and ``fast_path_h5``).
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import h5py
@@ -52,8 +52,8 @@ from ptd.storage.backends.base import (
 )
 from ptd.storage.backends.fast_path_h5 import H5Maps
 from ptd.storage.backends.h5_chunks import H5Chunks
-from ptd.storage.backends.h5_span import read_span as _read_span
 from ptd.storage.backends.h5_open import open_local, open_remote
+from ptd.storage.backends.h5_span import read_span as _read_span
 from ptd.storage.backends.layout import leading_chunks
 from ptd.storage.backends.targets import parse_target
 from ptd.storage.location import ReopenSpec, StoreLocation
@@ -62,7 +62,15 @@ __all__ = ["H5Backend"]
 
 #: dataset creation options that a scalar (or unchunkable) dataset cannot take
 _CHUNK_OPTIONS = frozenset(
-    {"chunks", "compression", "compression_opts", "shuffle", "fletcher32", "scaleoffset", "maxshape"}
+    {
+        "chunks",
+        "compression",
+        "compression_opts",
+        "shuffle",
+        "fletcher32",
+        "scaleoffset",
+        "maxshape",
+    }
 )
 #: reads of at least this many bytes go straight into a new array (one copy less)
 _DIRECT_READ_BYTES = 1 << 20

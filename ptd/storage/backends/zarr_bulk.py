@@ -195,7 +195,9 @@ def create_many(
         sync(_write_async(root.store, prefix, other))
 
 
-def _write_files(store_root: str, prefix: str, items: list[tuple[_Layout, NewArray, bytes]]) -> None:
+def _write_files(
+    store_root: str, prefix: str, items: list[tuple[_Layout, NewArray, bytes]]
+) -> None:
     """Each array's ``zarr.json`` and chunk file, on a thread pool (the bytes are made here,
     the threads only do the file system calls)."""
     jobs: list[tuple[str, bytes, str | None, bytes | None]] = []
@@ -221,7 +223,9 @@ def _write_files(store_root: str, prefix: str, items: list[tuple[_Layout, NewArr
             pass
 
 
-async def _write_async(store: Any, prefix: str, items: list[tuple[_Layout, NewArray, bytes]]) -> None:
+async def _write_async(
+    store: Any, prefix: str, items: list[tuple[_Layout, NewArray, bytes]]
+) -> None:
     proto = default_buffer_prototype()
     sem = asyncio.Semaphore(CONCURRENCY * 4)
 

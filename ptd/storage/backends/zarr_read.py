@@ -94,8 +94,8 @@ def read_many(be: Any, paths: Sequence[Path]) -> list[np.ndarray]:
                     rest.append(i)
                 out[i] = value
     if rest:
-        found = _read_async([arrays[i] for i in rest])
-        for i, value in zip(rest, found, strict=True):
+        values = _read_async([arrays[i] for i in rest])
+        for i, value in zip(rest, values, strict=True):
             out[i] = value
     # anything that failed: read alone, for the error naming the key
     return [v if v is not None else be.read(p, ()) for p, v in zip(paths, out, strict=True)]
