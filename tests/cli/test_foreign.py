@@ -18,7 +18,13 @@ import zarr
 
 import ptd
 from ptd import PersistentTensorDict
-from ptd.errors import ConvertError, PtdError, ReadOnlyError, SkippedKeyWarning
+from ptd.errors import (
+    ConvertError,
+    PtdError,
+    ReadOnlyError,
+    SkippedKeyWarning,
+    UnsupportedOperationError,
+)
 
 from .conftest import assert_one_line_error
 
@@ -91,7 +97,12 @@ def test_library_reads_what_h5py_and_zarr_read(store: Path) -> None:
         backend = "zarr" if store.is_dir() else "h5"
         with PersistentTensorDict(filename=str(store), mode="r", backend=backend) as p:
             for key in keys:
-                got = _as_numpy(p.get(tuple(key.split("/"))))
+                try:
+                    value = p.get(tuple(key.split("/")))
+                except UnsupportedOperationError as err:  # a virtual dataset: refused by name
+                    assert key in str(err) and "outside the file" in str(err), err
+                    continue
+                got = _as_numpy(value)
                 np.testing.assert_array_equal(got, _direct(store, key), err_msg=key)
 
 

@@ -124,7 +124,10 @@ def read_attrs(obj: h5py.HLObject, skipped: dict[str, str] | None = None) -> dic
             why[k] = "an opaque HDF5 type naming Python objects (never read)"
             continue
         if dt.fields is not None:
-            why[k] = f"a compound type ({', '.join(dt.names or ())}), which ptd does not copy"
+            fields = f"a compound type ({', '.join(dt.names or ())})"
+            if any(h5py.check_ref_dtype(dt.fields[n][0]) for n in dt.names or ()):
+                fields = f"HDF5 object references in {fields}"  # netCDF's REFERENCE_LIST
+            why[k] = f"{fields}, which ptd does not copy"
             continue
         try:
             out[k] = _plain(attrs[k])
