@@ -209,17 +209,20 @@ def _write_files(
             data = layout.chunk_bytes(spec.data)
         jobs.append((directory, doc, chunk, data))
 
-    def write(job: tuple[str, bytes, str | None, bytes | None]) -> None:
-        directory, doc, chunk, data = job
-        os.makedirs(os.path.dirname(chunk) if chunk else directory, exist_ok=True)
-        with open(os.path.join(directory, ZARR_JSON), "wb") as f:
-            f.write(doc)
-        if chunk is not None and data is not None:
-            with open(chunk, "wb") as f:
-                f.write(data)
+    def write(batch: list[tuple[str, bytes, str | None, bytes | None]]) -> None:
+        for directory, doc, chunk, data in batch:
+            os.makedirs(os.path.dirname(chunk) if chunk else directory, exist_ok=True)
+            with open(os.path.join(directory, ZARR_JSON), "wb") as f:
+                f.write(doc)
+            if chunk is not None and data is not None:
+                with open(chunk, "wb") as f:
+                    f.write(data)
 
+    # a few batches per thread: a hand-over between threads per file costs more than the
+    # file on a busy machine
+    step = max(1, -(-len(jobs) // (CONCURRENCY * 4)))
     with ThreadPoolExecutor(CONCURRENCY, thread_name_prefix="ptd-zarr-bulk") as pool:
-        for _ in pool.map(write, jobs):
+        for _ in pool.map(write, [jobs[i : i + step] for i in range(0, len(jobs), step)]):
             pass
 
 

@@ -81,18 +81,24 @@ def read_many(be: Any, paths: Sequence[Path]) -> list[np.ndarray]:
             raw.append((i, *found))
     if raw:
 
-        def one(item: tuple[int, str, np.dtype]) -> tuple[int, np.ndarray | None]:
-            i, file, dt = item
-            try:
-                return i, _read_raw(arrays[i], file, dt)
-            except (OSError, ValueError):
-                return i, None
+        def some(items: list[tuple[int, str, np.dtype]]) -> list[tuple[int, np.ndarray | None]]:
+            done: list[tuple[int, np.ndarray | None]] = []
+            for i, file, dt in items:
+                try:
+                    done.append((i, _read_raw(arrays[i], file, dt)))
+                except (OSError, ValueError):
+                    done.append((i, None))
+            return done
 
+        # a few batches per thread (a hand-over per file costs more than the file)
+        step = max(1, -(-len(raw) // (CONCURRENCY * 4)))
+        batches = [raw[i : i + step] for i in range(0, len(raw), step)]
         with ThreadPoolExecutor(CONCURRENCY, thread_name_prefix="ptd-zarr-read") as pool:
-            for i, value in pool.map(one, raw):
-                if value is None:
-                    rest.append(i)
-                out[i] = value
+            for done in pool.map(some, batches):
+                for i, value in done:
+                    if value is None:
+                        rest.append(i)
+                    out[i] = value
     if rest:
         values = _read_async([arrays[i] for i in rest])
         for i, value in zip(rest, values, strict=True):
