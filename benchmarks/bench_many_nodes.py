@@ -8,6 +8,8 @@ Part 1 (``--nodes``, default 10,000): an HDF5 file with that many small float32 
                 each zarr array with zarr-python (same chunks: the whole array, uncompressed)
                 and writing its data, one at a time (what a user's first script does).
     h5 -> h5    ptd: ``ptd.convert(src, dst.h5)``. plain: h5py ``visititems`` + create_dataset.
+    zarr -> h5  the zarr store ptd wrote, back to h5. ptd: ``ptd.convert``. plain: zarr-python
+                ``members(max_depth=None)`` + h5py create_dataset of each array's data.
     inspect     ``ptd.info(src)`` (what ``ptd inspect`` runs) and ``ptd.validate(src)``.
 
 Part 2 (``--v2-arrays``, default 50 arrays of ``--v2-rows`` x 64 float32, blosc-compressed,
@@ -19,7 +21,9 @@ chunk-row by chunk-row).
 Cold: each measurement runs in a fresh child process (imports, and the first pass over the
 files, included; the source file is in the page cache since it was just written). Warm: the
 same conversion again in that process, right after (imports done, metadata caches warm).
-Every figure is seconds of wall time; ratios are plain / ptd (> 1: ptd faster).
+Every figure is seconds of wall time; ratios are plain / ptd (> 1: ptd faster). A second line
+gives the CPU seconds each side used (all its threads; ``time.process_time``): on a machine
+shared with other jobs wall times swing with the load, CPU times much less.
 
 Usage::
 
@@ -76,6 +80,15 @@ def run_once(dst):
                 else:
                     g.create_dataset(name, data=obj[()])
             f.visititems(visit)
+    elif what == "plain-zarr-h5":
+        import h5py, zarr
+        src_g = zarr.open_group(src, mode="r")
+        with h5py.File(dst, "w") as g:
+            for name, node in src_g.members(max_depth=None):
+                if isinstance(node, zarr.Group):
+                    g.require_group(name)
+                else:
+                    g.create_dataset(name, data=node[...])
     elif what == "plain-v2":
         import zarr
         src_g = zarr.open_group(src, mode="r")
@@ -90,15 +103,16 @@ def run_once(dst):
     else:
         raise SystemExit(f"unknown {what}")
 
-cold = time.perf_counter()
+cold, cpu = time.perf_counter(), time.process_time()
 run_once(dst)
-cold = time.perf_counter() - cold
+cold, cold_cpu = time.perf_counter() - cold, time.process_time() - cpu
 total = time.perf_counter() - t0
 base, ext = os.path.splitext(dst)
-w = time.perf_counter()
+w, cpu = time.perf_counter(), time.process_time()
 run_once(base + "-warm" + ext)
-warm = time.perf_counter() - w
-print(json.dumps({"cold": cold, "cold_with_imports": total, "warm": warm}))
+warm, warm_cpu = time.perf_counter() - w, time.process_time() - cpu
+print(json.dumps({"cold": cold, "cold_with_imports": total, "warm": warm,
+                  "cold_cpu": cold_cpu, "warm_cpu": warm_cpu}))
 """
 
 
@@ -145,6 +159,12 @@ def row(label: str, ptd_r: dict[str, float], plain_r: dict[str, float] | None) -
         if ptd_r["warm"] and plain_r["warm"]:
             line += f", warm {plain_r['warm'] / ptd_r['warm']:.1f}x"
     print(line, flush=True)
+    # CPU seconds (all threads): what a loaded machine cannot take away
+    line = f"{'':<26} cpu: ptd cold {f(ptd_r['cold_cpu'])} s, warm {f(ptd_r['warm_cpu'])} s"
+    if plain_r is not None:
+        line += f" | plain cold {f(plain_r['cold_cpu'])} s, warm {f(plain_r['warm_cpu'])} s"
+        line += f" | ratio cold {plain_r['cold_cpu'] / max(ptd_r['cold_cpu'], 1e-9):.1f}x"
+    print(line, flush=True)
 
 
 def main() -> None:
@@ -172,6 +192,11 @@ def main() -> None:
             p = child("ptd", src, os.path.join(tmp, "ptd.h5"))
             q = child("plain-h5", src, os.path.join(tmp, "plain.h5"))
             row(f"h5 -> h5 ({args.nodes} nodes)", p, q)
+            # the zarr store ptd wrote (consolidated metadata, as ptd and xarray write it)
+            zsrc = os.path.join(tmp, "ptd.zarr")
+            p = child("ptd", zsrc, os.path.join(tmp, "from-zarr-ptd.h5"))
+            q = child("plain-zarr-h5", zsrc, os.path.join(tmp, "from-zarr-plain.h5"))
+            row(f"zarr -> h5 ({args.nodes} nodes)", p, q)
             row("ptd.info (inspect)", child("ptd-info", src, "-"), None)
             row("ptd.validate", child("ptd-validate", src, "-"), None)
         if not args.skip_v2:

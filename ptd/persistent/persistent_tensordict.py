@@ -297,8 +297,9 @@ class PersistentTensorDict(  # type: ignore[misc]
         if meta.kind is ValueKind.NUMERIC and meta.torch_dtype is not None:
             return self._read_leaf(path, meta)
         if meta.kind is ValueKind.UNSUPPORTED:
+            what = f"holds {meta.unsupported}" if meta.unsupported else f"has dtype {meta.dtype}"
             raise UnsupportedDtypeError(
-                f"key {'/'.join(path)!r} in {be.location} has dtype {meta.dtype}, which has no torch equivalent"
+                f"key {'/'.join(path)!r} in {be.location} {what}, which has no torch equivalent"
             )
         as_stack = self._reads_as_stack(meta)
         if as_stack and self._entries is not None:

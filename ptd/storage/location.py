@@ -168,12 +168,17 @@ class StoreLocation:
             if os.path.isfile(self.path):
                 return os.path.getsize(self.path)
             total = 0
-            for root, _dirs, files in os.walk(self.path):
-                for f in files:
-                    try:
-                        total += os.path.getsize(os.path.join(root, f))
-                    except OSError:
-                        pass
+            todo = [self.path]
+            while todo:  # (scandir: one stat per file; a zarr store has one file per chunk)
+                with os.scandir(todo.pop()) as entries:
+                    for entry in entries:
+                        try:
+                            if entry.is_dir(follow_symlinks=False):
+                                todo.append(entry.path)
+                            else:
+                                total += entry.stat().st_size
+                        except OSError:
+                            pass
             return total
         except OSError:
             return None

@@ -36,7 +36,7 @@ Region = tuple[Path, int, int]
 #: zarr), of at most BATCH_BYTES / BATCH_COUNT arrays each
 SMALL_BYTES = 64 << 10
 BATCH_BYTES = 32 << 20
-BATCH_COUNT = 4096
+BATCH_COUNT = 10_000
 
 
 def copy_region(src: Backend, dst: Backend, path: Path, start: int, stop: int) -> int:
@@ -91,41 +91,60 @@ class Copier:
         return attrs_for(self.fmt, ok)
 
     def create(self) -> list[tuple[Path, int, int]]:
-        """Write everything but the tensor data: attributes, groups, non-tensor entries,
-        scalars and the (empty) arrays. Returns ``(path, rows per region, rows)`` of each array
-        whose data is still to copy, region by region (:meth:`regions`)."""
+        """Write everything but the tensor data: attributes, groups (all at once), non-tensor
+        entries, scalars and the (empty) arrays; small arrays of one chunk are read in batches
+        and created with their data (:meth:`create_small`). Returns ``(path, rows per region,
+        rows)`` of each array whose data is still to copy, region by region (:meth:`regions`)."""
         root_attrs = self.s.group_attrs.get((), {})
         if root_attrs:
             self.dst.set_attrs((), self.attrs_for((), root_attrs))
+        nodes = [
+            (path, kind, meta)
+            for path, kind, meta in self.s.nodes
+            if not (self.skip and any(path[:i] in self.skip for i in range(1, len(path) + 1)))
+        ]
+        groups = [
+            (path, self.attrs_for(path, self.s.group_attrs.get(path, {})))
+            for path, kind, _ in nodes
+            if kind is NodeKind.GROUP
+        ]
+        if groups:
+            self.dst.create_groups(groups)
         arrays: list[tuple[Path, int, int]] = []
         small: list[tuple[NewArray, ArrayMeta]] = []
         small_bytes = 0
-        for path, kind, meta in self.s.nodes:
+        for path, kind, meta in nodes:
+            if kind is NodeKind.GROUP or meta is None:
+                continue
+            if meta.kind is ValueKind.NON_TENSOR:
+                self.copy_non_tensor(path, meta)
+                continue
+            nbytes = math.prod(meta.shape) * meta.dtype.itemsize
+            spec = self.new_array(path, meta) if nbytes <= SMALL_BYTES else None
+            if (
+                spec is not None
+                and meta.kind is ValueKind.NUMERIC
+                and (not spec.shape or spec.chunks is None or spec.chunks[0] >= spec.shape[0])
+            ):
+                # small arrays of one chunk are read and created together (concurrently on zarr)
+                small.append((spec, meta))
+                small_bytes += nbytes
+                if small_bytes >= BATCH_BYTES or len(small) >= BATCH_COUNT:
+                    self.create_small(small)
+                    small, small_bytes = [], 0
+                continue
+            job = self.create_array(path, meta)
+            if job is not None:
+                arrays.append(job)
+        self.create_small(small)
+        # attributes the source could not hand over (unreadable or compound types): named
+        for path, names in self.src.attrs_skipped.items():
             if self.skip and any(path[:i] in self.skip for i in range(1, len(path) + 1)):
                 continue
-            if kind is NodeKind.GROUP:
-                self.dst.create_group(path, self.attrs_for(path, self.s.group_attrs.get(path, {})))
-            elif meta is not None and meta.kind is ValueKind.NON_TENSOR:
-                self.copy_non_tensor(path, meta)
-            elif meta is not None:
-                nbytes = math.prod(meta.shape) * meta.dtype.itemsize
-                spec = self.new_array(path, meta) if nbytes <= SMALL_BYTES else None
-                if spec is not None and (
-                    not spec.shape or spec.chunks is None or spec.chunks[0] >= spec.shape[0]
-                ):
-                    # small arrays of one chunk are read now and created together
-                    # (concurrently on zarr)
-                    spec.data = self.src.read(path, ())
-                    small.append((spec, meta))
-                    small_bytes += nbytes
-                    if small_bytes >= BATCH_BYTES or len(small) >= BATCH_COUNT:
-                        self.create_small(small)
-                        small, small_bytes = [], 0
-                    continue
-                job = self.create_array(path, meta)
-                if job is not None:
-                    arrays.append(job)
-        self.create_small(small)
+            for name, reason in names.items():
+                item = {"key": "/".join(path) or "/", "attr": name, "reason": reason}
+                if item not in self.result.not_copied:
+                    self.result.not_copied.append(item)
         return arrays
 
     def new_array(self, path: Path, meta: ArrayMeta, data: Any = None) -> NewArray:
@@ -152,6 +171,10 @@ class Copier:
         that fails, one by one (for the error naming the key)."""
         if not small:
             return
+        for (spec, _), data in zip(
+            small, self.src.read_many([spec.path for spec, _ in small]), strict=True
+        ):
+            spec.data = data
         try:
             self.dst.create_arrays([spec for spec, _ in small])
         except PtdValueError:
@@ -236,7 +259,10 @@ class Copier:
                 if meta.non_tensor_kind == "str":
                     value = decode_str(value)
                 batch = self.s.batches[path[:-1]].batch
-                if len(batch) and fits(meta.shape, batch):
+                if (len(batch) and fits(meta.shape, batch)) or (
+                    self.fmt == "h5" and meta.non_tensor_kind == "bytes"
+                ):
+                    # (h5 holds a list of bytes only as a stack: a bytes array of its shape)
                     self.dst.write_non_tensor(path, value, stack_shape=tuple(meta.shape))
                 else:
                     self.dst.write_non_tensor(path, value, stack_shape=None)

@@ -189,6 +189,11 @@ def refusals(s: Scan, fmt: str) -> dict[Path, str]:
             if copyable(meta, fmt):
                 continue
             out[path] = f"key {key!r} holds {meta.unsupported}, which ptd cannot copy"
+        elif path in s.backend.data_elsewhere:
+            out[path] = (
+                f"key {key!r} keeps its data outside the file (a virtual dataset or external "
+                "storage), which ptd does not follow (it could read any file on this machine)"
+            )
     return out
 
 

@@ -18,12 +18,22 @@ import zarr
 
 import ptd
 from ptd import PersistentTensorDict
-from ptd.errors import ConvertError, PtdError, ReadOnlyError, SkippedKeyWarning
+from ptd.errors import (
+    ConvertError,
+    PtdError,
+    ReadOnlyError,
+    SkippedKeyWarning,
+    UnsupportedOperationError,
+)
 
 from .conftest import assert_one_line_error
 
 FOREIGN = Path(__file__).parent.parent / "data" / "foreign"
-STORES = sorted(p.name for p in FOREIGN.iterdir() if p.name != "VERSIONS.json")
+#: stores whose root is an array: every command refuses them (tests/cli/test_foreign_kinds.py)
+ROOT_ARRAYS = ("zarr_v2_root_array.zarr", "zarr_v3_root_array.zarr")
+STORES = sorted(
+    p.name for p in FOREIGN.iterdir() if p.name != "VERSIONS.json" and p.name not in ROOT_ARRAYS
+)
 
 
 @pytest.fixture
@@ -36,8 +46,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
         shutil.copytree(src, dst)
     else:
         shutil.copy(src, dst)
-    if name == "links.h5":
-        shutil.copy(FOREIGN / "links_target.h5", tmp_path / "links_target.h5")
+    extra = {"links.h5": "links_target.h5", "h5py_links.h5": "h5py_vds_target.h5"}.get(name)
+    if extra is not None:  # the file its links point into travels with it
+        shutil.copy(FOREIGN / extra, tmp_path / extra)
     return dst
 
 
@@ -86,7 +97,12 @@ def test_library_reads_what_h5py_and_zarr_read(store: Path) -> None:
         backend = "zarr" if store.is_dir() else "h5"
         with PersistentTensorDict(filename=str(store), mode="r", backend=backend) as p:
             for key in keys:
-                got = _as_numpy(p.get(tuple(key.split("/"))))
+                try:
+                    value = p.get(tuple(key.split("/")))
+                except UnsupportedOperationError as err:  # a virtual dataset: refused by name
+                    assert key in str(err) and "outside the file" in str(err), err
+                    continue
+                got = _as_numpy(value)
                 np.testing.assert_array_equal(got, _direct(store, key), err_msg=key)
 
 

@@ -192,8 +192,11 @@ def test_h5_data_outside_the_file_is_never_read(corpus, tmp_path: Path, cli) -> 
         with pytest.raises(ptd.errors.UnsupportedOperationError):
             p.to_tensordict()
         assert torch.equal(p["x"], torch.arange(32, dtype=torch.float32).reshape(8, 4))
-    with pytest.raises(ptd.errors.UnsupportedOperationError):
+    # refused by name before anything is written (skipped and listed with skip_unsupported)
+    with pytest.raises(ptd.errors.ConvertError, match="'ext' keeps its data outside the file"):
         ptd.convert(case.path, tmp_path / "o.zarr")
+    result = ptd.convert(case.path, tmp_path / "s.zarr", skip_unsupported=True)
+    assert {"ext", "vds"} <= {i["key"] for i in result.not_copied}
     run = cli("memmap", case.path, tmp_path / "mm")
     assert run.code == 2 and "outside the file" in run.stderr
     for f in tmp_path.rglob("*"):

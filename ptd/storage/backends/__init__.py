@@ -42,6 +42,10 @@ _REGISTRY: dict[str, tuple[str, str]] = {
 BACKENDS: tuple[str, ...] = tuple(_REGISTRY)
 
 
+#: what a store whose root is an array lacks (ptd's keys are the names of a group's arrays)
+_ROOT = "ptd reads groups of named arrays (read it with zarr.open_array, or save it in a group)"
+
+
 def get_backend(name: str) -> type[Backend]:
     """The backend class registered as ``name`` (``"h5"`` or ``"zarr"``)."""
     try:
@@ -113,6 +117,10 @@ def detect_backend(target: Any, storage_options: dict[str, Any] | None = None) -
             os.path.join(path, ".zgroup")
         ):
             return "zarr"
+        if os.path.exists(os.path.join(path, ".zarray")):
+            raise CorruptStoreError(
+                f"{path} holds a Zarr v2 array at its root, not a group: {_ROOT}"
+            )
         raise CorruptStoreError(f"{path} is a directory without {ZARR_JSON}: not a zarr store")
     try:
         if file_has_hdf5_signature(path):

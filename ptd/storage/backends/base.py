@@ -132,6 +132,12 @@ class Backend(ABC):
         #: keys the store holds but ptd does not list (dangling or external links...), found
         #: by listing: path -> the reason
         self.walk_skipped: dict[Path, str] = {}
+        #: arrays whose data is outside the store (h5 virtual datasets, external storage),
+        #: which ptd does not read: found when their metadata is read
+        self.data_elsewhere: set[Path] = set()
+        #: attributes the backend could not read (or hand over unchanged) and left out of
+        #: ``get_attrs``/``array_meta``: path -> {name: reason}
+        self.attrs_skipped: dict[Path, dict[str, str]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -265,6 +271,17 @@ class Backend(ABC):
                 chunks=spec.chunks,
                 options=spec.options,
             )
+
+    def create_groups(self, specs: Sequence[tuple[Path, Mapping[str, Any] | None]]) -> None:
+        """Create many groups ``(path, attrs)``, parents listed before their children:
+        :meth:`create_group` for each by default (zarr writes them concurrently)."""
+        for path, attrs in specs:
+            self.create_group(path, attrs)
+
+    def read_many(self, paths: Sequence[Path]) -> list[np.ndarray]:
+        """Whole numeric arrays, one per path, as :meth:`read` returns them (backends read
+        many small arrays faster than one by one)."""
+        return [self.read(path, ()) for path in paths]
 
     def delete(self, path: Path) -> None:
         """Delete the node at ``path``; a missing node raises PtdKeyError."""

@@ -21,11 +21,12 @@ __all__ = ["GUARDED", "translate_error", "guarded", "guard_methods"]
 GUARDED = frozenset({
     "open", "close", "flush", "finalize", "kind", "children", "array_meta", "walk",
     "create_group", "create_array", "delete", "move", "get_attrs", "set_attrs", "read",
-    "read_direct", "write", "write_non_tensor", "read_non_tensor", "raw_group",
+    "read_direct", "write", "write_non_tensor", "read_non_tensor", "raw_group", "create_arrays",
+    "create_groups", "read_many",
 })  # fmt: skip
 _WRITES = frozenset({
     "close", "flush", "finalize", "create_group", "create_array", "delete", "move", "set_attrs",
-    "write", "write_non_tensor",
+    "write", "write_non_tensor", "create_arrays", "create_groups",
 })  # fmt: skip
 #: errno values (and HDF5's words for them) that mean "the disk is full"
 _FULL_ERRNOS = (28, 27, 122)  # ENOSPC, EFBIG, EDQUOT
@@ -51,7 +52,7 @@ def translate_error(err: Exception, where: str, op: str, key: str) -> Exception:
         return StoreIOError(f"cannot write key {key!r} of {where} ({detail})")
     what = (
         f"key {key!r} of {where}"
-        if op in ("read", "read_direct", "read_non_tensor")
+        if op in ("read", "read_direct", "read_non_tensor", "read_many")
         else f"the metadata of {where}" + (f" (key {key!r})" if key != "/" else "")
     )
     return CorruptStoreError(

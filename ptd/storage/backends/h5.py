@@ -22,7 +22,9 @@ backends (and ``fast_path_h5``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import h5py
@@ -36,7 +38,7 @@ from ptd.errors import (
     ReadOnlyError,
     UnsupportedOperationError,
 )
-from ptd.storage.backends import h5_codec, h5_links, h5_plugins
+from ptd.storage.backends import h5_bulk, h5_codec, h5_links, h5_plugins
 from ptd.storage.backends.base import (
     ArrayMeta,
     Backend,
@@ -47,11 +49,11 @@ from ptd.storage.backends.base import (
     ValueKind,
     check_mode,
     check_path,
-    selection_shape,
 )
 from ptd.storage.backends.fast_path_h5 import H5Maps
 from ptd.storage.backends.h5_chunks import H5Chunks
 from ptd.storage.backends.h5_open import open_local, open_remote
+from ptd.storage.backends.h5_span import read_span as _read_span
 from ptd.storage.backends.layout import leading_chunks
 from ptd.storage.backends.targets import parse_target
 from ptd.storage.location import ReopenSpec, StoreLocation
@@ -72,10 +74,6 @@ _CHUNK_OPTIONS = frozenset(
 )
 #: reads of at least this many bytes go straight into a new array (one copy less)
 _DIRECT_READ_BYTES = 1 << 20
-#: an index array is read as the span between its first and last row when that span is at
-#: most this many bytes, or at most this many times the rows asked (h5py point selection is slow)
-_SPAN_BYTES = 256 << 10
-_SPAN_RATIO = 2
 
 
 class _Entry(NamedTuple):
@@ -85,30 +83,6 @@ class _Entry(NamedTuple):
     shape: tuple[int, ...]
     dtype: np.dtype
     nbytes: int
-
-
-def _read_span(
-    ds: h5py.Dataset, shape: tuple[int, ...], dtype: np.dtype, selection: Selection
-) -> np.ndarray:
-    """``ds[selection]`` (``ds`` has ``shape`` and ``dtype``); an index array is read as the
-    span it covers, then taken from, when that span is small or dense (h5py's point selection
-    is slow)."""
-    out_shape = selection_shape(shape, selection)
-    if 0 in out_shape:
-        return np.empty(out_shape, dtype)
-    for pos, item in enumerate(selection):
-        if isinstance(item, np.ndarray):
-            n = item.shape[0]
-            lo, hi = int(item[0]), int(item[-1]) + 1
-            spanned = selection[:pos] + (slice(lo, hi),) + selection[pos + 1 :]
-            if hi - lo == n:  # consecutive: a plain slice
-                return ds[spanned]
-            row_bytes = dtype.itemsize * int(np.prod(shape[pos + 1 :], dtype=np.int64))
-            if (hi - lo) * row_bytes <= _SPAN_BYTES or hi - lo <= _SPAN_RATIO * n:
-                axis = sum(1 for s in selection[:pos] if not isinstance(s, (int, np.integer)))
-                return np.take(ds[spanned], item - lo, axis=axis)
-            return ds[selection]
-    return ds[selection]
 
 
 class H5Backend(Backend):
@@ -153,7 +127,7 @@ class H5Backend(Backend):
         #: a remote file's fsspec file object, closed after h5py's file
         self._fileobj = fileobj
         self._ds_cache: dict[Path, _Entry] = {}
-        self._outside: set[Path] = set()  # datasets whose data lives in other files
+        self._outside = self.data_elsewhere  # datasets whose data lives in other files
 
     # --- lifecycle ---------------------------------------------------------------------------
     @classmethod
@@ -263,7 +237,9 @@ class H5Backend(Backend):
         if dcpl.get_layout() == h5py.h5d.VIRTUAL or dcpl.get_external_count():
             self._outside.add(path)
         shape, dtype = dsid.shape, dsid.dtype
-        entry = _Entry(node, shape, dtype, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+        # a null dataspace (h5py.Empty) has no shape: no data (described as unsupported)
+        shape = () if shape is None else shape
+        entry = _Entry(node, shape, dtype, math.prod(shape) * dtype.itemsize)
         self._ds_cache[path] = entry
         return entry
 
@@ -309,19 +285,24 @@ class H5Backend(Backend):
         self._ds_cache.pop(path, None)
         return parent, path[-1]
 
-    def _meta(self, path: Path, ds: h5py.Dataset, dcpl: Any = None) -> ArrayMeta:
+    def _meta(self, path: Path, ds: h5py.Dataset, dcpl: Any = None, entry: Any = None) -> ArrayMeta:
         dsid = ds.id
         dcpl = dcpl if dcpl is not None else dsid.get_create_plist()
         chunks = dcpl.get_chunk() if dcpl.get_layout() == h5py.h5d.CHUNKED else None
-        return self._describe_array(
+        shape = dsid.shape if entry is None else entry.shape
+        meta = self._describe_array(
             path,
-            dsid.shape,
-            dsid.dtype,
-            h5_codec.read_attrs(ds),
+            shape or (),
+            dsid.dtype if entry is None else entry.dtype,
+            self._read_attrs(path, ds),
             chunks=chunks,
             compression=None if chunks is None else h5_plugins.describe_pipeline(dcpl),
             stored_nbytes=dsid.get_storage_size(),
         )
+        if dsid.get_space().get_simple_extent_type() == h5py.h5s.NULL:
+            why = "no data (an HDF5 null dataspace, h5py.Empty)"
+            meta = replace(meta, kind=ValueKind.UNSUPPORTED, torch_dtype=None, unsupported=why)
+        return meta
 
     def _value_kind(
         self, dtype: np.dtype, attrs: Mapping[str, Any]
@@ -386,9 +367,9 @@ class H5Backend(Backend):
                 out.append((p, NodeKind.GROUP, None))
                 return
             try:
-                dcpl = obj.id.get_create_plist()
-                meta = self._meta(p, obj, dcpl)
-                self._remember(p, obj, dcpl)
+                # (h5py's Dataset holds its creation property list already)
+                dcpl = getattr(obj, "_dcpl", None) or obj.id.get_create_plist()
+                meta = self._meta(p, obj, dcpl, self._remember(p, obj, dcpl))
             except (TypeError, ValueError):
                 # a type h5py cannot map to numpy (e.g. an opaque tag naming no dtype):
                 # listed, and reading it raises an error naming the key
@@ -446,6 +427,9 @@ class H5Backend(Backend):
             opts["chunks"] = tuple(chunks)
         self._create_dataset(parent, name, path, shape, np.dtype(dtype), data, opts, attrs)
 
+    # many small datasets created or read at once (h5_bulk.py)
+    create_arrays, read_many = h5_bulk.create, h5_bulk.read_many
+
     def _create_dataset(
         self,
         parent: h5py.Group,
@@ -499,7 +483,14 @@ class H5Backend(Backend):
 
     # --- attributes --------------------------------------------------------------------------
     def get_attrs(self, path: Path) -> dict[str, Any]:
-        return h5_codec.read_attrs(self._node(path))
+        return self._read_attrs(path, self._node(path))
+
+    def _read_attrs(self, path: Path, node: Any) -> dict[str, Any]:
+        skipped: dict[str, str] = {}
+        out = h5_codec.read_attrs(node, skipped)
+        if skipped:
+            self.attrs_skipped[path] = skipped
+        return out
 
     def set_attrs(self, path: Path, attrs: Mapping[str, Any]) -> None:
         key = self.key_str(path)

@@ -104,22 +104,35 @@ def _attr_value(value: Any) -> Any:
     return value
 
 
-def read_attrs(obj: h5py.HLObject) -> dict[str, Any]:
-    """The attributes of a group or dataset as plain python values; attributes of a type
-    numpy cannot represent, or naming python objects (reading them crashes h5py), are left
-    out."""
+def read_attrs(obj: h5py.HLObject, skipped: dict[str, str] | None = None) -> dict[str, Any]:
+    """The attributes of a group or dataset as plain python values. Attributes of a type
+    numpy cannot represent, naming python objects (reading them crashes h5py), that h5py
+    cannot read, or of a compound type (whose plain form would be another value) are left
+    out, with why in ``skipped`` (name -> reason) when given."""
     if not h5py.h5a.get_num_attrs(obj.id):
         return {}
     attrs = obj.attrs
     out = {}
+    why: dict[str, str] = {} if skipped is None else skipped
     for k in attrs:
         try:
             dt = attrs.get_id(k).dtype
-        except (TypeError, ValueError, KeyError):
-            continue  # a type numpy cannot represent: not one of ours, ignored
+        except (TypeError, ValueError, KeyError) as err:
+            why[k] = f"an HDF5 type that numpy cannot represent ({err})"
+            continue
         if _holds_raw_objects(dt):
-            continue  # an opaque tag naming python objects: reading it would crash h5py
-        out[k] = _plain(attrs[k])
+            why[k] = "an opaque HDF5 type naming Python objects (never read)"
+            continue
+        if dt.fields is not None:
+            fields = f"a compound type ({', '.join(dt.names or ())})"
+            if any(h5py.check_ref_dtype(dt.fields[n][0]) for n in dt.names or ()):
+                fields = f"HDF5 object references in {fields}"  # netCDF's REFERENCE_LIST
+            why[k] = f"{fields}, which ptd does not copy"
+            continue
+        try:
+            out[k] = _plain(attrs[k])
+        except (OSError, TypeError, ValueError) as err:
+            why[k] = f"a value h5py cannot read ({err})"
     # only the attributes ptd stored as JSON objects are decoded: a user's string that looks
     # like JSON (robomimic's env_args) stays a string
     listed = out.pop(PTD_JSON_ATTRS, None)

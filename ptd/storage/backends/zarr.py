@@ -45,11 +45,10 @@ from ptd.errors import (
 )
 from ptd.format.keynames import check_key_names
 from ptd.format.names import TD_NON_TENSOR_ATTR
-from ptd.storage.backends import zarr_bulk, zarr_codec
+from ptd.storage.backends import zarr_bulk, zarr_codec, zarr_read
 from ptd.storage.backends.base import (
     ArrayMeta,
     Backend,
-    NewArray,
     NodeKind,
     NonTensorPayload,
     Path,
@@ -442,9 +441,9 @@ class ZarrBackend(Backend):
             }
         self._new_array(path, shape, np.dtype(dtype), data, kwargs)
 
-    def create_arrays(self, specs: Sequence[NewArray]) -> None:
-        """Many arrays at once, concurrently (:func:`~ptd.storage.backends.zarr_bulk.create`)."""
-        zarr_bulk.create(self, specs)
+    # many nodes at once, concurrently (zarr_bulk.py); many small arrays read (zarr_read.py)
+    create_arrays, create_groups = zarr_bulk.create, zarr_bulk.create_groups
+    read_many = zarr_read.read_many
 
     def _check_name(self, path: Path) -> None:
         """Refuse a name zarr cannot hold (a backslash, a metadata document's name...)."""

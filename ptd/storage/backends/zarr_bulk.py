@@ -1,31 +1,35 @@
-"""Creating many small zarr arrays at once (``ZarrBackend.create_arrays``): a store of 10,000
-small datasets converts in seconds, not minutes.
+"""Creating many small zarr arrays and groups at once (``ZarrBackend.create_arrays`` and
+``create_groups``): a store of 10,000 small datasets converts in seconds, not minutes.
 
-zarr-python creates arrays one at a time, each a round trip to its event loop (metadata
-checks, the metadata document, then the data: about 5 ms each). Here:
+zarr-python creates nodes one at a time, each a round trip to its event loop (metadata checks,
+the parsed metadata object, its JSON document, then the data: several ms each), and listing a
+group reads every child's metadata. Here:
 
-* arrays sharing a layout (shape, dtype, chunks, codecs) share one metadata object: the first
-  is created by zarr, the others are that metadata with their own attributes
-  (``dataclasses.replace``), serialised by zarr (``to_buffer_dict``);
+* the names already in a parent group are listed once from the store (no metadata read);
+* arrays sharing a layout (shape, dtype, chunks, codecs) share one metadata document: the first
+  is created by zarr, the others are that document (as zarr serialised it) with their own
+  attributes, written as JSON;
 * on a local directory store, arrays whose only codec is ``bytes`` (ptd's default: no
   compression, no sharding) held in a single chunk are written as zarr lays them out: their
   ``zarr.json`` and their one chunk file (its key from the metadata's own chunk key encoding,
   its bytes the array's in the codec's byte order), on a thread pool;
-* every other array (compressed, several chunks, other stores) is written through zarr's
-  asynchronous API, all of them concurrently (``AsyncArray.setitem``).
+* every other array (compressed, several chunks, other stores) gets its document written and
+  its data through zarr's asynchronous API, all of them concurrently (``AsyncArray.setitem``);
+* groups are their ``zarr.json`` documents, written concurrently.
 
-Either way the result is what zarr itself writes (``tests/test_foreign.py`` reads it back with
-zarr).
+Either way the result is what zarr itself writes (``tests/cli/test_foreign.py`` and
+``tests/backends/test_zarr_bulk.py`` read it back with zarr).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import json
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,53 +40,102 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import LocalStore, StorePath
 
+from ptd.errors import PtdTypeError
+from ptd.format.names import ZARR_JSON
 from ptd.storage.backends import zarr_codec
-from ptd.storage.backends.base import Backend
+from ptd.storage.backends.base import Backend, Path, check_path
 from ptd.storage.backends.meta import NewArray
 
-__all__ = ["create", "create_many", "CONCURRENCY"]
+__all__ = ["create", "create_groups", "create_many", "child_names", "CONCURRENCY"]
 
-#: arrays written at a time (threads for local files, tasks for zarr's asynchronous API)
+#: files written at a time (threads for local files, tasks for zarr's asynchronous API x 4)
 CONCURRENCY = 4
+
+
+def _dumps(doc: Any) -> bytes:
+    """A metadata document as zarr writes it (NaN and infinities as JSON's extension)."""
+    return json.dumps(doc, allow_nan=True).encode()
+
+
+def _prefix(be: Any) -> str:
+    """The backend's root group's path in its store, as a key prefix (``""`` at the root)."""
+    path = be._root.path
+    return f"{path}/" if path else ""
+
+
+def child_names(be: Any, path: Path) -> set[str]:
+    """The names under the group at ``path`` as the store lists them (no metadata is read,
+    unlike ``zarr.Group.keys``, which opens every child)."""
+    prefix = (_prefix(be) + "/".join(path)).rstrip("/")
+
+    async def listing() -> set[str]:
+        return {name async for name in be._store.list_dir(prefix)}
+
+    names = sync(listing())
+    names.discard(ZARR_JSON)
+    return names
+
+
+@dataclass
+class _Layout:
+    """What arrays of one layout share: zarr's metadata object of the first (for the data
+    writes), its JSON document, and whether they are written as plain files."""
+
+    md: Any
+    doc: dict[str, Any]
+    #: local store, one chunk, the bytes codec alone
+    raw: bool
+    #: the chunk file's path inside the array's directory, and the byte order it holds
+    chunk_key: tuple[str, ...]
+    endian: str | None
+
+    @classmethod
+    def of(cls, md: Any, local: bool) -> _Layout:
+        doc = json.loads(md.to_buffer_dict(default_buffer_prototype())[ZARR_JSON].to_bytes())
+        codecs = tuple(md.codecs)
+        chunks = tuple(getattr(md.chunk_grid, "chunk_shape", ()) or ())
+        raw = (
+            local
+            and len(codecs) == 1
+            and type(codecs[0]) is BytesCodec
+            and tuple(md.shape) == chunks
+        )
+        endian = getattr(codecs[0].endian, "value", codecs[0].endian) if raw else None
+        key = tuple(md.encode_chunk_key((0,) * len(md.shape)).split("/"))
+        return cls(md, doc, raw, key, endian)
+
+    def document(self, attrs: Mapping[str, Any]) -> bytes:
+        doc = dict(self.doc)
+        doc["attributes"] = attrs
+        return _dumps(doc)
+
+    def chunk_bytes(self, data: np.ndarray) -> bytes:
+        dt = data.dtype
+        if dt.itemsize > 1 and self.endian in ("big", "little"):
+            dt = dt.newbyteorder(">" if self.endian == "big" else "<")
+        return np.ascontiguousarray(data, dtype=dt).tobytes()
 
 
 def _layout_key(kwargs: dict[str, Any], shape: tuple[int, ...], dtype: np.dtype) -> str:
     return repr((shape, dtype.str, sorted((k, repr(v)) for k, v in kwargs.items())))
 
 
-def _raw_writable(md: Any) -> bool:
-    """One chunk holding the whole array, stored by the ``bytes`` codec alone."""
-    codecs = tuple(md.codecs)
-    if len(codecs) != 1 or type(codecs[0]) is not BytesCodec:
-        return False
-    chunks = tuple(getattr(md.chunk_grid, "chunk_shape", ()) or ())
-    return tuple(md.shape) == chunks
-
-
-def _chunk_bytes(md: Any, data: np.ndarray) -> bytes:
-    endian = getattr(md.codecs[0].endian, "value", md.codecs[0].endian)
-    dt = data.dtype
-    if dt.itemsize > 1 and endian in ("big", "little"):
-        dt = dt.newbyteorder(">" if endian == "big" else "<")
-    return np.ascontiguousarray(data, dtype=dt).tobytes()
-
-
 def create(be: Any, specs: Sequence[NewArray]) -> None:
     """``ZarrBackend.create_arrays``: the checks each creation makes, the parent groups, then
     :func:`create_many` (an array replacing a node goes through ``create_array``)."""
     fresh: list[NewArray] = []
-    names: dict[tuple[str, ...], set[str]] = {}  # each parent's children, listed once
+    names: dict[Path, set[str]] = {}  # each parent's children, listed once
     for spec in specs:
         be._check_create(spec.path)
         be._check_name(spec.path)
         parent = spec.path[:-1]
         if parent not in names:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                names[parent] = set(be._require_group(parent).keys())
+            be._require_group(parent)
+            names[parent] = child_names(be, parent)
         if spec.path[-1] in names[parent]:
             Backend.create_arrays(be, [spec])
         else:
+            names[parent].add(spec.path[-1])
             fresh.append(spec)
     if not fresh:
         return
@@ -112,69 +165,131 @@ def create_many(
 ) -> None:
     """Create the arrays ``specs`` (their parents exist, they do not) under ``root`` and fill
     them. ``kwargs_of(spec)``: zarr's ``create_array`` arguments for one (chunks, codecs,
-    attributes); ``parent_of(spec)``: its parent group."""
-    proto = default_buffer_prototype()
-    templates: dict[str, Any] = {}
-    raw: list[tuple[Any, NewArray]] = []
-    zarr_path: list[tuple[Any, NewArray]] = []
+    attributes); ``parent_of(spec)``: its parent group. Every document is made before anything
+    but each layout's first array is written (a value JSON cannot hold fails early)."""
+    local = isinstance(root.store, LocalStore)
+    layouts: dict[str, _Layout] = {}
+    items: list[tuple[_Layout, NewArray, bytes]] = []
     for spec in specs:
         kwargs = kwargs_of(spec)
         attrs = kwargs.pop("attributes", None) or {}
         key = _layout_key(kwargs, spec.shape, spec.dtype)
-        md = templates.get(key)
-        if md is None:
+        layout = layouts.get(key)
+        if layout is None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", category=UserWarning)
                 arr = parent_of(spec).create_array(
                     spec.path[-1], shape=spec.shape, dtype=spec.dtype, attributes=attrs, **kwargs
                 )
-            md = arr.metadata
-            templates[key] = md
+            layouts[key] = _Layout.of(arr.metadata, local)
             if spec.data is not None and arr.size:
                 arr[...] = spec.data
             continue
-        md = dataclasses.replace(md, attributes=dict(attrs))
-        raw_ok = isinstance(root.store, LocalStore) and _raw_writable(md)
-        (raw if raw_ok else zarr_path).append((md, spec))
+        items.append((layout, spec, layout.document(attrs)))
     prefix = f"{root.path}/" if root.path else ""
+    raw = [item for item in items if item[0].raw]
     if raw:
-        store_root = str(root.store.root)  # type: ignore[attr-defined]
+        _write_files(str(root.store.root), prefix, raw)  # type: ignore[attr-defined]
+    other = [item for item in items if not item[0].raw]
+    if other:
+        sync(_write_async(root.store, prefix, other))
 
-        def write(item: tuple[Any, NewArray]) -> None:
-            md, spec = item
-            directory = os.path.join(store_root, *(prefix + "/".join(spec.path)).split("/"))
-            os.makedirs(directory, exist_ok=True)
-            docs = md.to_buffer_dict(proto)
-            for name, buf in docs.items():
-                with open(os.path.join(directory, name), "wb") as f:
-                    f.write(buf.to_bytes())
-            if spec.data is not None and spec.data.size:
-                chunk = os.path.join(
-                    directory, *md.encode_chunk_key((0,) * len(spec.shape)).split("/")
-                )
-                os.makedirs(os.path.dirname(chunk), exist_ok=True)
+
+def _write_files(
+    store_root: str, prefix: str, items: list[tuple[_Layout, NewArray, bytes]]
+) -> None:
+    """Each array's ``zarr.json`` and chunk file, on a thread pool (the bytes are made here,
+    the threads only do the file system calls)."""
+    jobs: list[tuple[str, bytes, str | None, bytes | None]] = []
+    for layout, spec, doc in items:
+        directory = os.path.join(store_root, *(prefix + "/".join(spec.path)).split("/"))
+        chunk = data = None
+        if spec.data is not None and spec.data.size:
+            chunk = os.path.join(directory, *layout.chunk_key)
+            data = layout.chunk_bytes(spec.data)
+        jobs.append((directory, doc, chunk, data))
+
+    def write(batch: list[tuple[str, bytes, str | None, bytes | None]]) -> None:
+        for directory, doc, chunk, data in batch:
+            os.makedirs(os.path.dirname(chunk) if chunk else directory, exist_ok=True)
+            with open(os.path.join(directory, ZARR_JSON), "wb") as f:
+                f.write(doc)
+            if chunk is not None and data is not None:
                 with open(chunk, "wb") as f:
-                    f.write(_chunk_bytes(md, spec.data))
+                    f.write(data)
 
-        with ThreadPoolExecutor(CONCURRENCY, thread_name_prefix="ptd-zarr-bulk") as pool:
-            for _ in pool.map(write, raw):
-                pass
-    if zarr_path:
-        sync(_write_async(root.store, prefix, zarr_path))
+    # a few batches per thread: a hand-over between threads per file costs more than the
+    # file on a busy machine
+    step = max(1, -(-len(jobs) // (CONCURRENCY * 4)))
+    with ThreadPoolExecutor(CONCURRENCY, thread_name_prefix="ptd-zarr-bulk") as pool:
+        for _ in pool.map(write, [jobs[i : i + step] for i in range(0, len(jobs), step)]):
+            pass
 
 
-async def _write_async(store: Any, prefix: str, items: list[tuple[Any, NewArray]]) -> None:
+async def _write_async(
+    store: Any, prefix: str, items: list[tuple[_Layout, NewArray, bytes]]
+) -> None:
     proto = default_buffer_prototype()
     sem = asyncio.Semaphore(CONCURRENCY * 4)
 
-    async def one(md: Any, spec: NewArray) -> None:
+    async def one(layout: _Layout, spec: NewArray, doc: bytes) -> None:
         async with sem:
             sp = StorePath(store, prefix + "/".join(spec.path))
-            docs = md.to_buffer_dict(proto)
-            await asyncio.gather(*((sp / k).set(v) for k, v in docs.items()))
+            await (sp / ZARR_JSON).set(proto.buffer.from_bytes(doc))
             if spec.data is not None and spec.data.size:
-                await AsyncArray(metadata=md, store_path=sp).setitem(Ellipsis, spec.data)
+                # the layout's first metadata: the same chunks and codecs (attributes differ)
+                await AsyncArray(metadata=layout.md, store_path=sp).setitem(Ellipsis, spec.data)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        await asyncio.gather(*(one(md, spec) for md, spec in items))
+        await asyncio.gather(*(one(*item) for item in items))
+
+
+def create_groups(be: Any, specs: Sequence[tuple[Path, Mapping[str, Any] | None]]) -> None:
+    """``ZarrBackend.create_groups``: each new group's ``zarr.json`` written concurrently (a
+    group that exists already gets its attributes set, as ``create_group`` does)."""
+    docs: list[tuple[Path, bytes]] = []
+    names: dict[Path, set[str]] = {}  # the children of each parent: listed, or new here
+    for path, attrs in specs:
+        key = be.key_str(path)
+        be._check_writable(key)
+        check_path(path, be.location)
+        parent = path[:-1]
+        if not path:
+            be.create_group(path, attrs)
+            continue
+        if parent not in names:
+            be._require_group(parent)
+            names[parent] = child_names(be, parent)
+        if path[-1] in names[parent]:
+            be.create_group(path, attrs)  # exists: attributes set, an array refused
+            continue
+        be._check_name(path)
+        doc = {
+            "attributes": zarr_codec.jsonable(dict(attrs or {})),
+            "zarr_format": 3,
+            "node_type": "group",
+        }
+        try:
+            docs.append((path, _dumps(doc)))
+        except (TypeError, ValueError) as err:
+            raise PtdTypeError(
+                f"cannot create group {key!r} in {be.location}: its attributes are not JSON ({err})"
+            ) from None
+        names[parent].add(path[-1])
+        names[path] = set()
+    if not docs:
+        return
+    be._changed()
+    proto = default_buffer_prototype()
+    sem = asyncio.Semaphore(CONCURRENCY * 4)
+    store, prefix = be._store, _prefix(be)
+
+    async def one(path: Path, doc: bytes) -> None:
+        async with sem:
+            await store.set(prefix + "/".join(path + (ZARR_JSON,)), proto.buffer.from_bytes(doc))
+
+    async def all_of() -> None:
+        await asyncio.gather(*(one(p, d) for p, d in docs))
+
+    sync(all_of())

@@ -13,13 +13,16 @@ Append-only stores (a ``ZipStore``) are never rewritten.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import warnings
 from typing import Any
 
 import zarr
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
+from zarr.storage import LocalStore
 
 from ptd.format.names import ZARR_JSON
 
@@ -76,7 +79,125 @@ class Consolidation:
         self._dirty = False
         if not getattr(self._store, "supports_deletes", True):
             return  # e.g. ZipStore: rewriting zarr.json would append a duplicate entry
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            zarr.consolidate_metadata(self._store, path=self._path or None)
+        if isinstance(self._store, LocalStore):
+            done = consolidate_local(self._store, self._path)
+        else:
+            done = sync(consolidate_listed(self._store, self._path))
+        if not done:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                zarr.consolidate_metadata(self._store, path=self._path or None)
         self._present = True
+
+
+def _load(file: str) -> Any:
+    with open(file, "rb") as f:
+        return json.loads(f.read())
+
+
+def consolidate_local(store: LocalStore, path: str) -> bool:
+    """``zarr.consolidate_metadata`` for a Zarr v3 hierarchy in a local directory, without
+    zarr parsing every node's metadata: each node's ``zarr.json`` is read as JSON (groups are
+    listed by their directories; arrays are not entered) and the root's is written again with
+    them all, as zarr writes it (each group's own ``consolidated_metadata`` empty). False (and
+    nothing written) when the root is not a v3 group."""
+    base = os.path.join(str(store.root), *path.split("/")) if path else str(store.root)
+    root_file = os.path.join(base, ZARR_JSON)
+    try:
+        root = _load(root_file)
+    except (OSError, ValueError):
+        return False
+    if not isinstance(root, dict) or root.get("zarr_format") != 3:
+        return False
+    if root.get("node_type") != "group":
+        return False
+    flat: dict[str, Any] = {}
+    todo = [("", base)]
+    st = os.stat(base)
+    seen = {(st.st_dev, st.st_ino)}
+    while todo:
+        rel, directory = todo.pop()
+        with os.scandir(directory) as it:
+            subdirs = sorted(e.name for e in it if e.is_dir(follow_symlinks=True))
+        for name in subdirs:
+            try:
+                doc = _load(os.path.join(directory, name, ZARR_JSON))
+            except FileNotFoundError:
+                continue  # not a node (zarr lists only those with metadata)
+            except (OSError, ValueError):
+                return False  # damaged: zarr's own pass says what is wrong
+            if not isinstance(doc, dict) or doc.get("zarr_format") != 3:
+                return False
+            key = rel + name
+            if doc.get("node_type") == "group":
+                doc["consolidated_metadata"] = _empty()
+                sub = os.path.join(directory, name)
+                st = os.stat(sub)
+                if (st.st_dev, st.st_ino) in seen:
+                    return False  # a directory link back into the tree: zarr's business
+                seen.add((st.st_dev, st.st_ino))
+                todo.append((key + "/", sub))
+            flat[key] = doc
+    with open(root_file, "wb") as f:
+        f.write(_with_nodes(root, flat))
+    return True
+
+
+def _with_nodes(root: dict[str, Any], flat: dict[str, Any]) -> bytes:
+    """The root document carrying ``flat`` as its consolidated metadata (nodes in key order,
+    so that every store gets the same bytes)."""
+    root["consolidated_metadata"] = {**_empty(), "metadata": dict(sorted(flat.items()))}
+    return json.dumps(root, allow_nan=True).encode()
+
+
+async def consolidate_listed(store: Any, path: str) -> bool:
+    """:func:`consolidate_local` for any listable store (a URL): the nodes' documents fetched
+    concurrently, level by level."""
+    if not getattr(store, "supports_listing", False):
+        return False
+    proto = default_buffer_prototype()
+    prefix = f"{path}/" if path else ""
+    sem = asyncio.Semaphore(64)
+
+    async def get(key: str) -> Any:
+        async with sem:
+            buf = await store.get(key, prototype=proto)
+        return None if buf is None else json.loads(buf.to_bytes())
+
+    async def names(rel: str) -> list[str]:
+        async with sem:
+            return sorted([n async for n in store.list_dir((prefix + rel).rstrip("/"))])
+
+    try:
+        root = await get(prefix + ZARR_JSON)
+        if not isinstance(root, dict) or root.get("zarr_format") != 3:
+            return False
+        if root.get("node_type") != "group":
+            return False
+        flat: dict[str, Any] = {}
+        level = [""]
+        while level:
+            listed = await asyncio.gather(*(names(rel) for rel in level))
+            keys = [
+                rel + n for rel, ns in zip(level, listed, strict=True) for n in ns if n != ZARR_JSON
+            ]
+            docs = await asyncio.gather(*(get(f"{prefix}{k}/{ZARR_JSON}") for k in keys))
+            level = []
+            for key, doc in zip(keys, docs, strict=True):
+                if doc is None:
+                    continue  # not a node
+                if not isinstance(doc, dict) or doc.get("zarr_format") != 3:
+                    return False
+                if doc.get("node_type") == "group":
+                    doc["consolidated_metadata"] = _empty()
+                    level.append(key + "/")
+                flat[key] = doc
+    except (OSError, ValueError):
+        return False  # zarr's own pass says what is wrong
+    await store.set(prefix + ZARR_JSON, proto.buffer.from_bytes(_with_nodes(root, flat)))
+    return True
+
+
+def _empty() -> dict[str, Any]:
+    """Consolidated metadata with no nodes (what zarr writes for each group inside one)."""
+    return {"kind": "inline", "must_understand": False, "metadata": {}}

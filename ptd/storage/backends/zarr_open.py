@@ -91,6 +91,11 @@ def local_store(path: str, mode: str) -> Any:
     ):
         if not os.listdir(path):
             raise StoreNotFoundError(f"{path} is an empty directory, not a zarr store")
+        if os.path.exists(os.path.join(path, ".zarray")):
+            raise CorruptStoreError(
+                f"{path} holds a Zarr v2 array at its root, not a group: ptd reads groups of "
+                "named arrays (read it with zarr.open_array, or save it in a group)"
+            )
         raise CorruptStoreError(
             f"{path} is not a zarr store: it has no {ZARR_JSON} (v3) or {ZARR_V2_GROUP} (v2)"
         )
@@ -134,7 +139,10 @@ def open_root(
             raise StoreExistsError(
                 f"zarr store {location} already exists (mode {mode!r})"
             ) from None
-        raise CorruptStoreError(f"{location} holds a zarr array, not a group") from None
+        raise CorruptStoreError(
+            f"{location} holds a zarr array at its root, not a group: ptd reads groups of named "
+            "arrays (read it with zarr.open_array, or save it in a group)"
+        ) from None
     except zarr.errors.GroupNotFoundError:
         if isinstance(store, str) or (mode in ("r", "r+") and not _store_has_data(store)):
             raise StoreNotFoundError(f"no zarr group found in {location}") from None
