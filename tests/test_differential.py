@@ -29,14 +29,8 @@ from ptd.core import api  # noqa: E402
 pytestmark = pytest.mark.interop
 
 
-#: gaps whose case still agrees with tensordict: ``copy.copy``/``copy.deepcopy`` fall back to
-#: pickling, and both sides fail alike on ``saved_path`` of a store
-_GAP_AGREES = {
-    ("__copy__", "memory"),
-    ("__deepcopy__", "memory"),
-    ("saved_path", "h5"),
-    ("saved_path", "zarr"),
-}
+#: (name, container) of a GAPS method whose case still agrees with tensordict (none today)
+_GAP_AGREES: set[tuple[str, str]] = set()
 
 
 def _marks(case: Case, kind: str, container: str) -> list[pytest.MarkDecorator]:

@@ -228,7 +228,7 @@ DUNDERS: dict[str, str] = {
 
 #: DUNDERS that ptd does not define yet (copy.copy/deepcopy and reversed() fall back on
 #: Python's defaults)
-DUNDER_GAPS: frozenset[str] = frozenset("__copy__ __deepcopy__ __reversed__".split())
+DUNDER_GAPS: frozenset[str] = frozenset()
 
 
 def status(name: str) -> str:

@@ -480,6 +480,17 @@ class TensorDictBase(
     def copy(self) -> TensorDictBase:
         return self.clone(recurse=False)
 
+    def __copy__(self) -> TensorDictBase:
+        """``copy.copy(td)``: :meth:`copy` (new containers, shared leaves)."""
+        return self.copy()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TensorDictBase:
+        """``copy.deepcopy(td)``: :meth:`clone` (a store: a copy in a new file)."""
+        return self.clone()
+
+    #: a mapping, not a sequence: ``reversed(td)`` raises TypeError, as for tensordict's
+    __reversed__ = None
+
     def clone(self, recurse: bool = True, **kwargs: Any) -> TensorDictBase:
         return self.to_tensordict()
 
