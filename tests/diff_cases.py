@@ -69,6 +69,15 @@ def _cls(ctx: Ctx) -> Any:
     return ctx.lib.TensorDict
 
 
+def _from_schema(ctx: Ctx, storage: str, kwargs: dict[str, str] | None) -> Any:
+    schema = {"a": ([2], torch.float32), "b": ([], torch.int64)}
+    if kwargs is None:  # not a storage ptd (or this tensordict, without a server) can use
+        return _cls(ctx).from_schema(schema, storage="nowhere")
+    kw = {k: str(ctx.tmp / f"{ctx.lib.name}-{v}") for k, v in kwargs.items()}
+    td = _cls(ctx).from_schema(schema, batch_size=[3], storage=storage, **kw)
+    return (type(td).__name__, td.is_shared(), td.is_memmap(), td.to_tensordict())
+
+
 def _foreign_nested(ctx: Ctx) -> Any:
     import tensordict
 
@@ -175,6 +184,9 @@ CASES: list[Case] = [
     c("auto_batch_size_"),
     c("auto_device_"),
     c("clear_device_"),
+    f("auto_device_", lambda ctx, o: o.auto_device_()["n"].device, tag="nested"),
+    f("clear_device_", lambda ctx, o: o.to("cpu").clear_device_()["n"].device, tag="nested"),
+    f("auto_device_", lambda ctx, o: o.empty().auto_device_().device, tag="no-leaf"),
     # ---------------------------------------------------------------- locking
     f("lock_", lambda ctx, o: (o.lock_(), o.is_locked)[1]),
     f("unlock_", lambda ctx, o: (o.lock_(), o.unlock_(), o.is_locked)[2]),
@@ -342,6 +354,21 @@ CASES: list[Case] = [
         "from_schema",
         lambda ctx, o: _cls(ctx).from_schema({"a": ([2], torch.float32)}, batch_size=[3]),
     ),
+    *(
+        f(
+            "from_schema",
+            lambda ctx, o, st=st, kw=kw: _from_schema(ctx, st, kw),
+            tag=st,
+            containers=("memory",),
+        )
+        for st, kw in (
+            ("shared", {}),
+            ("memmap", {"prefix": "fs-mm"}),
+            ("h5", {"filename": "fs.h5"}),
+            ("zarr", {"filename": "fs.zarr"}),
+            ("redis-none", None),
+        )
+    ),
     f("from_h5", lambda ctx, o: _cls(ctx).from_h5(_h5_file(ctx)).to_tensordict()),
     f("from_zarr", lambda ctx, o: _cls(ctx).from_zarr(_zarr_store(ctx)).to_tensordict()),
     # ---------------------------------------------------------------- conversions
@@ -424,6 +451,72 @@ CASES: list[Case] = [
     c("rename_keys", {"a": "a2"}),
     c("set_non_tensor", "s2", "text"),
     c("share_memory_"),
+    # in memory: tensordict's semantics (a store refuses all three, compared above)
+    *(
+        c("rename_keys", m, _={"tag": tag, "containers": ("memory",)})
+        for tag, m in (
+            ("swap", {"a": "b", "b": "a"}),
+            ("chain", {"a": "b", "b": "c"}),
+            ("nested-out", {("n", "m", "z"): "z", ("n", "x"): "x"}),
+            ("nested-in", {"a": ("n", "a"), "n": "n2"}),
+            ("into-self", {"a": ("a", "inner")}),
+            ("present", {"a": "b"}),
+            ("twice", {"a": "q", "b": "q"}),
+            ("overlap", {"n": "q", ("n", "x"): "r"}),
+            ("through-leaf", {"a": ("b", "c")}),
+            ("empty-key", {(): "q"}),
+            ("missing", {"zz": "q"}),
+        )
+    ),
+    c(
+        "rename_keys",
+        {"zz": "q", "a": "q2"},
+        strict=False,
+        _={"tag": "lax", "containers": ("memory",)},
+    ),
+    f(
+        "rename_keys",
+        lambda ctx, o: (o.lock_(), (r := o.rename_keys({"a": "q"})).is_locked, r["q"] is o["a"])[
+            1:
+        ],
+        tag="locked-shares",
+        containers=("memory",),
+    ),
+    c("set_non_tensor", ("n", "new", "s"), 3, _={"tag": "nested", "containers": ("memory",)}),
+    f(
+        "set_non_tensor",
+        lambda ctx, o: o.set_non_tensor(("n", "s"), "v")["n", "s"],
+        tag="read-back",
+        containers=("memory",),
+    ),
+    f(
+        "set_non_tensor",
+        lambda ctx, o: o.lock_().set_non_tensor("a", 1),
+        tag="locked",
+        containers=("memory",),
+    ),
+    c("set_non_tensor", ("a", "b"), 1, _={"tag": "through-leaf", "containers": ("memory",)}),
+    c("set_non_tensor", 1, 1, _={"tag": "bad-key", "containers": ("memory",)}),
+    f(
+        "share_memory_",
+        lambda ctx, o: (
+            o.share_memory_(),
+            o.is_shared(),
+            o.is_locked,
+            o["a"].is_shared(),
+            o["n"].is_shared(),
+            o.unlock_().is_shared(),
+            o.lock_().is_shared(),
+        )[1:],
+        tag="marks",
+        containers=("memory",),
+    ),
+    f(
+        "share_memory_",
+        lambda ctx, o: o.memmap_(str(ctx.tmp / f"shm-{ctx.lib.name}")).share_memory_(),
+        tag="memmap",
+        containers=("memory",),
+    ),
     # ---------------------------------------------------------------- operators
     f("__add__", lambda ctx, o: o + 1),
     f("__radd__", lambda ctx, o: 1 + o),

@@ -34,10 +34,12 @@ from ptd.core.batch import fits
 from ptd.core.checks import ChecksMixin
 from ptd.core.construct import ConstructMixin
 from ptd.core.conversions import ConversionsMixin
+from ptd.core.devices import DevicesMixin
 from ptd.core.dtypes import dtype_abbrev
 from ptd.core.factories import FromMixin
 from ptd.core.foreign import LEAF_PROBE, adopt_non_tensor, foreign_batch_size
 from ptd.core.indexing import is_key_index
+from ptd.core.keymoves import KeyMovesMixin
 from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
 from ptd.core.memmap_api import MemmapMixin
 from ptd.core.nontensor import NonTensorData, NonTensorStack
@@ -91,6 +93,8 @@ class TensorDictBase(
     TensordictHooksMixin,
     ConstructMixin,
     ConversionsMixin,
+    DevicesMixin,
+    KeyMovesMixin,
     FromMixin,
     StateDictMixin,
     MemmapMixin,
