@@ -403,6 +403,31 @@ CASES: list[Case] = [
     f("load_state_dict", lambda ctx, o: o.load_state_dict(ctx.fresh(1.0).state_dict())),
     c("attrs"),
     c("pack"),
+    *(c("pack", d, _={"tag": f"dim{d}", "kinds": ("float",)}) for d in (-1, 0, 1, 2, -3, 3)),
+    f("pack", lambda ctx, o: o.float().pack(), tag="float"),
+    f(
+        "pack",
+        lambda ctx, o: o.filter_non_tensor_data().pack(),
+        tag="nontensor",
+        kinds=("nontensor",),
+    ),
+    f("pack", lambda ctx, o: o.empty().pack(), tag="no-leaf"),
+    f(
+        "pack",
+        lambda ctx, o: (lay := (t := o.float()).pack(1)[1]).unpack(t.pack(1, layout=lay)[0][:2]),
+        tag="unpack",
+    ),
+    f(
+        "pack",
+        lambda ctx, o: (t := o.float()).pack(1)[1].unpack(t.pack(1)[0][:, :1]),
+        tag="unpack-short",
+    ),
+    f("pack", lambda ctx, o: (t := o.float()).pack(0, layout=t.pack(1)[1]), tag="layout-dim"),
+    f(
+        "pack",
+        lambda ctx, o: (t := o.float()).exclude("a").pack(layout=t.pack()[1]),
+        tag="layout-keys",
+    ),
     f("to_h5", lambda ctx, o: o.to_h5(TMPFILE.fn(ctx)).to_tensordict()),
     f(
         "to_zarr",

@@ -44,6 +44,7 @@ from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
 from ptd.core.memmap_api import MemmapMixin
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import OpsMixin, ShapeMixin
+from ptd.core.packing import PackMixin
 from ptd.core.pointwise import PointwiseMixin
 from ptd.core.reductions import ReductionsMixin
 from ptd.core.registry import TensorDictRoot, new_tensordict
@@ -95,6 +96,7 @@ class TensorDictBase(
     ConversionsMixin,
     DevicesMixin,
     KeyMovesMixin,
+    PackMixin,
     FromMixin,
     StateDictMixin,
     MemmapMixin,
