@@ -78,6 +78,12 @@ def _from_schema(ctx: Ctx, storage: str, kwargs: dict[str, str] | None) -> Any:
     return (type(td).__name__, td.is_shared(), td.is_memmap(), td.to_tensordict())
 
 
+def _attrs_fields(attrs: Any) -> list[Any]:
+    """The fields of each TensorAttrs leaf of ``attrs(...)`` (kind "nested")."""
+    keys = ("a", "b", ("n", "x"), ("n", "m", "z"))
+    return [(a.tgt_device, a.tgt_dtype, a.tgt_shape) for a in (attrs[k] for k in keys)]
+
+
 def _foreign_nested(ctx: Ctx) -> Any:
     import tensordict
 
@@ -402,6 +408,18 @@ CASES: list[Case] = [
     c("state_dict"),
     f("load_state_dict", lambda ctx, o: o.load_state_dict(ctx.fresh(1.0).state_dict())),
     c("attrs"),
+    *(
+        f("attrs", lambda ctx, o, fl=fl: _attrs_fields(o.attrs(fields=fl)), tag="-".join(fl))
+        for fl in (("device", "dtype", "shape"), ("dtype",), ("shape", "device"))
+    ),
+    f("attrs", lambda ctx, o: o.float().to(o.attrs()), tag="to"),
+    f(
+        "attrs",
+        lambda ctx, o: o.float().exclude("b").to(o.attrs(fields=("dtype",))),
+        tag="to-partial",
+        containers=("memory",),
+    ),
+    f("attrs", lambda ctx, o: o.attrs().batch_size, tag="batch", kinds=ALL_KINDS),
     c("pack"),
     *(c("pack", d, _={"tag": f"dim{d}", "kinds": ("float",)}) for d in (-1, 0, 1, 2, -3, 3)),
     f("pack", lambda ctx, o: o.float().pack(), tag="float"),

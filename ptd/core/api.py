@@ -194,7 +194,7 @@ OUT_OF_SCOPE: dict[str, str] = {
 # GAPS: IMPLEMENTED names that ptd.TensorDictBase does not have yet (on the branch this file was
 # written on and on the method branches of issue 12 merged together)
 # ---------------------------------------------------------------------------------------------
-GAPS: frozenset[str] = frozenset(("attrs pack ").split())
+GAPS: frozenset[str] = frozenset()
 
 #: public names of ptd.TensorDictBase that tensordict's TensorDictBase does not have
 PTD_ONLY: dict[str, str] = {

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ptd.core.attrs import AttrsMixin
 from ptd.core.autograd import AutogradMixin
 from ptd.core.batch import fits
 from ptd.core.checks import ChecksMixin
@@ -96,6 +97,7 @@ class TensorDictBase(
     ConversionsMixin,
     DevicesMixin,
     KeyMovesMixin,
+    AttrsMixin,
     PackMixin,
     FromMixin,
     StateDictMixin,
