@@ -95,12 +95,16 @@ def to_attrs(td: TensorDictBase, attrs: TensorDictBase) -> TensorDictBase:
 
 def is_attrs(obj: Any) -> bool:
     """Whether ``obj`` is a tensordict with a :class:`TensorAttrs` leaf (``to``'s argument)."""
-    keys = getattr(obj, "_keys_str", None)
-    if keys is None:
+    if not hasattr(obj, "_keys_str"):
         return False
-    return any(
-        isinstance(v := obj._get_str(k), TensorAttrs) or is_attrs(v) for k in obj._keys_str()
-    )
+    for key in obj._keys_str():
+        kind = obj._meta_str(key).kind
+        if kind == "tensor":  # only the other entries are looked at: no leaf is read
+            continue
+        value = obj._get_str(key)
+        if isinstance(value, TensorAttrs) or (kind == "nested" and is_attrs(value)):
+            return True
+    return False
 
 
 class AttrsMixin:
