@@ -69,6 +69,21 @@ def _cls(ctx: Ctx) -> Any:
     return ctx.lib.TensorDict
 
 
+def _from_schema(ctx: Ctx, storage: str, kwargs: dict[str, str] | None) -> Any:
+    schema = {"a": ([2], torch.float32), "b": ([], torch.int64)}
+    if kwargs is None:  # not a storage ptd (or this tensordict, without a server) can use
+        return _cls(ctx).from_schema(schema, storage="nowhere")
+    kw = {k: str(ctx.tmp / f"{ctx.lib.name}-{v}") for k, v in kwargs.items()}
+    td = _cls(ctx).from_schema(schema, batch_size=[3], storage=storage, **kw)
+    return (type(td).__name__, td.is_shared(), td.is_memmap(), td.to_tensordict())
+
+
+def _attrs_fields(attrs: Any) -> list[Any]:
+    """The fields of each TensorAttrs leaf of ``attrs(...)`` (kind "nested")."""
+    keys = ("a", "b", ("n", "x"), ("n", "m", "z"))
+    return [(a.tgt_device, a.tgt_dtype, a.tgt_shape) for a in (attrs[k] for k in keys)]
+
+
 def _foreign_nested(ctx: Ctx) -> Any:
     import tensordict
 
@@ -188,6 +203,9 @@ CASES: list[Case] = [
     c("auto_batch_size_"),
     c("auto_device_"),
     c("clear_device_"),
+    f("auto_device_", lambda ctx, o: o.auto_device_()["n"].device, tag="nested"),
+    f("clear_device_", lambda ctx, o: o.to("cpu").clear_device_()["n"].device, tag="nested"),
+    f("auto_device_", lambda ctx, o: o.empty().auto_device_().device, tag="no-leaf"),
     # ---------------------------------------------------------------- locking
     f("lock_", lambda ctx, o: (o.lock_(), o.is_locked)[1]),
     f("unlock_", lambda ctx, o: (o.lock_(), o.unlock_(), o.is_locked)[2]),
@@ -355,6 +373,21 @@ CASES: list[Case] = [
         "from_schema",
         lambda ctx, o: _cls(ctx).from_schema({"a": ([2], torch.float32)}, batch_size=[3]),
     ),
+    *(
+        f(
+            "from_schema",
+            lambda ctx, o, st=st, kw=kw: _from_schema(ctx, st, kw),
+            tag=st,
+            containers=("memory",),
+        )
+        for st, kw in (
+            ("shared", {}),
+            ("memmap", {"prefix": "fs-mm"}),
+            ("h5", {"filename": "fs.h5"}),
+            ("zarr", {"filename": "fs.zarr"}),
+            ("redis-none", None),
+        )
+    ),
     f("from_h5", lambda ctx, o: _cls(ctx).from_h5(_h5_file(ctx)).to_tensordict()),
     f("from_zarr", lambda ctx, o: _cls(ctx).from_zarr(_zarr_store(ctx)).to_tensordict()),
     # ---------------------------------------------------------------- conversions
@@ -388,7 +421,44 @@ CASES: list[Case] = [
     c("state_dict"),
     f("load_state_dict", lambda ctx, o: o.load_state_dict(ctx.fresh(1.0).state_dict())),
     c("attrs"),
+    *(
+        f("attrs", lambda ctx, o, fl=fl: _attrs_fields(o.attrs(fields=fl)), tag="-".join(fl))
+        for fl in (("device", "dtype", "shape"), ("dtype",), ("shape", "device"))
+    ),
+    f("attrs", lambda ctx, o: o.float().to(o.attrs()), tag="to"),
+    f(
+        "attrs",
+        lambda ctx, o: o.float().exclude("b").to(o.attrs(fields=("dtype",))),
+        tag="to-partial",
+        containers=("memory",),
+    ),
+    f("attrs", lambda ctx, o: o.attrs().batch_size, tag="batch", kinds=ALL_KINDS),
     c("pack"),
+    *(c("pack", d, _={"tag": f"dim{d}", "kinds": ("float",)}) for d in (-1, 0, 1, 2, -3, 3)),
+    f("pack", lambda ctx, o: o.float().pack(), tag="float"),
+    f(
+        "pack",
+        lambda ctx, o: o.filter_non_tensor_data().pack(),
+        tag="nontensor",
+        kinds=("nontensor",),
+    ),
+    f("pack", lambda ctx, o: o.empty().pack(), tag="no-leaf"),
+    f(
+        "pack",
+        lambda ctx, o: (lay := (t := o.float()).pack(1)[1]).unpack(t.pack(1, layout=lay)[0][:2]),
+        tag="unpack",
+    ),
+    f(
+        "pack",
+        lambda ctx, o: (t := o.float()).pack(1)[1].unpack(t.pack(1)[0][:, :1]),
+        tag="unpack-short",
+    ),
+    f("pack", lambda ctx, o: (t := o.float()).pack(0, layout=t.pack(1)[1]), tag="layout-dim"),
+    f(
+        "pack",
+        lambda ctx, o: (t := o.float()).exclude("a").pack(layout=t.pack()[1]),
+        tag="layout-keys",
+    ),
     f("to_h5", lambda ctx, o: o.to_h5(TMPFILE.fn(ctx)).to_tensordict()),
     f(
         "to_zarr",
@@ -437,6 +507,72 @@ CASES: list[Case] = [
     c("rename_keys", {"a": "a2"}),
     c("set_non_tensor", "s2", "text"),
     c("share_memory_"),
+    # in memory: tensordict's semantics (a store refuses all three, compared above)
+    *(
+        c("rename_keys", m, _={"tag": tag, "containers": ("memory",)})
+        for tag, m in (
+            ("swap", {"a": "b", "b": "a"}),
+            ("chain", {"a": "b", "b": "c"}),
+            ("nested-out", {("n", "m", "z"): "z", ("n", "x"): "x"}),
+            ("nested-in", {"a": ("n", "a"), "n": "n2"}),
+            ("into-self", {"a": ("a", "inner")}),
+            ("present", {"a": "b"}),
+            ("twice", {"a": "q", "b": "q"}),
+            ("overlap", {"n": "q", ("n", "x"): "r"}),
+            ("through-leaf", {"a": ("b", "c")}),
+            ("empty-key", {(): "q"}),
+            ("missing", {"zz": "q"}),
+        )
+    ),
+    c(
+        "rename_keys",
+        {"zz": "q", "a": "q2"},
+        strict=False,
+        _={"tag": "lax", "containers": ("memory",)},
+    ),
+    f(
+        "rename_keys",
+        lambda ctx, o: (o.lock_(), (r := o.rename_keys({"a": "q"})).is_locked, r["q"] is o["a"])[
+            1:
+        ],
+        tag="locked-shares",
+        containers=("memory",),
+    ),
+    c("set_non_tensor", ("n", "new", "s"), 3, _={"tag": "nested", "containers": ("memory",)}),
+    f(
+        "set_non_tensor",
+        lambda ctx, o: o.set_non_tensor(("n", "s"), "v")["n", "s"],
+        tag="read-back",
+        containers=("memory",),
+    ),
+    f(
+        "set_non_tensor",
+        lambda ctx, o: o.lock_().set_non_tensor("a", 1),
+        tag="locked",
+        containers=("memory",),
+    ),
+    c("set_non_tensor", ("a", "b"), 1, _={"tag": "through-leaf", "containers": ("memory",)}),
+    c("set_non_tensor", 1, 1, _={"tag": "bad-key", "containers": ("memory",)}),
+    f(
+        "share_memory_",
+        lambda ctx, o: (
+            o.share_memory_(),
+            o.is_shared(),
+            o.is_locked,
+            o["a"].is_shared(),
+            o["n"].is_shared(),
+            o.unlock_().is_shared(),
+            o.lock_().is_shared(),
+        )[1:],
+        tag="marks",
+        containers=("memory",),
+    ),
+    f(
+        "share_memory_",
+        lambda ctx, o: o.memmap_(str(ctx.tmp / f"shm-{ctx.lib.name}")).share_memory_(),
+        tag="memmap",
+        containers=("memory",),
+    ),
     # ---------------------------------------------------------------- operators
     f("__add__", lambda ctx, o: o + 1),
     f("__radd__", lambda ctx, o: 1 + o),

@@ -29,19 +29,23 @@ from typing import Any
 import numpy as np
 import torch
 
+from ptd.core.attrs import AttrsMixin
 from ptd.core.autograd import AutogradMixin
 from ptd.core.batch import fits
 from ptd.core.checks import ChecksMixin
 from ptd.core.construct import ConstructMixin
 from ptd.core.conversions import ConversionsMixin
+from ptd.core.devices import DevicesMixin
 from ptd.core.dtypes import dtype_abbrev
 from ptd.core.factories import FromMixin
 from ptd.core.foreign import LEAF_PROBE, adopt_non_tensor, foreign_batch_size
 from ptd.core.indexing import is_key_index
+from ptd.core.keymoves import KeyMovesMixin
 from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
 from ptd.core.memmap_api import MemmapMixin
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.ops import OpsMixin, ShapeMixin
+from ptd.core.packing import PackMixin
 from ptd.core.pointwise import PointwiseMixin
 from ptd.core.reductions import ReductionsMixin
 from ptd.core.registry import TensorDictRoot, new_tensordict
@@ -91,6 +95,10 @@ class TensorDictBase(
     TensordictHooksMixin,
     ConstructMixin,
     ConversionsMixin,
+    DevicesMixin,
+    KeyMovesMixin,
+    AttrsMixin,
+    PackMixin,
     FromMixin,
     StateDictMixin,
     MemmapMixin,

@@ -48,7 +48,8 @@ def _finish_batch(
 
 
 class _FileOpeners:
-    """``TensorDict.from_h5``/``from_zarr``: open a file as a PersistentTensorDict."""
+    """``TensorDict.from_h5``/``from_zarr``: open a file as a PersistentTensorDict;
+    ``from_schema``: a zero-filled tensordict, in memory or in a file."""
 
     @classmethod
     def from_h5(cls, filename: Any, *, mode: str = "r", **kwargs: Any) -> TensorDictBase:
@@ -59,6 +60,62 @@ class _FileOpeners:
     def from_zarr(cls, filename: Any, *, mode: str = "r", **kwargs: Any) -> TensorDictBase:
         """Open a zarr store as a :class:`ptd.PersistentTensorDict` (its ``from_zarr``)."""
         return lookup("PersistentTensorDict").from_zarr(filename, mode=mode, **kwargs)  # type: ignore[no-any-return, attr-defined]
+
+    @classmethod
+    def from_schema(
+        cls,
+        schema: Mapping[str, tuple[Sequence[int], torch.dtype]],
+        *,
+        batch_size: Sequence[int] | None = None,
+        storage: str | None = None,
+        device: Any = None,
+        **kwargs: Any,
+    ) -> TensorDictBase:
+        """A zero-filled tensordict from ``{key: (element_shape, dtype)}``: each entry gets
+        the shape ``[*batch_size, *element_shape]``.
+
+        ``storage`` says where the zeros live: ``None`` (in memory), ``"shared"`` (in memory,
+        after :meth:`share_memory_`), ``"memmap"`` (the directory ``prefix=``, as
+        :meth:`memmap_like`), ``"h5"`` or ``"zarr"`` (a :class:`ptd.PersistentTensorDict` at
+        ``filename=``, the zeros written slab by slab from a broadcast scalar, so nothing of
+        the batch's size is built in memory). tensordict's ``"redis"``/``"dragonfly"``
+        servers are not ptd's: they raise :class:`~ptd.errors.ArgumentError`, as any other
+        value does.
+
+        >>> import torch
+        >>> from ptd import TensorDict
+        >>> td = TensorDict.from_schema({"obs": ([2, 3], torch.uint8)}, batch_size=[4])
+        >>> td["obs"].shape, td["obs"].dtype, int(td["obs"].sum())
+        (torch.Size([4, 2, 3]), torch.uint8, 0)
+        """
+        batch = torch.Size(batch_size if batch_size is not None else ())
+        if storage not in (None, "shared", "memmap", "h5", "zarr"):
+            raise ArgumentError(
+                f"from_schema: unknown storage {storage!r}; expected one of None, 'memmap', "
+                "'h5', 'zarr', 'shared' (tensordict's 'redis'/'dragonfly' servers are not ptd's)"
+            )
+
+        def zeros(lazy: bool) -> dict[str, torch.Tensor]:
+            out = {}
+            for key, (shape, dtype) in schema.items():
+                full = [*batch, *shape]
+                out[key] = (
+                    torch.zeros((), dtype=dtype).expand(full)
+                    if lazy
+                    else torch.zeros(full, dtype=dtype, device=device)
+                )
+            return out
+
+        if storage is None or storage == "shared":
+            td = new_tensordict(zeros(False), batch_size=batch, device=device)
+            return td.share_memory_() if storage == "shared" else td
+        if storage == "memmap":
+            prefix = kwargs.pop("prefix", None)
+            return new_tensordict(zeros(True), batch_size=batch).memmap_like(prefix, **kwargs)
+        filename = kwargs.pop("filename")
+        return lookup("PersistentTensorDict").from_dict(  # type: ignore[no-any-return, attr-defined]
+            zeros(True), filename, batch_size=batch, device=device, backend=storage, **kwargs
+        )
 
 
 class FromMixin(_FileOpeners):

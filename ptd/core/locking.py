@@ -88,6 +88,7 @@ class LockingMixin:
     def _unlock_tree(self: Any) -> None:
         self._is_locked = False
         self.__dict__.pop("_is_memmap", None)  # unlocked, a memmap tensordict no longer is one
+        self.__dict__.pop("_is_shared", None)  # nor is a shared one marked shared
         for sub in self._nested_containers():
             parents = sub.__dict__.get("_lock_parents", [])
             parents[:] = [r for r in parents if r() is not None and r() is not self]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import torch
 
+from ptd.core.attrs import is_attrs, to_attrs
 from ptd.core.keys import unravel_key
 from ptd.core.lastop import last_op, user_stacklevel
 from ptd.core.nontensor import NonTensorData
@@ -126,7 +127,10 @@ class OpsMixin:
     # --- dtype / device --------------------------------------------------------------------
     @last_op()
     def to(self: OpsHost, *args: Any, **kwargs: Any) -> TensorDictBase:
-        """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)``, or keywords."""
+        """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)``, keywords, or
+        ``to(attrs)`` with the result of :meth:`attrs` (a cast leaf by leaf)."""
+        if len(args) == 1 and not kwargs and is_attrs(args[0]):
+            return to_attrs(cast("TensorDictBase", self), args[0])
         device, dtype = _parse_to(args, kwargs)
         out = cast("TensorDictBase", self)  # a mixin's self is the TensorDictBase it is mixed into
         if dtype is not None:
