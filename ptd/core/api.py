@@ -221,8 +221,7 @@ DUNDERS: dict[str, str] = {
     "__torch_function__": "torch functions",
 }
 
-#: DUNDERS that ptd does not define yet (copy.copy/deepcopy and reversed() fall back on
-#: Python's defaults)
+#: DUNDERS that ptd does not define yet (none today)
 DUNDER_GAPS: frozenset[str] = frozenset()
 
 
