@@ -87,11 +87,6 @@ def test_dunder(name: str) -> None:
     assert _defines(ptd.PersistentTensorDict, name)
 
 
-@pytest.mark.parametrize("name", sorted(api.DUNDER_GAPS))
-def test_dunder_gap_is_still_missing(name: str) -> None:
-    assert not _defines(ptd.TensorDict, name)
-
-
 def test_persistent_class_names() -> None:
     """What tensordict's PersistentTensorDict adds to the base, ptd's has too."""
     assert {"close", "kwargs"} <= _public(ptd.PersistentTensorDict)
