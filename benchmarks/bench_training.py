@@ -37,12 +37,16 @@ Sections (``--sections``, comma separated; default all). One function per sectio
              opened, workers started) and the next (*warm*: persistent workers), each against
              the mean of raw sequential reads of the whole store taken just before and after it
              (bar >= 0.7x) and raw random-index reads (bar >= 100x); ``--repeats`` rounds.
+    overlap  a shuffled epoch on h5_gzip (0 workers, cold) with a simulated training step
+             after each batch (``--step-ms``, a sleep: the CPU is free, as while an accelerator
+             trains), the dataset's read ahead on and off, against the steps' own time.
     fromdict ``from_dict(h5_plain store, "x.zarr", backend="zarr")`` against a raw chunk-wise
              h5py -> zarr copy, each in a fresh process: time (bar <= 1.25x) and peak RSS
              growth (bar < 100 MB).
     sequential first (*cold*: a fresh process, the store just opened) and second (*warm*) pass
              of 4096-row slices over ``h5_plain``, raw h5py and ptd in fresh processes, the
-             order alternating per round: ptd / raw per round, median (bar >= 1.0x), with
+             order alternating per round: ptd / raw per round, median of at least 11 rounds
+             (bar >= 1.0x), with
              the process CPU time of each pass (load-independent).
 
 The last three sections run the measurement functions of ``bench_training_data.py`` (which
@@ -514,6 +518,35 @@ def section_shuffled(ctx: Context) -> list[Row]:
     return out
 
 
+def section_overlap(ctx: Context) -> list[Row]:
+    """A shuffled epoch (0 workers, cold) on h5 gzip with a simulated training step after each
+    batch, the dataset's read ahead on and off; see ``bench_training_data.measure_overlap``."""
+    bd = _data_bench()
+    args = ctx.args
+    med = bd.measure_overlap(ctx.store("h5_gzip"), args.rows, args.repeats, args.step_ms)
+    print(
+        f"\n== read ahead: a shuffled epoch, 0 workers, a {args.step_ms} ms training step after "
+        f"each batch (a sleep: the CPU is free, as while an accelerator trains); first epoch "
+        f"(cold); median of {args.repeats} =="
+    )
+    print(f"  {load_note()}")
+    rows = [Row("overlap", "h5_gzip", "the training steps alone", med["steps"], "s")]
+    for k in ("ahead", "no ahead"):
+        rows.append(
+            Row(
+                "overlap",
+                "h5_gzip",
+                f"epoch, read ahead {'on' if k == 'ahead' else 'off'}",
+                med[k],
+                "s",
+                med[k] / med["steps"],
+                f"x the steps alone (+{med[k] - med['steps']:.2f} s of loading not hidden)",
+            )
+        )
+    print_table("  h5_gzip", rows)
+    return rows
+
+
 def section_fromdict(ctx: Context) -> list[Row]:
     """``from_dict(h5 store, "x.zarr", backend="zarr")`` against a raw chunk-wise copy, each
     in a fresh process; see ``bench_training_data.measure_fromdict``."""
@@ -552,7 +585,7 @@ def section_sequential(ctx: Context) -> list[Row]:
     ``bench_training_data.measure_sequential``."""
     bd = _data_bench()
     src = ctx.store("h5_plain")
-    reps = max(ctx.args.repeats, 3)
+    reps = max(ctx.args.repeats, 11)  # a pass is ~0.1 s: the rounds spread by +-30%
     med = bd.measure_sequential(src, ctx.args.rows, reps)
     print(
         "\n== sequential passes: 4096-row slices, all leaves, uncompressed contiguous h5; each "
@@ -583,6 +616,7 @@ def section_sequential(ctx: Context) -> list[Row]:
 SECTIONS: dict[str, Callable[[Context], list[Row]]] = {
     "random": section_random,
     "shuffled": section_shuffled,
+    "overlap": section_overlap,
     "fromdict": section_fromdict,
     "sequential": section_sequential,
 }
@@ -609,6 +643,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--repeats", type=int, default=3, help="rounds (shuffled, fromdict, sequential)"
     )
     ap.add_argument("--window", type=int, default=8, help="the sampler's window (shuffled)")
+    ap.add_argument(
+        "--step-ms", type=float, default=1.0, help="overlap: the simulated training step (ms)"
+    )
     ap.add_argument(
         "--random-batches", type=int, default=20,
         help="raw random-index batches the shuffled section compares with",

@@ -25,6 +25,10 @@ action int64, reward float32, done bool; 525 MB uncompressed) and times:
                store (all leaves), each measured in a fresh process (pass 1: the store was just
                opened, nothing of it mapped or cached by the process; pass 2: the same process
                again): raw h5py against ptd (fast path on). Bar: ptd >= 1.0x on both.
+``overlap``    a shuffled epoch (h5 gzip, 0 workers) with a simulated training step after each
+               batch (``--step-ms``, a sleep: the CPU is free, as when an accelerator trains),
+               with the dataset's read ahead on and off: how much of the decode the read ahead
+               hides behind the steps.
 ``randomness`` the sampler's randomness against a full shuffle (no store needed): distinct
                chunk groups per batch, how far rows move from their place in the store, and
                how much of the order two epochs share.
@@ -64,7 +68,7 @@ from bench_core import GEN_BLOCK, LEAVES, ROW_BYTES, _block, _path, write_h5  # 
 
 BATCH = 256
 SLAB_ROWS = 65536
-SECTIONS = ("shuffled", "fromdict", "sequential", "randomness")
+SECTIONS = ("shuffled", "overlap", "fromdict", "sequential", "randomness")
 
 
 # ----------------------------------------------------------------------------- stores
@@ -212,6 +216,51 @@ def measure_shuffled(
                 add(f"{tag} / seq", v / around)
                 add(f"{tag} / random", v / rnd)
     return {k: statistics.median(v) for k, v in res.items()}
+
+
+def overlap_epoch(path: Path, read_ahead: bool, step_ms: float) -> float:
+    """Seconds of one shuffled epoch (0 workers, a new loader: cold) when each batch is
+    followed by a training step of ``step_ms`` that leaves the CPU free (``time.sleep``: what
+    a step on an accelerator looks like to the loading process)."""
+    import ptd.data
+
+    dl = ptd.data.loader(str(path), BATCH, window=8, seed=0, read_ahead=read_ahead)
+    t0 = time.perf_counter()
+    for _ in dl:
+        time.sleep(step_ms / 1e3)
+    dt = time.perf_counter() - t0
+    dl.dataset.close()  # type: ignore[attr-defined]
+    return dt
+
+
+def measure_overlap(path: Path, rows: int, repeats: int, step_ms: float) -> dict[str, float]:
+    """Medians over ``repeats`` rounds (the order alternating) of the epoch seconds with and
+    without the read ahead, and of the steps' own time (the floor: the same sleeps, no
+    loading)."""
+    res: dict[str, list[float]] = {"ahead": [], "no ahead": [], "steps": []}
+    for r in range(repeats):
+        for ahead in (True, False) if r % 2 == 0 else (False, True):
+            res["ahead" if ahead else "no ahead"].append(overlap_epoch(path, ahead, step_ms))
+        t0 = time.perf_counter()
+        for _ in range(-(-rows // BATCH)):  # the steps alone (a sleep overshoots a little)
+            time.sleep(step_ms / 1e3)
+        res["steps"].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in res.items()}
+
+
+def section_overlap(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    path = tmp / "h5-gzip.h5"
+    if not path.exists():
+        write_layout(path, args.rows, "h5-gzip")
+    med = measure_overlap(path, args.rows, args.repeats, args.step_ms)
+    print(f"\n[overlap] h5-gzip, {args.rows:,} rows, 0 workers, a {args.step_ms} ms step after "
+          f"each batch (sleep); first epoch (cold); median of {args.repeats}, {_load()}")  # fmt: skip
+    print(f"  the steps alone          {med['steps']:7.2f} s")
+    for k in ("ahead", "no ahead"):
+        over = med[k] - med["steps"]
+        print(f"  read ahead {'on ' if k == 'ahead' else 'off'}          {med[k]:7.2f} s "
+              f"(+{over:.2f} s over the steps)")  # fmt: skip
+    return med
 
 
 def section_shuffled(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -387,9 +436,10 @@ def section_sequential(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     src = tmp / "plain.h5"
     if not src.exists():
         write_h5(src, args.rows, 0)
-    med = measure_sequential(src, args.rows, max(args.repeats, 3))
+    reps = max(args.repeats, 11)  # a pass is ~0.1 s: the rounds spread by +-30%
+    med = measure_sequential(src, args.rows, reps)
     print(f"\n[sequential] 4096-row slices over the uncompressed contiguous h5 store, all leaves; "
-          f"each run a fresh process; median of {max(args.repeats, 3)}, {_load()}")  # fmt: skip
+          f"each run a fresh process; median of {reps}, {_load()}")  # fmt: skip
     for k in ("first", "second"):
         r, p = med["raw"][k], med["ptd"][k]
         print(f"  {k:>6} pass: raw h5py {r:>12,.0f} rows/s   ptd {p:>12,.0f} rows/s   "
@@ -462,6 +512,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--window", type=int, default=8)
     ap.add_argument("--random-batches", type=int, default=50)
+    ap.add_argument("--step-ms", type=float, default=1.0, help="overlap: the training step")
     ap.add_argument("--section", choices=SECTIONS, action="append")
     ap.add_argument("--json", help="write the figures to this file")
     ap.add_argument("--tmp", help="directory for the generated stores (default: a temp dir)")
@@ -479,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"rows": args.rows}
     runs: dict[str, Callable[[], Any]] = {
         "shuffled": lambda: section_shuffled(tmp, args),
+        "overlap": lambda: section_overlap(tmp, args),
         "fromdict": lambda: section_fromdict(tmp, args),
         "sequential": lambda: section_sequential(tmp, args),
         "randomness": lambda: section_randomness(args),

@@ -137,6 +137,67 @@ def test_streams_follow_the_workers() -> None:
     assert not g0 & g1
 
 
+@pytest.mark.parametrize("window", [1, 3, 8])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_sliding_window_keeps_few_groups_live(window: int, workers: int) -> None:
+    """One group joins a stream per step: at any batch, the groups with rows both at or before
+    it and after it (what a worker must hold decoded) are at most window + 1, and a group's
+    rows are spread over about window steps, not the whole epoch."""
+    g, b = 100, 25
+    s = ChunkShuffleSampler(20_000, b, group_rows=g, window=window, seed=1, num_workers=workers)
+    batches = list(s)
+    for stream in range(max(1, workers)):
+        mine = batches[stream :: max(1, workers)]
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for i, batch in enumerate(mine):
+            for row in batch:
+                first.setdefault(row // g, i)
+                last[row // g] = i
+        live = np.zeros(len(mine) + 1, dtype=np.int64)
+        for grp in first:
+            live[first[grp]] += 1
+            live[last[grp] + 1] -= 1
+        assert np.cumsum(live).max() <= window + 1
+        spans = [last[grp] - first[grp] + 1 for grp in first]
+        assert max(spans) <= (window + 1) * g // b + 2
+        if window > 1:
+            assert np.median(spans) > (window - 1) * g // b  # spread out, not a group at once
+
+
+@pytest.mark.parametrize("workers", [0, 3])
+def test_hints_name_the_next_group_of_the_stream(workers: int) -> None:
+    """Each stream hints every group it will visit, except its first, before the group's
+    first row, and only its own groups."""
+    g = 64
+    s = ChunkShuffleSampler(5000, 32, group_rows=g, window=4, seed=2, num_workers=workers)
+    batches = list(s)
+    k = max(1, workers)
+    owner = {int(x): i for i, st in enumerate(s._streams(s._group_order()[0])) for x in st}
+    for stream in range(k):
+        mine = [b for b in batches if owner[b[0] // g] == stream]  # streams own their groups
+        hinted: list[int] = []
+        seen: set[int] = set()
+        for batch in mine:
+            for start, stop in getattr(batch, "ahead", ()):
+                assert start % g == 0 and stop == min(5000, start + g)
+                assert start // g not in seen  # hinted before it is drawn
+                hinted.append(start // g)
+            seen |= {r // g for r in batch}
+        order = list(dict.fromkeys(r // g for batch in mine for r in batch))
+        assert len(hinted) == len(set(hinted)) == max(0, len(order) - 1)
+        assert set(hinted) == set(order) - {order[0]}  # all but the stream's first group
+        assert isinstance(mine[0], list) and not isinstance(mine[0], np.ndarray)
+
+
+def test_batch_indices_pickle_with_hints() -> None:
+    s = ChunkShuffleSampler(1000, 50, group_rows=100, window=2, seed=0)
+    batches = list(s)
+    hinted = [b for b in batches if b.ahead]
+    assert hinted and all(pickle.loads(pickle.dumps(b)).ahead == b.ahead for b in hinted)
+    assert pickle.loads(pickle.dumps(batches[0])) == batches[0]
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -192,6 +253,87 @@ def test_dataset_blocks_decode_each_group_once(tmp_path: Path, backend: str) -> 
     assert seen == N
     blocked = sum(g.blocked for g in ds.leaves)
     assert ds.blocks_read == blocked * (N // 50)  # each group read once per leaf
+    ds.close()
+
+
+@pytest.mark.parametrize("consumer_waits", [False, True])
+def test_dataset_reads_ahead_exactly(tmp_path: Path, backend: str, consumer_waits: bool) -> None:
+    """The sampler's hints make the dataset read the next group on its reader thread: every
+    batch stays exact, each group is still read once per leaf, and every group but the first
+    comes from a read ahead (taken when done, or waited for)."""
+    import time
+
+    path = _store(tmp_path, backend, chunks=50)
+    ds = StoreDataset(path, group_bytes=1)  # groups of one chunk (50 rows)
+    want = _data()
+    s = ChunkShuffleSampler(ds, 32, window=3, seed=4)
+    for epoch in range(2):
+        s.set_epoch(epoch)
+        ds.close()
+        ds.blocks_read = ds.blocks_read_ahead = 0
+        for b in s:
+            batch = ds.__getitems__(b)
+            t = torch.tensor(list(b))
+            assert torch.equal(batch["action"], t)
+            assert torch.equal(batch["obs"], want["obs"][t])
+            assert torch.equal(batch["next", "obs"], want["next"]["obs"][t])
+            if consumer_waits:
+                time.sleep(0.002)  # a training step: the read ahead finishes meanwhile
+        blocked = sum(g.blocked for g in ds.leaves)
+        assert ds.blocks_read == blocked * (N // 50)
+        assert ds.blocks_read_ahead == blocked * (N // 50 - 1)
+    ds.close()
+    assert ds._reader is None and ds._ahead == {}
+
+
+def test_dataset_read_ahead_off(tmp_path: Path, backend: str) -> None:
+    path = _store(tmp_path, backend, chunks=50)
+    ds = StoreDataset(path, group_bytes=1, read_ahead=False)
+    s = ChunkShuffleSampler(ds, 32, window=3, seed=4)
+    rows = [r for b in s for r in ds.__getitems__(b)["action"].tolist()]
+    assert sorted(rows) == list(range(N))
+    assert ds.blocks_read == sum(g.blocked for g in ds.leaves) * (N // 50)
+    assert ds.blocks_read_ahead == 0 and ds._reader is None
+    ds.close()
+    dl = loader(path, 32, read_ahead=False)
+    assert dl.dataset.read_ahead is False  # type: ignore[attr-defined]
+    dl.dataset.close()  # type: ignore[attr-defined]
+
+
+def test_dataset_read_ahead_errors_reach_the_batch(tmp_path: Path, backend: str) -> None:
+    """A read ahead that fails raises in the batch that needs its rows, as a direct read would."""
+    from ptd.data.sampler import BatchIndices
+
+    path = _store(tmp_path, backend, chunks=50)
+    ds = StoreDataset(path, group_bytes=1)
+    calls = []
+
+    def broken(*args: Any) -> Any:
+        calls.append(args[-1])
+        raise PtdValueError("the chunk is corrupt")
+
+    ds._read_block = broken  # type: ignore[method-assign]
+    first = BatchIndices([0, 1])
+    first.ahead = ((100, 150),)
+    with pytest.raises(PtdValueError, match="corrupt"):
+        ds.__getitems__(first)  # block 0, read directly
+    with pytest.raises(PtdValueError, match="corrupt"):
+        ds.__getitems__([120])  # block 2: the read ahead's error
+    assert calls.count(2) == 1  # not read a second time
+    ds.close()
+
+
+def test_dataset_opens_paths_without_a_chunk_cache(tmp_path: Path, backend: str) -> None:
+    """The blocks hold the decoded rows, so a path is opened without a second copy of them in
+    a chunk cache, unless chunk_cache is given."""
+    path = _store(tmp_path, backend, chunks=50)
+    ds = StoreDataset(path)
+    ds.__getitems__([0, 999])
+    assert ds.td._store.backend._chunked.cache is None
+    ds.close()
+    ds = StoreDataset(path, chunk_cache="1MB")
+    ds.__getitems__([0, 999])
+    assert ds.td._store.backend._chunked.cache is not None
     ds.close()
 
 

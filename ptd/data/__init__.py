@@ -26,11 +26,12 @@ from torch.utils.data import DataLoader
 
 from ptd.data.dataset import StoreDataset, collate
 from ptd.data.geometry import GROUP_BYTES, LeafGeometry, group_rows, store_leaves
-from ptd.data.sampler import ChunkShuffleSampler
+from ptd.data.sampler import BatchIndices, ChunkShuffleSampler
 
 __all__ = [
     "StoreDataset",
     "ChunkShuffleSampler",
+    "BatchIndices",
     "collate",
     "loader",
     "LeafGeometry",
@@ -52,14 +53,20 @@ def loader(
     world_size: int | None = None,
     num_workers: int = 0,
     keys: Any = None,
+    read_ahead: bool = True,
     **dataloader_kwargs: Any,
 ) -> DataLoader[Any]:
     """A ``DataLoader`` over ``source`` (a path or a PersistentTensorDict, or a
-    :class:`StoreDataset`) with a :class:`ChunkShuffleSampler` (reach it as
-    ``loader.batch_sampler``, to call ``set_epoch``) and :func:`collate`. Other keyword arguments
+    :class:`StoreDataset`; ``keys`` and ``read_ahead`` go to a new one) with a
+    :class:`ChunkShuffleSampler` (reach it as ``loader.batch_sampler``, to call ``set_epoch``)
+    and :func:`collate`. Other keyword arguments
     (``pin_memory``, ``persistent_workers``, ``multiprocessing_context``...) go to the
     DataLoader."""
-    ds = source if isinstance(source, StoreDataset) else StoreDataset(source, keys=keys)
+    ds = (
+        source
+        if isinstance(source, StoreDataset)
+        else StoreDataset(source, keys=keys, read_ahead=read_ahead)
+    )
     sampler = ChunkShuffleSampler(
         ds,
         batch_size,

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -83,8 +84,12 @@ class StoreDataset(Dataset[Any]):
             :func:`ptd.data.geometry.group_rows`.
         cache_rows: rows of each blocked leaf to keep decoded (the sampler raises it to its
             window); 0 turns the blocks off (every batch reads its rows directly).
+        read_ahead: read the groups the sampler names next (:class:`~ptd.data.sampler.BatchIndices`)
+            on a thread of this dataset, while the batches before them are served and used;
+            False: read each group when a batch first needs it.
         open_kwargs: passed to ``from_h5``/``from_zarr`` for a path (``storage_options``,
-            ``fast_path``, ``chunk_cache``...).
+            ``fast_path``, ``chunk_cache``...). Without ``chunk_cache``, a store with blocked
+            leaves is opened without a chunk cache: the blocks already hold what it would.
     """
 
     def __init__(
@@ -94,6 +99,7 @@ class StoreDataset(Dataset[Any]):
         keys: Sequence[Any] | None = None,
         group_bytes: int = GROUP_BYTES,
         cache_rows: int | None = None,
+        read_ahead: bool = True,
         **open_kwargs: Any,
     ) -> None:
         if isinstance(source, PersistentTensorDict):
@@ -114,6 +120,8 @@ class StoreDataset(Dataset[Any]):
                 f"StoreDataset needs a path or a PersistentTensorDict, got {type(source).__name__}"
             )
         self._open_kwargs = dict(open_kwargs)
+        self.read_ahead = bool(read_ahead)
+        self._no_chunk_cache = False  # set below, once the leaves are known
         self._pid = os.getpid()
         td = self.td
         if not td.batch_dims:
@@ -135,8 +143,19 @@ class StoreDataset(Dataset[Any]):
         self.group_rows = group_rows(leaves, self._len, group_bytes)
         self._cache_rows = int(cache_rows) if cache_rows is not None else 2 * (self.group_rows or 0)
         self._blocks: dict[int, _Blocks] = {}
-        #: chunk-group blocks read so far in this process (a measure of decode work)
+        #: blocks being read ahead: (block rows, block) -> the read
+        self._ahead: dict[tuple[int, int], Future[dict[tuple[str, ...], torch.Tensor]]] = {}
+        self._reader: ThreadPoolExecutor | None = None
+        #: chunk-group blocks put in the buffers so far in this process, per leaf (a measure of
+        #: decode work), read when a batch needed them or taken from a read ahead
         self.blocks_read = 0
+        #: of those, the ones read ahead (on the reader thread, from the sampler's hints)
+        self.blocks_read_ahead = 0
+        if self._source is not None and self._cache_rows > 0 and self.group_rows:
+            # the blocks hold the decoded rows: a chunk cache would keep a second copy
+            self._no_chunk_cache = True
+            if "chunk_cache" not in self._open_kwargs:
+                self.close()  # reopened without one on first use
 
     # ------------------------------------------------------------------ store
     @property
@@ -144,11 +163,13 @@ class StoreDataset(Dataset[Any]):
         """The open store (opened in this process on first use)."""
         if os.getpid() != self._pid:  # a forked worker: the parent's blocks are not ours
             self._pid = os.getpid()
-            self._blocks = {}
-            self.blocks_read = 0
+            self._drop_blocks()
+            self.blocks_read = self.blocks_read_ahead = 0
         if self._td is None:
             kwargs = dict(self._open_kwargs)
             kwargs.setdefault("mode", "r")
+            if self._no_chunk_cache:
+                kwargs.setdefault("chunk_cache", 0)
             loc = StoreLocation.parse(self._source, kwargs.get("storage_options"))
             fmt = loc.detect().format
             if fmt == "zarr":
@@ -157,9 +178,18 @@ class StoreDataset(Dataset[Any]):
                 self._td = PersistentTensorDict.from_h5(self._source, **kwargs)
         return self._td
 
-    def close(self) -> None:
-        """Drop the decoded blocks, and close the store if this dataset opened it."""
+    def _drop_blocks(self) -> None:
+        """Forget the decoded blocks and the reads ahead (after a fork: they are the parent's)."""
         self._blocks = {}
+        self._ahead = {}
+        self._reader = None
+
+    def close(self) -> None:
+        """Drop the decoded blocks (waiting for a read ahead under way), and close the store if
+        this dataset opened it."""
+        if self._reader is not None and self._pid == os.getpid():
+            self._reader.shutdown(wait=True, cancel_futures=True)
+        self._drop_blocks()
         if self._td is not None and self._source is not None:
             self._td.close()
             self._td = None
@@ -170,8 +200,7 @@ class StoreDataset(Dataset[Any]):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_blocks"] = {}
-        state["blocks_read"] = 0
+        state.update(_blocks={}, _ahead={}, _reader=None, blocks_read=0, blocks_read_ahead=0)
         if self._source is not None:
             state["_td"] = None  # reopened by path in the other process
         return state
@@ -201,6 +230,9 @@ class StoreDataset(Dataset[Any]):
         data: dict[str, Any] = {}
         where: dict[int, np.ndarray | None] = {}  # block rows -> the rows' buffer positions
         use_blocks = self._cache_rows > 0 and bool(self.group_rows) and len(idx) > 0
+        ahead = getattr(indices, "ahead", ())
+        if ahead and use_blocks and self.read_ahead:
+            self._read_ahead(td, ahead)
         for leaf in self.leaves:
             value: Any = None
             if leaf.blocked and use_blocks:
@@ -224,16 +256,23 @@ class StoreDataset(Dataset[Any]):
         c = leaf.chunk_rows or g
         return g if c <= g else c
 
-    def _positions(self, td: PersistentTensorDict, rows: int, idx: np.ndarray) -> np.ndarray | None:
-        """Where the rows ``idx`` sit in the buffers of the blocked leaves read in blocks of
-        ``rows`` rows (one table for all of them: they are read block by block together),
-        reading the blocks that are not there (least recently used evicted). None when the
-        batch spans more blocks than the buffers hold."""
+    def _table(self, rows: int) -> _Blocks:
+        """The block table of the blocked leaves read ``rows`` rows at a time (made, or made
+        larger, to hold the sampler's window)."""
         table = self._blocks.get(rows)
         slots = max(2, -(-self._cache_rows // rows) + 1)
         if table is None or table.slots < slots:
             leaves = [g for g in self.leaves if g.blocked and self._block_rows(g) == rows]
             table = self._blocks[rows] = _Blocks(slots, rows, -(-self._len // rows), leaves)
+        return table
+
+    def _positions(self, td: PersistentTensorDict, rows: int, idx: np.ndarray) -> np.ndarray | None:
+        """Where the rows ``idx`` sit in the buffers of the blocked leaves read in blocks of
+        ``rows`` rows (one table for all of them: they are read block by block together),
+        reading the blocks that are not there (least recently used evicted; a block read
+        ahead is taken from its read). None when the batch spans more blocks than the buffers
+        hold."""
+        table = self._table(rows)
         blocks = idx // rows
         slot = table.slot_of[blocks]
         missing = slot < 0
@@ -243,19 +282,48 @@ class StoreDataset(Dataset[Any]):
                 return None
             table.touch(slot[~missing])
             for b in new.tolist():
-                table.load(int(b), self._read_block(td, table, int(b)))
+                read = self._ahead.pop((rows, int(b)), None)
+                self.blocks_read += len(table.leaves)
+                if read is not None:
+                    values = read.result()
+                    self.blocks_read_ahead += len(table.leaves)
+                else:
+                    values = self._read_block(td, table.leaves, rows, int(b))
+                table.load(int(b), values)
             slot = table.slot_of[blocks]
         else:
             table.touch(slot)
         return slot * rows + (idx - blocks * rows)
 
+    def _read_ahead(self, td: PersistentTensorDict, ahead: Sequence[tuple[int, int]]) -> None:
+        """Start reading, on this dataset's reader thread, the blocks that hold the rows
+        ``[start, stop)`` of each range in ``ahead`` and are neither held nor being read (see
+        :class:`~ptd.data.sampler.BatchIndices`)."""
+        for rows in {self._block_rows(g) for g in self.leaves if g.blocked}:
+            table = self._table(rows)
+            for start, stop in ahead:
+                lo, hi = max(0, int(start)) // rows, (min(self._len, int(stop)) - 1) // rows
+                for b in range(lo, hi + 1):
+                    if table.slot_of[b] >= 0 or (rows, b) in self._ahead:
+                        continue
+                    while len(self._ahead) >= _MAX_PENDING:  # a consumer that skips its hints
+                        key = next(iter(self._ahead))
+                        self._ahead.pop(key).cancel()  # unused: dropped (read or not)
+                    if self._reader is None:
+                        self._reader = ThreadPoolExecutor(1, thread_name_prefix="ptd-read-ahead")
+                    self._ahead[rows, b] = self._reader.submit(
+                        self._read_block, td, table.leaves, rows, b
+                    )
+
     def _read_block(
-        self, td: PersistentTensorDict, table: _Blocks, b: int
+        self, td: PersistentTensorDict, leaves: list[LeafGeometry], rows: int, b: int
     ) -> dict[tuple[str, ...], torch.Tensor]:
-        rows = table.rows
-        self.blocks_read += len(table.leaves)
         sub = td[b * rows : min(self._len, (b + 1) * rows)]
-        return {g.key: sub.get(g.key) for g in table.leaves}
+        return {g.key: sub.get(g.key) for g in leaves}
+
+
+#: reads ahead under way at most (per dataset): a consumer that skips its hints drops the oldest
+_MAX_PENDING = 4
 
 
 class _Blocks:

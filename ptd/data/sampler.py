@@ -5,17 +5,24 @@ A random row of a compressed store costs a whole chunk decode, so drawing every 
 epoch independently decodes each chunk about once per row it holds. :class:`ChunkShuffleSampler`
 instead cuts the rows into *chunk groups* (whole chunks of every chunked leaf, a few MB; see
 :mod:`ptd.data.geometry`), visits the groups in a random order, and draws each batch from a
-*window* of ``window`` groups shuffled together (plus the few rows the previous window left
-over: the tail of its last group, so that batches stay full), which :class:`~ptd.data.dataset.StoreDataset` holds decoded: each chunk is decoded about once per
-epoch.
+*sliding window* of ``window`` groups, which :class:`~ptd.data.dataset.StoreDataset` holds
+decoded: each chunk is decoded about once per epoch. The window slides one group per *step*:
+a group's rows, shuffled, are dealt into ``window`` equal parts, one for each of the ``window``
+steps from the one where it joins; a step pools the parts of the ``window`` groups that joined
+last (about one group's rows, plus the few left over by the step before, so that batches stay
+full), shuffles them and cuts batches. So one group joins per step: its decode is spread along
+the epoch, never a whole window at once, and the batches name (:class:`BatchIndices`) the
+groups their stream needs in the next two steps, which the dataset reads ahead on a thread of
+its own.
 
 Randomness, against a full shuffle: the order of the groups is uniformly random and the rows
-of a window are uniformly shuffled among themselves, so a batch mixes rows from up to
-``window`` groups (a full shuffle: from anywhere), and a row's position in the epoch is random
-within its window's span of batches (``window * group_rows / batch_size`` batches) rather than
+of a step are uniformly shuffled among themselves, so a batch mixes rows from about ``window``
+groups (a full shuffle: from anywhere), and a row lands within ``window`` steps (about
+``window * group_rows / batch_size`` batches) of the step where its group joins, rather than
 anywhere in the epoch. Rows that share a window in one epoch rarely share it in the next
-(the group order is drawn again). ``benchmarks/bench_training_data.py --section randomness``
-measures it.
+(the group order is drawn again). The first and last ``window - 1`` steps of a stream hold
+fewer groups (the window fills and drains). ``benchmarks/bench_training_data.py --section
+randomness`` measures it.
 
 Every epoch is a function of ``(seed, epoch)`` alone (call :meth:`~ChunkShuffleSampler.set_epoch`
 before each epoch, as with ``DistributedSampler``). ``rank``/``world_size`` shard the groups
@@ -45,7 +52,10 @@ from torch.utils.data import Sampler
 
 from ptd.errors import PtdValueError
 
-__all__ = ["ChunkShuffleSampler"]
+__all__ = ["ChunkShuffleSampler", "BatchIndices"]
+
+#: how many steps ahead a stream names the groups it will need (see :class:`BatchIndices`)
+_AHEAD = 2
 
 
 def _positive(name: str, value: Any) -> int:
@@ -117,7 +127,8 @@ class ChunkShuffleSampler(Sampler[list[int]]):
         reserve = getattr(source, "reserve_rows", None)
         if callable(reserve) and self.group_rows is not None:
             # the rows a worker needs decoded at once: its window and the leftovers before it
-            reserve((self.window + 1) * self.group_rows + self.batch_size)
+            # (+ the groups read ahead)
+            reserve((self.window + 1 + _AHEAD) * self.group_rows + self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
         """Use the order of epoch ``epoch`` on the next iteration."""
@@ -167,8 +178,11 @@ class ChunkShuffleSampler(Sampler[list[int]]):
         return full if self.drop_last else full + part
 
     # ------------------------------------------------------------------ iteration
-    def _stream_batches(self, groups: np.ndarray, stream: int) -> Iterator[np.ndarray]:
-        """The batches of one stream: windows of groups shuffled with the leftover rows."""
+    def _stream_batches(
+        self, groups: np.ndarray, stream: int
+    ) -> Iterator[tuple[np.ndarray, tuple[tuple[int, int], ...]]]:
+        """The batches of one stream, each with the row ranges to read ahead (see
+        :class:`BatchIndices`): a sliding window of groups, shuffled with the leftover rows."""
         g = self.group_rows
         b = self.batch_size
         if g is None:  # nothing chunked: a full shuffle of this stream's rows
@@ -176,26 +190,39 @@ class ChunkShuffleSampler(Sampler[list[int]]):
             if self.shuffle:
                 rows = self._rng(self.rank, stream, 1).permutation(rows)
             for start in range(0, len(rows), b):
-                yield rows[start : start + b]
+                yield rows[start : start + b], ()
             return
         rng = self._rng(self.rank, stream)
+        k = self.window if self.shuffle else 1
+        # a sliding window: each group's rows (shuffled) are dealt into the k steps from the
+        # one where it joins; step t pools the parts of the k groups that joined in the last k
+        # steps, so one group joins (one group decode) per step, never a whole window at once
+        parts: list[list[np.ndarray]] = []  # parts[i]: the parts still to come of a group
         carry = np.empty(0, dtype=np.int64)
-        for w in range(0, len(groups), self.window):
-            spans = [
-                np.arange(int(x) * g, min(self.rows, (int(x) + 1) * g), dtype=np.int64)
-                for x in groups[w : w + self.window]
-            ]
-            rows = np.concatenate([carry, *spans])
-            # the rows left over for the next window are the tail of this window's last
-            # group, so that they keep only one or two groups decoded for it (not all)
-            cut = len(rows) // b * b
-            pool, carry = rows[:cut], rows[cut:]
+        hints: list[tuple[int, int]] = []
+        for t in range(len(groups) + k - 1):
+            if t < len(groups):
+                x = int(groups[t])
+                rows = np.arange(x * g, min(self.rows, (x + 1) * g), dtype=np.int64)
+                if self.shuffle:
+                    rng.shuffle(rows)
+                parts.append(np.array_split(rows, k))
+                # the groups that join in the next _AHEAD steps: read them ahead (at the first
+                # step all of them, later the one that comes into reach)
+                for y in groups[1 if t == 0 else t + _AHEAD : t + 1 + _AHEAD]:
+                    hints.append((int(y) * g, min(self.rows, (int(y) + 1) * g)))
+            pool = np.concatenate([carry, *(p.pop(0) for p in parts)])
+            parts = [p for p in parts if p]
+            # the rows left over go to the next step (the tail of its newest group's part)
+            cut = len(pool) // b * b
+            pool, carry = pool[:cut], pool[cut:]
             if self.shuffle:
                 rng.shuffle(pool)
             for start in range(0, len(pool), b):
-                yield pool[start : start + b]
+                yield pool[start : start + b], tuple(hints)
+                hints = []
         if len(carry):
-            yield carry
+            yield carry, tuple(hints)
 
     def __iter__(self) -> Iterator[list[int]]:
         per_rank = self._group_order()
@@ -208,17 +235,37 @@ class ChunkShuffleSampler(Sampler[list[int]]):
         while its:  # round robin over the streams, as the DataLoader hands out batches
             alive = []
             for it in its:
-                batch = next(it, None)
-                if batch is None:
+                item = next(it, None)
+                if item is None:
                     continue
                 alive.append(it)
+                batch, ahead = item
                 if self.drop_last and len(batch) < self.batch_size:
                     continue
                 if limit is not None and done >= limit:
                     return
                 done += 1
-                yield batch.tolist()
+                out = BatchIndices(batch.tolist())
+                if ahead:
+                    out.ahead = ahead
+                yield out
             its = alive
+
+
+class BatchIndices(list[int]):
+    """A batch of row indices, as the sampler yields it: a list, which may also carry
+    ``ahead``, the ``(start, stop)`` row ranges that the same stream (DataLoader worker) will
+    need soon. :class:`~ptd.data.dataset.StoreDataset` starts reading those in the background
+    when it gets the batch, so that a group's decode overlaps the batches before it instead of
+    stalling the one that first needs it. It pickles with ``ahead`` (the DataLoader sends it to
+    the worker as is).
+
+    >>> b = BatchIndices([3, 1, 2]); b.ahead = ((100, 200),)
+    >>> import pickle; c = pickle.loads(pickle.dumps(b)); c, c.ahead
+    ([3, 1, 2], ((100, 200),))
+    """
+
+    ahead: tuple[tuple[int, int], ...] = ()
 
 
 def _dist_defaults() -> tuple[int, int]:

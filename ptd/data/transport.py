@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from ptd.core.base import TensorDictBase, is_leaf_nontensor
-from ptd.core.registry import lookup
+from ptd.core.tensordict import TensorDict
 from ptd.errors import PtdValueError
 
 __all__ = ["Ring", "receive", "worker_ring", "leaves", "assemble", "as_numpy", "put"]
@@ -253,12 +253,13 @@ def as_numpy(t: torch.Tensor) -> np.ndarray:
 
 def leaves(td: TensorDictBase) -> list[tuple[tuple[str, ...], Any]]:
     """Every leaf of ``td`` (tensors and non-tensor entries) with its key as a tuple."""
-    cls = lookup("TensorDict")
+    cls = TensorDict
     if type(td) is cls and not td.device:
         out: list[tuple[tuple[str, ...], Any]] = []
 
         def walk(node: Any, prefix: tuple[str, ...]) -> None:
-            for k, v in node._data.items():
+            for k in node._keys_str():  # the container primitives: no checks per entry
+                v = node._get_str(k)
                 if type(v) is cls:
                     walk(v, prefix + (k,))
                 else:
@@ -276,7 +277,4 @@ def assemble(data: dict[str, Any], batch_size: torch.Size) -> TensorDictBase:
     """A TensorDict of ``data`` (nested dicts become nested TensorDicts), whose tensors already
     have ``batch_size`` as their leading dims: built without checking each entry again (a
     batch of a few leaves is read every millisecond or so)."""
-    cls = lookup("TensorDict")
-    td = cls(batch_size=batch_size)
-    td._data = {k: assemble(v, batch_size) if isinstance(v, dict) else v for k, v in data.items()}
-    return td  # type: ignore[no-any-return]
+    return TensorDict._unchecked(data, batch_size)

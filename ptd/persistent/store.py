@@ -6,6 +6,7 @@ its metadata cache, the open options, and what happens to them in a forked proce
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Any, cast
@@ -24,9 +25,15 @@ _INHERITED: list[Any] = []
 _PID = os.getpid()
 
 
+#: serialises the reopening after a fork: two threads of a child (a DataLoader worker and its
+#: read-ahead thread) may use a store first at the same time, and only one may reopen it
+_REOPEN_LOCK = threading.Lock()
+
+
 def _forked() -> None:
-    global _PID
+    global _PID, _REOPEN_LOCK
     _PID = os.getpid()
+    _REOPEN_LOCK = threading.Lock()  # a fork copies a lock another thread may have held
 
 
 if hasattr(os, "register_at_fork"):
@@ -156,7 +163,13 @@ class _Store:
         HDF5 file (closing one writes nothing, and HDF5 would otherwise hand the reopen the
         inherited file state). A writable HDF5 file cannot be reopened here (the parent holds
         it, and HDF5 shares nothing safely across fork): every use raises until ``close()``.
+        Threads of the child that get here together reopen it once.
         """
+        with _REOPEN_LOCK:
+            if self.pid != _PID:
+                self._reopen()
+
+    def _reopen(self) -> None:
         old = self._backend
         if not any(b is old for b in _INHERITED):
             _INHERITED.append(old)
