@@ -159,3 +159,48 @@ def test_forked_writable_h5_message(tmp_path: Path) -> None:
     parked = _store._INHERITED.pop()
     assert not parked.closed
     parked.close()  # the same process really: close it for the test's sake
+
+
+def _threads_first_use(p: PersistentTensorDict, q: mp.Queue) -> None:  # type: ignore[type-arg]
+    """In a forked child: eight threads use the inherited store for the first time at once."""
+    import threading
+
+    barrier = threading.Barrier(8)
+    errors: list[str] = []
+    sums: list[float] = []
+
+    def read() -> None:
+        barrier.wait()
+        try:
+            sums.append(float(p["x"].sum()))
+        except Exception as e:  # noqa: BLE001 - reported to the parent
+            errors.append(f"{type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    q.put((errors, sums, len(_store._INHERITED)))
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_threads_of_a_forked_child_reopen_once(tmp_path: Path, backend: str) -> None:
+    """Threads of a forked child (a DataLoader worker and its read-ahead thread) that use a
+    store first at the same time reopen it once: none reads through the inherited handle
+    another one has just closed."""
+    if "fork" not in mp.get_all_start_methods():
+        pytest.skip("no fork start method here")
+    path = make(tmp_path / f"d.{backend}", backend)
+    want = float(torch.arange(N * 3, dtype=torch.float32).sum())
+    ctx = mp.get_context("fork")
+    with open_ro(path, backend) as p:
+        assert float(p["x"].sum()) == want  # the parent used it before forking
+        for _ in range(5):
+            q = ctx.Queue()
+            child = ctx.Process(target=_threads_first_use, args=(p, q))
+            child.start()
+            errors, sums, parked = q.get(timeout=60)
+            child.join(60)
+            assert errors == [] and sums == [want] * 8
+            assert parked == 1  # one reopen: the inherited backend parked once
