@@ -473,6 +473,12 @@ def _data_bench() -> Any:
     return bench_training_data
 
 
+def _default_prefetch() -> int:
+    import ptd.data
+
+    return int(ptd.data.PREFETCH_FACTOR)
+
+
 def section_shuffled(ctx: Context) -> list[Row]:
     """Shuffled epochs through a DataLoader with ptd.data's chunk-aware sampler (batch 256,
     window ``--window``, 0 and 2 workers), raw sequential reads interleaved with them; see
@@ -482,7 +488,8 @@ def section_shuffled(ctx: Context) -> list[Row]:
     out: list[Row] = []
     print(
         f"\n== shuffled epochs: DataLoader + ChunkShuffleSampler, batch {bd.BATCH}, window "
-        f"{args.window}, 0 and 2 workers; median of {args.repeats} rounds =="
+        f"{args.window}, 0 and 2 workers (prefetch_factor "
+        f"{args.prefetch_factor or _default_prefetch()}); median of {args.repeats} rounds =="
     )
     print(f"  {load_note()}")
     print(
@@ -494,7 +501,9 @@ def section_shuffled(ctx: Context) -> list[Row]:
     )
     for layout in ("h5_gzip", "zarr_default", "zarr_sharded"):
         path = ctx.store(layout)
-        med = bd.measure_shuffled(path, args.rows, args.repeats, args.random_batches, args.window)
+        med = bd.measure_shuffled(
+            path, args.rows, args.repeats, args.random_batches, args.window, args.prefetch_factor
+        )
         rows = [
             Row("shuffled", layout, "raw random-index reads", med["raw_random"], "rows/s"),
             Row("shuffled", layout, "raw sequential read", med["raw_seq"], "rows/s"),
@@ -645,6 +654,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--window", type=int, default=8, help="the sampler's window (shuffled)")
     ap.add_argument(
         "--step-ms", type=float, default=1.0, help="overlap: the simulated training step (ms)"
+    )
+    ap.add_argument(
+        "--prefetch-factor",
+        type=int,
+        default=None,
+        help="shuffled: the DataLoader's prefetch_factor with workers (default: ptd.data.loader's)",
     )
     ap.add_argument(
         "--random-batches", type=int, default=20,

@@ -49,7 +49,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -158,11 +157,15 @@ def raw_sequential(path: Path, rows: int) -> float:
     return rows / dt
 
 
-def ptd_epochs(path: Path, workers: int, window: int, epochs: int = 2) -> list[tuple[float, int]]:
+def ptd_epochs(
+    path: Path, workers: int, window: int, epochs: int = 2, prefetch: int | None = None
+) -> list[tuple[float, int]]:
     """Rows/s and rows seen of ``epochs`` shuffled epochs through one DataLoader (persistent
-    workers: the first epoch pays for starting them, the next ones do not)."""
+    workers: the first epoch pays for starting them, the next ones do not); ``prefetch``: the
+    DataLoader's ``prefetch_factor`` (None: ptd.data.loader's default)."""
     import ptd.data
 
+    extra = {"prefetch_factor": prefetch} if prefetch and workers else {}
     dl = ptd.data.loader(
         str(path),
         BATCH,
@@ -171,6 +174,7 @@ def ptd_epochs(path: Path, workers: int, window: int, epochs: int = 2) -> list[t
         num_workers=workers,
         persistent_workers=bool(workers),
         multiprocessing_context="fork" if workers else None,
+        **extra,
     )
     out = []
     for epoch in range(epochs):
@@ -184,7 +188,12 @@ def ptd_epochs(path: Path, workers: int, window: int, epochs: int = 2) -> list[t
 
 
 def measure_shuffled(
-    path: Path, rows: int, repeats: int, random_batches: int, window: int
+    path: Path,
+    rows: int,
+    repeats: int,
+    random_batches: int,
+    window: int,
+    prefetch: int | None = None,
 ) -> dict[str, float]:
     """Shuffled epochs on one store, raw reads interleaved with them: each round reads the
     store raw in sequence, runs two epochs with 0 workers, reads it raw again, runs two epochs
@@ -203,7 +212,7 @@ def measure_shuffled(
         seq = [raw_sequential(path, rows)]
         epochs = {}
         for w in (0, 2):
-            epochs[w] = ptd_epochs(path, w, window)
+            epochs[w] = ptd_epochs(path, w, window, prefetch=prefetch)
             seq.append(raw_sequential(path, rows))
         for k in seq:
             add("raw_seq", k)
@@ -288,10 +297,12 @@ def section_shuffled(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- from_dict
-def _rss_mb() -> float:
+def _rss_mb(field: str = "VmRSS") -> float:
+    """``field`` of /proc/self/status in MB: VmRSS (now) or VmHWM (this process's peak; not
+    getrusage's ru_maxrss, which survives exec and so reports a larger parent's RSS)."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -336,7 +347,7 @@ def child_fromdict(op: str, src: str, dst: str) -> None:
     else:
         raw_copy(src, dst)
     seconds = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = _rss_mb("VmHWM")
     print(json.dumps({"seconds": seconds, "growth_mb": peak - base}))
 
 

@@ -300,6 +300,22 @@ def test_dataset_read_ahead_off(tmp_path: Path, backend: str) -> None:
     dl.dataset.close()  # type: ignore[attr-defined]
 
 
+def test_loader_prefetch_and_order(tmp_path: Path, backend: str) -> None:
+    """With workers, loader() deepens the DataLoader's prefetch (unless given) and refuses
+    in_order=False, which would send batches to workers that do not hold their groups."""
+    import ptd.data
+
+    path = _store(tmp_path, backend, chunks=50)
+    dl = loader(path, 32, num_workers=2)
+    assert dl.prefetch_factor == ptd.data.PREFETCH_FACTOR
+    assert loader(path, 32, num_workers=2, prefetch_factor=3).prefetch_factor == 3
+    assert loader(path, 32).prefetch_factor is None  # no workers: torch's rule
+    with pytest.raises(PtdValueError, match="in_order"):
+        loader(path, 32, num_workers=2, in_order=False)
+    loader(path, 32, in_order=False)  # in process: one stream, nothing to mix up
+    dl.dataset.close()  # type: ignore[attr-defined]
+
+
 def test_dataset_read_ahead_errors_reach_the_batch(tmp_path: Path, backend: str) -> None:
     """A read ahead that fails raises in the batch that needs its rows, as a direct read would."""
     from ptd.data.sampler import BatchIndices

@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader
 from ptd.data.dataset import StoreDataset, collate
 from ptd.data.geometry import GROUP_BYTES, LeafGeometry, group_rows, store_leaves
 from ptd.data.sampler import BatchIndices, ChunkShuffleSampler
+from ptd.errors import PtdValueError
 
 __all__ = [
     "StoreDataset",
@@ -38,7 +39,14 @@ __all__ = [
     "store_leaves",
     "group_rows",
     "GROUP_BYTES",
+    "PREFETCH_FACTOR",
 ]
+
+
+#: the DataLoader's ``prefetch_factor`` that :func:`loader` sets with workers (each worker's
+#: shared-memory ring holds up to 32 batches, so keep it below 30); compare with
+#: ``benchmarks/bench_training.py --sections shuffled --prefetch-factor 2``
+PREFETCH_FACTOR = 16
 
 
 def loader(
@@ -61,7 +69,18 @@ def loader(
     :class:`ChunkShuffleSampler` (reach it as ``loader.batch_sampler``, to call ``set_epoch``)
     and :func:`collate`. Other keyword arguments
     (``pin_memory``, ``persistent_workers``, ``multiprocessing_context``...) go to the
-    DataLoader."""
+    DataLoader. With workers, ``prefetch_factor`` defaults to :data:`PREFETCH_FACTOR` (torch's
+    default is 2): the DataLoader takes batches from the workers strictly in turn, and a deeper
+    queue lets one worker run on while another reads a group. ``in_order=False`` is refused
+    with workers: the DataLoader would then hand batches to whichever worker is free, not to
+    the worker whose groups they draw from, and every worker would decode every group."""
+    if num_workers > 0:
+        if dataloader_kwargs.get("in_order", True) is False:
+            raise PtdValueError(
+                "ptd.data.loader: in_order=False would hand each batch to whichever worker is "
+                "free, so every worker would decode every chunk group; keep in_order=True"
+            )
+        dataloader_kwargs.setdefault("prefetch_factor", PREFETCH_FACTOR)
     ds = (
         source
         if isinstance(source, StoreDataset)
