@@ -407,7 +407,7 @@ def section_random(ctx: Context) -> list[Row]:
     out: list[Row] = []
     print(f"\n== random minibatches: {args.batch} unsorted rows x {args.batches}, cold cache ==")
     print(f"  {load_note()}")
-    for layout in ("h5_gzip", "zarr_default", "zarr_sharded"):
+    for layout in ctx.args.layouts.split(","):
         path = ctx.store(layout)
         gc.collect()
         h5 = layout.startswith("h5")
@@ -499,7 +499,7 @@ def section_shuffled(ctx: Context) -> list[Row]:
         "reads just before and after it, and over raw random-index reads (256 sorted rows "
         f"x {args.random_batches}, cold)."
     )
-    for layout in ("h5_gzip", "zarr_default", "zarr_sharded"):
+    for layout in ctx.args.layouts.split(","):
         path = ctx.store(layout)
         med = bd.measure_shuffled(
             path, args.rows, args.repeats, args.random_batches, args.window, args.prefetch_factor
@@ -656,6 +656,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--step-ms", type=float, default=1.0, help="overlap: the simulated training step (ms)"
     )
     ap.add_argument(
+        "--layouts",
+        default="h5_gzip,zarr_default,zarr_sharded",
+        help="random, shuffled: the compressed layouts to run (comma separated)",
+    )
+    ap.add_argument(
         "--prefetch-factor",
         type=int,
         default=None,
@@ -676,6 +681,13 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in wanted if s not in SECTIONS]
     if unknown:
         print(f"unknown section(s) {unknown}; choose from {list(SECTIONS)}", file=sys.stderr)
+        return 2
+    bad = [
+        x for x in args.layouts.split(",") if x not in ("h5_gzip", "zarr_default", "zarr_sharded")
+    ]
+    if bad:
+        print(f"unknown layout(s) {bad}; choose from h5_gzip, zarr_default, zarr_sharded",
+              file=sys.stderr)  # fmt: skip
         return 2
     print(
         f"bench_training: {args.rows:,} rows ({args.rows * ROW_BYTES / 1e6:,.0f} MB uncompressed), "

@@ -196,10 +196,35 @@ EXPECT_SERVED = {
 
 
 @pytest.fixture(params=[1, 3], ids=["1thread", "3threads"])
-def threads(request: pytest.FixtureRequest) -> Iterator[int]:
+def threads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     cr.set_decode_threads(request.param)
+    # the stores here have small chunks: decode them on the pool all the same
+    monkeypatch.setattr(cr, "PARALLEL_MIN_CHUNK_BYTES", 0)
     yield request.param
     cr.set_decode_threads(None)
+
+
+@pytest.mark.parametrize("chunk_rows, pooled", [(4, False), (4096, True)])
+def test_small_chunks_stay_on_the_reading_thread(
+    monkeypatch: pytest.MonkeyPatch, chunk_rows: int, pooled: bool
+) -> None:
+    """Chunks under PARALLEL_MIN_CHUNK_BYTES are decoded by the caller alone; larger ones on
+    the pool (with the same result)."""
+    data = np.arange(8192 * 4, dtype=np.float32).reshape(8192, 4)
+    arr = cr.ChunkedArray(
+        ("small-chunks", chunk_rows), data.shape, (chunk_rows, 4), data.dtype,
+        lambda c: data[c[0] * chunk_rows : (c[0] + 1) * chunk_rows].copy(),
+    )  # fmt: skip
+    used = []
+    real = cr._get_pool
+    monkeypatch.setattr(cr, "_get_pool", lambda n: used.append(n) or real(n))
+    cr.set_decode_threads(3)
+    try:
+        got = cr.read_chunked(arr, (slice(0, 8192),), None)
+    finally:
+        cr.set_decode_threads(None)
+    assert np.array_equal(got, data)
+    assert bool(used) == pooled  # 4 rows x 16 B = 64 B: alone; 4096 x 16 B = 64 KiB: pooled
 
 
 def _layouts() -> list[tuple[str, str]]:

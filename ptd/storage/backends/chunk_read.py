@@ -13,7 +13,11 @@ The pool has :func:`decode_threads` threads: ``PTD_DECODE_THREADS`` when set, el
 ``torch.get_num_threads()`` when torch is loaded (1 in DataLoader workers, which are parallel
 already), else the CPU count; at most 16. :func:`set_decode_threads` changes it for this
 process. The pool is made on first use and made again in a forked child (threads do not survive
-``fork``).
+``fork``). Arrays whose chunks are smaller than :data:`PARALLEL_MIN_CHUNK_BYTES` (decoded) are
+read by the calling thread alone: the Python work around each chunk holds the GIL, and for small
+chunks it outweighs the decode, so a second thread only contends for the GIL (on sharded zarr
+with 32 KB inner chunks, 2 threads ran at 0.74x one: ``benchmarks/bench_training.py --sections
+random``).
 
     >>> import numpy as np
     >>> data = np.arange(20).reshape(10, 2)
@@ -48,10 +52,13 @@ __all__ = [
     "decode_threads",
     "set_decode_threads",
     "plan_dim",
+    "PARALLEL_MIN_CHUNK_BYTES",
 ]
 
 #: the environment variable giving the decode thread count
 THREADS_ENV_VAR = "PTD_DECODE_THREADS"
+#: chunks smaller than this (decoded bytes) are decoded by the reading thread alone
+PARALLEL_MIN_CHUNK_BYTES = 64 << 10
 _MAX_THREADS = 16
 
 _lock = threading.Lock()
@@ -247,7 +254,8 @@ def read_chunked(
             pending.append(combo)
         else:
             put(combo, chunk)
-    n = min(decode_threads(), len(pending))
+    chunk_bytes = int(np.prod(arr.chunks, dtype=np.int64)) * arr.dtype.itemsize
+    n = min(decode_threads(), len(pending)) if chunk_bytes >= PARALLEL_MIN_CHUNK_BYTES else 1
     if n <= 1:
         fetch_all(pending)
         return out
