@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -51,12 +52,17 @@ def deadline(seconds: int = CALL_TIMEOUT) -> Iterator[None]:
         raise _Hang(f"still running after {seconds} s")
 
     old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
+    # pytest-timeout (timeout_method "signal") has its own alarm pending: put it back after,
+    # or a later hang in the same test would never be cut off
+    outer = signal.alarm(seconds)
+    start = time.monotonic()
     try:
         yield
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+        if outer:
+            signal.alarm(max(1, outer - int(time.monotonic() - start)))
 
 
 def only_ptd_errors(fn: Callable[[], Any], what: str) -> str:
