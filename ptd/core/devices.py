@@ -37,9 +37,8 @@ __all__ = ["DevicesMixin"]
 def _containers(td: Any) -> list[Any]:
     """``td`` and every nested tensordict under it."""
     out = [td]
-    for key in td._keys_str():
-        if td._meta_str(key).kind == "nested":
-            out.extend(_containers(td._get_str(key)))
+    for sub in td._nested_containers():
+        out.extend(_containers(sub))
     return out
 
 

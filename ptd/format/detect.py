@@ -17,6 +17,7 @@ import posixpath
 from ptd.format.names import HDF5_SIGNATURE
 
 __all__ = [
+    "ROOT_ARRAY_HINT",
     "FORMATS",
     "SUFFIXES",
     "DEFAULT_SUFFIX",
@@ -25,6 +26,11 @@ __all__ = [
     "file_has_hdf5_signature",
     "HEAD_BYTES",
 ]
+
+#: what a store whose root is an array is told (ptd's keys are the names of a group's arrays)
+ROOT_ARRAY_HINT = (
+    "ptd reads groups of named arrays (read it with zarr.open_array, or save it in a group)"
+)
 
 #: the format names (also the backend names)
 FORMATS: tuple[str, ...] = ("h5", "zarr")

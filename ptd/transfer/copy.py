@@ -90,6 +90,10 @@ class Copier:
                 self.result.not_copied.append(item)
         return attrs_for(self.fmt, ok)
 
+    def skipped(self, path: Path) -> bool:
+        """Whether ``path`` is, or lies under, a node left out of the copy."""
+        return bool(self.skip) and any(path[:i] in self.skip for i in range(1, len(path) + 1))
+
     def create(self) -> list[tuple[Path, int, int]]:
         """Write everything but the tensor data: attributes, groups (all at once), non-tensor
         entries, scalars and the (empty) arrays; small arrays of one chunk are read in batches
@@ -98,11 +102,7 @@ class Copier:
         root_attrs = self.s.group_attrs.get((), {})
         if root_attrs:
             self.dst.set_attrs((), self.attrs_for((), root_attrs))
-        nodes = [
-            (path, kind, meta)
-            for path, kind, meta in self.s.nodes
-            if not (self.skip and any(path[:i] in self.skip for i in range(1, len(path) + 1)))
-        ]
+        nodes = [(path, kind, meta) for path, kind, meta in self.s.nodes if not self.skipped(path)]
         groups = [
             (path, self.attrs_for(path, self.s.group_attrs.get(path, {})))
             for path, kind, _ in nodes
@@ -139,7 +139,7 @@ class Copier:
         self.create_small(small)
         # attributes the source could not hand over (unreadable or compound types): named
         for path, names in self.src.attrs_skipped.items():
-            if self.skip and any(path[:i] in self.skip for i in range(1, len(path) + 1)):
+            if self.skipped(path):
                 continue
             for name, reason in names.items():
                 item = {"key": "/".join(path) or "/", "attr": name, "reason": reason}

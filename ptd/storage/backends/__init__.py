@@ -18,7 +18,12 @@ import zipfile
 from typing import Any
 
 from ptd.errors import CorruptStoreError, StoreNotFoundError, UnknownBackendError
-from ptd.format.detect import HEAD_BYTES, file_has_hdf5_signature, has_hdf5_signature
+from ptd.format.detect import (
+    HEAD_BYTES,
+    ROOT_ARRAY_HINT,
+    file_has_hdf5_signature,
+    has_hdf5_signature,
+)
 from ptd.format.names import ZARR_JSON
 from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, NonTensorPayload, ValueKind
 
@@ -40,10 +45,6 @@ _REGISTRY: dict[str, tuple[str, str]] = {
 }
 #: the supported backend names
 BACKENDS: tuple[str, ...] = tuple(_REGISTRY)
-
-
-#: what a store whose root is an array lacks (ptd's keys are the names of a group's arrays)
-_ROOT = "ptd reads groups of named arrays (read it with zarr.open_array, or save it in a group)"
 
 
 def get_backend(name: str) -> type[Backend]:
@@ -119,7 +120,7 @@ def detect_backend(target: Any, storage_options: dict[str, Any] | None = None) -
             return "zarr"
         if os.path.exists(os.path.join(path, ".zarray")):
             raise CorruptStoreError(
-                f"{path} holds a Zarr v2 array at its root, not a group: {_ROOT}"
+                f"{path} holds a Zarr v2 array at its root, not a group: {ROOT_ARRAY_HINT}"
             )
         raise CorruptStoreError(f"{path} is a directory without {ZARR_JSON}: not a zarr store")
     try:

@@ -127,7 +127,6 @@ class H5Backend(Backend):
         #: a remote file's fsspec file object, closed after h5py's file
         self._fileobj = fileobj
         self._ds_cache: dict[Path, _Entry] = {}
-        self._outside = self.data_elsewhere  # datasets whose data lives in other files
 
     # --- lifecycle ---------------------------------------------------------------------------
     @classmethod
@@ -219,14 +218,14 @@ class H5Backend(Backend):
         hostile file could point anywhere) raises UnsupportedOperationError."""
         entry = self._ds_cache.get(path)
         if entry is not None and not self._closed:
-            if data and path in self._outside:
+            if data and path in self.data_elsewhere:
                 self._refuse_outside(path)
             return entry
         node = self._node(path)
         if not isinstance(node, h5py.Dataset):
             raise self._wrong_kind(path, NodeKind.GROUP)
         entry = self._remember(path, node)
-        if data and path in self._outside:
+        if data and path in self.data_elsewhere:
             self._refuse_outside(path)
         return entry
 
@@ -235,7 +234,7 @@ class H5Backend(Backend):
         dsid = node.id
         dcpl = dcpl if dcpl is not None else dsid.get_create_plist()
         if dcpl.get_layout() == h5py.h5d.VIRTUAL or dcpl.get_external_count():
-            self._outside.add(path)
+            self.data_elsewhere.add(path)
         shape, dtype = dsid.shape, dsid.dtype
         # a null dataspace (h5py.Empty) has no shape: no data (described as unsupported)
         shape = () if shape is None else shape

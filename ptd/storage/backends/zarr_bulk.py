@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 import zarr
-from zarr.codecs import BytesCodec
 from zarr.core.array import AsyncArray
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
@@ -45,6 +44,7 @@ from ptd.format.names import ZARR_JSON
 from ptd.storage.backends import zarr_codec
 from ptd.storage.backends.base import Backend, Path, check_path
 from ptd.storage.backends.meta import NewArray
+from ptd.storage.backends.zarr_read import batches, in_byte_order, single_raw_chunk
 
 __all__ = ["create", "create_groups", "create_many", "child_names", "CONCURRENCY"]
 
@@ -92,17 +92,10 @@ class _Layout:
     @classmethod
     def of(cls, md: Any, local: bool) -> _Layout:
         doc = json.loads(md.to_buffer_dict(default_buffer_prototype())[ZARR_JSON].to_bytes())
-        codecs = tuple(md.codecs)
-        chunks = tuple(getattr(md.chunk_grid, "chunk_shape", ()) or ())
-        raw = (
-            local
-            and len(codecs) == 1
-            and type(codecs[0]) is BytesCodec
-            and tuple(md.shape) == chunks
-        )
-        endian = getattr(codecs[0].endian, "value", codecs[0].endian) if raw else None
-        key = tuple(md.encode_chunk_key((0,) * len(md.shape)).split("/"))
-        return cls(md, doc, raw, key, endian)
+        found = single_raw_chunk(md) if local else None
+        if found is None:
+            return cls(md, doc, False, (), None)
+        return cls(md, doc, True, *found)
 
     def document(self, attrs: Mapping[str, Any]) -> bytes:
         doc = dict(self.doc)
@@ -110,10 +103,7 @@ class _Layout:
         return _dumps(doc)
 
     def chunk_bytes(self, data: np.ndarray) -> bytes:
-        dt = data.dtype
-        if dt.itemsize > 1 and self.endian in ("big", "little"):
-            dt = dt.newbyteorder(">" if self.endian == "big" else "<")
-        return np.ascontiguousarray(data, dtype=dt).tobytes()
+        return np.ascontiguousarray(data, dtype=in_byte_order(data.dtype, self.endian)).tobytes()
 
 
 def _layout_key(kwargs: dict[str, Any], shape: tuple[int, ...], dtype: np.dtype) -> str:
@@ -218,11 +208,8 @@ def _write_files(
                 with open(chunk, "wb") as f:
                     f.write(data)
 
-    # a few batches per thread: a hand-over between threads per file costs more than the
-    # file on a busy machine
-    step = max(1, -(-len(jobs) // (CONCURRENCY * 4)))
     with ThreadPoolExecutor(CONCURRENCY, thread_name_prefix="ptd-zarr-bulk") as pool:
-        for _ in pool.map(write, [jobs[i : i + step] for i in range(0, len(jobs), step)]):
+        for _ in pool.map(write, batches(jobs, CONCURRENCY)):
             pass
 
 

@@ -15,6 +15,7 @@ from zarr.core.sync import sync
 from zarr.storage import ZipStore
 
 from ptd.errors import CorruptStoreError, ReadOnlyError, StoreExistsError, StoreNotFoundError
+from ptd.format.detect import ROOT_ARRAY_HINT
 from ptd.format.names import ZARR_JSON, ZARR_V2_GROUP
 from ptd.storage import remote as _url
 from ptd.storage.backends.targets import EXISTS_HINT
@@ -93,8 +94,7 @@ def local_store(path: str, mode: str) -> Any:
             raise StoreNotFoundError(f"{path} is an empty directory, not a zarr store")
         if os.path.exists(os.path.join(path, ".zarray")):
             raise CorruptStoreError(
-                f"{path} holds a Zarr v2 array at its root, not a group: ptd reads groups of "
-                "named arrays (read it with zarr.open_array, or save it in a group)"
+                f"{path} holds a Zarr v2 array at its root, not a group: {ROOT_ARRAY_HINT}"
             )
         raise CorruptStoreError(
             f"{path} is not a zarr store: it has no {ZARR_JSON} (v3) or {ZARR_V2_GROUP} (v2)"
@@ -140,8 +140,7 @@ def open_root(
                 f"zarr store {location} already exists (mode {mode!r})"
             ) from None
         raise CorruptStoreError(
-            f"{location} holds a zarr array at its root, not a group: ptd reads groups of named "
-            "arrays (read it with zarr.open_array, or save it in a group)"
+            f"{location} holds a zarr array at its root, not a group: {ROOT_ARRAY_HINT}"
         ) from None
     except zarr.errors.GroupNotFoundError:
         if isinstance(store, str) or (mode in ("r", "r+") and not _store_has_data(store)):

@@ -25,33 +25,56 @@ from zarr.storage import LocalStore
 
 from ptd.storage.backends.base import Path
 
-__all__ = ["read_many", "raw_chunk"]
+__all__ = ["read_many", "raw_chunk", "single_raw_chunk", "in_byte_order", "batches"]
 
 #: files read at a time
 CONCURRENCY = 4
 
 
-def raw_chunk(arr: Any) -> tuple[str, np.dtype] | None:
-    """``(file, dtype in the file's byte order)`` of a zarr array that is one uncompressed
-    chunk file in a local directory store, or None."""
-    store, md = arr.store, arr.metadata
-    if not isinstance(store, LocalStore) or not isinstance(md, ArrayV3Metadata):
+def single_raw_chunk(md: Any) -> tuple[tuple[str, ...], str | None] | None:
+    """For a Zarr v3 array stored as one chunk holding the whole array, encoded by the ``bytes``
+    codec alone (ptd's and tensordict's default): the chunk's key as path parts under the
+    array's directory, and the codec's byte order; None for any other array."""
+    if not isinstance(md, ArrayV3Metadata):
         return None
     codecs = tuple(md.codecs)
     if len(codecs) != 1 or type(codecs[0]) is not BytesCodec:
         return None
     shape = tuple(md.shape)
-    if tuple(getattr(md.chunk_grid, "chunk_shape", ()) or ()) != shape or 0 in shape:
-        return None
-    dt = np.dtype(arr.dtype)
-    if dt.kind not in "biufc":
+    if tuple(getattr(md.chunk_grid, "chunk_shape", ()) or ()) != shape:
         return None
     endian = getattr(codecs[0].endian, "value", codecs[0].endian)
+    return tuple(md.encode_chunk_key((0,) * len(shape)).split("/")), (
+        None if endian is None else str(endian)
+    )
+
+
+def in_byte_order(dt: np.dtype, endian: str | None) -> np.dtype:
+    """``dt`` in the byte order the ``bytes`` codec stores (``"big"``/``"little"``)."""
     if dt.itemsize > 1 and endian in ("big", "little"):
-        dt = dt.newbyteorder(">" if endian == "big" else "<")
-    chunk = md.encode_chunk_key((0,) * len(shape))
-    key = f"{arr.path}/{chunk}" if arr.path else chunk
-    return os.path.join(str(store.root), *key.split("/")), dt
+        return dt.newbyteorder(">" if endian == "big" else "<")
+    return dt
+
+
+def batches(items: list[Any], threads: int) -> list[list[Any]]:
+    """``items`` cut into a few batches per thread: a hand-over between threads per file costs
+    more than the file on a busy machine."""
+    step = max(1, -(-len(items) // (threads * 4)))
+    return [items[i : i + step] for i in range(0, len(items), step)]
+
+
+def raw_chunk(arr: Any) -> tuple[str, np.dtype] | None:
+    """``(file, dtype in the file's byte order)`` of a zarr array that is one uncompressed
+    chunk file in a local directory store, or None."""
+    if not isinstance(arr.store, LocalStore):
+        return None
+    found = single_raw_chunk(arr.metadata)
+    dt = np.dtype(arr.dtype)
+    if found is None or 0 in tuple(arr.metadata.shape) or dt.kind not in "biufc":
+        return None
+    chunk_key, endian = found
+    parts = arr.path.split("/") if arr.path else []
+    return os.path.join(str(arr.store.root), *parts, *chunk_key), in_byte_order(dt, endian)
 
 
 def _read_raw(arr: Any, file: str, dt: np.dtype) -> np.ndarray | None:
@@ -90,11 +113,8 @@ def read_many(be: Any, paths: Sequence[Path]) -> list[np.ndarray]:
                     done.append((i, None))
             return done
 
-        # a few batches per thread (a hand-over per file costs more than the file)
-        step = max(1, -(-len(raw) // (CONCURRENCY * 4)))
-        batches = [raw[i : i + step] for i in range(0, len(raw), step)]
         with ThreadPoolExecutor(CONCURRENCY, thread_name_prefix="ptd-zarr-read") as pool:
-            for done in pool.map(some, batches):
+            for done in pool.map(some, batches(raw, CONCURRENCY)):
                 for i, value in done:
                     if value is None:
                         rest.append(i)
