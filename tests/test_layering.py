@@ -1,7 +1,8 @@
 """The package's layering (see the README's Layout section), checked by ``tools/check_imports.py``:
 no import cycle between modules (imports inside functions count), each layer importing only the
 layers below it, h5py/zarr only in the backends, no torch in the torch-free layers, no
-typer/rich/tensordict in the library, no module over 600 lines."""
+typer/rich/tensordict in the library. (Module length is not checked: a module is as long as
+its one concept needs.)"""
 
 from __future__ import annotations
 
@@ -110,4 +111,4 @@ def test_upward_imports_and_third_party_rules_are_found(
     assert "ptd.core.x (layer ptd.core) imports ptd.persistent.y (layer ptd.persistent)" in out
     assert "ptd.persistent.y imports h5py" in out
     assert "ptd.report.r imports rich" in out
-    assert "ptd.report.r: 602 lines" in out
+    assert "lines" not in out  # no line cap: a long module is not a problem

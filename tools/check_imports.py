@@ -166,10 +166,6 @@ def main() -> int:
             strong(v)
     for comp in sccs:
         problems.append("import cycle: " + " <-> ".join(comp))
-    sizes = [(len(p.read_text().splitlines()), module_name(p)) for p in files]
-    for n, mod in sorted(sizes, reverse=True):
-        if n > 600:
-            problems.append(f"{mod}: {n} lines (more than 600: split it by task)")
     for p in problems:
         print(p)
     print(
