@@ -66,7 +66,14 @@ from ptd.report.scan import Scan, scan
 from ptd.storage.backends.base import ArrayMeta, NodeKind, Path, ValueKind
 from ptd.storage.location import StoreLocation, as_path_str
 
-__all__ = ["validate", "ValidationReport", "Problem", "load_schema", "PROBLEM_CODES"]
+__all__ = [
+    "validate",
+    "ValidationReport",
+    "Problem",
+    "load_schema",
+    "expected_batches",
+    "PROBLEM_CODES",
+]
 
 #: every ``Problem.code`` apart from the lint's (``L001``...: :data:`ptd.report.lint.LINT_CODES`)
 PROBLEM_CODES = (
@@ -360,6 +367,43 @@ def schema_constraints(doc: dict[str, Any]) -> dict[str, Constraint]:
                     f"bad constraints for {e['key']!r} in the schema: {err}"
                 ) from None
     return out
+
+
+def expected_batches(
+    s: Scan, given: Sequence[int] | None, batch_dims: int | None
+) -> tuple[dict[Path, tuple[int, ...]], list[Problem]]:
+    """Every group's batch size for a root batch size ``given`` or ``batch_dims`` per group (as
+    :func:`validate` checks them; ``ptd convert --batch-size/--batch-dims`` records them), and
+    the problems: the entries that do not fit them (``batch_mismatch``), stored batch sizes
+    that are malformed or do not extend their parent's."""
+    expected: dict[Path, tuple[int, ...]] = {}
+    problems: list[Problem] = []
+    _expected_given(
+        s,
+        tuple(int(n) for n in given) if given is not None else None,
+        batch_dims,
+        expected,
+        {},
+        problems,
+    )
+    for q, _k, meta in s.nodes:
+        if meta is None:
+            continue
+        shape = _leaf_batch_shape(meta)
+        bs = expected[q[:-1]]
+        if shape is not None and not fits(shape, bs):
+            key = "/".join(q)
+            problems.append(
+                Problem(
+                    key,
+                    "batch_mismatch",
+                    f"{key!r} has shape {list(shape)}, which does not start with the batch size "
+                    f"{list(bs)}",
+                    shape=list(shape),
+                    expected=list(bs),
+                )
+            )
+    return expected, problems
 
 
 def _expected_given(
