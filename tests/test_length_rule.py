@@ -107,7 +107,9 @@ def test_batch_dims_is_per_group(tmp_path: Path, fmt: str) -> None:
     by_key = {g["key"]: g for g in rep.group_batches}
     assert [by_key[f"data/demo_{i}"]["batch_size"] for i in range(4)] == [[n] for n in lengths]
     assert by_key["data/demo_1/obs"]["batch_size"] == [150]
-    assert by_key["data"]["batch_size"] == [] and by_key["data"]["batch_size_source"] == "batch_dims"
+    assert (
+        by_key["data"]["batch_size"] == [] and by_key["data"]["batch_size_source"] == "batch_dims"
+    )
     bad = ptd.validate(
         write_plain(tmp_path / f"bad.{fmt}", fmt, robomimic(lengths, short=2)), batch_dims=1
     )

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ptd.storage.backends.base import Path
@@ -190,9 +190,7 @@ def _convention(
     return counts[d] >= 2 and all(counts[d] > c for c in others)
 
 
-def _episode_like(
-    values: dict[str, object], layouts: dict[Path, frozenset[str]]
-) -> list[str]:
+def _episode_like(values: Mapping[str, object], layouts: dict[Path, frozenset[str]]) -> list[str]:
     """The sub-groups that do not vote: those of one layout (the same voter names) whose
     values (lengths, batch sizes) differ."""
     by_layout: dict[frozenset[str], set[object]] = {}

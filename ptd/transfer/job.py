@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from ptd.errors import BatchSizeError, ConvertError, PtdError
+from ptd.report.batches import expected_batches
 from ptd.report.scan import Scan, scan, zarr_array_nbytes
-from ptd.report.validate import expected_batches
 from ptd.storage import publish, remote
 from ptd.storage.backends.base import Backend, Path
 from ptd.storage.limits import check_free_space
