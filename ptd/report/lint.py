@@ -82,7 +82,7 @@ LINT_CODES: dict[str, tuple[str, str, str]] = {
     "L006": (
         "no-batch-size",
         "warning",
-        "record it: ptd convert SRC DST (or open and save with PersistentTensorDict(batch_size=...))",
+        "record it: ptd convert SRC DST --batch-size N (or --batch-dims 1: each group's length)",
     ),
     "L007": (
         "unconsolidated",

@@ -6,10 +6,11 @@ comes from, which groups problems in reports (one JUnit test case per check):
 ==============  ===================================================================
 check           codes
 ==============  ===================================================================
-``metadata``    unreadable, bad_metadata
-``batch_size``  batch_mismatch, group_batch_mismatch
+``metadata``    unreadable, bad_metadata, skipped_key (a warning: a link ptd does not follow)
+``batch_size``  batch_mismatch, group_batch_mismatch, length_mismatch
 ``dtype``       unsupported_dtype
-``schema``      missing_key, unexpected_key, kind_mismatch, dtype_mismatch, shape_mismatch
+``schema``      missing_key, unexpected_key, kind_mismatch, dtype_mismatch, shape_mismatch,
+                no_batch_size
 ``consolidated`` consolidated_missing, consolidated_extra, consolidated_differs
 ``data``        undecodable_chunk, checksum_failed, missing_chunks, nan_values, inf_values,
                 value_out_of_range, value_not_allowed, nan_not_allowed, bad_non_tensor
@@ -30,8 +31,8 @@ __all__ = ["Problem", "CHECKS", "check_of", "from_consolidated", "from_data", "f
 
 #: every check, in report order, with its codes (lint codes are ``L`` + digits)
 CHECKS: dict[str, tuple[str, ...]] = {
-    "metadata": ("unreadable", "bad_metadata"),
-    "batch_size": ("batch_mismatch", "group_batch_mismatch"),
+    "metadata": ("unreadable", "bad_metadata", "skipped_key"),
+    "batch_size": ("batch_mismatch", "group_batch_mismatch", "length_mismatch"),
     "dtype": ("unsupported_dtype",),
     "schema": (
         "missing_key",
@@ -39,6 +40,7 @@ CHECKS: dict[str, tuple[str, ...]] = {
         "kind_mismatch",
         "dtype_mismatch",
         "shape_mismatch",
+        "no_batch_size",
     ),
     "consolidated": ("consolidated_missing", "consolidated_extra", "consolidated_differs"),
     "data": (

@@ -48,25 +48,37 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ptd.errors import ArgumentError, BatchSizeError, PtdValueError
 from ptd.format.shapes import fits
-from ptd.format.tdmeta import parse_td_meta
+from ptd.report.batches import (
+    expected_given,
+    group_entry,
+    leading_shape,
+    leaf_batch_shape,
+    length_problem,
+)
 from ptd.report.consolidated import CONSOLIDATED_CODES, open_checked
 from ptd.report.datacheck import Constraint, DataResult, check_data
 from ptd.report.info import StoreInfo, leaf_shape
+from ptd.report.lengths import GroupLength, group_lengths
 from ptd.report.lint import lint as run_lint
 from ptd.report.lint import severity_at_least
 from ptd.report.problems import CHECKS, Problem, from_consolidated, from_data, from_lint
-from ptd.report.scan import Scan, scan
+from ptd.report.scan import scan
 from ptd.storage.backends.base import ArrayMeta, NodeKind, Path, ValueKind
 from ptd.storage.location import StoreLocation, as_path_str
 
-__all__ = ["validate", "ValidationReport", "Problem", "load_schema", "PROBLEM_CODES"]
+__all__ = [
+    "validate",
+    "ValidationReport",
+    "Problem",
+    "load_schema",
+    "PROBLEM_CODES",
+]
 
 #: every ``Problem.code`` apart from the lint's (``L001``...: :data:`ptd.report.lint.LINT_CODES`)
 PROBLEM_CODES = (
@@ -74,6 +86,7 @@ PROBLEM_CODES = (
     "bad_metadata",  # a malformed __tensordict__ attribute, or one that does not fit the entries
     "batch_mismatch",  # a leaf's leading dims are not its group's batch size
     "group_batch_mismatch",  # a nested group's stored batch size does not extend its parent's
+    "length_mismatch",  # no batch size stored: a leaf a few rows off its group's length
     "unsupported_dtype",  # a leaf with no torch dtype
     "skipped_key",  # a key ptd does not read: an HDF5 external or dangling link, a link cycle
     "missing_key",  # schema: a key the store lacks
@@ -81,6 +94,7 @@ PROBLEM_CODES = (
     "kind_mismatch",  # schema: group / tensor / non_tensor differ
     "dtype_mismatch",  # schema: torch dtypes differ
     "shape_mismatch",  # schema: non-batch dims differ
+    "no_batch_size",  # schema: batch dims in the schema, no batch size stored nor inferable
     *CONSOLIDATED_CODES,
     *CHECKS["data"],
 )
@@ -92,7 +106,7 @@ class ValidationReport:
     format: str | None
     valid: bool
     batch_size: list[int] | None = None
-    #: "given", "stored", "inferred"
+    #: "given", "stored", "inferred", "batch_dims"
     batch_size_source: str | None = None
     groups: int = 0
     leaves: int = 0
@@ -110,6 +124,11 @@ class ValidationReport:
     #: the layout lint's findings (:mod:`ptd.report.lint`), each with its own severity; they
     #: do not make the report invalid (``ptd validate --fail-on`` decides)
     lint: list[Problem] = field(default_factory=list)
+    #: every group (the root first, ``key`` ``""``): ``batch_size`` and ``batch_size_source``
+    #: (``stored``, ``inferred``, ``parent``, ``given``, ``batch_dims``), and the length rule's
+    #: ``length`` and ``length_source`` (``"3 of 4 voters"``; null where the group was not
+    #: checked: a batch size stored or given, no voters, under 10 rows)
+    group_batches: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -165,13 +184,6 @@ def _as_batch_size(batch_size: Sequence[int] | int) -> tuple[int, ...]:
         raise BatchSizeError(f"batch_size must be a sequence of ints, got {batch_size!r}") from None
 
 
-def _mode_prefix(shapes: list[tuple[int, ...]], k: int) -> tuple[int, ...]:
-    prefixes = Counter(s[:k] for s in shapes if len(s) >= k)
-    if not prefixes:
-        return ()
-    return tuple(prefixes.most_common(1)[0][0])
-
-
 def validate(
     path: Any,
     *,
@@ -220,7 +232,12 @@ def validate(
         ]
         problems += from_consolidated(stale)
         problems += [
-            Problem("/".join(q), "skipped_key", f"{'/'.join(q)!r} is not read: {reason}")
+            Problem(
+                "/".join(q),
+                "skipped_key",
+                f"{'/'.join(q)!r} is not read: {reason}",
+                severity="warning",
+            )
             for q, reason in s.skipped.items()
         ]
         metas: dict[Path, ArrayMeta] = {
@@ -228,21 +245,33 @@ def validate(
         }
         groups = s.groups
 
-        # the batch size each group's entries must start with
+        # the batch size each group's entries must start with, and where it came from
         expected: dict[Path, tuple[int, ...]] = {}
+        sources: dict[Path, str] = {}
         if given is None and batch_dims is None:
             # as a PersistentTensorDict opened on the store: the stored batch sizes where they
             # fit the entries, else inferred (the scan's StoreTree works them out); a stored
             # one that is malformed or does not fit is a problem
-            source = s.batches[()].source
             for g in groups:
                 gb = s.batches[g]
                 expected[g] = gb.batch
+                sources[g] = gb.source
                 if gb.problem:
                     problems.append(Problem("/".join(g), "bad_metadata", gb.problem))
         else:
-            _expected_given(s, given, batch_dims, metas, expected, problems)
-            source = "given" if given is not None else "inferred"
+            expected_given(s, given, batch_dims, expected, sources, problems)
+        source = "inferred" if sources[()] == "batch_dims" else sources[()]
+
+        # the length rule (ptd.report.lengths) where no batch size is stored nor given
+        lengths: dict[Path, GroupLength] = {}
+        if batch_dims != 0:
+            fixed = {g: expected[g] for g in groups if sources[g] in ("stored", "given")}
+            lengths = group_lengths(
+                s.tree.children,
+                leading_shape(s),
+                lambda q: s.tree.kind(q) is NodeKind.GROUP,
+                fixed=fixed,
+            )
 
         for q, meta in metas.items():
             key = "/".join(q)
@@ -260,7 +289,7 @@ def validate(
                     )
                 )
                 continue
-            shape = _leaf_batch_shape(meta)
+            shape = leaf_batch_shape(meta)
             if shape is not None and not fits(shape, bs):
                 what = "stack shape" if meta.kind is ValueKind.NON_TENSOR else "shape"
                 problems.append(
@@ -274,8 +303,15 @@ def validate(
                     )
                 )
 
+        off = {pr.key for pr in problems if pr.code == "batch_mismatch"}
+        problems += [
+            length_problem(m, lengths[m.group])
+            for gl in lengths.values()
+            for m in gl.mismatches
+            if "/".join(m.key) not in off
+        ]
         if doc is not None:
-            problems.extend(_check_schema(doc, s.nodes, metas, expected))
+            problems.extend(_check_schema(doc, s.nodes, metas, expected, sources))
         lint_found = from_lint(run_lint(s)) if lint else []
         result: DataResult | None = None
         if data:
@@ -313,6 +349,7 @@ def validate(
             else as_path_str(schema),
             consolidated_stale=bool(stale),
             lint=lint_found,
+            group_batches=[group_entry(g, expected, sources, lengths) for g in groups],
         )
         if result is not None:
             report.data_checked = True
@@ -339,60 +376,6 @@ def schema_constraints(doc: dict[str, Any]) -> dict[str, Constraint]:
     return out
 
 
-def _expected_given(
-    s: Scan,
-    given: tuple[int, ...] | None,
-    batch_dims: int | None,
-    metas: dict[Path, ArrayMeta],
-    expected: dict[Path, tuple[int, ...]],
-    problems: list[Problem],
-) -> None:
-    """The batch size each group's entries must start with, for a root batch size given by the
-    caller or inferred with ``batch_dims``: nested groups keep their stored one where it
-    extends their parent's (``group_batch_mismatch`` where it does not)."""
-    if given is not None:
-        expected[()] = given
-    else:
-        shapes = [_leaf_batch_shape(m) for m in metas.values()]
-        expected[()] = _mode_prefix([sh for sh in shapes if sh is not None], int(batch_dims or 0))
-    for g in s.groups:
-        meta, prob = parse_td_meta(s.group_attrs.get(g, {}))
-        key = "/".join(g)
-        if prob:
-            problems.append(Problem(key, "bad_metadata", prob))
-        if g == ():
-            continue
-        parent = expected[g[:-1]]
-        if meta is not None:
-            st = meta.batch_size
-            if fits(st, parent):
-                expected[g] = st
-                continue
-            problems.append(
-                Problem(
-                    key,
-                    "group_batch_mismatch",
-                    f"group {key!r} records batch_size {list(st)}, which does not start with its "
-                    f"parent's batch size {list(parent)}",
-                    shape=list(st),
-                    expected=list(parent),
-                )
-            )
-            expected[g] = parent
-        else:
-            found = s.batches[g].batch
-            expected[g] = found if fits(found, parent) else parent
-
-
-def _leaf_batch_shape(meta: ArrayMeta) -> tuple[int, ...] | None:
-    """The shape checked against the batch size: a tensor's, a marked stack's; else None."""
-    if meta.kind is ValueKind.NUMERIC:
-        return tuple(meta.shape)
-    if meta.kind is ValueKind.NON_TENSOR and meta.stack_shape is not None:
-        return tuple(meta.stack_shape)
-    return None
-
-
 def _kind(meta: ArrayMeta | None) -> str:
     if meta is None:
         return "group"
@@ -406,6 +389,7 @@ def _check_schema(
     nodes: list[Any],
     metas: dict[Path, ArrayMeta],
     expected: dict[Path, tuple[int, ...]],
+    sources: dict[Path, str],
 ) -> list[Problem]:
     out: list[Problem] = []
     depth = doc.get("depth") if isinstance(doc.get("depth"), int) else None
@@ -414,6 +398,9 @@ def _check_schema(
     for q, _, meta in nodes:
         if depth is None or len(q) <= depth:
             have["/".join(q)] = (q, meta)
+    #: groups with no batch size (none stored, none inferable) whose leaves the schema gives
+    #: batch dims: one problem names that cause, and their other dims are compared
+    unbatched: list[str] = []
     for key, e in want.items():
         if key not in have:
             exp: Any = e["kind"]
@@ -456,7 +443,19 @@ def _check_schema(
         s_shape = e.get("shape")
         if isinstance(s_shape, list):
             s_bd = int(e.get("batch_dims") or 0)
-            bd = len(expected[q[:-1]]) if fits(shape, expected[q[:-1]]) else 0
+            group = expected[q[:-1]]
+            bd = len(group) if fits(shape, group) else 0
+            if (
+                not group
+                and s_bd
+                and sources.get(q[:-1]) in ("inferred", "parent", "batch_dims")
+                and len(shape) >= s_bd
+            ):
+                # no batch size here: compare the dims after the schema's batch dims
+                gkey = "/".join(q[:-1]) or "/"
+                if gkey not in unbatched:
+                    unbatched.append(gkey)
+                bd = s_bd
             if shape[bd:] != s_shape[s_bd:]:
                 want_shape = ["*"] * s_bd + list(s_shape[s_bd:])
                 out.append(
@@ -469,6 +468,22 @@ def _check_schema(
                         expected=want_shape,
                     )
                 )
+    if unbatched:
+        named = ", ".join(repr(g) for g in unbatched[:3]) + (
+            f" and {len(unbatched) - 3} more" if len(unbatched) > 3 else ""
+        )
+        out.insert(
+            0,
+            Problem(
+                "",
+                "no_batch_size",
+                f"the schema gives leaves of {named} batch dims, but no batch size is stored "
+                "there nor inferable (the leaves do not share their leading dims): their other "
+                "dims were compared; give one (ptd validate --batch-size N or --batch-dims K) "
+                "or record one (ptd convert SRC DST --batch-size N)",
+                expected="a batch size",
+            ),
+        )
     for key, (_, meta) in have.items():
         if key not in want:
             out.append(

@@ -74,6 +74,8 @@ def convert(
     storage_options: dict[str, Any] | None = None,
     dst_storage_options: dict[str, Any] | None = None,
     layout: str | None = None,
+    batch_size: Any = None,
+    batch_dims: int | None = None,
 ) -> ConvertResult:
     """Copy the store ``src`` to ``dst`` in format ``to`` (see the module doc).
 
@@ -112,10 +114,17 @@ def convert(
             fast path; local zarr: uncompressed 8 MB chunks, also mapped; zarr at a URL:
             sharded, 64 KB zstd inner chunks); see :mod:`ptd.transfer.layouts`. Excludes
             ``chunks`` and ``compression``. Default ``"keep"``.
+        batch_size: record this root batch size (``__tensordict__``) in ``dst``, and each
+            nested group's (its stored one where it extends the root's, else inferred); every
+            entry must fit it (else ``BatchSizeError`` naming the key, nothing written).
+        batch_dims: record each group's batch size of this many leading dims, each group on
+            its own (an episode group gets its own length; stored ones kept where they fit),
+            as ``ptd validate --batch-dims`` works them out; every entry must fit.
 
     Raises:
         StoreNotFoundError, CorruptStoreError: ``src`` is missing or unreadable.
         StoreExistsError: ``dst`` exists and ``overwrite`` is False.
+        BatchSizeError: ``batch_size``/``batch_dims`` do not fit the entries.
         RemoteAccessError: a URL cannot be reached (credentials, endpoint).
         PtdValueError: bad arguments. ConvertError: the copy failed (``dst`` untouched).
     """
@@ -135,6 +144,8 @@ def convert(
         storage_options=storage_options,
         dst_storage_options=dst_storage_options,
         layout=layout,
+        batch_size=batch_size,
+        batch_dims=batch_dims,
     )
     if opts.scheduler is not None:
         from ptd.transfer.distributed import run_distributed

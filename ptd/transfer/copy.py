@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ptd.errors import ConvertError, PtdValueError
 from ptd.format.names import TD_STR_ATTR
 from ptd.format.shapes import fits
+from ptd.format.tdmeta import parse_td_meta, td_meta_attrs
 from ptd.storage import remote
 from ptd.storage.backends.base import ArrayMeta, Backend, NewArray, NodeKind, Path, ValueKind
 from ptd.transfer.attrs import attr_problem, attrs_for, decode_str, is_column, user_attrs
@@ -60,8 +61,11 @@ class Copier:
         *,
         progress: Callable[[int, int], None] | None = None,
         skip: dict[Path, str] | None = None,
+        record: dict[Path, tuple[int, ...]] | None = None,
     ):
         self.s = s
+        #: the batch size to record on each group (``__tensordict__``), else the source's
+        self.record = dict(record or {})
         #: nodes left out (with their subtrees): path -> why (see ``plan.refusals``)
         self.skip = dict(skip or {})
         self.src = s.backend
@@ -90,6 +94,17 @@ class Copier:
                 self.result.not_copied.append(item)
         return attrs_for(self.fmt, ok)
 
+    def group_attrs(self, path: Path) -> dict[str, Any]:
+        """The source group's attributes, with the batch size to record (if any) in place of
+        a stored one that differs."""
+        attrs = dict(self.s.group_attrs.get(path, {}))
+        bs = self.record.get(path)
+        if bs is not None:
+            meta = parse_td_meta(attrs).meta
+            if meta is None or meta.batch_size != bs:
+                attrs.update(td_meta_attrs(bs))
+        return attrs
+
     def skipped(self, path: Path) -> bool:
         """Whether ``path`` is, or lies under, a node left out of the copy."""
         return bool(self.skip) and any(path[:i] in self.skip for i in range(1, len(path) + 1))
@@ -99,12 +114,12 @@ class Copier:
         entries, scalars and the (empty) arrays; small arrays of one chunk are read in batches
         and created with their data (:meth:`create_small`). Returns ``(path, rows per region,
         rows)`` of each array whose data is still to copy, region by region (:meth:`regions`)."""
-        root_attrs = self.s.group_attrs.get((), {})
+        root_attrs = self.group_attrs(())
         if root_attrs:
             self.dst.set_attrs((), self.attrs_for((), root_attrs))
         nodes = [(path, kind, meta) for path, kind, meta in self.s.nodes if not self.skipped(path)]
         groups = [
-            (path, self.attrs_for(path, self.s.group_attrs.get(path, {})))
+            (path, self.attrs_for(path, self.group_attrs(path)))
             for path, kind, _ in nodes
             if kind is NodeKind.GROUP
         ]

@@ -13,12 +13,13 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from ptd.errors import ConvertError, PtdError
+from ptd.errors import BatchSizeError, ConvertError, PtdError
+from ptd.report.batches import expected_batches
 from ptd.report.scan import Scan, scan, zarr_array_nbytes
 from ptd.storage import publish, remote
-from ptd.storage.backends.base import Backend
+from ptd.storage.backends.base import Backend, Path
 from ptd.storage.limits import check_free_space
 from ptd.storage.location import StoreLocation
 from ptd.transfer.copy import Copier
@@ -32,7 +33,7 @@ from ptd.transfer.plan import (
     refusals,
 )
 
-__all__ = ["Target", "Job", "planned", "failed", "finish"]
+__all__ = ["Target", "Job", "planned", "failed", "finish", "batches_to_record"]
 
 #: the stored size of the destination's tensors is measured up to this many tensors
 STORED_SIZE_LEAVES = 2000
@@ -94,10 +95,42 @@ class Job:
     result: ConvertResult
     target: Target
     t0: float
+    #: the batch size to record on each group (``batch_size``/``batch_dims``), else empty
+    record: dict[Path, tuple[int, ...]] = field(default_factory=dict)
 
     def copier(self, dst: Backend, progress: Callable[[int, int], None] | None) -> Copier:
         skip = refusals(self.scan, self.result.dst_format)
-        return Copier(self.scan, dst, self.options, self.result, progress=progress, skip=skip)
+        return Copier(
+            self.scan,
+            dst,
+            self.options,
+            self.result,
+            progress=progress,
+            skip=skip,
+            record=self.record,
+        )
+
+
+def batches_to_record(s: Scan, opts: ConvertOptions) -> dict[Path, tuple[int, ...]]:
+    """Every group's batch size to write for ``batch_size``/``batch_dims`` (empty without);
+    raises :class:`BatchSizeError` naming the first entries that do not fit."""
+    if opts.batch_size is None and opts.batch_dims is None:
+        return {}
+    expected, problems = expected_batches(s, opts.batch_size, opts.batch_dims)
+    bad = [p for p in problems if p.code in ("batch_mismatch", "group_batch_mismatch")]
+    if bad:
+        how = (
+            f"--batch-size {list(opts.batch_size)}"
+            if opts.batch_size is not None
+            else f"--batch-dims {opts.batch_dims}"
+        )
+        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+        raise BatchSizeError(
+            f"cannot record the batch size of {s.location} ({how}): "
+            + "; ".join(p.message for p in bad[:3])
+            + more
+        )
+    return expected
 
 
 @contextmanager
@@ -121,6 +154,7 @@ def planned(opts: ConvertOptions) -> Iterator[Job]:
             overwritten=exists,
             src_bytes=src.nbytes(),
         )
+        record = batches_to_record(s, opts)
         plan_leaves(s, opts, result)
         refused = refusals(s, dst.format)
         if refused and not opts.skip_unsupported:
@@ -128,7 +162,7 @@ def planned(opts: ConvertOptions) -> Iterator[Job]:
         if not dst.is_remote and not opts.dry_run:  # uncompressed leaves need their bytes
             parent = os.path.dirname(os.path.abspath(dst.path))
             check_free_space(parent, raw_nbytes(result), dst.path)
-        yield Job(opts, s, result, Target.for_destination(dst), t0)
+        yield Job(opts, s, result, Target.for_destination(dst), t0, record)
     finally:
         be.close()
 

@@ -60,6 +60,10 @@ class ConvertOptions:
     default_dst_options: tuple[tuple[str, Any], ...] | None = None
     #: ``"random-access"`` (:mod:`ptd.transfer.layouts`), or None: keep each leaf's layout
     layout: str | None = None
+    #: the root's batch size to record (``__tensordict__``), or None: keep the stored ones
+    batch_size: tuple[int, ...] | None = None
+    #: record each group's batch size of this many leading dims (per group), or None
+    batch_dims: int | None = None
 
     def __post_init__(self) -> None:
         chunks = self.chunks
@@ -79,6 +83,25 @@ class ConvertOptions:
                 f"layout {layout!r} chooses every leaf's chunks and compression: drop "
                 "chunks/compression (--chunks/--compression), or convert without a layout"
             )
+        if self.batch_size is not None:
+            bs = self.batch_size
+            if isinstance(bs, int) and not isinstance(bs, bool):
+                bs = (bs,)
+            try:
+                bs = tuple(int(n) for n in bs)
+            except (TypeError, ValueError):
+                raise PtdValueError(
+                    f"batch_size must be a sequence of ints, got {self.batch_size!r}"
+                ) from None
+            if any(n < 0 for n in bs):
+                raise PtdValueError(f"batch_size must not be negative, got {list(bs)}")
+            object.__setattr__(self, "batch_size", bs)
+        if self.batch_dims is not None:
+            bd = self.batch_dims
+            if isinstance(bd, bool) or not isinstance(bd, int) or bd < 0:
+                raise PtdValueError(f"batch_dims must be a number of dims >= 0, got {bd!r}")
+            if self.batch_size is not None:
+                raise PtdValueError("pass batch_size or batch_dims, not both")
         workers = self.workers
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise PtdValueError(f"workers must be a positive number of threads, got {workers!r}")
@@ -102,6 +125,8 @@ class ConvertOptions:
         storage_options: Mapping[str, Any] | None = None,
         dst_storage_options: Mapping[str, Any] | None = None,
         layout: str | None = None,
+        batch_size: Any = None,
+        batch_dims: int | None = None,
     ) -> ConvertOptions:
         """Check :func:`ptd.convert`'s arguments and parse its stores (nothing is opened).
 
@@ -139,6 +164,8 @@ class ConvertOptions:
             scheduler=scheduler,
             default_dst_options=default_dst,
             layout=layout,
+            batch_size=batch_size,
+            batch_dims=batch_dims,
         )
 
 

@@ -17,6 +17,7 @@ from .._common import (
     format_ratio,
     human_bytes,
     out_console,
+    parse_batch_size,
     parse_storage_options,
     plural,
     print_json,
@@ -85,6 +86,20 @@ def convert(
             "sharded 64 KB zstd chunks at a URL). Default: keep each leaf's.",
         ),
     ] = None,
+    batch_size: str | None = typer.Option(
+        None,
+        "--batch-size",
+        metavar="N[,M...]",
+        help="Record this batch size (__tensordict__) in DST; every leaf must start with it.",
+    ),
+    batch_dims: int | None = typer.Option(
+        None,
+        "--batch-dims",
+        min=0,
+        metavar="K",
+        help="Record each group's batch size of K leading dims, inferred per group "
+        "(as `ptd validate --batch-dims K`).",
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing DST."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; write nothing."),
     allow_pickle: bool = typer.Option(
@@ -121,6 +136,12 @@ def convert(
         raise fail("--level needs --compression (gzip, zstd, blosc or lz4)")
     if scheduler is not None and workers != 1:
         raise fail("--workers and --scheduler cannot be used together (the cluster has workers)")
+    if batch_size is not None and batch_dims is not None:
+        raise fail("--batch-size and --batch-dims cannot be used together")
+    try:
+        bs = parse_batch_size(batch_size)
+    except typer.BadParameter as err:
+        raise fail(f"--batch-size: {err}") from None
     options = parse_storage_options(storage_option)
     with errors_handled(ctx, dst or src):
         import ptd
@@ -149,6 +170,8 @@ def convert(
                     scheduler=scheduler,
                     storage_options=options,
                     layout=layout.value if layout else None,
+                    batch_size=bs,
+                    batch_dims=batch_dims,
                 )
             except PickleRefusedError as err:
                 raise fail(f"{src}: {err} (ptd convert --allow-pickle)") from None

@@ -37,7 +37,7 @@ from ._reports import (
 
 SHORT_HELP = "Check batch sizes, metadata, schema, layout, and with --data every chunk."
 
-HELP = """Check that every leaf's leading dims match the batch size (the stored one, or --batch-size, or --batch-dims K leading dims inferred), that the metadata is readable (a zarr store's consolidated metadata is compared with the nodes really in it), and with --schema that keys, dtypes and shapes match a schema saved by `ptd inspect --json` (batch dims may differ). The layout lint reports slow or unreadable layouts (codes L001-L009, each with a fix). With --data, every chunk of every leaf is read once: undecodable chunks, checksum failures, missing chunks, NaN/Inf, schema value constraints, and per-leaf statistics in the JSON report. Exit status: 0 valid, 1 problems found (or a finding at the --fail-on severity), 2 unreadable input or usage error."""
+HELP = """Check that every leaf's leading dims match the batch size (the stored one, or --batch-size, or --batch-dims K leading dims inferred for each group; with nothing stored each group also gets its own length and a leaf a few rows off it is a length_mismatch), that the metadata is readable (a zarr store's consolidated metadata is compared with the nodes really in it), and with --schema that keys, dtypes and shapes match a schema saved by `ptd inspect --json` (batch dims may differ). The layout lint reports slow or unreadable layouts (codes L001-L009, each with a fix). With --data, every chunk of every leaf is read once: undecodable chunks, checksum failures, missing chunks, NaN/Inf, schema value constraints, and per-leaf statistics in the JSON report. Exit status: 0 valid, 1 problems found (or a finding at the --fail-on severity), 2 unreadable input or usage error."""
 
 
 def validate(
@@ -50,7 +50,7 @@ def validate(
         None, "--batch-size", metavar="N[,M...]", help="The batch size every leaf must start with."
     ),
     batch_dims: int | None = typer.Option(
-        None, "--batch-dims", min=0, metavar="K", help="Infer a K-dim batch size instead."
+        None, "--batch-dims", min=0, metavar="K", help="Infer a K-dim batch size per group instead."
     ),
     schema: str | None = typer.Option(
         None, "--schema", metavar="FILE", help="A JSON schema saved by `ptd inspect --json`."

@@ -24,6 +24,7 @@ REPORT_FIELDS = {
     "groups",
     "leaves",
     "problems",
+    "group_batches",  # issue 20: every group's batch size and length, with their sources
     "schema",
     "error",
     "data_checked",
