@@ -180,10 +180,12 @@ def select_rows(
         shape = shapes[key]
         if shape is not None and shape and fits(shape, target if validate else target[:1]):
             read.append(key)
-        elif _in_side_group(key, has_rows) or not shape or not validate:
-            left[key] = shape  # side data, a leaf without dims, or lenient: left out
+        elif _in_side_group(key, has_rows):
+            left[key] = shape  # side data
         elif shape is None:
             read.append(key)  # a string beside the rows: read as it is, as tensordict does
+        elif not shape or not validate:
+            left[key] = shape  # a leaf without dims (no rows), or lenient: left out
         else:
             beside[key] = shape
     if beside:
