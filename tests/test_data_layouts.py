@@ -250,7 +250,7 @@ def test_two_workers_every_row_once(tmp_path: Path, backend: str) -> None:
         batch_size=16,
         keys=["observations", "infos"],
         num_workers=2,
-        multiprocessing_context="spawn",
+        multiprocessing_context="fork",
     )
     for epoch in range(2):
         dl.batch_sampler.set_epoch(epoch)
@@ -351,3 +351,44 @@ def test_loader_refuses_dataset_options_with_a_dataset(tmp_path: Path, backend: 
     dl = loader(path, 8, keys=["infos"], chunk_cache="1MB", fast_path=False)
     assert dl.dataset._open_kwargs == {"chunk_cache": "1MB", "fast_path": False}
     assert sorted(_epoch(dl, ("infos", "qvel"))) == list(range(N))
+
+
+# ----------------------------------------------------------------------------- episodes
+def test_episode_file_is_refused_with_the_way_out(tmp_path: Path, backend: str) -> None:
+    """robomimic: data/demo_i of one layout and different lengths are episodes, not side
+    groups; reading the longest and leaving out the others would be a silent surprise."""
+    tree: dict[str, Any] = {"mask/train": np.array(["demo_0", "demo_2"])}
+    for i, n in enumerate([30, 42, 35]):
+        tree |= {
+            f"data/demo_{i}/obs/pos": _rows(n),
+            f"data/demo_{i}/actions": _rows(n, 2),
+            f"data/demo_{i}/dones": np.arange(n) == n - 1,
+        }
+    path = _write(tmp_path / f"robo.{backend}", backend, tree)
+    with pytest.raises(BatchSizeError) as err:
+        StoreDataset(path)
+    msg = str(err.value)
+    assert "robo." in msg and "data/demo_0, data/demo_1, data/demo_2" in msg
+    assert "30 to 42 rows" in msg and "keys=['data/demo_0']" in msg
+    ds = StoreDataset(path, keys=["data/demo_1"])
+    assert len(ds) == 42 and {g.key[-1] for g in ds.leaves} == {"pos", "actions", "dones"}
+    with pytest.raises(BatchSizeError, match="30 rows: 'data/demo_0/actions'.*42 rows"):
+        StoreDataset(path, keys=["data/demo_0", "data/demo_1"])
+
+
+def test_minari_episode_observations_one_row_longer(tmp_path: Path, backend: str) -> None:
+    """Minari: observations hold T+1 rows beside T actions, in each episode."""
+    tree: dict[str, Any] = {}
+    for i, n in enumerate([20, 24]):
+        tree |= {
+            f"episode_{i}/observations": _rows(n + 1),
+            f"episode_{i}/actions": _rows(n, 2),
+            f"episode_{i}/rewards": np.zeros(n, np.float32),
+        }
+    path = _write(tmp_path / f"minari.{backend}", backend, tree)
+    with pytest.raises(BatchSizeError, match="minari"):
+        StoreDataset(path)
+    ds = StoreDataset(path, keys=["episode_1/actions", "episode_1/rewards"])
+    assert len(ds) == 24
+    with pytest.raises(BatchSizeError, match="25 rows: 'episode_1/observations'"):
+        StoreDataset(path, keys=["episode_1"])

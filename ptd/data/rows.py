@@ -188,8 +188,11 @@ def select_rows(
             left[key] = shape  # a leaf without dims (no rows), or lenient: left out
         else:
             beside[key] = shape
+    side = _side_groups(left, has_rows)
+    if validate:
+        _refuse_episodes(where, leaves, shapes, has_rows, side)
     if beside:
-        rows = {k: shapes[k] for k in read[:4]}
+        rows = {k: shapes[k] for k in read if shapes[k] is not None}
         raise BatchSizeError(
             f"StoreDataset over {where}: the rows are {list(target)} ({_lengths(rows)}), but "
             f"{_lengths(beside)} sit beside them (not in a side group of their own): a column of "
@@ -202,7 +205,7 @@ def select_rows(
             f"StoreDataset over {where}: no leaf has {list(target)} leading dims "
             f"({_lengths({k: s for k, s in shapes.items() if s is not None}) or 'no shaped leaf'})"
         )
-    return RowLeaves(read, target, left, _side_groups(left, has_rows))
+    return RowLeaves(read, target, left, side)
 
 
 def _select_keys(
@@ -229,11 +232,59 @@ def _select_keys(
     if len(firsts) > 1:
         raise BatchSizeError(
             f"StoreDataset over {where}: the keys asked for do not share their first dim "
-            f"({_lengths(shaped)}); ask for leaves of one length, or pass batch_size=[N]"
+            f"({_lengths(shaped)}); ask for leaves of one length"
         )
     (n,) = firsts
     assert n is not None
     return RowLeaves(keys, torch.Size([n]))
+
+
+def _layout(
+    group: Key, leaves: list[Key], shapes: dict[Key, tuple[int, ...] | None]
+) -> frozenset[tuple[Key, tuple[int, ...] | None]]:
+    """The leaves under ``group`` (relative to it) with their trailing shapes."""
+    d = len(group)
+    return frozenset(
+        (k[d:], None if shapes[k] is None else tuple(shapes[k] or ())[1:])
+        for k in leaves
+        if k[:d] == group
+    )
+
+
+def _refuse_episodes(
+    where: str,
+    leaves: list[Key],
+    shapes: dict[Key, tuple[int, ...] | None],
+    has_rows: set[Key],
+    side: list[Key],
+) -> None:
+    """Refuse an episode file: side groups that have the layout of a sibling group holding
+    the rows (``data/demo_1`` beside ``data/demo_0``) are episodes of other lengths, not side
+    data; reading one of them and leaving out the others would be a silent surprise."""
+    for group in side:
+        parent = group[:-1]
+        siblings = {k[: len(parent) + 1] for k in has_rows if k[: len(parent)] == parent}
+        layout = _layout(group, leaves, shapes)
+        alike = sorted(
+            g for g in siblings if len(g) > len(parent) and _layout(g, leaves, shapes) == layout
+        )
+        if not alike or not any(s for (_, s) in layout if s is not None):
+            continue
+        episodes = sorted(
+            {g for g in side if g[:-1] == parent and _layout(g, leaves, shapes) == layout}
+            | set(alike)
+        )
+        lengths = sorted(
+            {s[0] for k, s in shapes.items() if s and k[: len(parent) + 1] in episodes}
+        )
+        names = [_name(g) for g in episodes]
+        shown = ", ".join(names[:3]) + (f" ... ({len(names)} groups)" if len(names) > 3 else "")
+        raise BatchSizeError(
+            f"StoreDataset over {where}: {_name(parent) or 'the store'} holds groups of one "
+            f"layout and different lengths ({shown}; {lengths[0]} to {lengths[-1]} rows): "
+            f"episodes, not one table of rows. A dataset reads rows of one length: pass "
+            f"keys=[{names[0]!r}] for one episode (or the leaves of one length you want)"
+        )
 
 
 def _main_length(
