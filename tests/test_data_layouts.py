@@ -392,3 +392,16 @@ def test_minari_episode_observations_one_row_longer(tmp_path: Path, backend: str
     assert len(ds) == 24
     with pytest.raises(BatchSizeError, match="25 rows: 'episode_1/observations'"):
         StoreDataset(path, keys=["episode_1"])
+
+
+def test_a_group_of_an_open_store_as_source(tmp_path: Path, backend: str) -> None:
+    path = _lerobot(tmp_path, backend)
+    opener = PersistentTensorDict.from_h5 if backend == "h5" else PersistentTensorDict.from_zarr
+    with opener(path) as td:
+        ds = StoreDataset(td.get("data"))
+        assert len(ds) == N and ds.left_out == {}
+        assert ds.__getitems__([9])["observation.state"][0, 0] == 9
+        eps = StoreDataset(td.get("meta"), keys=["episodes/length"])
+        assert len(eps) == E
+        with pytest.raises(PtdValueError, match=r"\(group meta\)"):
+            StoreDataset(td.get("meta"), keys=["nope"])

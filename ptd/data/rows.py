@@ -31,7 +31,7 @@ torch.Size([]) torch.Size([10]) [('obs',)] [('meta',)]
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -133,7 +133,7 @@ def _nbytes(tree: StoreTree, path: Key, shape: tuple[int, ...]) -> int:
     return math.prod(shape) * max(1, tree.meta(path).dtype.itemsize)
 
 
-def _lengths(shapes: dict[Key, tuple[int, ...] | None]) -> str:
+def _lengths(shapes: Mapping[Key, tuple[int, ...] | None]) -> str:
     """``'a' [100], 'b' [99]`` grouped by length: each length with (up to 4 of) its keys."""
     by_len: dict[str, list[str]] = {}
     for key, shape in shapes.items():
