@@ -20,17 +20,23 @@ TensorDicts), :class:`ChunkShuffleSampler` (shuffled epochs that decode each chu
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Sequence
 from typing import Any
 
 from torch.utils.data import DataLoader
 
-from ptd.data.dataset import StoreDataset, collate
+from ptd.data.dataset import LeftOutWarning, StoreDataset, collate
 from ptd.data.geometry import GROUP_BYTES, LeafGeometry, group_rows, store_leaves
+from ptd.data.rows import RowLeaves, select_rows
 from ptd.data.sampler import BatchIndices, ChunkShuffleSampler
-from ptd.errors import PtdValueError
+from ptd.errors import PtdTypeError, PtdValueError
 
 __all__ = [
     "StoreDataset",
+    "LeftOutWarning",
+    "select_rows",
+    "RowLeaves",
     "ChunkShuffleSampler",
     "BatchIndices",
     "collate",
@@ -49,6 +55,10 @@ __all__ = [
 PREFETCH_FACTOR = 16
 
 
+#: the keyword arguments :func:`loader` hands to the DataLoader (the others open the store)
+_DATALOADER_OPTIONS = frozenset(inspect.signature(DataLoader.__init__).parameters) - {"self"}
+
+
 def loader(
     source: Any,
     batch_size: int,
@@ -62,18 +72,28 @@ def loader(
     num_workers: int = 0,
     keys: Any = None,
     read_ahead: bool = True,
-    **dataloader_kwargs: Any,
+    store_batch_size: int | Sequence[int] | None = None,
+    validate_batch_size: bool = True,
+    **kwargs: Any,
 ) -> DataLoader[Any]:
-    """A ``DataLoader`` over ``source`` (a path or a PersistentTensorDict, or a
-    :class:`StoreDataset`; ``keys`` and ``read_ahead`` go to a new one) with a
-    :class:`ChunkShuffleSampler` (reach it as ``loader.batch_sampler``, to call ``set_epoch``)
-    and :func:`collate`. Other keyword arguments
-    (``pin_memory``, ``persistent_workers``, ``multiprocessing_context``...) go to the
-    DataLoader. With workers, ``prefetch_factor`` defaults to :data:`PREFETCH_FACTOR` (torch's
-    default is 2): the DataLoader takes batches from the workers strictly in turn, and a deeper
-    queue lets one worker run on while another reads a group. ``in_order=False`` is refused
-    with workers: the DataLoader would then hand batches to whichever worker is free, not to
-    the worker whose groups they draw from, and every worker would decode every group."""
+    """A ``DataLoader`` of batches of ``batch_size`` rows over ``source`` (a path or a
+    PersistentTensorDict, or a :class:`StoreDataset`) with a :class:`ChunkShuffleSampler`
+    (reach it as ``loader.batch_sampler``, to call ``set_epoch``) and :func:`collate`.
+
+    ``keys`` (the leaves to read; a group reads its leaves), ``read_ahead``,
+    ``store_batch_size`` (the rows' batch size, ``StoreDataset``'s ``batch_size``: ``N`` or
+    ``[N]``) and ``validate_batch_size`` go to a new :class:`StoreDataset`, and so do the
+    keyword arguments that the DataLoader does not take (the open options of a path:
+    ``storage_options``, ``chunk_cache``, ``fast_path``...); all of them are refused with a
+    dataset given (it has its own). The DataLoader's own keyword arguments (``pin_memory``,
+    ``persistent_workers``, ``multiprocessing_context``...) go to the DataLoader. With workers,
+    ``prefetch_factor`` defaults to :data:`PREFETCH_FACTOR` (torch's default is 2): the
+    DataLoader takes batches from the workers strictly in turn, and a deeper queue lets one
+    worker run on while another reads a group. ``in_order=False`` is refused with workers: the
+    DataLoader would then hand batches to whichever worker is free, not to the worker whose
+    groups they draw from, and every worker would decode every group."""
+    dataloader_kwargs = {k: v for k, v in kwargs.items() if k in _DATALOADER_OPTIONS}
+    open_kwargs = {k: v for k, v in kwargs.items() if k not in _DATALOADER_OPTIONS}
     if num_workers > 0:
         if dataloader_kwargs.get("in_order", True) is False:
             raise PtdValueError(
@@ -81,11 +101,33 @@ def loader(
                 "free, so every worker would decode every chunk group; keep in_order=True"
             )
         dataloader_kwargs.setdefault("prefetch_factor", PREFETCH_FACTOR)
-    ds = (
-        source
-        if isinstance(source, StoreDataset)
-        else StoreDataset(source, keys=keys, read_ahead=read_ahead)
-    )
+    if isinstance(source, StoreDataset):
+        given = {
+            name: value
+            for name, value, default in (
+                ("keys", keys, None),
+                ("read_ahead", read_ahead, True),
+                ("store_batch_size", store_batch_size, None),
+                ("validate_batch_size", validate_batch_size, True),
+            )
+            if value is not default
+        }
+        given.update(open_kwargs)
+        if given:
+            raise PtdTypeError(
+                f"ptd.data.loader: {sorted(given)} configure a new StoreDataset; the "
+                "StoreDataset given has its own (pass them to StoreDataset(...) instead)"
+            )
+        ds = source
+    else:
+        ds = StoreDataset(
+            source,
+            keys=keys,
+            read_ahead=read_ahead,
+            batch_size=store_batch_size,
+            validate_batch_size=validate_batch_size,
+            **open_kwargs,
+        )
     sampler = ChunkShuffleSampler(
         ds,
         batch_size,

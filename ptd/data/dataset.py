@@ -39,6 +39,7 @@ torch.Size([64]) torch.Size([64, 4]) 1000
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -49,12 +50,26 @@ from torch.utils.data import Dataset, get_worker_info
 
 from ptd.core.base import TensorDictBase
 from ptd.data.geometry import GROUP_BYTES, LeafGeometry, group_rows, store_leaves
+from ptd.data.rows import select_rows, where_of
 from ptd.data.transport import as_numpy, assemble, put, worker_ring
 from ptd.errors import PtdIndexError, PtdTypeError, PtdValueError
 from ptd.persistent.persistent_tensordict import PersistentTensorDict
 from ptd.storage.location import StoreLocation
 
-__all__ = ["StoreDataset", "collate"]
+__all__ = ["StoreDataset", "collate", "LeftOutWarning"]
+
+
+class LeftOutWarning(UserWarning):
+    """A :class:`StoreDataset` built without ``keys`` leaves out leaves of the store that do not
+    have its rows (side groups of another length, leaves without dims); it names them."""
+
+
+def _key_name(key: tuple[str, ...]) -> str:
+    return "/".join(key)
+
+
+def _under(key: tuple[str, ...], groups: Sequence[tuple[str, ...]]) -> bool:
+    return any(key[: len(g)] == g for g in groups)
 
 
 def collate(batch: Any) -> Any:
@@ -79,7 +94,15 @@ class StoreDataset(Dataset[Any]):
         source: a path or URL of an HDF5 file or Zarr store (opened read-only, lazily in each
             process), or an open :class:`~ptd.PersistentTensorDict` (a whole store or group,
             not an indexed view; it reopens itself in worker processes).
-        keys: the leaves to read (nested keys as tuples); default all.
+        keys: the leaves to read: ``"obs"``, nested as ``"infos/qpos"`` or
+            ``("infos", "qpos")``; a group reads every leaf below it. Default: the leaves
+            that hold the store's rows (side groups of another length are left out, with a
+            :class:`LeftOutWarning`; see :mod:`ptd.data.rows`).
+        batch_size: the rows' batch size (``N``, ``[N]`` or more dims); default: the first dim
+            the leaves read share (the store's batch size when it has one and no ``keys``).
+        validate_batch_size: check the leaves read against ``batch_size``; False: asked-for
+            ``keys`` are read as they are, and without ``keys`` the leaves that do not fit are
+            left out.
         group_bytes: the size of a chunk group (bytes of all leaves), see
             :func:`ptd.data.geometry.group_rows`.
         cache_rows: rows of each blocked leaf to keep decoded (the sampler raises it to its
@@ -97,6 +120,8 @@ class StoreDataset(Dataset[Any]):
         source: Any,
         *,
         keys: Sequence[Any] | None = None,
+        batch_size: int | Sequence[int] | None = None,
+        validate_batch_size: bool = True,
         group_bytes: int = GROUP_BYTES,
         cache_rows: int | None = None,
         read_ahead: bool = True,
@@ -111,7 +136,10 @@ class StoreDataset(Dataset[Any]):
             self._source: Any = None
             self._td: PersistentTensorDict | None = source
             if open_kwargs:
-                raise PtdTypeError("open_kwargs apply to a path source only")
+                raise PtdTypeError(
+                    f"StoreDataset: {sorted(open_kwargs)} apply to a path source only (they "
+                    f"open the store); {source._backend.location} is open already"
+                )
         elif isinstance(source, (str, os.PathLike)):
             self._source = os.fspath(source)
             self._td = None
@@ -123,21 +151,40 @@ class StoreDataset(Dataset[Any]):
         self.read_ahead = bool(read_ahead)
         self._no_chunk_cache = False  # set below, once the leaves are known
         self._pid = os.getpid()
-        td = self.td
-        if not td.batch_dims:
-            raise PtdValueError(
-                f"StoreDataset needs a batch dim: {td._backend.location} has batch size []"
-            )
-        self._len = int(td.batch_size[0])
-        leaves = store_leaves(td)
-        if keys is not None:
-            wanted = {(k,) if isinstance(k, str) else tuple(k) for k in keys}
-            missing = wanted - {g.key for g in leaves}
-            if missing:
-                raise PtdValueError(
-                    f"keys {sorted(missing)} are not leaves of {td._backend.location}"
+        self._rows_td: PersistentTensorDict | None = None
+        store = self._store_td()
+        chosen = select_rows(
+            store,
+            keys,
+            [batch_size] if isinstance(batch_size, int) else batch_size,
+            validate=validate_batch_size,
+        )
+        #: the batch size of the rows: ``[N]`` (the first dim of the leaves read), or the
+        #: one given; a batch holds rows along its first dim
+        self.batch_size: torch.Size = chosen.batch_size
+        #: leaves of the store that are not read (side groups, leaves without dims), with
+        #: their shapes (None: no shape that counts, e.g. a string)
+        self.left_out = dict(chosen.left_out)
+        if chosen.side_groups or chosen.left_out:
+            groups = [_key_name(g) for g in chosen.side_groups]
+            alone = [_key_name(k) for k in chosen.left_out if not _under(k, chosen.side_groups)]
+            warnings.warn(
+                f"StoreDataset over {where_of(store)}: reading the {len(chosen.keys)} leaves "
+                f"of {self.batch_size[0]} rows; left out "
+                + "; ".join(
+                    part
+                    for part in (
+                        f"the side groups {groups}" if groups else "",
+                        f"the leaves {alone[:8]}" if alone else "",
+                    )
+                    if part
                 )
-            leaves = [g for g in leaves if g.key in wanted]
+                + " (another length or no dims). Pass keys=[...] to choose the leaves.",
+                LeftOutWarning,
+                stacklevel=2,
+            )
+        self._len = int(self.batch_size[0])
+        leaves = store_leaves(self.td, chosen.keys)
         self.leaves: list[LeafGeometry] = leaves
         #: rows per chunk group (None: no blocked leaf)
         self.group_rows = group_rows(leaves, self._len, group_bytes)
@@ -158,9 +205,9 @@ class StoreDataset(Dataset[Any]):
                 self.close()  # reopened without one on first use
 
     # ------------------------------------------------------------------ store
-    @property
-    def td(self) -> PersistentTensorDict:
-        """The open store (opened in this process on first use)."""
+    def _store_td(self) -> PersistentTensorDict:
+        """The store or group as opened (its own batch size), opened in this process on first
+        use."""
         if os.getpid() != self._pid:  # a forked worker: the parent's blocks are not ours
             self._pid = os.getpid()
             self._drop_blocks()
@@ -178,11 +225,28 @@ class StoreDataset(Dataset[Any]):
                 self._td = PersistentTensorDict.from_h5(self._source, **kwargs)
         return self._td
 
+    @property
+    def td(self) -> PersistentTensorDict:
+        """The open store (opened in this process on first use), as a tensordict whose batch
+        size starts with the rows' (a view of the store when its own batch size does not,
+        because of side groups of another length)."""
+        store = self._store_td()
+        if self._rows_td is None or self._rows_td._store is not store._store:
+            n = self.batch_size[:1]
+            if store.batch_size[:1] == n:
+                self._rows_td = store
+            else:
+                self._rows_td = type(store)._view(
+                    store._store, store._path, torch.Size(n), None, store._device
+                )
+        return self._rows_td
+
     def _drop_blocks(self) -> None:
         """Forget the decoded blocks and the reads ahead (after a fork: they are the parent's)."""
         self._blocks = {}
         self._ahead = {}
         self._reader = None
+        self._rows_td = None
 
     def close(self) -> None:
         """Drop the decoded blocks (waiting for a read ahead under way), and close the store if
@@ -200,7 +264,9 @@ class StoreDataset(Dataset[Any]):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state.update(_blocks={}, _ahead={}, _reader=None, blocks_read=0, blocks_read_ahead=0)
+        state.update(
+            _blocks={}, _ahead={}, _reader=None, _rows_td=None, blocks_read=0, blocks_read_ahead=0
+        )
         if self._source is not None:
             state["_td"] = None  # reopened by path in the other process
         return state

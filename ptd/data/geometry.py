@@ -20,6 +20,7 @@ in all) that the sampler shuffles and the dataset reads at once.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -66,31 +67,36 @@ def _blocked(
     return False  # uncompressed unsharded zarr: mapped chunk files
 
 
-def store_leaves(td: PersistentTensorDict) -> list[LeafGeometry]:
+def store_leaves(
+    td: PersistentTensorDict, keys: Sequence[tuple[str, ...]] | None = None
+) -> list[LeafGeometry]:
     """The leaves of ``td`` (a whole store or group, not an indexed view) with their chunk
-    geometry, read from the store's metadata (no data is read)."""
+    geometry, read from the store's metadata (no data is read); ``keys``: only those leaves
+    (relative to ``td``, in that order), default every leaf."""
     n = int(td.batch_size[0]) if td.batch_dims else 0
-    out: list[LeafGeometry] = []
-    for key, meta in td._metas(True):
-        if meta.kind == "nested":
-            continue
-        am = td._tree.meta(td._path + key)
-        shape = tuple(am.shape)
-        row = math.prod(shape[1:]) * am.dtype.itemsize if shape else am.dtype.itemsize
-        if meta.kind != "tensor" or am.kind is not ValueKind.NUMERIC:
-            out.append(LeafGeometry(key, None, max(1, row), False, tensor=False))
-            continue
-        chunks = tuple(am.chunks) if am.chunks is not None and shape else None
-        inner = getattr(am, "inner_chunks", None)
-        if chunks is not None and inner:
-            chunks = tuple(inner)  # a sharded zarr array decodes its inner chunks
-        remote = "://" in str(td._backend.location)
-        blocked = _blocked(td.backend, chunks, am.compression, bool(inner), n) or (
-            remote and chunks is not None
-        )
-        rows = min(chunks[0], n) if chunks else None
-        out.append(LeafGeometry(key, rows, max(1, row), blocked))
-    return out
+    if keys is None:
+        keys = [key for key, meta in td._metas(True) if meta.kind != "nested"]
+    remote = "://" in str(td._backend.location)
+    return [_leaf_geometry(td, key, n, remote) for key in keys]
+
+
+def _leaf_geometry(
+    td: PersistentTensorDict, key: tuple[str, ...], n: int, remote: bool
+) -> LeafGeometry:
+    am = td._tree.meta(td._path + key)
+    shape = tuple(am.shape)
+    row = math.prod(shape[1:]) * am.dtype.itemsize if shape else am.dtype.itemsize
+    if am.kind is not ValueKind.NUMERIC or am.torch_dtype is None:
+        return LeafGeometry(key, None, max(1, row), False, tensor=False)
+    chunks = tuple(am.chunks) if am.chunks is not None and shape else None
+    inner = getattr(am, "inner_chunks", None)
+    if chunks is not None and inner:
+        chunks = tuple(inner)  # a sharded zarr array decodes its inner chunks
+    blocked = _blocked(td.backend, chunks, am.compression, bool(inner), n) or (
+        remote and chunks is not None
+    )
+    rows = min(chunks[0], n) if chunks else None
+    return LeafGeometry(key, rows, max(1, row), blocked)
 
 
 def group_rows(leaves: list[LeafGeometry], n: int, target_bytes: int = GROUP_BYTES) -> int | None:

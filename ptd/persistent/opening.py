@@ -86,8 +86,8 @@ class OpenersMixin:
         **kwargs: Any,
     ) -> PersistentTensorDict:
         """Open an HDF5 file; the batch size is the one given, else the recorded one, else
-        the longest leading shape all entries share. ``fast_path``, ``chunk_cache``: see the
-        class doc."""
+        the longest leading shape all entries share (``validate_batch_size=False``: a given
+        ``batch_size`` is not checked). ``fast_path``, ``chunk_cache``: see the class doc."""
         return cls._open_infer(
             filename,
             "h5",
@@ -152,6 +152,8 @@ class OpenersMixin:
                 stacklevel=3,
             )
             batch_dims = None
+        # the opener validates (below) unless told not to; the constructor never does here
+        validate = bool(kwargs.pop("validate_batch_size", True))
         is_group = not isinstance(filename, (str, os.PathLike)) and _looks_like_group(filename)
         target = {"group": filename} if is_group else {"filename": filename}
         out = cls(
@@ -171,7 +173,8 @@ class OpenersMixin:
                 bs = torch.Size(inferred) if inferred is not None else torch.Size([])
             else:
                 bs = as_batch_size(batch_size)
-            tree.validate((), bs, out._backend.location)
+            if validate or batch_size is None:
+                tree.validate((), bs, out._backend.location)
         except BaseException:
             out.close()
             raise
