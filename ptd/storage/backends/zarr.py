@@ -21,7 +21,6 @@ by the ``zarr*`` modules of the backends (and ``fast_path_zarr``).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 import shutil
@@ -40,15 +39,17 @@ from ptd.errors import (
     CorruptStoreError,
     PtdKeyError,
     PtdTypeError,
+    PtdValueError,
     ReadOnlyError,
     UnsupportedOperationError,
 )
-from ptd.format.keynames import check_key_names
-from ptd.format.names import TD_NON_TENSOR_ATTR
+from ptd.format.keynames import escape_name
+from ptd.format.names import PTD_BYTES_ATTRS, PTD_NAME_ATTR, TD_NON_TENSOR_ATTR
 from ptd.storage.backends import zarr_bulk, zarr_codec, zarr_read
 from ptd.storage.backends.base import (
     ArrayMeta,
     Backend,
+    NewArray,
     NodeKind,
     NonTensorPayload,
     Path,
@@ -60,6 +61,7 @@ from ptd.storage.backends.base import (
 from ptd.storage.backends.chunk_cache import cache_budget
 from ptd.storage.backends.fast_path_zarr import ZarrMaps
 from ptd.storage.backends.layout import leading_chunks
+from ptd.storage.backends.strings import VLEN_BYTES, VLEN_UTF8, StringType, as_object_array
 from ptd.storage.backends.targets import parse_target
 from ptd.storage.backends.zarr_arrays import array_layout, read_selection
 from ptd.storage.backends.zarr_chunks import ZarrChunks
@@ -71,11 +73,44 @@ __all__ = ["ZarrBackend"]
 
 Node = Any  # zarr.Array | zarr.Group
 
+#: names of zarr's own metadata documents (v3 and v2): no node may be called that
+ZARR_METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
+
 
 class ZarrBackend(Backend):
     """One open zarr group hierarchy (a path, a zarr store, or a user's ``zarr.Group``)."""
 
     name = "zarr"
+
+    @classmethod
+    def escaped_name(cls, name: str) -> str | None:
+        """Zarr v3 reserves names starting with ``__`` for the format, zarr-python reads a
+        backslash as a path separator, and a metadata document's name cannot be a node's:
+        such names are stored escaped (``docs/format.md``)."""
+        if name.startswith("__") or "\\" in name or name in ZARR_METADATA_NAMES:
+            return escape_name(name)
+        return None
+
+    def _plain_path(self, path: Path) -> bool:
+        """Whether every name of ``path`` is stored as it is and looks like no escaped name."""
+        return all("%" not in p and self.escaped_name(p) is None for p in path)
+
+    def _listed_name(self, stored: str, node: Node) -> str:
+        """The name a node stored as ``stored`` has: the original recorded in its
+        ``__ptd_name__`` when ``stored`` is that name's escaped form, else ``stored``."""
+        if "%" in stored:  # (every escaped name holds a '%')
+            original = node.metadata.attributes.get(PTD_NAME_ATTR)
+            if isinstance(original, str) and self.escaped_name(original) == stored:
+                return original
+        return stored
+
+    def _node_attrs(self, path: Path, attributes: Mapping[str, Any], deep: bool) -> dict[str, Any]:
+        """A node's attributes as ptd hands them out (bytes restored, the recorded original
+        name of an escaped node left out)."""
+        out = zarr_codec.attrs_read(attributes, deep=deep)
+        if path and self.escaped_name(path[-1]) is not None:
+            out.pop(PTD_NAME_ATTR, None)
+        return out
 
     def __init__(
         self,
@@ -228,19 +263,26 @@ class ZarrBackend(Backend):
             return node
         self._check_open(self.key_str(path))
         parent = self._cache.get(path[:-1])
+        if parent is None and len(path) > 1 and not self._plain_path(path[:-1]):
+            parent = self._get(path[:-1])  # each escaped name checked against its record
+            if not isinstance(parent, zarr.Group):
+                return None
+        stored = self.stored_path(path)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 if isinstance(parent, zarr.Group):
-                    node = parent[path[-1]]
+                    node = parent[stored[-1]]
                 else:
-                    node = self._root["/".join(path)]
+                    node = self._root["/".join(stored)]
         except (KeyError, FileNotFoundError):
             return None
         except ValueError as err:
             raise CorruptStoreError(
                 f"cannot read the metadata of key {self.key_str(path)!r} in {self._location}: {err}"
             ) from None
+        if self._listed_name(stored[-1], node) != path[-1]:
+            return None  # another name is recorded for the node stored there
         self._cache[path] = node
         return node
 
@@ -273,7 +315,12 @@ class ZarrBackend(Backend):
         for i in range(len(path)):
             node = self._get(path[: i + 1])
             if node is None:
-                node = group.create_group(path[i])
+                self._check_name(path[: i + 1])
+                escaped = self.escaped_name(path[i])
+                node = group.create_group(
+                    escaped or path[i],
+                    attributes={PTD_NAME_ATTR: path[i]} if escaped else None,
+                )
                 self._cache[path[: i + 1]] = node
             elif not isinstance(node, zarr.Group):
                 raise PtdKeyError(
@@ -301,7 +348,13 @@ class ZarrBackend(Backend):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", category=UserWarning)
-                arr = parent.create_array(path[-1], shape=shape, dtype=dtype, **kwargs)
+                escaped = self.escaped_name(path[-1])
+                if escaped is not None:
+                    kwargs["attributes"] = {
+                        **(kwargs.get("attributes") or {}),
+                        PTD_NAME_ATTR: path[-1],
+                    }
+                arr = parent.create_array(escaped or path[-1], shape=shape, dtype=dtype, **kwargs)
                 if data is not None and arr.size:
                     arr[...] = data
         except (TypeError, ValueError) as err:
@@ -316,7 +369,7 @@ class ZarrBackend(Backend):
             path,
             tuple(md.shape),
             dt,
-            dict(md.attributes),
+            self._node_attrs(path, md.attributes, deep=False),
             chunks=chunks,
             compression=compression,
             stored_nbytes=None,
@@ -355,11 +408,12 @@ class ZarrBackend(Backend):
             warnings.simplefilter("ignore")
             members = sorted(group.members(), key=lambda m: m[0])
         out = []
-        for name, node in members:
-            self._check_member(path, name)
+        for stored, node in members:
+            self._check_member(path, stored)
+            name = self._listed_name(stored, node)
             self._cache[path + (name,)] = node
             out.append((name, NodeKind.ARRAY if isinstance(node, zarr.Array) else NodeKind.GROUP))
-        return out
+        return sorted(out, key=lambda m: m[0])
 
     def _check_member(self, path: Path, name: str) -> None:
         """A child name listed by the store (its consolidated metadata can say anything) must
@@ -382,11 +436,20 @@ class ZarrBackend(Backend):
             warnings.simplefilter("ignore")
             members = group.members(max_depth=None)
         kids: dict[Path, list[tuple[str, Node]]] = {}
+        listed: list[tuple[Path, Node]] = []
         for name, node in members:
             self._check_member(path, name)
-            rel = tuple(name.split("/"))
-            kids.setdefault(rel[:-1], []).append((rel[-1], node))
-            self._cache[path + rel] = node
+            listed.append((tuple(name.split("/")), node))
+        # stored names -> the names they stand for, parents first
+        original: dict[Path, Path] = {(): ()}
+        for rel, node in sorted(listed, key=lambda m: len(m[0])):
+            parent = original.get(rel[:-1])
+            if parent is None:
+                continue
+            orig = parent + (self._listed_name(rel[-1], node),)
+            original[rel] = orig
+            kids.setdefault(parent, []).append((orig[-1], node))
+            self._cache[path + orig] = node
         out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
 
         def visit(rel: Path) -> None:
@@ -410,8 +473,11 @@ class ZarrBackend(Backend):
             self._check_name(path)
             parent = self._require_group(path[:-1])
             self._changed()
-            attributes = zarr_codec.jsonable(dict(attrs or {}))
-            self._cache[path] = parent.create_group(path[-1], attributes=attributes)
+            attributes = zarr_codec.attrs_json(dict(attrs or {}))
+            escaped = self.escaped_name(path[-1])
+            if escaped is not None:
+                attributes[PTD_NAME_ATTR] = path[-1]
+            self._cache[path] = parent.create_group(escaped or path[-1], attributes=attributes)
             return
         if not isinstance(existing, zarr.Group):
             raise PtdKeyError(f"cannot create group {key!r} in {self._location}: it is an array")
@@ -437,17 +503,49 @@ class ZarrBackend(Backend):
         if attrs:
             kwargs["attributes"] = {
                 **kwargs.get("attributes", {}),
-                **zarr_codec.jsonable(dict(attrs)),
+                **zarr_codec.attrs_json(dict(attrs)),
             }
         self._new_array(path, shape, np.dtype(dtype), data, kwargs)
 
-    # many nodes at once, concurrently (zarr_bulk.py); many small arrays read (zarr_read.py)
-    create_arrays, create_groups = zarr_bulk.create, zarr_bulk.create_groups
+    # many small arrays read at once (zarr_read.py)
     read_many = zarr_read.read_many
 
+    def create_arrays(self, specs: Sequence[NewArray]) -> None:
+        """Many nodes at once, concurrently (``zarr_bulk.py``); those with escaped names (or
+        names that look escaped) one by one."""
+        if all(self._plain_path(spec.path) for spec in specs):
+            zarr_bulk.create(self, specs)
+        else:
+            Backend.create_arrays(self, specs)
+
+    def create_groups(self, specs: Sequence[tuple[Path, Mapping[str, Any] | None]]) -> None:
+        if all(self._plain_path(path) for path, _ in specs):
+            zarr_bulk.create_groups(self, specs)
+        else:
+            Backend.create_groups(self, specs)
+
     def _check_name(self, path: Path) -> None:
-        """Refuse a name zarr cannot hold (a backslash, a metadata document's name...)."""
-        check_key_names("zarr", path, self._location)
+        """Refuse a name no zarr store can hold, and an escaped name whose stored form another
+        node has taken (a node named like an escaped name, without the record)."""
+        name = path[-1]
+        problem = self.name_problem(name)
+        if problem is not None:
+            raise PtdKeyError(
+                f"cannot create key {self.key_str(path)!r} in {self._location}: {problem}"
+            )
+        stored = self.escaped_name(name) or name
+        if "%" not in stored:
+            return
+        parent = self._get(path[:-1])
+        if isinstance(parent, zarr.Group) and self._get(path) is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                taken = stored in parent
+            if taken:
+                raise PtdKeyError(
+                    f"cannot create key {self.key_str(path)!r} in {self._location}: it is "
+                    f"stored as {stored!r}, and another node has that name"
+                )
 
     @staticmethod
     def _create_kwargs(
@@ -461,7 +559,7 @@ class ZarrBackend(Backend):
         if shape:
             kwargs["chunks"] = leading_chunks(shape if spec is None else spec, shape)
         if "attributes" in kwargs:
-            kwargs["attributes"] = zarr_codec.jsonable(dict(kwargs["attributes"] or {}))
+            kwargs["attributes"] = zarr_codec.attrs_json(dict(kwargs["attributes"] or {}))
         return kwargs
 
     def _delete(self, path: Path, key: str) -> None:
@@ -473,7 +571,7 @@ class ZarrBackend(Backend):
                 "(e.g. a zip file); write a new store instead"
             )
         parent = self._group(path[:-1])
-        del parent[path[-1]]
+        del parent[self.escaped_name(path[-1]) or path[-1]]
         self._forget(path)
         self._changed()
 
@@ -486,8 +584,9 @@ class ZarrBackend(Backend):
                 "support deletes"
             )
         self._require_group(dst[:-1])
+        self._check_name(dst)
         prefix = f"{self._root.path}/" if self._root.path else ""
-        s, d = prefix + "/".join(src), prefix + "/".join(dst)
+        s, d = prefix + "/".join(self.stored_path(src)), prefix + "/".join(self.stored_path(dst))
         store = self._store
         if isinstance(store, LocalStore):
             os.makedirs(os.path.dirname(os.path.join(store.root, d)), exist_ok=True)
@@ -505,14 +604,28 @@ class ZarrBackend(Backend):
             sync(copy())
         self._forget(src)
         self._forget(dst)
+        self._record_name(dst)
         self._changed()
+
+    def _record_name(self, path: Path) -> None:
+        """Make the ``__ptd_name__`` record of the node just moved to ``path`` its new name's
+        (set for an escaped name, dropped otherwise)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            node = self._root["/".join(self.stored_path(path))]
+            attrs = dict(node.metadata.attributes)
+            if self.escaped_name(path[-1]) is not None:
+                attrs[PTD_NAME_ATTR] = path[-1]
+            elif attrs.pop(PTD_NAME_ATTR, None) is None:
+                return
+            node.attrs.put(attrs)
 
     # --- attributes --------------------------------------------------------------------------
     def get_attrs(self, path: Path) -> dict[str, Any]:
         node = self._get(path)
         if node is None:
             raise self._not_found(path)
-        return copy.deepcopy(dict(node.metadata.attributes))
+        return self._node_attrs(path, node.metadata.attributes, deep=True)
 
     def set_attrs(self, path: Path, attrs: Mapping[str, Any]) -> None:
         key = self.key_str(path)
@@ -524,7 +637,8 @@ class ZarrBackend(Backend):
             with warnings.catch_warnings():
                 # a zip store appends a second zarr.json entry (the last one is read)
                 warnings.filterwarnings("ignore", "Duplicate name", UserWarning)
-                new = node.update_attributes(zarr_codec.jsonable(dict(attrs)))
+                listed = node.metadata.attributes.get(PTD_BYTES_ATTRS)
+                new = node.update_attributes(zarr_codec.attrs_json(dict(attrs), listed))
         except (TypeError, ValueError) as err:
             raise PtdTypeError(
                 f"cannot store attributes {dict(attrs)!r} on key {key!r} in {self._location}: {err}"
@@ -546,6 +660,43 @@ class ZarrBackend(Backend):
             handle.oindex[selection] = value
         else:
             handle[selection if selection else ...] = value
+
+    # --- string arrays -----------------------------------------------------------------------
+    def string_type(self, meta: ArrayMeta) -> StringType | None:
+        return zarr_codec.string_type(self._array(meta.path))
+
+    def read_strings(self, path: Path) -> np.ndarray:
+        arr = self._array(path)
+        stype = zarr_codec.string_type(arr)
+        if stype is None:
+            return super().read_strings(path)
+        data = np.asarray(arr[...])
+        if stype.kind in (VLEN_UTF8, VLEN_BYTES):
+            return as_object_array(data, text=stype.kind == VLEN_UTF8)
+        return data
+
+    def create_strings(
+        self,
+        path: Path,
+        stype: StringType,
+        data: np.ndarray,
+        *,
+        attrs: Mapping[str, Any] | None = None,
+        chunks: Sequence[int] | None = None,
+    ) -> None:
+        try:
+            dtype, values, extra = zarr_codec.string_array(stype, data)
+        except (ValueError, TypeError, UnicodeError) as err:
+            raise PtdValueError(
+                f"cannot write key {self.key_str(path)!r} to {self._location} as "
+                f"{stype.tag()} strings: {err}"
+            ) from None
+        shape = tuple(values.shape)
+        kwargs = self._create_kwargs(shape, None, chunks)
+        kwargs["attributes"] = {**zarr_codec.attrs_json(dict(attrs or {})), **extra}
+        arr = self._new_array(path, shape, dtype, None, kwargs)
+        if values.size:
+            arr[...] = values
 
     # --- non-tensor entries ------------------------------------------------------------------
     def write_non_tensor(

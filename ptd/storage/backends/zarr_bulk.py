@@ -136,7 +136,7 @@ def create(be: Any, specs: Sequence[NewArray]) -> None:
         if spec.attrs:
             kwargs["attributes"] = {
                 **kwargs.get("attributes", {}),
-                **zarr_codec.jsonable(dict(spec.attrs)),
+                **zarr_codec.attrs_json(dict(spec.attrs)),
             }
         return kwargs
 
@@ -253,7 +253,7 @@ def create_groups(be: Any, specs: Sequence[tuple[Path, Mapping[str, Any] | None]
             continue
         be._check_name(path)
         doc = {
-            "attributes": zarr_codec.jsonable(dict(attrs or {})),
+            "attributes": zarr_codec.attrs_json(dict(attrs or {})),
             "zarr_format": 3,
             "node_type": "group",
         }
