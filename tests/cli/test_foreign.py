@@ -19,7 +19,6 @@ import zarr
 import ptd
 from ptd import PersistentTensorDict
 from ptd.errors import (
-    ConvertError,
     PtdError,
     ReadOnlyError,
     SkippedKeyWarning,

@@ -36,7 +36,6 @@ from ptd.errors import (
     SkippedKeyWarning,
 )
 from ptd.format.dtypes import torch_dtype_name
-from ptd.format.keynames import impossible_name
 from ptd.format.names import TD_STACK_ATTR
 from ptd.format.payload import parse_stack_shape
 from ptd.storage.backends.guard import GUARDED, guard_methods, translate_error
@@ -48,8 +47,9 @@ from ptd.storage.backends.meta import (
     Path,
     ValueKind,
 )
+from ptd.storage.backends.naming import NamePolicy
 from ptd.storage.backends.selection import Selection, fit_write_value, selection_shape
-from ptd.storage.backends.strings import StringType
+from ptd.storage.backends.strings import StringArrays
 
 if TYPE_CHECKING:
     from ptd.storage.backends.fast_path import ArrayMaps
@@ -100,7 +100,7 @@ def _torch_dtype_of(dt: np.dtype) -> str | None:
     return torch_dtype_name(dt)
 
 
-class Backend(ABC):
+class Backend(NamePolicy, StringArrays, ABC):
     """One open store. Create with the subclass's :meth:`open`.
 
     Every method named in :data:`GUARDED` raises only ptd errors: anything else that escapes it
@@ -144,26 +144,6 @@ class Backend(ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         guard_methods(cls)
-
-    # --- names -------------------------------------------------------------------------------
-    @classmethod
-    def escaped_name(cls, name: str) -> str | None:
-        """The name a node called ``name`` is stored under when this format cannot hold
-        ``name`` as it is (:func:`~ptd.format.keynames.escape_name`, the original kept in the
-        node's ``__ptd_name__`` attribute), or None when it is stored as it is. Listings
-        (:meth:`children`, :meth:`walk`) give the original names back."""
-        return None
-
-    def stored_path(self, path: Path) -> Path:
-        """``path`` as the store names it: each name that this format stores escaped,
-        escaped (for tools that read the store's own keys, e.g. file sizes)."""
-        return tuple(self.escaped_name(p) or p for p in path)
-
-    @classmethod
-    def name_problem(cls, name: str) -> str | None:
-        """Why this format cannot hold a node named ``name`` at all, not even escaped, or
-        None (every name but the impossible ones: :func:`~ptd.format.keynames.impossible_name`)."""
-        return impossible_name(name)
 
     # --- lifecycle ---------------------------------------------------------------------------
     @classmethod
@@ -422,32 +402,6 @@ class Backend(ABC):
             if isinstance(err, PtdError):
                 raise
             raise PtdValueError(f"cannot read key {key!r} of {self._location}: {err}") from None
-
-    # --- string arrays -----------------------------------------------------------------------
-    def string_type(self, meta: ArrayMeta) -> StringType | None:
-        """The :class:`~ptd.storage.backends.strings.StringType` of a string array that a
-        conversion copies as a string array of the same kind and shape (a foreign string
-        array, or a string stack), or None (numbers, payloads, tensordict's one str...)."""
-        return None
-
-    def read_strings(self, path: Path) -> np.ndarray:
-        """The whole string array at ``path`` (of a :meth:`string_type`), its shape kept: an
-        ``S n`` / ``U n`` array for the fixed kinds, an object array of str or bytes for the
-        variable-length ones."""
-        raise PtdValueError(f"key {self.key_str(path)!r} of {self._location} is no string array")
-
-    def create_strings(  # noqa: B027 - optional capability
-        self,
-        path: Path,
-        stype: StringType,
-        data: np.ndarray,
-        *,
-        attrs: Mapping[str, Any] | None = None,
-        chunks: Sequence[int] | None = None,
-    ) -> None:
-        """Create the string array at ``path`` (replacing a node there) in this format's type
-        for ``stype`` (its nearest, with the kind recorded, where the format has none)."""
-        raise PtdValueError(f"{self._location} cannot store string arrays")
 
     # --- optional capabilities ---------------------------------------------------------------
     def flush(self) -> None:  # noqa: B027 - optional hook

@@ -55,13 +55,6 @@ from ptd.storage.backends.h5_chunks import H5Chunks
 from ptd.storage.backends.h5_open import open_local, open_remote
 from ptd.storage.backends.h5_span import read_span as _read_span
 from ptd.storage.backends.layout import leading_chunks
-from ptd.storage.backends.strings import (
-    FIXED_UTF32,
-    VLEN_BYTES,
-    VLEN_UTF8,
-    StringType,
-    as_object_array,
-)
 from ptd.storage.backends.targets import parse_target
 from ptd.storage.location import ReopenSpec, StoreLocation
 
@@ -547,43 +540,9 @@ class H5Backend(Backend):
             return ReadOnlyError(f"cannot write key {key!r}: {self._location} is read-only")
         return super()._write_error(key, err)
 
-    # --- string arrays -----------------------------------------------------------------------
-    def string_type(self, meta: ArrayMeta) -> StringType | None:
-        return h5_codec.string_type(meta.dtype, meta.attrs)
-
-    def read_strings(self, path: Path) -> np.ndarray:
-        ds = self._entry(path).ds
-        stype = h5_codec.string_type(ds.dtype, h5_codec.read_attrs(ds))
-        if stype is None:
-            return super().read_strings(path)
-        if stype.kind == FIXED_UTF32:
-            return as_object_array(ds.asstr()[()], text=True).astype(f"U{stype.length}")
-        if stype.kind == VLEN_UTF8:
-            return as_object_array(ds.asstr()[()], text=True)
-        if stype.kind == VLEN_BYTES:
-            return as_object_array(ds[()], text=False)
-        return np.asarray(ds[()])
-
-    def create_strings(
-        self,
-        path: Path,
-        stype: StringType,
-        data: np.ndarray,
-        *,
-        attrs: Mapping[str, Any] | None = None,
-        chunks: Sequence[int] | None = None,
-    ) -> None:
-        try:
-            arr, extra = h5_codec.string_array(stype, data)
-        except (ValueError, TypeError, UnicodeError) as err:
-            raise PtdValueError(
-                f"cannot write key {self.key_str(path)!r} to {self._location} as "
-                f"{stype.tag()} strings: {err}"
-            ) from None
-        parent, name = self._parent_for_create(path)
-        opts: dict[str, Any] = {} if chunks is None else {"chunks": tuple(chunks)}
-        all_attrs = {**dict(attrs or {}), **extra}
-        self._create_dataset(parent, name, path, arr.shape, arr.dtype, arr, opts, all_attrs)
+    # string arrays kept as their kind (h5_codec.py)
+    string_type, read_strings = h5_codec.string_type_of, h5_codec.read_strings_of
+    create_strings = h5_codec.create_strings
 
     # --- non-tensor entries ------------------------------------------------------------------
     def write_non_tensor(

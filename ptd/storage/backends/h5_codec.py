@@ -54,7 +54,11 @@ __all__ = [
     "encode_stack",
     "decode",
     "string_type",
+    "read_strings",
+    "string_type_of",
+    "read_strings_of",
     "string_array",
+    "create_strings",
 ]
 
 _STACK_TYPE_ERROR = (
@@ -289,6 +293,33 @@ def string_type(dt: np.dtype, attrs: Mapping[str, Any]) -> StringType | None:
     return StringType(FIXED_UTF8 if info.encoding == "utf-8" else FIXED_BYTES, info.length)
 
 
+def read_strings(ds: h5py.Dataset) -> np.ndarray | None:
+    """The whole string dataset ``ds`` (see ``Backend.read_strings``), or None when it is no
+    string array."""
+    stype = string_type(ds.dtype, read_attrs(ds))
+    if stype is None:
+        return None
+    if stype.kind == FIXED_UTF32:
+        return as_object_array(ds.asstr()[()], text=True).astype(f"U{stype.length}")
+    if stype.kind in (VLEN_UTF8, VLEN_BYTES):
+        data = ds.asstr()[()] if stype.kind == VLEN_UTF8 else ds[()]
+        return as_object_array(data, text=stype.kind == VLEN_UTF8)
+    return np.asarray(ds[()])
+
+
+def string_type_of(be: Any, meta: Any) -> StringType | None:
+    """``H5Backend.string_type``: :func:`string_type` of the dataset ``meta`` describes."""
+    return string_type(meta.dtype, meta.attrs)
+
+
+def read_strings_of(be: Any, path: Any) -> np.ndarray:
+    """``H5Backend.read_strings``: :func:`read_strings` of the dataset at ``path``."""
+    data = read_strings(be._entry(path).ds)
+    if data is None:
+        raise PtdValueError(f"key {be.key_str(path)!r} of {be.location} is no string array")
+    return data
+
+
 def string_array(stype: StringType, data: Any) -> tuple[np.ndarray, dict[str, Any]]:
     """``(data, attributes)`` of the dataset holding the strings ``data`` as ``stype``: its
     h5py type (UTF-32, which HDF5 lacks, as variable-length UTF-8 text with the kind
@@ -306,6 +337,30 @@ def string_array(stype: StringType, data: Any) -> tuple[np.ndarray, dict[str, An
     if any("\x00" in v for v in out.reshape(-1)):
         raise PtdValueError("HDF5 strings cannot hold a NUL character")
     return out, ({STRING_TYPE_ATTR: stype.tag()} if stype.kind == FIXED_UTF32 else {})
+
+
+def create_strings(
+    be: Any,
+    path: Any,
+    stype: StringType,
+    data: np.ndarray,
+    *,
+    attrs: Mapping[str, Any] | None = None,
+    chunks: Any = None,
+) -> None:
+    """``H5Backend.create_strings``: the dataset of h5py's type for ``stype`` (replacing a
+    node at ``path``), filled with ``data``."""
+    try:
+        arr, extra = string_array(stype, data)
+    except (ValueError, TypeError) as err:
+        raise PtdValueError(
+            f"cannot write key {be.key_str(path)!r} to {be.location} as {stype.tag()} "
+            f"strings: {err}"
+        ) from None
+    parent, name = be._parent_for_create(path)
+    opts: dict[str, Any] = {} if chunks is None else {"chunks": tuple(chunks)}
+    all_attrs = {**dict(attrs or {}), **extra}
+    be._create_dataset(parent, name, path, arr.shape, arr.dtype, arr, opts, all_attrs)
 
 
 # --- writing ---------------------------------------------------------------------------------

@@ -39,17 +39,14 @@ from ptd.errors import (
     CorruptStoreError,
     PtdKeyError,
     PtdTypeError,
-    PtdValueError,
     ReadOnlyError,
     UnsupportedOperationError,
 )
-from ptd.format.keynames import escape_name
 from ptd.format.names import PTD_BYTES_ATTRS, PTD_NAME_ATTR, TD_NON_TENSOR_ATTR
-from ptd.storage.backends import zarr_bulk, zarr_codec, zarr_read
+from ptd.storage.backends import zarr_bulk, zarr_codec, zarr_names, zarr_read
 from ptd.storage.backends.base import (
     ArrayMeta,
     Backend,
-    NewArray,
     NodeKind,
     NonTensorPayload,
     Path,
@@ -61,7 +58,7 @@ from ptd.storage.backends.base import (
 from ptd.storage.backends.chunk_cache import cache_budget
 from ptd.storage.backends.fast_path_zarr import ZarrMaps
 from ptd.storage.backends.layout import leading_chunks
-from ptd.storage.backends.strings import VLEN_BYTES, VLEN_UTF8, StringType, as_object_array
+from ptd.storage.backends.strings import StringType
 from ptd.storage.backends.targets import parse_target
 from ptd.storage.backends.zarr_arrays import array_layout, read_selection
 from ptd.storage.backends.zarr_chunks import ZarrChunks
@@ -73,9 +70,6 @@ __all__ = ["ZarrBackend"]
 
 Node = Any  # zarr.Array | zarr.Group
 
-#: names of zarr's own metadata documents (v3 and v2): no node may be called that
-ZARR_METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
-
 
 class ZarrBackend(Backend):
     """One open zarr group hierarchy (a path, a zarr store, or a user's ``zarr.Group``)."""
@@ -84,33 +78,7 @@ class ZarrBackend(Backend):
 
     @classmethod
     def escaped_name(cls, name: str) -> str | None:
-        """Zarr v3 reserves names starting with ``__`` for the format, zarr-python reads a
-        backslash as a path separator, and a metadata document's name cannot be a node's:
-        such names are stored escaped (``docs/format.md``)."""
-        if name.startswith("__") or "\\" in name or name in ZARR_METADATA_NAMES:
-            return escape_name(name)
-        return None
-
-    def _plain_path(self, path: Path) -> bool:
-        """Whether every name of ``path`` is stored as it is and looks like no escaped name."""
-        return all("%" not in p and self.escaped_name(p) is None for p in path)
-
-    def _listed_name(self, stored: str, node: Node) -> str:
-        """The name a node stored as ``stored`` has: the original recorded in its
-        ``__ptd_name__`` when ``stored`` is that name's escaped form, else ``stored``."""
-        if "%" in stored:  # (every escaped name holds a '%')
-            original = node.metadata.attributes.get(PTD_NAME_ATTR)
-            if isinstance(original, str) and self.escaped_name(original) == stored:
-                return original
-        return stored
-
-    def _node_attrs(self, path: Path, attributes: Mapping[str, Any], deep: bool) -> dict[str, Any]:
-        """A node's attributes as ptd hands them out (bytes restored, the recorded original
-        name of an escaped node left out)."""
-        out = zarr_codec.attrs_read(attributes, deep=deep)
-        if path and self.escaped_name(path[-1]) is not None:
-            out.pop(PTD_NAME_ATTR, None)
-        return out
+        return zarr_names.escaped_name(name)
 
     def __init__(
         self,
@@ -263,7 +231,7 @@ class ZarrBackend(Backend):
             return node
         self._check_open(self.key_str(path))
         parent = self._cache.get(path[:-1])
-        if parent is None and len(path) > 1 and not self._plain_path(path[:-1]):
+        if parent is None and len(path) > 1 and not zarr_names.plain_path(path[:-1]):
             parent = self._get(path[:-1])  # each escaped name checked against its record
             if not isinstance(parent, zarr.Group):
                 return None
@@ -281,7 +249,7 @@ class ZarrBackend(Backend):
             raise CorruptStoreError(
                 f"cannot read the metadata of key {self.key_str(path)!r} in {self._location}: {err}"
             ) from None
-        if self._listed_name(stored[-1], node) != path[-1]:
+        if zarr_names.listed_name(stored[-1], node) != path[-1]:
             return None  # another name is recorded for the node stored there
         self._cache[path] = node
         return node
@@ -369,7 +337,7 @@ class ZarrBackend(Backend):
             path,
             tuple(md.shape),
             dt,
-            self._node_attrs(path, md.attributes, deep=False),
+            zarr_names.node_attrs(path, md.attributes, deep=False),
             chunks=chunks,
             compression=compression,
             stored_nbytes=None,
@@ -402,67 +370,11 @@ class ZarrBackend(Backend):
             return None
         return NodeKind.ARRAY if isinstance(node, zarr.Array) else NodeKind.GROUP
 
-    def children(self, path: Path) -> list[tuple[str, NodeKind]]:
-        group = self._group(path)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            members = sorted(group.members(), key=lambda m: m[0])
-        out = []
-        for stored, node in members:
-            self._check_member(path, stored)
-            name = self._listed_name(stored, node)
-            self._cache[path + (name,)] = node
-            out.append((name, NodeKind.ARRAY if isinstance(node, zarr.Array) else NodeKind.GROUP))
-        return sorted(out, key=lambda m: m[0])
-
-    def _check_member(self, path: Path, name: str) -> None:
-        """A child name listed by the store (its consolidated metadata can say anything) must
-        be a valid key: nothing may resolve outside the store or onto another node."""
-        for part in name.split("/"):
-            if part in ("", ".", "..") or "\x00" in part:
-                raise CorruptStoreError(
-                    f"cannot read the metadata of {self._location}: it lists a child "
-                    f"{self.key_str(path + (name,))!r}, which is not a valid key (damaged or "
-                    "hostile metadata)"
-                )
+    # listings give the original names of escaped ones (zarr_names.py)
+    children, walk = zarr_names.children, zarr_names.walk
 
     def array_meta(self, path: Path) -> ArrayMeta:
         return self._meta(path, self._array(path))
-
-    def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
-        """One ``members(max_depth=None)`` pass, then depth first in name order."""
-        group = self._group(path)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            members = group.members(max_depth=None)
-        kids: dict[Path, list[tuple[str, Node]]] = {}
-        listed: list[tuple[Path, Node]] = []
-        for name, node in members:
-            self._check_member(path, name)
-            listed.append((tuple(name.split("/")), node))
-        # stored names -> the names they stand for, parents first
-        original: dict[Path, Path] = {(): ()}
-        for rel, node in sorted(listed, key=lambda m: len(m[0])):
-            parent = original.get(rel[:-1])
-            if parent is None:
-                continue
-            orig = parent + (self._listed_name(rel[-1], node),)
-            original[rel] = orig
-            kids.setdefault(parent, []).append((orig[-1], node))
-            self._cache[path + orig] = node
-        out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
-
-        def visit(rel: Path) -> None:
-            for name, node in sorted(kids.get(rel, ()), key=lambda m: m[0]):
-                p = path + rel + (name,)
-                if isinstance(node, zarr.Array):
-                    out.append((p, NodeKind.ARRAY, self._meta(p, node)))
-                else:
-                    out.append((p, NodeKind.GROUP, None))
-                    visit(rel + (name,))
-
-        visit(())
-        return out
 
     def create_group(self, path: Path, attrs: Mapping[str, Any] | None = None) -> None:
         key = self.key_str(path)
@@ -510,42 +422,11 @@ class ZarrBackend(Backend):
     # many small arrays read at once (zarr_read.py)
     read_many = zarr_read.read_many
 
-    def create_arrays(self, specs: Sequence[NewArray]) -> None:
-        """Many nodes at once, concurrently (``zarr_bulk.py``); those with escaped names (or
-        names that look escaped) one by one."""
-        if all(self._plain_path(spec.path) for spec in specs):
-            zarr_bulk.create(self, specs)
-        else:
-            Backend.create_arrays(self, specs)
-
-    def create_groups(self, specs: Sequence[tuple[Path, Mapping[str, Any] | None]]) -> None:
-        if all(self._plain_path(path) for path, _ in specs):
-            zarr_bulk.create_groups(self, specs)
-        else:
-            Backend.create_groups(self, specs)
+    # many nodes at once, concurrently (zarr_bulk.py; escaped names one by one)
+    create_arrays, create_groups = zarr_bulk.create, zarr_bulk.create_groups
 
     def _check_name(self, path: Path) -> None:
-        """Refuse a name no zarr store can hold, and an escaped name whose stored form another
-        node has taken (a node named like an escaped name, without the record)."""
-        name = path[-1]
-        problem = self.name_problem(name)
-        if problem is not None:
-            raise PtdKeyError(
-                f"cannot create key {self.key_str(path)!r} in {self._location}: {problem}"
-            )
-        stored = self.escaped_name(name) or name
-        if "%" not in stored:
-            return
-        parent = self._get(path[:-1])
-        if isinstance(parent, zarr.Group) and self._get(path) is None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                taken = stored in parent
-            if taken:
-                raise PtdKeyError(
-                    f"cannot create key {self.key_str(path)!r} in {self._location}: it is "
-                    f"stored as {stored!r}, and another node has that name"
-                )
+        zarr_names.check_name(self, path)
 
     @staticmethod
     def _create_kwargs(
@@ -608,24 +489,14 @@ class ZarrBackend(Backend):
         self._changed()
 
     def _record_name(self, path: Path) -> None:
-        """Make the ``__ptd_name__`` record of the node just moved to ``path`` its new name's
-        (set for an escaped name, dropped otherwise)."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            node = self._root["/".join(self.stored_path(path))]
-            attrs = dict(node.metadata.attributes)
-            if self.escaped_name(path[-1]) is not None:
-                attrs[PTD_NAME_ATTR] = path[-1]
-            elif attrs.pop(PTD_NAME_ATTR, None) is None:
-                return
-            node.attrs.put(attrs)
+        zarr_names.record_name(self, path)
 
     # --- attributes --------------------------------------------------------------------------
     def get_attrs(self, path: Path) -> dict[str, Any]:
         node = self._get(path)
         if node is None:
             raise self._not_found(path)
-        return self._node_attrs(path, node.metadata.attributes, deep=True)
+        return zarr_names.node_attrs(path, node.metadata.attributes, deep=True)
 
     def set_attrs(self, path: Path, attrs: Mapping[str, Any]) -> None:
         key = self.key_str(path)
@@ -661,42 +532,15 @@ class ZarrBackend(Backend):
         else:
             handle[selection if selection else ...] = value
 
-    # --- string arrays -----------------------------------------------------------------------
+    # --- string arrays (zarr_codec.py) ------------------------------------------------------
     def string_type(self, meta: ArrayMeta) -> StringType | None:
         return zarr_codec.string_type(self._array(meta.path))
 
     def read_strings(self, path: Path) -> np.ndarray:
-        arr = self._array(path)
-        stype = zarr_codec.string_type(arr)
-        if stype is None:
-            return super().read_strings(path)
-        data = np.asarray(arr[...])
-        if stype.kind in (VLEN_UTF8, VLEN_BYTES):
-            return as_object_array(data, text=stype.kind == VLEN_UTF8)
-        return data
+        data = zarr_codec.read_strings(self._array(path))
+        return super().read_strings(path) if data is None else data
 
-    def create_strings(
-        self,
-        path: Path,
-        stype: StringType,
-        data: np.ndarray,
-        *,
-        attrs: Mapping[str, Any] | None = None,
-        chunks: Sequence[int] | None = None,
-    ) -> None:
-        try:
-            dtype, values, extra = zarr_codec.string_array(stype, data)
-        except (ValueError, TypeError, UnicodeError) as err:
-            raise PtdValueError(
-                f"cannot write key {self.key_str(path)!r} to {self._location} as "
-                f"{stype.tag()} strings: {err}"
-            ) from None
-        shape = tuple(values.shape)
-        kwargs = self._create_kwargs(shape, None, chunks)
-        kwargs["attributes"] = {**zarr_codec.attrs_json(dict(attrs or {})), **extra}
-        arr = self._new_array(path, shape, dtype, None, kwargs)
-        if values.size:
-            arr[...] = values
+    create_strings = zarr_codec.create_strings
 
     # --- non-tensor entries ------------------------------------------------------------------
     def write_non_tensor(

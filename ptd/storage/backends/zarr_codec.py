@@ -49,7 +49,9 @@ __all__ = [
     "check_stack_marker",
     "decode",
     "string_type",
+    "read_strings",
     "string_array",
+    "create_strings",
 ]
 
 
@@ -155,6 +157,17 @@ def string_type(arr: Any) -> StringType | None:
     return None
 
 
+def read_strings(arr: Any) -> np.ndarray | None:
+    """The whole string array ``arr`` (see ``Backend.read_strings``), or None when it is none."""
+    stype = string_type(arr)
+    if stype is None:
+        return None
+    data = np.asarray(arr[...])
+    if stype.kind in (VLEN_UTF8, VLEN_BYTES):
+        return as_object_array(data, text=stype.kind == VLEN_UTF8)
+    return data
+
+
 def string_array(stype: StringType, data: Any) -> tuple[Any, np.ndarray, dict[str, Any]]:
     """``(zarr dtype, data, attributes)`` of the array holding the strings ``data`` as
     ``stype``: zarr's type for it (fixed-length UTF-8, which zarr lacks, as fixed-length bytes
@@ -174,6 +187,31 @@ def string_array(stype: StringType, data: Any) -> tuple[Any, np.ndarray, dict[st
     if stype.kind == VLEN_BYTES:
         return VariableLengthBytes(), as_object_array(arr, text=False), {}
     return str, as_object_array(arr, text=True), {}
+
+
+def create_strings(
+    be: Any,
+    path: Any,
+    stype: StringType,
+    data: np.ndarray,
+    *,
+    attrs: Mapping[str, Any] | None = None,
+    chunks: Any = None,
+) -> None:
+    """``ZarrBackend.create_strings``: the array of zarr's type for ``stype`` (replacing a
+    node at ``path``), filled with ``data``."""
+    try:
+        dtype, values, extra = string_array(stype, data)
+    except (ValueError, TypeError) as err:
+        raise PtdValueError(
+            f"cannot write key {be.key_str(path)!r} to {be.location} as {stype.tag()} "
+            f"strings: {err}"
+        ) from None
+    kwargs = be._create_kwargs(values.shape, None, chunks)
+    kwargs["attributes"] = {**attrs_json(dict(attrs or {})), **extra}
+    arr = be._new_array(path, values.shape, dtype, None, kwargs)
+    if values.size:
+        arr[...] = values
 
 
 def encode(
