@@ -1,47 +1,74 @@
-"""Which key names a store format cannot hold under that name, and why.
+"""Key names a store cannot hold as they are: the escaped form they are stored under.
 
-HDF5 takes any name but ``"."`` and names holding ``/`` (which ptd never lists). Zarr stores
-are key-value stores whose keys are ``/``-separated paths, so some names that are legal in HDF5
-cannot be a zarr node's name: ptd refuses them by name (``convert`` stops, or with
-``skip_unsupported`` leaves them out and lists them as not copied) rather than renaming them.
+Which names need it is each backend's knowledge (``Backend.escaped_name``: Zarr v3 reserves
+names starting with ``__``, reads a backslash as a path separator and has its metadata
+documents' names); how they are escaped is this module's one rule, shared by every backend
+(``docs/format.md``, "Names a format cannot hold"):
 
->>> refused_name("zarr", "back\\\\slash")
-"it holds a backslash, which zarr's stores read as a path separator ('back' / 'slash')"
->>> refused_name("zarr", "zarr.json")
-'it is the name of a zarr metadata document'
->>> refused_name("zarr", "obs") is None, refused_name("h5", "__x") is None
-(True, True)
+* the escaped name is the name with every ``%``, ``\\`` and ``.``, and a leading ``_``,
+  percent-encoded as its UTF-8 bytes in upper-case hex (``%25``, ``%5C``, ``%2E``, ``%5F``);
+  everything else is kept;
+* the node stored under it has the attribute ``__ptd_name__`` holding the original name
+  (:data:`~ptd.format.names.PTD_NAME_ATTR`). Only that attribute makes the node's name the
+  original: a node of another store whose name merely looks escaped is read as it is named.
+
+>>> escape_name("__categories"), escape_name("a\\\\b.c"), escape_name("zarr.json")
+('%5F_categories', 'a%5Cb%2Ec', 'zarr%2Ejson')
+>>> unescape_name("%5F_categories")
+'__categories'
+>>> impossible_name("a/b"), impossible_name("ok") is None
+("it holds '/', the path separator of every store", True)
 """
 
 from __future__ import annotations
 
-from ptd.errors import PtdKeyError
+__all__ = ["escape_name", "unescape_name", "impossible_name", "ESCAPED_CHARS"]
 
-__all__ = ["refused_name", "check_key_names", "ZARR_METADATA_NAMES"]
-
-#: names of zarr's own metadata documents (v3 and v2)
-ZARR_METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
+#: the characters percent-encoded anywhere in an escaped name (``_`` only as its first)
+ESCAPED_CHARS = frozenset("%\\.")
 
 
-def refused_name(fmt: str, name: str) -> str | None:
-    """Why a node named ``name`` cannot be written to a ``fmt`` store, or None when it can."""
-    if fmt != "zarr":
-        return None
-    if "\\" in name:
-        parts = " / ".join(repr(p) for p in name.split("\\"))
-        return f"it holds a backslash, which zarr's stores read as a path separator ({parts})"
-    if name in ZARR_METADATA_NAMES:
-        return "it is the name of a zarr metadata document"
+def _encode(ch: str) -> str:
+    return "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
+
+
+def escape_name(name: str) -> str:
+    """The escaped form of ``name`` (see the module doc); it holds none of ``\\``, ``.`` and
+    ``/`` and does not start with ``_``."""
+    out = [(_encode(ch) if ch in ESCAPED_CHARS else ch) for ch in name]
+    if name.startswith("_"):
+        out[0] = _encode("_")
+    return "".join(out)
+
+
+def unescape_name(stored: str) -> str:
+    """The name whose :func:`escape_name` is ``stored`` (percent-decoding); for reading
+    stored names by hand: ptd itself takes the original from the node's attribute."""
+    raw = bytearray()
+    i = 0
+    while i < len(stored):
+        if stored[i] == "%" and _is_hex(stored[i + 1 : i + 3]):
+            raw.append(int(stored[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            raw.extend(stored[i].encode("utf-8"))
+            i += 1
+    return raw.decode("utf-8", errors="surrogateescape")
+
+
+def _is_hex(two: str) -> bool:
+    return len(two) == 2 and all(c in "0123456789abcdefABCDEF" for c in two)
+
+
+def impossible_name(name: str) -> str | None:
+    """Why no store can hold a node named ``name``, even escaped (empty, ``.``, ``..``, or
+    holding ``/`` or NUL: a key name is never a path), or None."""
+    if not isinstance(name, str) or name == "":
+        return "it is empty"
     if name in (".", ".."):
-        return f"{name!r} is not a node name in a zarr store"
-    if name.startswith("__"):
-        return "names starting with '__' are reserved by the Zarr v3 specification"
+        return f"{name!r} names a directory, not a node"
+    if "/" in name:
+        return "it holds '/', the path separator of every store"
+    if "\x00" in name:
+        return "it holds a NUL character"
     return None
-
-
-def check_key_names(fmt: str, path: tuple[str, ...], location: str) -> None:
-    """Raise PtdKeyError naming the key when a ``fmt`` store cannot hold one of its names."""
-    for part in path:
-        why = refused_name(fmt, part)
-        if why is not None:
-            raise PtdKeyError(f"cannot create key {'/'.join(path)!r} in {location}: {why}")

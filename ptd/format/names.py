@@ -33,6 +33,16 @@ PTD_JSON_ATTR = "__ptd_json__"
 #: like JSON
 PTD_JSON_ATTRS = "__ptd_json_attrs__"
 
+#: string array attribute naming the kind of string (``"fixed_utf8:10"``) a conversion stored
+#: in the nearest type the destination has (``ptd.storage.backends.strings``)
+STRING_TYPE_ATTR = "__ptd_string_type__"
+#: zarr node attribute listing the attributes ptd stored as UTF-8 text that were bytes (JSON
+#: has no bytes); they read back as bytes
+PTD_BYTES_ATTRS = "__ptd_bytes_attrs__"
+#: node attribute holding a node's original name when the store holds it under an escaped name
+#: (a name the format cannot hold as it is; ``ptd.format.keynames``)
+PTD_NAME_ATTR = "__ptd_name__"
+
 #: attributes ptd manages itself; user attributes are everything else
 RESERVED_ATTRS = frozenset(
     {
@@ -43,6 +53,9 @@ RESERVED_ATTRS = frozenset(
         PTD_DTYPE_ATTR,
         PTD_JSON_ATTR,
         PTD_JSON_ATTRS,
+        STRING_TYPE_ATTR,
+        PTD_BYTES_ATTRS,
+        PTD_NAME_ATTR,
     }
 )
 

@@ -249,9 +249,9 @@ def info(
         s = scan(be, fmt)
         stored_sizes: dict[tuple[str, ...], int] = {}
         if fmt == "zarr":
-            stored_sizes = zarr_array_nbytes(
-                p, [q for q, k, _ in s.nodes if k is NodeKind.ARRAY], loc.options
-            )
+            arrays = {be.stored_path(q): q for q, k, _ in s.nodes if k is NodeKind.ARRAY}
+            sizes = zarr_array_nbytes(p, list(arrays), loc.options)
+            stored_sizes = {arrays[k]: v for k, v in sizes.items()}
         entries: list[EntryInfo] = []
         totals = Totals()
         t_stored = 0

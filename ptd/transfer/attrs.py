@@ -3,7 +3,7 @@ stores (zarr: JSON; h5: numpy, a list of str as a vlen string array), strings th
 back as bytes decoded, and which unmarked string arrays are columns (one string per row).
 
 >>> attrs_for("zarr", {"n": np.int64(3), "t": b"x"})
-{'n': 3, 't': 'x'}
+{'n': 3, 't': b'x'}
 >>> attrs_for("h5", {"tags": ["a", "b"]})["tags"].dtype
 dtype('O')
 >>> decode_str([b"caf\\xc3\\xa9", [b"x"]])
@@ -23,10 +23,25 @@ from ptd.storage.backends.base import ArrayMeta, ValueKind
 __all__ = ["attrs_for", "user_attrs", "decode_str", "is_column", "attr_problem"]
 
 
+def _python(value: Any) -> Any:
+    """``value`` with numpy scalars and arrays as python values and lists, bytes kept (the
+    destination's backend decides how it stores them)."""
+    if isinstance(value, np.ndarray):
+        return _python(value.tolist())
+    if isinstance(value, np.generic):
+        return _python(value.item())
+    if isinstance(value, dict):
+        return {str(k): _python(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_python(v) for v in value]
+    return jsonable(value) if not isinstance(value, bytes) else value
+
+
 def attrs_for(fmt: str, attrs: dict[str, Any]) -> dict[str, Any]:
-    """Attribute values the destination format can store (same values, other python types)."""
+    """Attribute values the destination format can store (same values, other python types;
+    bytes stay bytes)."""
     if fmt == "zarr":
-        return {k: jsonable(v) for k, v in attrs.items()}
+        return {k: _python(v) for k, v in attrs.items()}
     out: dict[str, Any] = {}
     for k, v in attrs.items():
         if isinstance(v, (list, tuple)) and v and _all_str(v):
@@ -133,7 +148,7 @@ def attr_problem(fmt: str, value: Any) -> str | None:
             return None
         value = value.tolist()
     if isinstance(value, (list, tuple)):
-        if _all_str(value):
+        if _all_str(value) or (value and all(isinstance(v, bytes) for v in value)):
             return None
         try:
             arr = np.asarray(value)

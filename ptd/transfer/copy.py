@@ -15,11 +15,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 from ptd.errors import ConvertError, PtdValueError
-from ptd.format.names import TD_STR_ATTR
+from ptd.format.names import TD_STACK_ATTR, TD_STR_ATTR
 from ptd.format.shapes import fits
 from ptd.format.tdmeta import parse_td_meta, td_meta_attrs
 from ptd.storage import remote
 from ptd.storage.backends.base import ArrayMeta, Backend, NewArray, NodeKind, Path, ValueKind
+from ptd.storage.backends.strings import StringType
 from ptd.transfer.attrs import attr_problem, attrs_for, decode_str, is_column, user_attrs
 from ptd.transfer.codecs import H5_FILTER, codec_options
 from ptd.transfer.options import ConvertOptions, ConvertResult
@@ -132,7 +133,11 @@ class Copier:
             if kind is NodeKind.GROUP or meta is None:
                 continue
             if meta.kind is ValueKind.NON_TENSOR:
-                self.copy_non_tensor(path, meta)
+                stype = self.src.string_type(meta)
+                if stype is not None:
+                    self.copy_strings(path, meta, stype)
+                else:
+                    self.copy_non_tensor(path, meta)
                 continue
             nbytes = math.prod(meta.shape) * meta.dtype.itemsize
             spec = self.new_array(path, meta) if nbytes <= SMALL_BYTES else None
@@ -254,6 +259,28 @@ class Copier:
             dst_chunk_rows=((spec.options or {}).get("shards") or chunks or (None,))[0],
         )
         return path, rows, shape[0]
+
+    def copy_strings(self, path: Path, meta: ArrayMeta, stype: StringType) -> None:
+        """Copy a string array as one of the same kind and shape (its values as they are);
+        it is marked a stack of strings (``__tensordict_stack__``) when the source's is, or
+        when it is a column whose rows are its group's batch (tensordict then reads it as a
+        NonTensorStack)."""
+        attrs = self.attrs_for(path, user_attrs(dict(meta.attrs)))
+        stacked = meta.stack_shape is not None
+        if not stacked and is_column(meta, self.s.format):
+            batch = self.s.batches[path[:-1]].batch
+            stacked = bool(len(batch)) and fits(meta.shape, batch)
+            if not stacked:
+                self.result.notes.append(
+                    f"string column {'/'.join(path)!r} {list(meta.shape)} does not fit its "
+                    "group's batch size: copied as a string array, not marked as a stack"
+                )
+        if stacked:
+            attrs[TD_STACK_ATTR] = list(meta.shape)
+        chunks = meta.chunks if meta.chunks and 0 not in meta.shape else None
+        self.dst.create_strings(
+            path, stype, self.src.read_strings(path), attrs=attrs, chunks=chunks
+        )
 
     def copy_non_tensor(self, path: Path, meta: ArrayMeta) -> None:
         key = "/".join(path)

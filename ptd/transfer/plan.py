@@ -20,8 +20,8 @@ from ptd.errors import (
     StoreNotFoundError,
     UnsupportedDtypeError,
 )
-from ptd.format.keynames import refused_name
 from ptd.storage import remote
+from ptd.storage.backends import BACKENDS, get_backend
 from ptd.storage.backends.base import ArrayMeta, NodeKind, Path, ValueKind
 from ptd.storage.location import StoreLocation
 from ptd.transfer.codecs import choose_codec, describe
@@ -41,6 +41,8 @@ __all__ = [
     "leaf_target",
     "plan_leaves",
     "refusals",
+    "name_problem",
+    "escaped_keys",
     "copyable",
     "refusal_error",
     "not_copyable",
@@ -172,6 +174,20 @@ def copyable(meta: ArrayMeta, fmt: str) -> bool:
     return fmt == "zarr" and all(f.subdtype is None and f.kind in "biuf" for f in fields)
 
 
+def name_problem(fmt: str, name: str) -> str | None:
+    """Why a ``fmt`` destination cannot hold a node named ``name`` at all (the backend's
+    rule: names it can hold only escaped are not refused), or None."""
+    return get_backend(fmt).name_problem(name) if fmt in BACKENDS else None
+
+
+def escaped_keys(s: Scan, fmt: str) -> list[str]:
+    """The keys of the scan whose last name a ``fmt`` destination stores escaped."""
+    if fmt not in BACKENDS:
+        return []
+    cls = get_backend(fmt)
+    return ["/".join(p) for p, _, _ in s.nodes if cls.escaped_name(p[-1]) is not None]
+
+
 def refusals(s: Scan, fmt: str) -> dict[Path, str]:
     """The nodes a ``fmt`` destination cannot hold, with why (a group's covers its subtree):
     names it cannot hold, and leaves ptd cannot copy (``"key 'c' holds HDF5 object
@@ -181,7 +197,7 @@ def refusals(s: Scan, fmt: str) -> dict[Path, str]:
         if any(path[:i] in out for i in range(1, len(path))):
             continue
         key = "/".join(path)
-        why = refused_name(fmt, path[-1])
+        why = name_problem(fmt, path[-1])
         if why is not None:
             what = "group" if kind is NodeKind.GROUP else "key"
             out[path] = f"{what} {key!r} cannot be stored in {fmt} under its name: {why}"
@@ -218,6 +234,14 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> None:
         result.not_copied.append({"key": "/".join(path), "reason": reason})
     for path, reason in refused.items():
         result.not_copied.append({"key": "/".join(path), "reason": reason})
+    escaped = escaped_keys(s, to)
+    if escaped:
+        shown = ", ".join(repr(k) for k in escaped[:3]) + (", ..." if len(escaped) > 3 else "")
+        result.notes.append(
+            f"{len(escaped)} name{'s' if len(escaped) > 1 else ''} that {to} cannot hold as "
+            f"{'they are' if len(escaped) > 1 else 'it is'} stored escaped, the original "
+            f"recorded (ptd reads it back): {shown}"
+        )
     for path, kind, meta in s.nodes:
         if any(path[:i] in refused for i in range(1, len(path) + 1)):
             continue

@@ -19,7 +19,6 @@ import zarr
 import ptd
 from ptd import PersistentTensorDict
 from ptd.errors import (
-    ConvertError,
     PtdError,
     ReadOnlyError,
     SkippedKeyWarning,
@@ -53,11 +52,18 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
 
 
 def _direct(path: Path, key: str) -> np.ndarray:
-    """What h5py / zarr read for ``key`` themselves."""
+    """What h5py / zarr read for ``key`` themselves (zarr under the escaped names, see
+    docs/format.md)."""
     if path.is_dir():
+        from ptd.format.keynames import escape_name
+        from ptd.storage.backends.zarr import ZarrBackend
+
+        stored = "/".join(
+            escape_name(n) if ZarrBackend.escaped_name(n) else n for n in key.split("/")
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return np.asarray(zarr.open_group(str(path), mode="r")[key][...])
+            return np.asarray(zarr.open_group(str(path), mode="r")[stored][...])
     with h5py.File(path, "r") as f:
         return np.asarray(f[key][()])
 
@@ -218,31 +224,39 @@ def test_links_are_listed_followed_and_skipped_by_name(tmp_path: Path, ptd_cli) 
 
 
 # ------------------------------------------------------------------------------ names
-def test_names_zarr_cannot_hold_are_refused_by_name(tmp_path: Path, ptd_cli) -> None:
+def test_names_zarr_cannot_hold_are_escaped(tmp_path: Path, ptd_cli) -> None:
+    """(They were refused until issue 20: now stored escaped, the original recorded.)"""
     path = FOREIGN / "odd_names.h5"
-    with pytest.raises(ConvertError, match=r"key '__reserved' cannot be stored in zarr.*2 more"):
-        ptd.convert(path, tmp_path / "x.zarr")
-    assert not (tmp_path / "x.zarr").exists()
-    run = ptd_cli("convert", path, tmp_path / "x.zarr")
-    assert_one_line_error(run, "odd_names.h5", "__reserved", "--skip-unsupported")
-    result = ptd.convert(path, tmp_path / "x.zarr", skip_unsupported=True)
-    assert {i["key"] for i in result.not_copied} == {"back\\slash", "zarr.json", "__reserved"}
+    result = ptd.convert(path, tmp_path / "x.zarr")
+    assert result.not_copied == []
+    assert any("stored escaped" in n for n in result.notes)
     g = zarr.open_group(str(tmp_path / "x.zarr"), mode="r")
-    assert sorted(g.array_keys()) == ["plain", "unicodé", "with space"]
-    # h5 holds every name
+    assert sorted(g.array_keys()) == [
+        "%5F_reserved",
+        "back%5Cslash",
+        "plain",
+        "unicodé",
+        "with space",
+        "zarr%2Ejson",
+    ]
+    assert g["%5F_reserved"].attrs["__ptd_name__"] == "__reserved"
+    with PersistentTensorDict.from_zarr(tmp_path / "x.zarr") as p:
+        assert set(p.keys()) >= {"back\\slash", "zarr.json", "__reserved"}
+    assert ptd_cli("diff", path, tmp_path / "x.zarr").code == 0
+    # h5 holds every name as it is
     result = ptd.convert(path, tmp_path / "x.h5")
     assert result.not_copied == []
     with h5py.File(tmp_path / "x.h5", "r") as f:
         assert "back\\slash" in f and "zarr.json" in f
 
 
-def test_zarr_backend_refuses_a_backslash_key(tmp_path: Path) -> None:
+def test_zarr_backend_escapes_a_backslash_key(tmp_path: Path) -> None:
     import torch
 
     with PersistentTensorDict(filename=str(tmp_path / "s.zarr"), mode="w", backend="zarr") as p:
-        with pytest.raises(KeyError, match="backslash"):
-            p["a\\b"] = torch.zeros(3)
-        assert list(p.keys()) == []
+        p["a\\b"] = torch.zeros(3)
+        assert list(p.keys()) == ["a\\b"]
+    assert os.path.isdir(tmp_path / "s.zarr" / "a%5Cb")
 
 
 def test_json_looking_string_attributes_stay_strings(tmp_path: Path) -> None:
@@ -457,8 +471,10 @@ def test_create_arrays_replaces_and_checks_names(tmp_path: Path) -> None:
         np.testing.assert_array_equal(be.read(("g", "a")), np.arange(3.0))
         np.testing.assert_array_equal(be.read(("g", "b")), np.ones((2, 2), "u1"))
         np.testing.assert_array_equal(be.read(("h", "c")), [1, 2])
-        with pytest.raises(KeyError, match="backslash"):
-            be.create_arrays([NewArray(("x\\y",), (1,), np.dtype("i1"))])
+        be.create_arrays([NewArray(("x\\y",), (1,), np.dtype("i1"))])  # escaped
+        assert [n for n, _ in be.children(())] == ["g", "h", "x\\y"]
+        with pytest.raises(KeyError, match="'/'"):
+            be.create_arrays([NewArray(("x", ""), (1,), np.dtype("i1"))])
     finally:
         be.close()
     assert os.path.isdir(tmp_path / "b.zarr" / "g" / "b")

@@ -47,7 +47,9 @@ from ptd.storage.backends.meta import (
     Path,
     ValueKind,
 )
+from ptd.storage.backends.naming import NamePolicy
 from ptd.storage.backends.selection import Selection, fit_write_value, selection_shape
+from ptd.storage.backends.strings import StringArrays
 
 if TYPE_CHECKING:
     from ptd.storage.backends.fast_path import ArrayMaps
@@ -98,7 +100,7 @@ def _torch_dtype_of(dt: np.dtype) -> str | None:
     return torch_dtype_name(dt)
 
 
-class Backend(ABC):
+class Backend(NamePolicy, StringArrays, ABC):
     """One open store. Create with the subclass's :meth:`open`.
 
     Every method named in :data:`GUARDED` raises only ptd errors: anything else that escapes it

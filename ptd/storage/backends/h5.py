@@ -540,6 +540,10 @@ class H5Backend(Backend):
             return ReadOnlyError(f"cannot write key {key!r}: {self._location} is read-only")
         return super()._write_error(key, err)
 
+    # string arrays kept as their kind (h5_codec.py)
+    string_type, read_strings = h5_codec.string_type_of, h5_codec.read_strings_of
+    create_strings = h5_codec.create_strings
+
     # --- non-tensor entries ------------------------------------------------------------------
     def write_non_tensor(
         self,

@@ -33,6 +33,16 @@ from ptd.format.names import (
 from ptd.format.payload import all_of_type, encode_json, nested_to_array, parse_stack_shape
 from ptd.storage.backends.meta import NonTensorPayload
 from ptd.storage.backends.selection import Selection
+from ptd.storage.backends.strings import (
+    FIXED_BYTES,
+    FIXED_UTF8,
+    FIXED_UTF32,
+    STRING_TYPE_ATTR,
+    VLEN_BYTES,
+    VLEN_UTF8,
+    StringType,
+    as_object_array,
+)
 
 __all__ = [
     "unsupported_reason",
@@ -43,6 +53,12 @@ __all__ = [
     "encode_value",
     "encode_stack",
     "decode",
+    "string_type",
+    "read_strings",
+    "string_type_of",
+    "read_strings_of",
+    "string_array",
+    "create_strings",
 ]
 
 _STACK_TYPE_ERROR = (
@@ -92,6 +108,10 @@ def _attr_value(value: Any) -> Any:
     lists of str vlen string arrays, None an empty attribute."""
     if value is None:
         return h5py.Empty("f")
+    if isinstance(value, bytes):
+        # h5py stores a python bytes as a variable-length string, which reads back as str:
+        # fixed-length bytes read back as bytes
+        return np.array(value, dtype=f"S{max(1, len(value))}")
     if isinstance(value, Mapping):
         return json.dumps(dict(value))
     if isinstance(value, (list, tuple)):
@@ -250,6 +270,97 @@ def check_readable(dt: np.dtype, key: str, location: str) -> None:
 
 def _opaque(arr: np.ndarray) -> np.ndarray:
     return arr.astype(h5py.opaque_dtype(arr.dtype))
+
+
+# --- string arrays ---------------------------------------------------------------------------
+def string_type(dt: np.dtype, attrs: Mapping[str, Any]) -> StringType | None:
+    """The kind of a string dataset that a conversion copies as a string array (see
+    :mod:`~ptd.storage.backends.strings`): h5py's string types, unless the dataset is
+    tensordict's one str (``__tensordict_str__``) or ptd's JSON text. A recorded
+    ``__ptd_string_type__`` of the same family (UTF-32 stored as UTF-8 text) wins."""
+    info = h5py.check_string_dtype(dt)
+    if info is None or h5py.check_opaque_dtype(dt) or dt.fields is not None:
+        return None
+    if attrs.get(TD_STR_ATTR) or attrs.get(PTD_JSON_ATTR):
+        return None
+    recorded = StringType.parse(attrs.get(STRING_TYPE_ATTR))
+    if info.length is None:
+        if info.encoding == "utf-8":
+            if recorded is not None and recorded.kind == FIXED_UTF32:
+                return recorded
+            return StringType(VLEN_UTF8)
+        return StringType(VLEN_BYTES)
+    return StringType(FIXED_UTF8 if info.encoding == "utf-8" else FIXED_BYTES, info.length)
+
+
+def read_strings(ds: h5py.Dataset) -> np.ndarray | None:
+    """The whole string dataset ``ds`` (see ``Backend.read_strings``), or None when it is no
+    string array."""
+    stype = string_type(ds.dtype, read_attrs(ds))
+    if stype is None:
+        return None
+    if stype.kind == FIXED_UTF32:
+        return as_object_array(ds.asstr()[()], text=True).astype(f"U{stype.length}")
+    if stype.kind in (VLEN_UTF8, VLEN_BYTES):
+        data = ds.asstr()[()] if stype.kind == VLEN_UTF8 else ds[()]
+        return as_object_array(data, text=stype.kind == VLEN_UTF8)
+    return np.asarray(ds[()])
+
+
+def string_type_of(be: Any, meta: Any) -> StringType | None:
+    """``H5Backend.string_type``: :func:`string_type` of the dataset ``meta`` describes."""
+    return string_type(meta.dtype, meta.attrs)
+
+
+def read_strings_of(be: Any, path: Any) -> np.ndarray:
+    """``H5Backend.read_strings``: :func:`read_strings` of the dataset at ``path``."""
+    data = read_strings(be._entry(path).ds)
+    if data is None:
+        raise PtdValueError(f"key {be.key_str(path)!r} of {be.location} is no string array")
+    return data
+
+
+def string_array(stype: StringType, data: Any) -> tuple[np.ndarray, dict[str, Any]]:
+    """``(data, attributes)`` of the dataset holding the strings ``data`` as ``stype``: its
+    h5py type (UTF-32, which HDF5 lacks, as variable-length UTF-8 text with the kind
+    recorded)."""
+    arr = np.asarray(data)
+    if stype.kind in (FIXED_BYTES, FIXED_UTF8):
+        encoding = "utf-8" if stype.kind == FIXED_UTF8 else "ascii"
+        dt = h5py.string_dtype(encoding, stype.length)
+        if arr.dtype.kind != "S":
+            arr = as_object_array(arr, text=False).astype(f"S{stype.length}")
+        return arr.astype(dt), {}
+    if stype.kind == VLEN_BYTES:
+        return as_object_array(arr, text=False).astype(h5py.string_dtype("ascii")), {}
+    out = as_object_array(arr, text=True).astype(h5py.string_dtype())
+    if any("\x00" in v for v in out.reshape(-1)):
+        raise PtdValueError("HDF5 strings cannot hold a NUL character")
+    return out, ({STRING_TYPE_ATTR: stype.tag()} if stype.kind == FIXED_UTF32 else {})
+
+
+def create_strings(
+    be: Any,
+    path: Any,
+    stype: StringType,
+    data: np.ndarray,
+    *,
+    attrs: Mapping[str, Any] | None = None,
+    chunks: Any = None,
+) -> None:
+    """``H5Backend.create_strings``: the dataset of h5py's type for ``stype`` (replacing a
+    node at ``path``), filled with ``data``."""
+    try:
+        arr, extra = string_array(stype, data)
+    except (ValueError, TypeError) as err:
+        raise PtdValueError(
+            f"cannot write key {be.key_str(path)!r} to {be.location} as {stype.tag()} "
+            f"strings: {err}"
+        ) from None
+    parent, name = be._parent_for_create(path)
+    opts: dict[str, Any] = {} if chunks is None else {"chunks": tuple(chunks)}
+    all_attrs = {**dict(attrs or {}), **extra}
+    be._create_dataset(parent, name, path, arr.shape, arr.dtype, arr, opts, all_attrs)
 
 
 # --- writing ---------------------------------------------------------------------------------

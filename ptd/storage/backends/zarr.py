@@ -21,7 +21,6 @@ by the ``zarr*`` modules of the backends (and ``fast_path_zarr``).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 import shutil
@@ -43,9 +42,8 @@ from ptd.errors import (
     ReadOnlyError,
     UnsupportedOperationError,
 )
-from ptd.format.keynames import check_key_names
-from ptd.format.names import TD_NON_TENSOR_ATTR
-from ptd.storage.backends import zarr_bulk, zarr_codec, zarr_read
+from ptd.format.names import PTD_BYTES_ATTRS, PTD_NAME_ATTR, TD_NON_TENSOR_ATTR
+from ptd.storage.backends import zarr_bulk, zarr_codec, zarr_names, zarr_read
 from ptd.storage.backends.base import (
     ArrayMeta,
     Backend,
@@ -60,6 +58,7 @@ from ptd.storage.backends.base import (
 from ptd.storage.backends.chunk_cache import cache_budget
 from ptd.storage.backends.fast_path_zarr import ZarrMaps
 from ptd.storage.backends.layout import leading_chunks
+from ptd.storage.backends.strings import StringType
 from ptd.storage.backends.targets import parse_target
 from ptd.storage.backends.zarr_arrays import array_layout, read_selection
 from ptd.storage.backends.zarr_chunks import ZarrChunks
@@ -76,6 +75,10 @@ class ZarrBackend(Backend):
     """One open zarr group hierarchy (a path, a zarr store, or a user's ``zarr.Group``)."""
 
     name = "zarr"
+
+    @classmethod
+    def escaped_name(cls, name: str) -> str | None:
+        return zarr_names.escaped_name(name)
 
     def __init__(
         self,
@@ -228,19 +231,26 @@ class ZarrBackend(Backend):
             return node
         self._check_open(self.key_str(path))
         parent = self._cache.get(path[:-1])
+        if parent is None and len(path) > 1 and not zarr_names.plain_path(path[:-1]):
+            parent = self._get(path[:-1])  # each escaped name checked against its record
+            if not isinstance(parent, zarr.Group):
+                return None
+        stored = self.stored_path(path)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 if isinstance(parent, zarr.Group):
-                    node = parent[path[-1]]
+                    node = parent[stored[-1]]
                 else:
-                    node = self._root["/".join(path)]
+                    node = self._root["/".join(stored)]
         except (KeyError, FileNotFoundError):
             return None
         except ValueError as err:
             raise CorruptStoreError(
                 f"cannot read the metadata of key {self.key_str(path)!r} in {self._location}: {err}"
             ) from None
+        if zarr_names.listed_name(stored[-1], node) != path[-1]:
+            return None  # another name is recorded for the node stored there
         self._cache[path] = node
         return node
 
@@ -273,7 +283,12 @@ class ZarrBackend(Backend):
         for i in range(len(path)):
             node = self._get(path[: i + 1])
             if node is None:
-                node = group.create_group(path[i])
+                self._check_name(path[: i + 1])
+                escaped = self.escaped_name(path[i])
+                node = group.create_group(
+                    escaped or path[i],
+                    attributes={PTD_NAME_ATTR: path[i]} if escaped else None,
+                )
                 self._cache[path[: i + 1]] = node
             elif not isinstance(node, zarr.Group):
                 raise PtdKeyError(
@@ -301,7 +316,13 @@ class ZarrBackend(Backend):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", category=UserWarning)
-                arr = parent.create_array(path[-1], shape=shape, dtype=dtype, **kwargs)
+                escaped = self.escaped_name(path[-1])
+                if escaped is not None:
+                    kwargs["attributes"] = {
+                        **(kwargs.get("attributes") or {}),
+                        PTD_NAME_ATTR: path[-1],
+                    }
+                arr = parent.create_array(escaped or path[-1], shape=shape, dtype=dtype, **kwargs)
                 if data is not None and arr.size:
                     arr[...] = data
         except (TypeError, ValueError) as err:
@@ -316,7 +337,7 @@ class ZarrBackend(Backend):
             path,
             tuple(md.shape),
             dt,
-            dict(md.attributes),
+            zarr_names.node_attrs(path, md.attributes, deep=False),
             chunks=chunks,
             compression=compression,
             stored_nbytes=None,
@@ -349,57 +370,11 @@ class ZarrBackend(Backend):
             return None
         return NodeKind.ARRAY if isinstance(node, zarr.Array) else NodeKind.GROUP
 
-    def children(self, path: Path) -> list[tuple[str, NodeKind]]:
-        group = self._group(path)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            members = sorted(group.members(), key=lambda m: m[0])
-        out = []
-        for name, node in members:
-            self._check_member(path, name)
-            self._cache[path + (name,)] = node
-            out.append((name, NodeKind.ARRAY if isinstance(node, zarr.Array) else NodeKind.GROUP))
-        return out
-
-    def _check_member(self, path: Path, name: str) -> None:
-        """A child name listed by the store (its consolidated metadata can say anything) must
-        be a valid key: nothing may resolve outside the store or onto another node."""
-        for part in name.split("/"):
-            if part in ("", ".", "..") or "\x00" in part:
-                raise CorruptStoreError(
-                    f"cannot read the metadata of {self._location}: it lists a child "
-                    f"{self.key_str(path + (name,))!r}, which is not a valid key (damaged or "
-                    "hostile metadata)"
-                )
+    # listings give the original names of escaped ones (zarr_names.py)
+    children, walk = zarr_names.children, zarr_names.walk
 
     def array_meta(self, path: Path) -> ArrayMeta:
         return self._meta(path, self._array(path))
-
-    def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
-        """One ``members(max_depth=None)`` pass, then depth first in name order."""
-        group = self._group(path)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            members = group.members(max_depth=None)
-        kids: dict[Path, list[tuple[str, Node]]] = {}
-        for name, node in members:
-            self._check_member(path, name)
-            rel = tuple(name.split("/"))
-            kids.setdefault(rel[:-1], []).append((rel[-1], node))
-            self._cache[path + rel] = node
-        out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
-
-        def visit(rel: Path) -> None:
-            for name, node in sorted(kids.get(rel, ()), key=lambda m: m[0]):
-                p = path + rel + (name,)
-                if isinstance(node, zarr.Array):
-                    out.append((p, NodeKind.ARRAY, self._meta(p, node)))
-                else:
-                    out.append((p, NodeKind.GROUP, None))
-                    visit(rel + (name,))
-
-        visit(())
-        return out
 
     def create_group(self, path: Path, attrs: Mapping[str, Any] | None = None) -> None:
         key = self.key_str(path)
@@ -410,8 +385,11 @@ class ZarrBackend(Backend):
             self._check_name(path)
             parent = self._require_group(path[:-1])
             self._changed()
-            attributes = zarr_codec.jsonable(dict(attrs or {}))
-            self._cache[path] = parent.create_group(path[-1], attributes=attributes)
+            attributes = zarr_codec.attrs_json(dict(attrs or {}))
+            escaped = self.escaped_name(path[-1])
+            if escaped is not None:
+                attributes[PTD_NAME_ATTR] = path[-1]
+            self._cache[path] = parent.create_group(escaped or path[-1], attributes=attributes)
             return
         if not isinstance(existing, zarr.Group):
             raise PtdKeyError(f"cannot create group {key!r} in {self._location}: it is an array")
@@ -437,17 +415,18 @@ class ZarrBackend(Backend):
         if attrs:
             kwargs["attributes"] = {
                 **kwargs.get("attributes", {}),
-                **zarr_codec.jsonable(dict(attrs)),
+                **zarr_codec.attrs_json(dict(attrs)),
             }
         self._new_array(path, shape, np.dtype(dtype), data, kwargs)
 
-    # many nodes at once, concurrently (zarr_bulk.py); many small arrays read (zarr_read.py)
-    create_arrays, create_groups = zarr_bulk.create, zarr_bulk.create_groups
+    # many small arrays read at once (zarr_read.py)
     read_many = zarr_read.read_many
 
+    # many nodes at once, concurrently (zarr_bulk.py; escaped names one by one)
+    create_arrays, create_groups = zarr_bulk.create, zarr_bulk.create_groups
+
     def _check_name(self, path: Path) -> None:
-        """Refuse a name zarr cannot hold (a backslash, a metadata document's name...)."""
-        check_key_names("zarr", path, self._location)
+        zarr_names.check_name(self, path)
 
     @staticmethod
     def _create_kwargs(
@@ -461,7 +440,7 @@ class ZarrBackend(Backend):
         if shape:
             kwargs["chunks"] = leading_chunks(shape if spec is None else spec, shape)
         if "attributes" in kwargs:
-            kwargs["attributes"] = zarr_codec.jsonable(dict(kwargs["attributes"] or {}))
+            kwargs["attributes"] = zarr_codec.attrs_json(dict(kwargs["attributes"] or {}))
         return kwargs
 
     def _delete(self, path: Path, key: str) -> None:
@@ -473,7 +452,7 @@ class ZarrBackend(Backend):
                 "(e.g. a zip file); write a new store instead"
             )
         parent = self._group(path[:-1])
-        del parent[path[-1]]
+        del parent[self.escaped_name(path[-1]) or path[-1]]
         self._forget(path)
         self._changed()
 
@@ -486,8 +465,9 @@ class ZarrBackend(Backend):
                 "support deletes"
             )
         self._require_group(dst[:-1])
+        self._check_name(dst)
         prefix = f"{self._root.path}/" if self._root.path else ""
-        s, d = prefix + "/".join(src), prefix + "/".join(dst)
+        s, d = prefix + "/".join(self.stored_path(src)), prefix + "/".join(self.stored_path(dst))
         store = self._store
         if isinstance(store, LocalStore):
             os.makedirs(os.path.dirname(os.path.join(store.root, d)), exist_ok=True)
@@ -505,14 +485,18 @@ class ZarrBackend(Backend):
             sync(copy())
         self._forget(src)
         self._forget(dst)
+        self._record_name(dst)
         self._changed()
+
+    def _record_name(self, path: Path) -> None:
+        zarr_names.record_name(self, path)
 
     # --- attributes --------------------------------------------------------------------------
     def get_attrs(self, path: Path) -> dict[str, Any]:
         node = self._get(path)
         if node is None:
             raise self._not_found(path)
-        return copy.deepcopy(dict(node.metadata.attributes))
+        return zarr_names.node_attrs(path, node.metadata.attributes, deep=True)
 
     def set_attrs(self, path: Path, attrs: Mapping[str, Any]) -> None:
         key = self.key_str(path)
@@ -524,7 +508,8 @@ class ZarrBackend(Backend):
             with warnings.catch_warnings():
                 # a zip store appends a second zarr.json entry (the last one is read)
                 warnings.filterwarnings("ignore", "Duplicate name", UserWarning)
-                new = node.update_attributes(zarr_codec.jsonable(dict(attrs)))
+                listed = node.metadata.attributes.get(PTD_BYTES_ATTRS)
+                new = node.update_attributes(zarr_codec.attrs_json(dict(attrs), listed))
         except (TypeError, ValueError) as err:
             raise PtdTypeError(
                 f"cannot store attributes {dict(attrs)!r} on key {key!r} in {self._location}: {err}"
@@ -546,6 +531,16 @@ class ZarrBackend(Backend):
             handle.oindex[selection] = value
         else:
             handle[selection if selection else ...] = value
+
+    # --- string arrays (zarr_codec.py) ------------------------------------------------------
+    def string_type(self, meta: ArrayMeta) -> StringType | None:
+        return zarr_codec.string_type(self._array(meta.path))
+
+    def read_strings(self, path: Path) -> np.ndarray:
+        data = zarr_codec.read_strings(self._array(path))
+        return super().read_strings(path) if data is None else data
+
+    create_strings = zarr_codec.create_strings
 
     # --- non-tensor entries ------------------------------------------------------------------
     def write_non_tensor(

@@ -41,7 +41,7 @@ from zarr.storage import LocalStore, StorePath
 
 from ptd.errors import PtdTypeError
 from ptd.format.names import ZARR_JSON
-from ptd.storage.backends import zarr_codec
+from ptd.storage.backends import zarr_codec, zarr_names
 from ptd.storage.backends.base import Backend, Path, check_path
 from ptd.storage.backends.meta import NewArray
 from ptd.storage.backends.zarr_read import batches, in_byte_order, single_raw_chunk
@@ -112,7 +112,11 @@ def _layout_key(kwargs: dict[str, Any], shape: tuple[int, ...], dtype: np.dtype)
 
 def create(be: Any, specs: Sequence[NewArray]) -> None:
     """``ZarrBackend.create_arrays``: the checks each creation makes, the parent groups, then
-    :func:`create_many` (an array replacing a node goes through ``create_array``)."""
+    :func:`create_many` (an array replacing a node goes through ``create_array``; arrays with
+    escaped names, or names that look escaped, one by one)."""
+    if not all(zarr_names.plain_path(spec.path) for spec in specs):
+        Backend.create_arrays(be, specs)
+        return
     fresh: list[NewArray] = []
     names: dict[Path, set[str]] = {}  # each parent's children, listed once
     for spec in specs:
@@ -136,7 +140,7 @@ def create(be: Any, specs: Sequence[NewArray]) -> None:
         if spec.attrs:
             kwargs["attributes"] = {
                 **kwargs.get("attributes", {}),
-                **zarr_codec.jsonable(dict(spec.attrs)),
+                **zarr_codec.attrs_json(dict(spec.attrs)),
             }
         return kwargs
 
@@ -234,7 +238,11 @@ async def _write_async(
 
 def create_groups(be: Any, specs: Sequence[tuple[Path, Mapping[str, Any] | None]]) -> None:
     """``ZarrBackend.create_groups``: each new group's ``zarr.json`` written concurrently (a
-    group that exists already gets its attributes set, as ``create_group`` does)."""
+    group that exists already gets its attributes set, as ``create_group`` does; groups with
+    escaped names one by one)."""
+    if not all(zarr_names.plain_path(path) for path, _ in specs):
+        Backend.create_groups(be, specs)
+        return
     docs: list[tuple[Path, bytes]] = []
     names: dict[Path, set[str]] = {}  # the children of each parent: listed, or new here
     for path, attrs in specs:
@@ -253,7 +261,7 @@ def create_groups(be: Any, specs: Sequence[tuple[Path, Mapping[str, Any] | None]
             continue
         be._check_name(path)
         doc = {
-            "attributes": zarr_codec.jsonable(dict(attrs or {})),
+            "attributes": zarr_codec.attrs_json(dict(attrs or {})),
             "zarr_format": 3,
             "node_type": "group",
         }

@@ -10,13 +10,14 @@ stack's shape marked ``__tensordict_stack__``. Attributes are JSON.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from ptd.errors import PtdValueError
-from ptd.format.names import TD_NON_TENSOR_ATTR, TD_STACK_ATTR
+from ptd.format.names import PTD_BYTES_ATTRS, TD_NON_TENSOR_ATTR, TD_STACK_ATTR
 from ptd.format.payload import (
     all_of_type,
     decode_payload,
@@ -28,8 +29,30 @@ from ptd.format.payload import (
 )
 from ptd.storage.backends.meta import NonTensorPayload
 from ptd.storage.backends.selection import Selection, selection_shape
+from ptd.storage.backends.strings import (
+    FIXED_BYTES,
+    FIXED_UTF8,
+    FIXED_UTF32,
+    STRING_TYPE_ATTR,
+    VLEN_BYTES,
+    VLEN_UTF8,
+    StringType,
+    as_object_array,
+)
 
-__all__ = ["jsonable", "non_tensor_kind", "encode", "check_stack_marker", "decode"]
+__all__ = [
+    "jsonable",
+    "attrs_json",
+    "attrs_read",
+    "non_tensor_kind",
+    "encode",
+    "check_stack_marker",
+    "decode",
+    "string_type",
+    "read_strings",
+    "string_array",
+    "create_strings",
+]
 
 
 def jsonable(value: Any) -> Any:
@@ -45,6 +68,57 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def _bytes_as_text(value: Any) -> Any:
+    """``value`` (bytes, or a non-empty list of bytes) as UTF-8 text, or None for anything
+    else; bytes that are not UTF-8 raise ValueError (JSON holds no bytes)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, list) and value and all(isinstance(v, bytes) for v in value):
+        return [v.decode("utf-8") for v in value]
+    return None
+
+
+def attrs_json(attrs: Mapping[str, Any], listed: Any = None) -> dict[str, Any]:
+    """Attributes as the JSON a zarr node stores: :func:`jsonable` values, where bytes (and
+    lists of bytes) become their UTF-8 text, named in ``__ptd_bytes_attrs__`` so that they
+    read back as bytes (:func:`attrs_read`). ``listed``: the node's current listing, when
+    ``attrs`` are merged into existing ones (names set here again leave it or join it)."""
+    out: dict[str, Any] = {}
+    before = {n for n in listed if isinstance(n, str)} if isinstance(listed, list) else set()
+    as_bytes = set(before)
+    for name, value in attrs.items():
+        key = str(name)
+        if key == PTD_BYTES_ATTRS:
+            continue
+        plain = jsonable(value)
+        text = _bytes_as_text(plain)
+        if text is None:
+            out[key] = plain
+            as_bytes.discard(key)
+        else:
+            out[key] = text
+            as_bytes.add(key)
+    if as_bytes != before or (as_bytes and listed is None):
+        out[PTD_BYTES_ATTRS] = sorted(as_bytes)
+    return out
+
+
+def attrs_read(attributes: Mapping[str, Any], *, deep: bool = False) -> dict[str, Any]:
+    """A zarr node's attributes as ptd hands them out (a copy, ``deep`` or not): those named
+    in ``__ptd_bytes_attrs__`` as bytes again, the listing itself left out."""
+    out = copy.deepcopy(dict(attributes)) if deep else dict(attributes)
+    listed = out.pop(PTD_BYTES_ATTRS, None)
+    if not isinstance(listed, list):
+        return out
+    for name in listed:
+        value = out.get(name) if isinstance(name, str) else None
+        if isinstance(value, str):
+            out[name] = value.encode("utf-8")
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            out[name] = [v.encode("utf-8") for v in value]
+    return out
+
+
 def non_tensor_kind(dt: np.dtype, marker: Any) -> str:
     """The non-tensor kind of an array of ``dt`` that holds no tensor: its payload's encoding
     (``"json"``, ``"pickle"``) when ``marker`` (its ``__tensordict_non_tensor__``) is set,
@@ -57,6 +131,87 @@ def non_tensor_kind(dt: np.dtype, marker: Any) -> str:
     if dt.kind in "SV":
         return "bytes"
     return "other"
+
+
+def string_type(arr: Any) -> StringType | None:
+    """The kind of a zarr string array (v2 or v3) that a conversion copies as a string array
+    (see :mod:`~ptd.storage.backends.strings`), or None (numbers, a JSON/pickle payload). A
+    recorded ``__ptd_string_type__`` of the same family (UTF-8 stored as bytes) wins."""
+    md = arr.metadata
+    attrs = md.attributes
+    if attrs.get(TD_NON_TENSOR_ATTR) is not None:
+        return None
+    zdt = md.data_type if md.zarr_format == 3 else md.dtype
+    name = type(zdt).__name__
+    if name == "NullTerminatedBytes":
+        recorded = StringType.parse(attrs.get(STRING_TYPE_ATTR))
+        if recorded is not None and recorded.kind == FIXED_UTF8:
+            return recorded
+        return StringType(FIXED_BYTES, int(zdt.length))
+    if name == "FixedLengthUTF32":
+        return StringType(FIXED_UTF32, int(zdt.length))
+    if name == "VariableLengthUTF8":
+        return StringType(VLEN_UTF8)
+    if name == "VariableLengthBytes":
+        return StringType(VLEN_BYTES)
+    return None
+
+
+def read_strings(arr: Any) -> np.ndarray | None:
+    """The whole string array ``arr`` (see ``Backend.read_strings``), or None when it is none."""
+    stype = string_type(arr)
+    if stype is None:
+        return None
+    data = np.asarray(arr[...])
+    if stype.kind in (VLEN_UTF8, VLEN_BYTES):
+        return as_object_array(data, text=stype.kind == VLEN_UTF8)
+    return data
+
+
+def string_array(stype: StringType, data: Any) -> tuple[Any, np.ndarray, dict[str, Any]]:
+    """``(zarr dtype, data, attributes)`` of the array holding the strings ``data`` as
+    ``stype``: zarr's type for it (fixed-length UTF-8, which zarr lacks, as fixed-length bytes
+    with the kind recorded)."""
+    from zarr.core.dtype import VariableLengthBytes
+
+    arr = np.asarray(data)
+    if stype.kind in (FIXED_BYTES, FIXED_UTF8):
+        if arr.dtype.kind != "S":
+            arr = as_object_array(arr, text=False).astype(f"S{stype.length}")
+        extra = {STRING_TYPE_ATTR: stype.tag()} if stype.kind == FIXED_UTF8 else {}
+        dt = np.dtype(f"S{stype.length}")
+        return dt, np.asarray(arr, dtype=dt), extra
+    if stype.kind == FIXED_UTF32:
+        dt = np.dtype(f"U{stype.length}")
+        return dt, as_object_array(arr, text=True).astype(dt), {}
+    if stype.kind == VLEN_BYTES:
+        return VariableLengthBytes(), as_object_array(arr, text=False), {}
+    return str, as_object_array(arr, text=True), {}
+
+
+def create_strings(
+    be: Any,
+    path: Any,
+    stype: StringType,
+    data: np.ndarray,
+    *,
+    attrs: Mapping[str, Any] | None = None,
+    chunks: Any = None,
+) -> None:
+    """``ZarrBackend.create_strings``: the array of zarr's type for ``stype`` (replacing a
+    node at ``path``), filled with ``data``."""
+    try:
+        dtype, values, extra = string_array(stype, data)
+    except (ValueError, TypeError) as err:
+        raise PtdValueError(
+            f"cannot write key {be.key_str(path)!r} to {be.location} as {stype.tag()} "
+            f"strings: {err}"
+        ) from None
+    kwargs = be._create_kwargs(values.shape, None, chunks)
+    kwargs["attributes"] = {**attrs_json(dict(attrs or {})), **extra}
+    arr = be._new_array(path, values.shape, dtype, None, kwargs)
+    if values.size:
+        arr[...] = values
 
 
 def encode(
