@@ -227,15 +227,19 @@ def _keys_text(group: Any) -> str:
 
 
 def render_problems(console: Any, problems: list[Any], *, expand: bool = False) -> None:
-    """The problems: a listing, where a code found more than a few times is one line with its
-    count and first keys (unless ``expand``)."""
+    """The problems: a listing, where a problem repeated more than a few times (the same code,
+    shape and expected value at other keys) is one line with its count and first keys (unless
+    ``expand``)."""
     if not problems:
         return
     from ptd.report.summary import group_findings
 
     rows: list[list[Any]] = []
     folded = []
-    for g in group_findings(problems, code=lambda p: f"{p.code} ({p.severity})"):
+    # repeats: the same code, severity, shape and expected value; only the keys differ
+    for g in group_findings(
+        problems, code=lambda p: f"{p.code} {p.severity} {p.shape} {p.expected!r}"
+    ):
         if g.folded and not expand:
             folded.append(g)
         else:
@@ -249,8 +253,9 @@ def render_problems(console: Any, problems: list[Any], *, expand: bool = False) 
             line.append(f" ({first.severity})", style="dim")
         line.append(f" ×{g.count}", style="bold")
         line.append(f": {_keys_text(g)}")
-        expected = {repr(p.expected) for p in g.items}
-        if first.expected is not None and len(expected) == 1:
+        if first.shape is not None:
+            line.append(f"  shape={first.shape}", style="dim")
+        if first.expected is not None:
             line.append(f"  expected={first.expected}", style="dim")
         console.print(line)
         console.print(Text(f"  first: {first.message}", style="dim"))
