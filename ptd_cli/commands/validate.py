@@ -226,19 +226,33 @@ def _keys_text(group: Any) -> str:
     return keys + (f", … ({group.more} more)" if group.more else "")
 
 
+def _shape_range(shapes: list[Any]) -> str | None:
+    """``[200–219, 100]``: the shapes as one, a dim that differs as ``min–max``."""
+    from ptd.report.summary import dim_ranges
+
+    ranges = dim_ranges(shapes)
+    if ranges is None:
+        return None
+    return "[" + ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in ranges) + "]"
+
+
 def render_problems(console: Any, problems: list[Any], *, expand: bool = False) -> None:
-    """The problems: a listing, where a problem repeated more than a few times (the same code,
-    shape and expected value at other keys) is one line with its count and first keys (unless
-    ``expand``)."""
+    """The problems: a listing, where a problem repeated more than a few times (the same code
+    and expected value, at other keys, of shapes that differ in their first dim at most) is
+    one line with its count, first keys and shapes (unless ``expand``)."""
     if not problems:
         return
     from ptd.report.summary import group_findings
 
     rows: list[list[Any]] = []
     folded = []
-    # repeats: the same code, severity, shape and expected value; only the keys differ
+    # repeats: the same code, severity, expected value and trailing dims (lengths may differ)
     for g in group_findings(
-        problems, code=lambda p: f"{p.code} {p.severity} {p.shape} {p.expected!r}"
+        problems,
+        code=lambda p: (
+            f"{p.code} {p.severity} {p.expected!r} "
+            + ("-" if p.shape is None else f"{len(p.shape)} {p.shape[1:]}")
+        ),
     ):
         if g.folded and not expand:
             folded.append(g)
@@ -253,8 +267,9 @@ def render_problems(console: Any, problems: list[Any], *, expand: bool = False) 
             line.append(f" ({first.severity})", style="dim")
         line.append(f" ×{g.count}", style="bold")
         line.append(f": {_keys_text(g)}")
-        if first.shape is not None:
-            line.append(f"  shape={first.shape}", style="dim")
+        shape = _shape_range([p.shape for p in g.items])
+        if shape is not None:
+            line.append(f"  shape={shape}", style="dim")
         if first.expected is not None:
             line.append(f"  expected={first.expected}", style="dim")
         console.print(line)
