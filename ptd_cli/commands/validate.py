@@ -262,7 +262,8 @@ def render_problems(console: Any, problems: list[Any], *, expand: bool = False) 
         print_listing(console, _PROBLEM_COLUMNS, rows)
     for g in folded:
         first = g.items[0]
-        line = Text(first.code, style=_STYLE.get(first.severity, ""))
+        line = Text()
+        line.append(first.code, style=_STYLE.get(first.severity, ""))
         if first.severity != "error":
             line.append(f" ({first.severity})", style="dim")
         line.append(f" ×{g.count}", style="bold")
