@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import typer
+from rich.cells import cell_len
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 __all__ = [
@@ -26,6 +30,11 @@ __all__ = [
     "message_of",
     "is_debug",
     "out_console",
+    "TABLE_ENV",
+    "Column",
+    "Bare",
+    "listing_layout",
+    "print_listing",
     "err_console",
     "print_json",
     "human_bytes",
@@ -35,6 +44,7 @@ __all__ = [
     "parse_batch_size",
     "parse_storage_options",
     "STORAGE_OPTION_HELP",
+    "EXPAND_HELP",
 ]
 
 #: the help of every command's ``-O/--storage-option``
@@ -42,6 +52,13 @@ STORAGE_OPTION_HELP = (
     "fsspec option for URLs (s3://, gs://...), KEY=VALUE, repeatable: "
     "-O endpoint_url=http://host:9000 -O key=ID -O secret=KEY, or -O anon=true. "
     "VALUE is read as JSON when it parses (true, 3, {...}), else as text."
+)
+
+
+#: the help of ``--expand`` (inspect, validate, convert)
+EXPAND_HELP = (
+    "List every alike sibling group (demo_0 ... demo_199) and every finding one by one; "
+    "text output folds them (JSON always lists all)."
 )
 
 
@@ -60,8 +77,136 @@ def is_debug(ctx: typer.Context | None) -> bool:
 
 
 def out_console() -> Console:
-    """Rich console on stdout (created per call, so it follows a redirected sys.stdout)."""
-    return Console(file=sys.stdout, highlight=False, soft_wrap=False)
+    """Rich console on stdout (created per call, so it follows a redirected sys.stdout).
+
+    Lines are never wrapped nor cropped by ptd (``soft_wrap``): one line of output per line of
+    text, whole, at any width; a terminal folds long ones itself. Listings go through
+    :func:`print_listing`, which picks a table only where it fits.
+    """
+    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+
+
+# ------------------------------------------------------------------------------ listings
+#: the environment variable that forces a listing layout: ``table``, ``lines`` or ``auto``
+TABLE_ENV = "PTD_TABLE"
+#: a table's key column may take at most this share of the width, else the lines layout
+KEY_SHARE = 0.5
+#: ... but always this many cells
+KEY_MIN = 40
+#: the gap between two table columns (and two fields of a line)
+GAP = "  "
+
+
+@dataclass
+class Column:
+    """A column of a listing: its table header, how the table justifies it, and the label of
+    its field in the lines layout (``shape=[4, 3]``; ``None``: the value alone)."""
+
+    header: str
+    label: str | None = None
+    justify: Literal["left", "right"] = "left"
+
+
+class Bare(Text):
+    """A cell shown without its column's label in the lines layout (it names itself, e.g.
+    ``batch [64]``)."""
+
+
+def _forced_layout() -> str:
+    value = os.environ.get(TABLE_ENV, "").strip().lower()
+    return value if value in ("table", "lines") else "auto"
+
+
+def _known_width(console: Console) -> int | None:
+    """The width a table may take: ``COLUMNS``, else the terminal's; ``None`` when stdout is
+    not a terminal and ``COLUMNS`` is not set (a pipe, a file, a CI log)."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return console.width if console.is_terminal else None
+
+
+def _plain(cell: Text | str) -> Text:
+    return cell if isinstance(cell, Text) else Text(str(cell))
+
+
+def _table_width(columns: Sequence[Column], rows: Sequence[Sequence[Text | str]]) -> list[int]:
+    widths = [cell_len(c.header) for c in columns]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], _plain(cell).cell_len)
+    return widths
+
+
+def listing_layout(
+    console: Console, columns: Sequence[Column], rows: Sequence[Sequence[Text | str]]
+) -> str:
+    """``"table"`` or ``"lines"`` for this listing (see :func:`print_listing`)."""
+    forced = _forced_layout()
+    if forced != "auto":
+        return forced
+    width = _known_width(console)
+    if width is None or not rows:
+        return "lines" if rows else "table"
+    widths = _table_width(columns, rows)
+    total = sum(widths) + len(GAP) * (len(widths) - 1)
+    key_cap = max(KEY_MIN, int(width * KEY_SHARE))
+    return "table" if total <= width and widths[0] <= key_cap else "lines"
+
+
+def print_listing(
+    console: Console,
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[Text | str]],
+    *,
+    line_keys: Sequence[Text | str] | None = None,
+) -> None:
+    """Print ``rows`` (the first cell of each is its key) as a table, or one line per row.
+
+    The rule (README, "Output at any width"): a table when stdout is a terminal or ``COLUMNS``
+    is set, the table at its natural width fits that width, and its key column takes at most
+    half of it (or 40 cells); otherwise one line per row: the whole key (``line_keys``, e.g.
+    the full path where the table shows a tree), then each non-empty field, ``label=value``,
+    two spaces apart. ``PTD_TABLE=table`` or ``lines`` forces one (a forced table is drawn at
+    its natural width, never squeezed). Either way no key nor value is cut, and every column
+    is there.
+    """
+    layout = listing_layout(console, columns, rows)
+    if layout == "lines":
+        keys = line_keys if line_keys is not None else [row[0] for row in rows]
+        for key, row in zip(keys, rows, strict=True):
+            line = _plain(key).copy()
+            for col, cell in zip(columns[1:], row[1:], strict=True):
+                text = _plain(cell)
+                if not text.plain.strip():
+                    continue
+                line.append(GAP)
+                if col.label and not isinstance(cell, Bare):
+                    line.append(f"{col.label}=", style="dim")
+                line.append_text(text)
+            console.print(line)
+        return
+    widths = _table_width(columns, rows)
+    table = Table(
+        box=None,
+        pad_edge=False,
+        show_edge=False,
+        header_style="bold dim",
+        padding=(0, len(GAP) // 2),
+        collapse_padding=False,
+    )
+    for col in columns:
+        table.add_column(col.header, justify=col.justify, no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    natural = sum(widths) + len(GAP) * (len(widths) - 1)
+    saved = console.width
+    if natural > saved:
+        console.width = natural  # a forced table: never squeezed
+    try:
+        console.print(table, crop=False)
+    finally:
+        console.width = saved
 
 
 def err_console() -> Console:
@@ -161,7 +306,7 @@ def format_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}x"
 
 
-def format_shape(shape: Sequence[int] | None, batch_dims: int = 0) -> Text:
+def format_shape(shape: Sequence[int | str] | None, batch_dims: int = 0) -> Text:
     """``[1000 ¦ 64]``: the batch dims (bold cyan), then the others."""
     out = Text()
     if shape is None:

@@ -7,11 +7,13 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from .._common import (
+    EXPAND_HELP,
     STORAGE_OPTION_HELP,
+    Bare,
+    Column,
     errors_handled,
     fail,
     format_ratio,
@@ -21,6 +23,7 @@ from .._common import (
     parse_storage_options,
     plural,
     print_json,
+    print_listing,
 )
 from ._progress import byte_progress
 
@@ -131,6 +134,7 @@ def convert(
         list[str] | None,
         typer.Option("--storage-option", "-O", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP),
     ] = None,
+    expand: bool = typer.Option(False, "--expand", help=EXPAND_HELP),
 ) -> None:
     if level is not None and compression is None:
         raise fail("--level needs --compression (gzip, zstd, blosc or lz4)")
@@ -192,31 +196,13 @@ def convert(
         return
     console = out_console()
     if dry_run:
-        table = Table(box=None, pad_edge=False, header_style="bold dim")
-        for col in ("key", "kind", "shape", "dtype", "chunks", "codec", "size"):
-            table.add_column(col, no_wrap=True, justify="right" if col == "size" else "left")
-        for p in result.plan:
-            if p.kind == "group":
-                table.add_row(p.key + "/", "group", "", "", "", "", "")
-                continue
-            table.add_row(
-                p.key,
-                p.kind,
-                str(p.shape),
-                p.dtype or "",
-                f"{_c(p.src_chunks)} -> {_c(p.dst_chunks)}" if p.kind != "non_tensor" else "",
-                f"{p.src_compression or '-'} -> {p.dst_compression or '-'}"
-                if p.kind != "non_tensor"
-                else "",
-                human_bytes(p.nbytes) if p.nbytes else "",
-            )
         console.print(
             Text(
                 f"{result.src} ({result.src_format}) -> {result.dst} ({result.dst_format})",
                 style="bold",
             )
         )
-        console.print(table)
+        print_plan(console, result.plan, expand=expand)
         print_not_copied(console, result, "would not be copied")
         console.print(
             f"dry run: would copy {plural(result.leaves, 'leaf', 'leaves')} "
@@ -241,6 +227,65 @@ def convert(
 
         _render(checked)
         raise typer.Exit(1)
+
+
+_PLAN_COLUMNS = [
+    Column("key"),
+    Column("kind"),
+    Column("shape", "shape"),
+    Column("dtype", "dtype"),
+    Column("chunks", "chunks"),
+    Column("codec", "codec"),
+    Column("size", "size", "right"),
+]
+
+
+def _dims(shapes: list[list[int] | None]) -> str:
+    """The shapes as one (a dim that differs as ``min–max``); ``contiguous`` for none."""
+    from ptd.report.summary import dim_ranges
+
+    if all(s is None for s in shapes):
+        return "contiguous"
+    ranges = dim_ranges(shapes)
+    if ranges is None:
+        return "…"
+    return "[" + ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in ranges) + "]"
+
+
+def print_plan(console: Any, plan: list[Any], *, expand: bool = False) -> None:
+    """A dry run's plan, one row per key (alike sibling groups folded unless ``expand``)."""
+    from ptd.report.summary import MIN_ALIKE, summarize_entries
+
+    rows: list[list[Any]] = []
+    for r in summarize_entries(plan, min_alike=None if expand else MIN_ALIKE):
+        ms = r.members
+        if r.kind == "group":
+            key = r.key + "/" + (f" ×{r.count}" if r.folded else "")
+            length = ""
+            if r.folded and r.lengths is not None:
+                lo, hi = r.lengths
+                length = f"length {lo}" if lo == hi else f"length {lo}–{hi}"
+            rows.append([key, "group", Bare(length), "", "", "", ""])
+            continue
+        p = r.first
+        copied = p.kind != "non_tensor"
+        codecs = {f"{m.src_compression or '-'} -> {m.dst_compression or '-'}" for m in ms}
+        nbytes = sum(m.nbytes or 0 for m in ms)
+        rows.append(
+            [
+                r.key,
+                p.kind,
+                _dims([m.shape for m in ms]),
+                p.dtype or "",
+                f"{_dims([m.src_chunks for m in ms])} -> {_dims([m.dst_chunks for m in ms])}"
+                if copied
+                else "",
+                " | ".join(sorted(codecs)) if copied else "",
+                human_bytes(nbytes) if nbytes else "",
+            ]
+        )
+    if rows:
+        print_listing(console, _PLAN_COLUMNS, rows)
 
 
 def print_summary(console: Any, result: Any, name: Callable[[str], str] = str) -> None:

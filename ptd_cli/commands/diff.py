@@ -5,17 +5,19 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from .._common import (
     STORAGE_OPTION_HELP,
+    Bare,
+    Column,
     ExitCode,
     errors_handled,
     human_bytes,
     out_console,
     parse_storage_options,
     plural,
+    print_listing,
 )
 from ._reports import (
     FORMAT_HELP,
@@ -106,18 +108,23 @@ def _render(report: Any) -> None:
         head.append(f": {plural(len(report.differences), 'difference')}")
     console.print(head)
     if report.differences:
-        table = Table(box=None, pad_edge=False, header_style="bold dim")
-        for col in ("key", "difference", "A", "B"):
-            table.add_column(col, overflow="fold")
+        rows: list[list[Any]] = []
         for d in report.differences:
+            row: list[Any]
             if d.kind == "values_differ":
-                row = [d.key or "/", d.kind, f"{d.count} values", f"first rows {d.first_rows}"]
+                row = [
+                    d.key or "/",
+                    d.kind,
+                    Bare(f"{d.count} values"),
+                    Bare(f"first rows {d.first_rows}"),
+                ]
             elif d.a is None and d.b is None:
-                row = [d.key or "/", d.kind, d.message, ""]
+                row = [d.key or "/", d.kind, Bare(d.message), ""]
             else:
                 row = [d.key or "/", d.kind, _short(d.a), _short(d.b)]
-            table.add_row(*row)
-        console.print(table)
+            rows.append(row)
+        columns = [Column("key"), Column("difference"), Column("A", "a"), Column("B", "b")]
+        print_listing(console, columns, rows)
 
 
 def _short(v: Any) -> str:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from .._common import (
+    EXPAND_HELP,
     STORAGE_OPTION_HELP,
+    Bare,
+    Column,
     errors_handled,
     format_ratio,
     format_shape,
@@ -18,10 +21,12 @@ from .._common import (
     parse_storage_options,
     plural,
     print_json,
+    print_listing,
 )
 
 if TYPE_CHECKING:
     from ptd.report.info import EntryInfo, StoreInfo
+    from ptd.report.summary import ListingRow
 
 SHORT_HELP = "Show a store's format, batch size and every group and leaf (metadata only)."
 
@@ -47,6 +52,7 @@ def inspect(
         list[str] | None,
         typer.Option("--storage-option", "-O", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP),
     ] = None,
+    expand: bool = typer.Option(False, "--expand", help=EXPAND_HELP),
 ) -> None:
     options = parse_storage_options(storage_option)
     with errors_handled(ctx, path):
@@ -76,7 +82,7 @@ def inspect(
             doc["data_problems"] = [p.to_dict() for p in checked.problems if p.check == "data"]
         print_json(doc)
         return
-    render(result, show_attrs=attrs, checked=checked)
+    render(result, show_attrs=attrs, checked=checked, expand=expand)
 
 
 inspect.__doc__ = HELP
@@ -110,7 +116,91 @@ def _link_target(link: str) -> str:
     return link
 
 
-def _tree_prefixes(entries: list[EntryInfo]) -> list[str]:
+def _key_text(shown: str, r: ListingRow[EntryInfo]) -> Text:
+    """A row's key (``shown``: its name or its whole key), ``/`` after a group, ``×N`` after a
+    folded one, the target of a link."""
+    e = r.first
+    key = Text(
+        shown + ("/" if r.kind == "group" else ""), style="bold" if r.kind == "group" else ""
+    )
+    if r.folded:
+        key.append(f" ×{r.count}", style="bold cyan")
+    if e.link and not r.folded:
+        key.append(" -> " + _link_target(e.link), style="dim italic")
+    return key
+
+
+def _ranges_text(ranges: list[tuple[int, int]]) -> list[str]:
+    return [str(a) if a == b else f"{a}–{b}" for a, b in ranges]
+
+
+def _merged_shape(shapes: list[list[int] | None]) -> list[str] | None:
+    """The members' shapes as one, each dim that differs as ``min–max``."""
+    from ptd.report.summary import dim_ranges
+
+    ranges = dim_ranges(shapes)
+    return None if ranges is None else _ranges_text(ranges)
+
+
+def _sum(values: list[int | None]) -> int | None:
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def _entry_cells(r: ListingRow[EntryInfo], show_attrs: bool) -> list[Any]:
+    """The cells after the key of one row (a row of several members shows their shapes as
+    ranges and their sizes summed)."""
+    e, ms = r.first, r.members
+    if r.kind == "group":
+        shape = Bare()
+        if r.folded and r.lengths is not None:
+            lo, hi = r.lengths
+            shape.append("length ")
+            shape.append(str(lo) if lo == hi else f"{lo}–{hi}", style="bold cyan")
+        else:
+            batch = _merged_shape([m.batch_size for m in ms])
+            shape.append("batch ")
+            shape.append("?" if batch is None else "[" + ", ".join(batch) + "]", style="bold cyan")
+        sources = {_source(m.batch_size_source, m.stored_batch_size) for m in ms}
+        shape.append(f" ({', '.join(sorted(sources))})", style="dim")
+        cells: list[Any] = [_type_text(e), shape, "", "", "", "", "", ""]
+    else:
+        merged = _merged_shape([m.shape for m in ms])
+        chunks = (
+            "-"
+            if all(m.chunks is None for m in ms)
+            else "[" + ", ".join(_merged_shape([m.chunks for m in ms]) or ["…"]) + "]"
+        )
+        codecs = sorted({m.compression or "-" for m in ms})
+        nbytes = _sum([m.nbytes for m in ms])
+        stored = _sum([m.stored_nbytes for m in ms])
+        per_row = [m.random_row_bytes for m in ms if m.random_row_bytes is not None]
+        cells = [
+            _type_text(e),
+            format_shape(merged, min(m.batch_dims for m in ms)),
+            chunks,
+            "|".join(codecs),
+            human_bytes(nbytes) if nbytes is not None else "",
+            human_bytes(stored) if stored is not None else "?",
+            format_ratio(nbytes / stored if nbytes is not None and stored else None)
+            if e.kind == "tensor"
+            else "",
+            _per_row_range(per_row),
+        ]
+    if show_attrs:
+        cells.append(_attrs(e.attrs) if e.attrs else "")
+    return cells
+
+
+def _per_row_range(values: list[int]) -> Text | str:
+    if not values:
+        return ""
+    lo, hi = min(values), max(values)
+    if lo == hi:
+        return _per_row(lo)
+    return Text(f"{human_bytes(lo)}–{human_bytes(hi)}", style="yellow" if hi >= 1024 else "")
+
+
+def _tree_prefixes(entries: Sequence[Any]) -> list[str]:
     """Tree glyphs for each entry of a depth-first, parents-first listing."""
     n = len(entries)
     last = [True] * n
@@ -134,7 +224,10 @@ def _tree_prefixes(entries: list[EntryInfo]) -> list[str]:
     return out
 
 
-def render(info: StoreInfo, *, show_attrs: bool = False, checked: Any = None) -> None:
+def render(
+    info: StoreInfo, *, show_attrs: bool = False, checked: Any = None, expand: bool = False
+) -> None:
+    """The text of ``ptd inspect``: alike sibling groups folded unless ``expand``."""
     console = out_console()
     head = Text()
     head.append(info.path, style="bold")
@@ -170,50 +263,31 @@ def render(info: StoreInfo, *, show_attrs: bool = False, checked: Any = None) ->
     stats: dict[str, Any] = checked.stats if checked is not None else {}
     if info.attrs:
         console.print(Text(f"attrs: {_attrs(info.attrs)}", style="dim"))
-    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold dim")
-    for col, kw in (
-        ("key", {"no_wrap": True}),
-        ("type", {"no_wrap": True}),
-        ("shape", {"overflow": "fold"}),
-        ("chunks", {"overflow": "fold"}),
-        ("codec", {"overflow": "fold"}),
-        ("size", {"justify": "right", "no_wrap": True}),
-        ("stored", {"justify": "right", "no_wrap": True}),
-        ("ratio", {"justify": "right", "no_wrap": True}),
-        ("per row", {"justify": "right", "no_wrap": True}),
-    ):
-        table.add_column(col, **kw)
-    if show_attrs:
-        table.add_column("attrs", overflow="fold")
-    for prefix, e in zip(_tree_prefixes(info.entries), info.entries, strict=True):
+    from ptd.report.summary import MIN_ALIKE, summarize_entries
+
+    rows: list[list[Any]] = []
+    line_keys: list[Any] = []
+    listing = summarize_entries(info.entries, min_alike=None if expand else MIN_ALIKE)
+    for prefix, r in zip(_tree_prefixes(listing), listing, strict=True):
         key = Text(prefix, style="dim")
-        key.append(
-            e.name + ("/" if e.kind == "group" else ""), style="bold" if e.kind == "group" else ""
-        )
-        if e.link:
-            key.append(" -> " + _link_target(e.link), style="dim italic")
-        if e.kind == "group":
-            shape = Text("batch ")
-            shape.append(str(e.batch_size), style="bold cyan")
-            shape.append(f" ({_source(e.batch_size_source, e.stored_batch_size)})", style="dim")
-            row: list[Any] = [key, _type_text(e), shape, "", "", "", "", "", ""]
-        else:
-            row = [
-                key,
-                _type_text(e),
-                format_shape(e.shape, e.batch_dims),
-                "-" if e.chunks is None else "[" + ", ".join(map(str, e.chunks)) + "]",
-                e.compression or "-",
-                human_bytes(e.nbytes) if e.nbytes is not None else "",
-                human_bytes(e.stored_nbytes) if e.stored_nbytes is not None else "?",
-                format_ratio(e.ratio) if e.kind == "tensor" else "",
-                _per_row(e.random_row_bytes),
-            ]
+        key.append_text(_key_text(r.name, r))
+        rows.append([key, *_entry_cells(r, show_attrs)])
+        line_keys.append(_key_text(r.key, r))
+    if rows:
+        columns = [
+            Column("key"),
+            Column("type"),
+            Column("shape", "shape"),
+            Column("chunks", "chunks"),
+            Column("codec", "codec"),
+            Column("size", "size", "right"),
+            Column("stored", "stored", "right"),
+            Column("ratio", "ratio", "right"),
+            Column("per row", "per_row", "right"),
+        ]
         if show_attrs:
-            row.append(_attrs(e.attrs) if e.attrs else "")
-        table.add_row(*row)
-    if info.entries:
-        console.print(table)
+            columns.append(Column("attrs", "attrs"))
+        print_listing(console, columns, rows, line_keys=line_keys)
     t = info.totals
     foot = Text()
     foot.append("total: ", style="bold")
@@ -228,27 +302,17 @@ def render(info: StoreInfo, *, show_attrs: bool = False, checked: Any = None) ->
         foot.append(f"  (listed to depth {info.depth})", style="dim")
     console.print(foot)
     if checked is not None:
-        from .validate import render_lint
+        from .validate import render_lint, render_problems
 
         if stats:
-            st_table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold dim")
-            st_table.add_column("leaf", no_wrap=True)
-            for col in ("min", "max", "mean", "std", "nan"):
-                st_table.add_column(col, justify="right", no_wrap=True)
-            st_table.add_column("histogram (min..max)", no_wrap=True)
-            for leaf_key, st in stats.items():
-                st_table.add_row(leaf_key, *_stat_cells(st))
-            console.print(st_table)
+            st_columns = [Column("leaf")]
+            st_columns += [Column(c, c, "right") for c in ("min", "max", "mean", "std", "nan")]
+            st_columns.append(Column("histogram (min..max)", "histogram"))
+            print_listing(console, st_columns, [[k, *_stat_cells(st)] for k, st in stats.items()])
 
-        for p in checked.problems:
-            if p.check == "data":
-                line = Text(
-                    f"{p.severity}: ", style="bold red" if p.severity == "error" else "yellow"
-                )
-                line.append(f"{p.code}: {p.message}")
-                console.print(line)
+        render_problems(console, [p for p in checked.problems if p.check == "data"], expand=expand)
         if checked.lint:
-            render_lint(console, checked.lint)
+            render_lint(console, checked.lint, expand=expand)
         else:
             console.print(Text("lint: nothing found", style="dim"))
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from .._common import (
+    EXPAND_HELP,
     STORAGE_OPTION_HELP,
+    Column,
     ExitCode,
     errors_handled,
     fail,
@@ -22,6 +23,7 @@ from .._common import (
     parse_storage_options,
     plural,
     print_error,
+    print_listing,
 )
 from ._reports import (
     FORMAT_HELP,
@@ -91,6 +93,7 @@ def validate(
         list[str] | None,
         typer.Option("--storage-option", "-O", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP),
     ] = None,
+    expand: bool = typer.Option(False, "--expand", help=EXPAND_HELP),
 ) -> None:
     if batch_size is not None and batch_dims is not None:
         raise fail("--batch-size and --batch-dims cannot be used together")
@@ -152,7 +155,7 @@ def validate(
             if report.fails(fail_on) and code == ExitCode.OK:
                 code = ExitCode.PROBLEMS
             if fmt == "text":
-                _render(console, report, fail_on)
+                _render(console, report, fail_on, expand=expand)
     out_doc = {"valid": code == ExitCode.OK, "fail_on": fail_on, "reports": reports}
     if fmt != "text":
         emit(render(fmt, suites, fail_on, out_doc, "ptd validate"))
@@ -163,7 +166,7 @@ def validate(
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
 
-def _render(console: Any, report: Any, fail_on: str = "error") -> None:
+def _render(console: Any, report: Any, fail_on: str = "error", expand: bool = False) -> None:
     failing = report.fails(fail_on)
     head = Text()
     if report.valid and not failing:
@@ -188,57 +191,143 @@ def _render(console: Any, report: Any, fail_on: str = "error") -> None:
             style="dim",
         )
     console.print(head)
-    if report.problems:
-        table = Table(box=None, pad_edge=False, header_style="bold dim")
-        for col in ("key", "problem", "shape", "expected"):
-            table.add_column(col, overflow="fold")
-        for p in report.problems:
-            # the message repeats key/shape/expected; show it only where those say little
-            expected = "" if p.expected is None else str(p.expected)
-            if p.shape is None:
-                expected = (expected + "  " if expected else "") + p.message
-            code = Text(p.code, style=_STYLE.get(p.severity, ""))
-            if p.severity != "error":
-                code.append(f" ({p.severity})", style="dim")
-            table.add_row(p.key or "/", code, "" if p.shape is None else str(p.shape), expected)
-        console.print(table)
+    render_problems(console, report.problems, expand=expand)
     if report.stats:
         render_stats(console, report.stats)
     if report.lint:
-        render_lint(console, report.lint)
+        render_lint(console, report.lint, expand=expand)
+
+
+_PROBLEM_COLUMNS = [
+    Column("key"),
+    Column("problem"),
+    Column("shape", "shape"),
+    Column("expected", "expected"),
+    Column("message"),
+]
+
+
+def _problem_row(p: Any) -> list[Any]:
+    # the message repeats key/shape/expected; show it only where those say little
+    code = Text(p.code, style=_STYLE.get(p.severity, ""))
+    if p.severity != "error":
+        code.append(f" ({p.severity})", style="dim")
+    return [
+        p.key or "/",
+        code,
+        "" if p.shape is None else str(p.shape),
+        "" if p.expected is None else str(p.expected),
+        p.message if p.shape is None else "",
+    ]
+
+
+def _keys_text(group: Any) -> str:
+    keys = ", ".join(k or "/" for k in group.shown_keys)
+    return keys + (f", … ({group.more} more)" if group.more else "")
+
+
+def _shape_range(shapes: list[Any]) -> str | None:
+    """``[200–219, 100]``: the shapes as one, a dim that differs as ``min–max``."""
+    from ptd.report.summary import dim_ranges
+
+    ranges = dim_ranges(shapes)
+    if ranges is None:
+        return None
+    return "[" + ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in ranges) + "]"
+
+
+def render_problems(console: Any, problems: list[Any], *, expand: bool = False) -> None:
+    """The problems: a listing, where a problem repeated more than a few times (the same code
+    and expected value, at other keys, of shapes that differ in their first dim at most) is
+    one line with its count, first keys and shapes (unless ``expand``)."""
+    if not problems:
+        return
+    from ptd.report.summary import group_findings
+
+    rows: list[list[Any]] = []
+    folded = []
+    # repeats: the same code, severity, expected value and trailing dims (lengths may differ)
+    for g in group_findings(
+        problems,
+        code=lambda p: (
+            f"{p.code} {p.severity} {p.expected!r} "
+            + ("-" if p.shape is None else f"{len(p.shape)} {p.shape[1:]}")
+        ),
+    ):
+        if g.folded and not expand:
+            folded.append(g)
+        else:
+            rows += [_problem_row(p) for p in g.items]
+    if rows:
+        print_listing(console, _PROBLEM_COLUMNS, rows)
+    for g in folded:
+        first = g.items[0]
+        line = Text()
+        line.append(first.code, style=_STYLE.get(first.severity, ""))
+        if first.severity != "error":
+            line.append(f" ({first.severity})", style="dim")
+        line.append(f" ×{g.count}", style="bold")
+        line.append(f": {_keys_text(g)}")
+        shape = _shape_range([p.shape for p in g.items])
+        if shape is not None:
+            line.append(f"  shape={shape}", style="dim")
+        if first.expected is not None:
+            line.append(f"  expected={first.expected}", style="dim")
+        console.print(line)
+        console.print(Text(f"  first: {first.message}", style="dim"))
 
 
 def render_stats(console: Any, stats: dict[str, dict[str, Any]]) -> None:
-    table = Table(box=None, pad_edge=False, header_style="bold dim", title_justify="left")
-    for col in ("leaf", "min", "max", "mean", "std", "nan", "inf", "chunks"):
-        table.add_column(col, justify="left" if col == "leaf" else "right", no_wrap=True)
+    columns = [Column("leaf")]
+    columns += [Column(c, c, "right") for c in ("min", "max", "mean", "std", "nan", "inf")]
+    columns.append(Column("chunks", "chunks", "right"))
+    rows: list[list[Any]] = []
     for key, st in stats.items():
         chunks = "" if not st.get("chunks") else str(st["chunks"])
         if st.get("stored_chunks") is not None and st["stored_chunks"] != st.get("chunks"):
             chunks = f"{st['stored_chunks']}/{st['chunks']}"
-        table.add_row(
-            key,
-            _num(st.get("min")),
-            _num(st.get("max")),
-            _num(st.get("mean")),
-            _num(st.get("std")),
-            str(st.get("nan", 0)) if st.get("nan") else "",
-            str(st.get("inf", 0)) if st.get("inf") else "",
-            chunks,
+        rows.append(
+            [
+                key,
+                _num(st.get("min")),
+                _num(st.get("max")),
+                _num(st.get("mean")),
+                _num(st.get("std")),
+                str(st.get("nan", 0)) if st.get("nan") else "",
+                str(st.get("inf", 0)) if st.get("inf") else "",
+                chunks,
+            ]
         )
-    console.print(table)
+    print_listing(console, columns, rows)
 
 
-def render_lint(console: Any, lint: list[Any]) -> None:
+def render_lint(console: Any, lint: list[Any], *, expand: bool = False) -> None:
+    """The lint findings, one line each; a code found more than a few times is one line with
+    its count and first keys, then its first message and its fix (unless ``expand``)."""
+    from ptd.report.summary import group_findings
+
     console.print(Text("lint:", style="bold"))
-    for f in lint:
-        line = Text("  ")
-        line.append(f"{f.code} {f.name}", style=_STYLE.get(f.severity, ""))
-        line.append(f" ({f.severity}) ", style="dim")
-        line.append(f.message)
-        if f.fix:
-            line.append(f"  fix: {f.fix}", style="dim")
-        console.print(line)
+    for g in group_findings(lint):
+        first = g.items[0]
+        if g.folded and not expand:
+            line = Text("  ")
+            line.append(f"{first.code} {first.name}", style=_STYLE.get(first.severity, ""))
+            line.append(f" ({first.severity})", style="dim")
+            line.append(f" ×{g.count}", style="bold")
+            line.append(f": {_keys_text(g)}")
+            console.print(line)
+            console.print(Text(f"    first: {first.message}", style="dim"))
+            if first.fix:
+                console.print(Text(f"    fix: {first.fix}", style="dim"))
+            continue
+        for f in g.items:
+            line = Text("  ")
+            line.append(f"{f.code} {f.name}", style=_STYLE.get(f.severity, ""))
+            line.append(f" ({f.severity}) ", style="dim")
+            line.append(f.message)
+            if f.fix:
+                line.append(f"  fix: {f.fix}", style="dim")
+            console.print(line)
 
 
 def _num(v: Any) -> str:
