@@ -208,7 +208,7 @@ _PROBLEM_COLUMNS = [
 
 
 def _problem_row(p: Any) -> list[Any]:
-    # the message repeats key/shape/expected; show it only where those say little
+    # the message says why (the group's length and where it came from, what a link points to)
     code = Text(p.code, style=_STYLE.get(p.severity, ""))
     if p.severity != "error":
         code.append(f" ({p.severity})", style="dim")
@@ -217,7 +217,7 @@ def _problem_row(p: Any) -> list[Any]:
         code,
         "" if p.shape is None else str(p.shape),
         "" if p.expected is None else str(p.expected),
-        p.message if p.shape is None else "",
+        p.message,
     ]
 
 
