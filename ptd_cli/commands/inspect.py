@@ -137,7 +137,7 @@ def _tree_prefixes(entries: list[EntryInfo]) -> list[str]:
 def render(info: StoreInfo, *, show_attrs: bool = False, checked: Any = None) -> None:
     console = out_console()
     head = Text()
-    head.append(info.path, style="bold")
+    head.append(info.path + (f"/{info.inner}" if info.inner else ""), style="bold")
     head.append(f"  {info.format}", style="cyan")
     if info.zarr_format is not None:
         head.append(f" v{info.zarr_format}", style="cyan")

@@ -202,6 +202,11 @@ class Backend(ABC):
         """What it takes to reopen this store in another process, or None when the store
         cannot be reopened by name (an in-memory store, a user's h5py/zarr object)."""
 
+    def store_path(self, path: Path) -> Path:
+        """The key of ``path`` in the whole store: ``path`` itself, except for a store narrowed
+        to one of its groups (:mod:`ptd.storage.backends.subtree`)."""
+        return path
+
     def raw_group(self, path: Path) -> Any:
         """The library's own group object at ``path`` (``h5py.Group`` / ``zarr.Group``), for
         users who need to reach past ptd (``PersistentTensorDict.file``)."""
