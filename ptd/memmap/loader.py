@@ -16,6 +16,7 @@ import torch
 from ptd.core.dtypes import dtype_from_str
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.errors import CorruptStoreError, PtdValueError, StoreNotFoundError, UnsupportedDtypeError
+from ptd.format.memmap_dir import decode_key, encode_key
 from ptd.format.names import (
     ENCODING_PICKLE,
     MEMMAP_FORMAT_VERSION,
@@ -32,7 +33,6 @@ from ptd.format.names import (
     MEMMAP_TD_CLASS,
     MEMMAP_TD_TYPE,
 )
-from ptd.format.memmap_dir import decode_key, encode_key
 from ptd.format.payload import check_allow_pickle, decode_payload
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ __all__ = ["encode_key", "decode_key", "load_dir", "map_leaf", "MODES"]
 
 #: load modes: whether the mapping is shared (writes reach the file) or copy-on-write
 MODES = {"r+": True, "r": False}
+
 
 def _legacy_ok(key: str, collection: bool) -> bool:
     """Whether the raw key may name a file below the prefix (the reference's legacy names)."""

@@ -548,6 +548,7 @@ def export_memmap(
         else:
             store = PersistentTensorDict.from_zarr(loc.path, allow_pickle=allow_pickle, **kwargs)
     owner = store
+    source: TensorDictBase = store
     if loc.inner:
         sub = owner.get(loc.inner)
         if not isinstance(sub, TensorDictBase):
@@ -555,12 +556,12 @@ def export_memmap(
             raise PtdValueError(
                 f"{loc.described} is an array: ptd memmap exports a store or a group of it"
             )
-        store = sub
+        source = sub
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SkippedKeyWarning)
             return _write(
-                store,
+                source,
                 os.fspath(dst),
                 overwrite=overwrite,
                 progress=progress,

@@ -37,7 +37,9 @@ def _episodes_h5(path: Path) -> Path:
 def _episodes_zarr(path: Path, zarr_format: int = 3) -> Path:
     root = zarr.open_group(path, mode="w", zarr_format=zarr_format)
     for i, n in enumerate(LENGTHS):
-        root.create_array(f"data/demo_{i}/actions", data=np.arange(n * 2, dtype="f4").reshape(n, 2) + i)
+        root.create_array(
+            f"data/demo_{i}/actions", data=np.arange(n * 2, dtype="f4").reshape(n, 2) + i
+        )
         root.create_array(f"data/demo_{i}/obs/pos", data=np.ones((n, 3), "f8") * i)
         root.create_array(f"data/demo_{i}/rewards", data=np.zeros(n, "f4"))
     return path
@@ -169,7 +171,9 @@ def test_convert_from_inner_group(ptd_cli, episodes: Path, tmp_path: Path, to: s
     assert ptd_cli("diff", f"{episodes}/data/demo_1", dst).code == 0
     if to == "h5":
         with h5py.File(dst, "r") as h:
-            np.testing.assert_array_equal(h["actions"][:], np.arange(14, dtype="f4").reshape(7, 2) + 1)
+            np.testing.assert_array_equal(
+                h["actions"][:], np.arange(14, dtype="f4").reshape(7, 2) + 1
+            )
 
 
 def test_convert_workers_reopen_the_narrowed_store(episodes: Path, tmp_path: Path) -> None:

@@ -127,8 +127,7 @@ def detect_backend(target: Any, storage_options: dict[str, Any] | None = None) -
                 f"{path} holds a Zarr v2 array at its root, not a group: {ROOT_ARRAY_HINT}"
             )
         raise CorruptStoreError(
-            f"{path} is a directory without {ZARR_JSON}: not a zarr store (nor a memmap "
-            "directory)"
+            f"{path} is a directory without {ZARR_JSON}: not a zarr store (nor a memmap directory)"
         )
     try:
         if file_has_hdf5_signature(path):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -66,12 +67,48 @@ from ptd.storage.backends.selection import selection_shape
 from ptd.storage.backends.targets import parse_target
 from ptd.storage.location import ReopenSpec, StoreLocation
 
-__all__ = ["MemmapDirBackend"]
+__all__ = ["MemmapDirBackend", "RawFile"]
 
 _READ_ONLY = (
     "memmap directories are read-only here: load it with ptd.load_memmap(path, mode='r+') to "
     "change it, or convert it (ptd convert DIR x.h5)"
 )
+
+
+@dataclass(frozen=True)
+class RawFile:
+    """A tensor's ``.memmap`` file, as reads take it: checked and mapped when read."""
+
+    file: str
+    key: str
+    shape: tuple[int, ...]
+    #: the stored numpy dtype (little-endian on disk)
+    dtype: np.dtype
+
+    def load(self, selection: Selection) -> np.ndarray:
+        """``array[selection]`` read from the file (a new array in native byte order)."""
+        if 0 in self.shape:
+            out = np.empty(self.shape, self.dtype)
+            return out[selection] if selection else out
+        need = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        try:
+            size = os.path.getsize(self.file)
+        except FileNotFoundError:
+            raise CorruptStoreError(
+                f"the file {self.file} of key {self.key!r} ({self.dtype}, shape "
+                f"{list(self.shape)}) is missing"
+            ) from None
+        if size < need:
+            raise CorruptStoreError(
+                f"the file {self.file} of key {self.key!r} is too short: it holds {size} bytes, "
+                f"but {self.dtype} of shape {list(self.shape)} needs {need}"
+            )
+        mapped = np.memmap(
+            self.file, dtype=self.dtype.newbyteorder("<"), mode="r", shape=self.shape
+        )
+        out = np.array(mapped[selection] if selection else mapped, copy=True)
+        del mapped
+        return out.astype(out.dtype.newbyteorder("="), copy=False)
 
 
 class _Node:
@@ -324,10 +361,11 @@ class MemmapDirBackend(Backend):
 
     def _unsupported(self, path: Path, entry: dict[str, Any], what: str) -> ArrayMeta:
         shape = entry.get("shape")
-        ok = isinstance(shape, list) and all(isinstance(n, int) and n >= 0 for n in shape)
+        if not (isinstance(shape, list) and all(isinstance(n, int) and n >= 0 for n in shape)):
+            shape = []
         return ArrayMeta(
             path=path,
-            shape=tuple(shape) if ok else (),
+            shape=tuple(shape),
             dtype=np.dtype(object),
             kind=ValueKind.UNSUPPORTED,
             torch_dtype=None,
@@ -347,28 +385,10 @@ class MemmapDirBackend(Backend):
                 f"key {self.key_str(path)!r} in {self._location} is a non-tensor, not a tensor"
             )
         shape, dtype, _name = self._tensor_layout(path, node)
-        if 0 in shape:
-            return np.empty(shape, dtype)
-        file = self._tensor_file(path, node)
-        need = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        try:
-            size = os.path.getsize(file)
-        except FileNotFoundError:
-            raise CorruptStoreError(
-                f"the file {file} of key {self.key_str(path)!r} ({dtype}, shape {list(shape)}) "
-                "is missing"
-            ) from None
-        if size < need:
-            raise CorruptStoreError(
-                f"the file {file} of key {self.key_str(path)!r} is too short: it holds {size} "
-                f"bytes, but {dtype} of shape {list(shape)} needs {need}"
-            )
-        # little-endian on disk, whatever this machine is
-        return np.memmap(file, dtype=dtype.newbyteorder("<"), mode="r", shape=shape)
+        return RawFile(self._tensor_file(path, node), self.key_str(path), shape, dtype)
 
     def _read(self, handle: Any, selection: Selection) -> np.ndarray:
-        out = np.array(handle[selection] if selection else handle, copy=True)
-        return out.astype(out.dtype.newbyteorder("="), copy=False)
+        return handle.load(selection)
 
     def _non_tensor_entry(self, path: Path) -> Any:
         node = self._need(path, NodeKind.ARRAY)
@@ -389,7 +409,9 @@ class MemmapDirBackend(Backend):
         if node.kind == "data":
             if "data" in node.meta:
                 return NonTensorPayload(node.meta["data"])
-            fields = self._unpickle(os.path.join(node.directory, MEMMAP_PICKLE_FILE), key, allow_pickle)
+            fields = self._unpickle(
+                os.path.join(node.directory, MEMMAP_PICKLE_FILE), key, allow_pickle
+            )
             if not isinstance(fields, dict) or "data" not in fields:
                 raise CorruptStoreError(
                     f"the pickle of key {key!r} in {self._location} does not hold a dict with a "
@@ -429,7 +451,9 @@ class MemmapDirBackend(Backend):
 
     # --- writing: refused ----------------------------------------------------------------------
     def _refuse(self, path: Path) -> ReadOnlyError:
-        return ReadOnlyError(f"cannot write key {self.key_str(path)!r} of {self._location}: {_READ_ONLY}")
+        return ReadOnlyError(
+            f"cannot write key {self.key_str(path)!r} of {self._location}: {_READ_ONLY}"
+        )
 
     def create_group(self, path: Path, attrs: Mapping[str, Any] | None = None) -> None:
         raise self._refuse(path)

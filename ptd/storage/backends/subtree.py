@@ -56,9 +56,7 @@ def narrow(be: Backend, inner: Path, described: str) -> Backend:
     if kind is None:
         key = "/".join(inner)
         be.close()
-        raise StoreNotFoundError(
-            f"{described} does not exist: {be.location} has no key {key!r}"
-        )
+        raise StoreNotFoundError(f"{described} does not exist: {be.location} has no key {key!r}")
     if kind is NodeKind.GROUP:
         return SubtreeBackend(be, inner, None, described)
     return SubtreeBackend(be, inner[:-1], inner[-1], described)
@@ -194,12 +192,10 @@ class SubtreeBackend(Backend):
         return meta
 
     def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
-        if self._leaf is not None and not path:
+        nodes: list[tuple[Path, NodeKind, ArrayMeta | None]]
+        if self._leaf is not None and not path:  # narrow() makes leaves of arrays only
             full = self._prefix + (self._leaf,)
-            if self._inner.kind(full) is NodeKind.ARRAY:
-                nodes = [(full, NodeKind.ARRAY, self._inner.array_meta(full))]
-            else:  # pragma: no cover - narrow() only makes leaves of arrays
-                nodes = [(full, NodeKind.GROUP, None)] + self._inner.walk(full)
+            nodes = [(full, NodeKind.ARRAY, self._inner.array_meta(full))]
         else:
             nodes = self._inner.walk(self._full(path))
         out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
@@ -304,19 +300,18 @@ class SubtreeBackend(Backend):
     def _move(self, src: Path, dst: Path) -> None:  # pragma: no cover - move() forwards
         self._inner.move(self._full(src), self._full(dst))
 
-    def _array_handle(self, path: Path) -> Any:  # pragma: no cover - read() forwards
-        raise UnsupportedOperationError("a narrowed store reads through the store it narrows")
+    def _array_handle(self, path: Path) -> Any:
+        # (the wrapped backend's handle: chunk_info and friends ask for it)
+        return self._inner._array_handle(self._full(path))
 
     def _read(self, handle: Any, selection: Selection) -> np.ndarray:  # pragma: no cover
-        raise UnsupportedOperationError("a narrowed store reads through the store it narrows")
+        return self._inner._read(handle, selection)
 
     def _write(self, handle: Any, selection: Selection, value: np.ndarray) -> None:
-        raise UnsupportedOperationError(  # pragma: no cover - write() forwards
-            "a narrowed store writes through the store it narrows"
-        )
+        self._inner._write(handle, selection, value)  # pragma: no cover - write() forwards
 
-    def _non_tensor_entry(self, path: Path) -> Any:  # pragma: no cover
-        raise UnsupportedOperationError("a narrowed store reads through the store it narrows")
+    def _non_tensor_entry(self, path: Path) -> Any:
+        return self._inner._non_tensor_entry(self._full(path))
 
     def _decode_non_tensor(
         self,
@@ -327,7 +322,9 @@ class SubtreeBackend(Backend):
         allow_pickle: bool | None,
         as_stack: bool,
     ) -> NonTensorPayload:  # pragma: no cover - read_non_tensor() forwards
-        raise UnsupportedOperationError("a narrowed store reads through the store it narrows")
+        return self._inner._decode_non_tensor(
+            entry, key, selection, allow_pickle=allow_pickle, as_stack=as_stack
+        )
 
     def _value_kind(
         self, dtype: np.dtype, attrs: Mapping[str, Any]
