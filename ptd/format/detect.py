@@ -1,4 +1,5 @@
-"""Telling HDF5 from Zarr: by content (the HDF5 signature, ``zarr.json``) and by suffix.
+"""Telling HDF5 from Zarr (and from ptd's memmap directories): by content (the HDF5
+signature, ``zarr.json``, a tensordict ``meta.json``) and by suffix.
 
 Content decides for an existing store; the suffix only names the format of a store yet to be
 written (``convert data.h5 data.zarr``).
@@ -14,11 +15,15 @@ from __future__ import annotations
 import os
 import posixpath
 
-from ptd.format.names import HDF5_SIGNATURE
+from ptd.format.memmap_dir import is_memmap_dir, node_kind, read_meta_json
+from ptd.format.names import HDF5_SIGNATURE, ZARR_JSON, ZARR_V2_GROUP
 
 __all__ = [
     "ROOT_ARRAY_HINT",
     "FORMATS",
+    "MEMMAP_FORMAT",
+    "READ_FORMATS",
+    "store_dir_format",
     "SUFFIXES",
     "DEFAULT_SUFFIX",
     "format_of_suffix",
@@ -32,8 +37,13 @@ ROOT_ARRAY_HINT = (
     "ptd reads groups of named arrays (read it with zarr.open_array, or save it in a group)"
 )
 
-#: the format names (also the backend names)
+#: the format names ptd writes (also the backend names)
 FORMATS: tuple[str, ...] = ("h5", "zarr")
+#: the format of ptd's (and tensordict's) memmap directories, which the stores' readers
+#: (inspect, validate, diff, convert's source) read through a read-only backend
+MEMMAP_FORMAT = "memmap"
+#: every format a store can be read in
+READ_FORMATS: tuple[str, ...] = FORMATS + (MEMMAP_FORMAT,)
 #: path suffix (lower case) -> format
 SUFFIXES: dict[str, str] = {
     ".h5": "h5",
@@ -80,3 +90,18 @@ def file_has_hdf5_signature(path: str) -> bool:
             if f.read(n) == HDF5_SIGNATURE:
                 return True
     return False
+
+
+def store_dir_format(path: str, *, arrays: bool = False) -> str | None:
+    """The format of the store (or the node of one) that the local directory ``path`` is, by
+    its content: ``"zarr"`` for a directory holding ``zarr.json`` or a v2 ``.zgroup``,
+    ``"memmap"`` for a memmap tensordict (a ``meta.json`` describing a TensorDict), None
+    otherwise. ``arrays``: a node that is not a group counts too (a v2 ``.zarray``, a memmap
+    NonTensorData directory)."""
+    markers = (ZARR_JSON, ZARR_V2_GROUP, ".zarray") if arrays else (ZARR_JSON, ZARR_V2_GROUP)
+    if any(os.path.isfile(os.path.join(path, m)) for m in markers):
+        return "zarr"
+    if not arrays:
+        return MEMMAP_FORMAT if is_memmap_dir(path) else None
+    meta = read_meta_json(path)
+    return MEMMAP_FORMAT if meta is not None and node_kind(meta) is not None else None

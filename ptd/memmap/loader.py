@@ -16,6 +16,7 @@ import torch
 from ptd.core.dtypes import dtype_from_str
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.errors import CorruptStoreError, PtdValueError, StoreNotFoundError, UnsupportedDtypeError
+from ptd.format.memmap_dir import decode_key, encode_key
 from ptd.format.names import (
     ENCODING_PICKLE,
     MEMMAP_FORMAT_VERSION,
@@ -41,45 +42,6 @@ __all__ = ["encode_key", "decode_key", "load_dir", "map_leaf", "MODES"]
 
 #: load modes: whether the mapping is shared (writes reach the file) or copy-on-write
 MODES = {"r+": True, "r": False}
-
-_UNSAFE = set('/<>:"|?*\\ \0%') | {chr(i) for i in range(32)} | {chr(127)}
-_ENCODE_TABLE = str.maketrans({c: f"%{ord(c):02X}" for c in _UNSAFE})
-
-
-def encode_key(key: str) -> str:
-    """The file-system name of ``key``, as tensordict 0.15 writes it (percent-encoding).
-
-    >>> encode_key("weird key/x"), encode_key(""), encode_key("..")
-    ('weird%20key%2Fx', '%', '%2E%2E')
-    """
-    if not key:
-        return "%"
-    if key in (".", ".."):
-        return "%2E" * len(key)
-    return key.translate(_ENCODE_TABLE)
-
-
-def decode_key(name: str) -> str:
-    """Invert :func:`encode_key`.
-
-    >>> decode_key("weird%20key%2Fx")
-    'weird key/x'
-    """
-    if name == "%":
-        return ""
-    out, i = [], 0
-    while i < len(name):
-        if name[i] == "%" and i + 2 < len(name) and _is_hex(name[i + 1 : i + 3]):
-            out.append(chr(int(name[i + 1 : i + 3], 16)))
-            i += 3
-        else:
-            out.append(name[i])
-            i += 1
-    return "".join(out)
-
-
-def _is_hex(s: str) -> bool:
-    return len(s) == 2 and all(c in "0123456789abcdefABCDEF" for c in s)
 
 
 def _legacy_ok(key: str, collection: bool) -> bool:

@@ -73,6 +73,7 @@ from ptd.errors import (
     SkippedKeyWarning,
     StoreIOError,
 )
+from ptd.format.detect import MEMMAP_FORMAT
 from ptd.format.names import (
     MEMMAP_FORMAT_VERSION,
     MEMMAP_META,
@@ -89,7 +90,7 @@ from ptd.format.names import (
 from ptd.format.payload import check_allow_pickle, encode_json
 from ptd.memmap.loader import encode_key
 from ptd.storage.limits import check_free_space, nbytes_of
-from ptd.storage.location import ReopenSpec, split_options
+from ptd.storage.location import ReopenSpec, StoreLocation, split_options
 from ptd.storage.publish import check_free_destination, make_temp_dir, publish, remove
 from ptd.transfer.plan import left_out_keys
 from ptd.transfer.slabs import slab_rows
@@ -529,7 +530,10 @@ def export_memmap(
         )[1]
     from ptd.persistent.persistent_tensordict import PersistentTensorDict
 
-    loc = split_options(storage_options, src, dst)[0].detect()
+    # the source may lead into a store (robo.h5/data/demo_0: that group is exported)
+    loc = StoreLocation.parse_source(split_options(storage_options, src, dst)[0]).detect()
+    if loc.format == MEMMAP_FORMAT:
+        raise PtdValueError(f"{loc.described} is a memmap directory already: copy it instead")
     left_out = left_out_keys(loc, "memmap", skip_unsupported)
     # opened as a streamed pass opens it (without memory maps), with its storage options
     stream = ReopenSpec.make(loc, "r").streaming()
@@ -543,11 +547,21 @@ def export_memmap(
             store = PersistentTensorDict.from_h5(loc.path, **kwargs)
         else:
             store = PersistentTensorDict.from_zarr(loc.path, allow_pickle=allow_pickle, **kwargs)
+    owner = store
+    source: TensorDictBase = store
+    if loc.inner:
+        sub = owner.get(loc.inner)
+        if not isinstance(sub, TensorDictBase):
+            owner.close()
+            raise PtdValueError(
+                f"{loc.described} is an array: ptd memmap exports a store or a group of it"
+            )
+        source = sub
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SkippedKeyWarning)
             return _write(
-                store,
+                source,
                 os.fspath(dst),
                 overwrite=overwrite,
                 progress=progress,
@@ -555,7 +569,7 @@ def export_memmap(
                 not_copied=left_out,
             )[1]
     finally:
-        store.close()
+        owner.close()
 
 
 def tensor_nbytes(td: TensorDictBase) -> int:

@@ -210,6 +210,21 @@ def check_consolidated(store_path: str, *, thorough: bool = True) -> list[Consol
     return found
 
 
+def narrowed_findings(
+    found: list[ConsolidatedFinding], inner: tuple[str, ...]
+) -> list[ConsolidatedFinding]:
+    """The findings about the nodes below the key ``inner`` of a store (a location leading
+    into it), with their keys relative to it."""
+    if not inner:
+        return found
+    prefix = "/".join(inner) + "/"
+    return [
+        ConsolidatedFinding(f.key[len(prefix) :], f.code, f.message)
+        for f in found
+        if f.key.startswith(prefix)
+    ]
+
+
 def open_checked(
     loc: StoreLocation, *, use_consolidated: bool | None = None
 ) -> tuple[Backend, list[ConsolidatedFinding]]:
@@ -217,6 +232,7 @@ def open_checked(
     zarr store's consolidated metadata: when it is stale (or ``use_consolidated=False``) the
     store is opened on its real listing. Returns the backend (close it) and the findings."""
     stale = [] if loc.is_remote or not os.path.isdir(loc.path) else check_consolidated(loc.path)
+    stale = narrowed_findings(stale, loc.inner)
     loc = loc.detect()
     opts: dict[str, Any] = {"fast_path": False}
     if loc.format == "zarr" and (stale or use_consolidated is False):

@@ -284,8 +284,8 @@ def diff(
         raise PtdValueError(f"rtol and atol must be >= 0, got rtol={rtol}, atol={atol}")
     t0 = time.perf_counter()
     pa, pb = as_path_str(a), as_path_str(b)
-    la = StoreLocation.parse(pa, storage_options)
-    lb = StoreLocation.parse(
+    la = StoreLocation.parse_source(pa, storage_options)
+    lb = StoreLocation.parse_source(
         pb, storage_options_b if storage_options_b is not None else storage_options
     )
     bea, _stale_a = open_checked(la)

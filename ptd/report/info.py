@@ -18,7 +18,12 @@ which are stable (new fields may be added; none is renamed or removed within a
 ``format_version``
     ``1``.
 ``path``, ``format``
-    the store's path, and ``"h5"`` or ``"zarr"`` (detected from the content).
+    the store's path, and ``"h5"``, ``"zarr"`` or ``"memmap"`` (a memmap directory; detected
+    from the content).
+``inner``
+    for a path leading into a store (``robo.h5/data/demo_0``): the key of the group or array
+    inside it that is described (``"data/demo_0"``), else ``null``. Every key of ``entries``
+    is then relative to it; ``totals.file_bytes`` is still the whole store's.
 ``batch_size``, ``batch_size_source``, ``stored_batch_size``
     the root's batch size; ``"stored"`` when it is the ``__tensordict__`` attribute,
     ``"inferred"`` when it was inferred from the entries (no attribute, or one that does not
@@ -81,7 +86,7 @@ import numpy as np
 from ptd.format.names import PTD_JSON_ATTR, RESERVED_ATTRS, TD_NON_TENSOR_ATTR
 from ptd.format.shapes import fits
 from ptd.report.access import random_row_bytes
-from ptd.report.consolidated import check_consolidated
+from ptd.report.consolidated import check_consolidated, narrowed_findings
 from ptd.report.scan import open_stream, scan, zarr_array_nbytes
 from ptd.storage.backends.base import ArrayMeta, NodeKind, ValueKind
 from ptd.storage.location import StoreLocation
@@ -165,6 +170,8 @@ class StoreInfo:
     zarr_format: int | None = None
     #: keys the store holds that are not listed nor read: ``{"key", "reason"}`` each
     skipped: list[dict[str, str]] = field(default_factory=list)
+    #: the key inside the store the report is narrowed to (``"data/demo_0"``), or None
+    inner: str | None = None
     format_version: int = field(default=FORMAT_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
@@ -172,6 +179,7 @@ class StoreInfo:
         return {
             "format_version": d.pop("format_version"),
             "path": d.pop("path"),
+            "inner": d.pop("inner"),
             "format": d.pop("format"),
             "zarr_format": d.pop("zarr_format"),
             "batch_size": d.pop("batch_size"),
@@ -241,17 +249,20 @@ def info(
     ``depth`` limits the listed entries to that many levels (totals always cover everything);
     ``attrs`` adds every node's user attributes. Only metadata is read.
     """
-    loc = StoreLocation.parse(path, storage_options)
+    loc = StoreLocation.parse_source(path, storage_options)
     p = loc.path
     stale = [] if loc.is_remote or not os.path.isdir(p) else check_consolidated(p, thorough=False)
+    stale = narrowed_findings(stale, loc.inner)
     with open_stream(loc) as be:
         fmt = be.name
         s = scan(be, fmt)
         stored_sizes: dict[tuple[str, ...], int] = {}
         if fmt == "zarr":
+            # the keys as the whole store names them: escaped names, and the location may
+            # lead into the store (``x.zarr/inner``)
             arrays = {be.stored_path(q): q for q, k, _ in s.nodes if k is NodeKind.ARRAY}
             sizes = zarr_array_nbytes(p, list(arrays), loc.options)
-            stored_sizes = {arrays[k]: v for k, v in sizes.items()}
+            stored_sizes = {arrays[q]: n for q, n in sizes.items()}
         entries: list[EntryInfo] = []
         totals = Totals()
         t_stored = 0
@@ -337,4 +348,5 @@ def info(
             consolidated=[{"key": f.key, "code": f.code, "message": f.message} for f in stale],
             zarr_format=be.format_version if fmt == "zarr" else None,
             skipped=[{"key": "/".join(k), "reason": r} for k, r in s.skipped.items()],
+            inner="/".join(loc.inner) or None,
         )

@@ -216,7 +216,7 @@ def validate(
     doc = load_schema(schema) if schema is not None else None
     p = as_path_str(path)
     be, stale = open_checked(
-        StoreLocation.parse(p, storage_options), use_consolidated=use_consolidated
+        StoreLocation.parse_source(p, storage_options), use_consolidated=use_consolidated
     )
     try:
         s = scan(

@@ -15,6 +15,14 @@ Traceback (most recent call last):
 ...
 ptd.errors.PtdValueError: storage options {'anon'} only apply to URLs (like 's3://bucket/data.zarr'), not to the local path data.h5
 
+A location may lead *into* a store (``robo.h5/data/demo_0``, h5ls's convention):
+:meth:`StoreLocation.parse_source` splits such a path into the store (``path``) and the group
+or array inside it (``inner``), and :meth:`StoreLocation.open` opens the store narrowed to that
+node (:mod:`ptd.storage.backends.subtree`). Only the readers of whole stores parse their
+sources that way (``ptd.info``, ``ptd.validate``, ``ptd.diff``, ``ptd.convert``'s and
+``ptd.export_memmap``'s source); :meth:`StoreLocation.parse` takes a path as it is, as h5py and
+tensordict do (a PersistentTensorDict is narrowed by indexing it).
+
 The one policy for storage options: they belong to URLs. Given with a local path they are an
 error (:class:`~ptd.errors.PtdValueError`), never silently dropped. A command with two stores
 (``convert``, ``memmap``) hands them to whichever store is a URL, and fails the same way when
@@ -29,7 +37,17 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ptd.errors import PtdValueError, StoreNotFoundError
-from ptd.format.detect import DEFAULT_SUFFIX, FORMATS, SUFFIXES, format_of_suffix
+from ptd.format.detect import (
+    DEFAULT_SUFFIX,
+    FORMATS,
+    MEMMAP_FORMAT,
+    READ_FORMATS,
+    SUFFIXES,
+    format_of_suffix,
+    store_dir_format,
+)
+from ptd.format.memmap_dir import decode_key
+from ptd.format.names import MEMMAP_SUFFIX
 from ptd.storage import remote
 
 if TYPE_CHECKING:
@@ -56,8 +74,12 @@ class StoreLocation:
     path: str
     #: the storage options as sorted ``(name, value)`` pairs (remote URLs only)
     storage_options: tuple[tuple[str, Any], ...] = ()
-    #: ``"h5"``/``"zarr"`` once known (given, or detected from the content)
+    #: ``"h5"``/``"zarr"`` once known (given, or detected from the content; ``"memmap"`` for
+    #: a memmap directory, which is read only)
     format: str | None = field(default=None, compare=False)
+    #: the key of the group or array inside the store that this location leads to (``("data",
+    #: "demo_0")`` for ``robo.h5/data/demo_0``), ``()`` for the whole store
+    inner: tuple[str, ...] = ()
 
     # --- construction ------------------------------------------------------------------------
     @classmethod
@@ -75,7 +97,7 @@ class StoreLocation:
                 raise PtdValueError(f"{target.path}: storage options given twice")
             return target if format is None else replace(target, format=format)
         path = remote.normalize(as_path_str(target))
-        if format is not None and format not in FORMATS:
+        if format is not None and format not in READ_FORMATS:
             raise PtdValueError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
         opts: tuple[tuple[str, Any], ...] = ()
         if storage_options is not None:
@@ -86,6 +108,22 @@ class StoreLocation:
                 )
             opts = tuple(sorted(dict(storage_options).items()))
         return cls(path, opts, format)
+
+    @classmethod
+    def parse_source(
+        cls, target: Any, storage_options: Mapping[str, Any] | None = None
+    ) -> StoreLocation:
+        """Parse a store to read, which may lead into a store (h5ls's convention): a local
+        path whose longest existing prefix is a file is that file, the rest a key inside it
+        (``robo.h5/data/demo_0``); in a zarr store or a memmap directory, the store is the
+        outermost directory of the path holding ``zarr.json``/``.zgroup`` (a memmap
+        ``meta.json``), the rest a key. Other paths, and URLs, are taken as they are (see
+        :meth:`parse`); the key is checked when the store is opened."""
+        loc = cls.parse(target, storage_options)
+        if loc.inner or loc.is_remote:
+            return loc
+        store, inner = _split_local(loc.path)
+        return loc if not inner else replace(loc, path=store, inner=inner)
 
     # --- properties --------------------------------------------------------------------------
     @property
@@ -112,8 +150,15 @@ class StoreLocation:
         """The format its suffix names (``.h5`` -> ``"h5"``), or None."""
         return format_of_suffix(self.path)
 
+    @property
+    def described(self) -> str:
+        """The path as given: the store's, then the key inside it (``robo.h5/data/demo_0``)."""
+        if not self.inner:
+            return self.path
+        return self.path.rstrip("/\\") + "/" + "/".join(self.inner)
+
     def __str__(self) -> str:
-        return self.path
+        return self.described
 
     # --- the store behind it -----------------------------------------------------------------
     def detect(self) -> StoreLocation:
@@ -138,20 +183,23 @@ class StoreLocation:
         root, ext = os.path.splitext(stem)
         if ext.lower() not in SUFFIXES:
             root = stem
-        return replace(self, path=root + DEFAULT_SUFFIX[format], format=format)
+        return replace(self, path=root + DEFAULT_SUFFIX[format], format=format, inner=())
 
     def open(self, mode: str = "r", **options: Any) -> Backend:
         """Open the store with its backend (the format is detected when unknown).
 
         ``options`` go to the backend (``fast_path=``, ``locking=``...); storage options come
-        from the location."""
+        from the location. A location with an ``inner`` key opens the store narrowed to it
+        (a missing key raises StoreNotFoundError naming the store and the key)."""
         from ptd.storage.backends import get_backend
+        from ptd.storage.backends.subtree import narrow
 
         loc = self.detect() if self.format is None else self
         assert loc.format is not None
         if loc.storage_options:
             options["storage_options"] = loc.options
-        return get_backend(loc.format).open(loc.path, mode, **options)
+        be = get_backend(loc.format).open(loc.path, mode, **options)
+        return narrow(be, loc.inner, loc.described)
 
     def open_stream(self) -> Backend:
         """Open read-only for a streamed whole-store pass (convert, memmap export, ``validate
@@ -182,6 +230,41 @@ class StoreLocation:
             return total
         except OSError:
             return None
+
+
+def _split_local(path: str) -> tuple[str, tuple[str, ...]]:
+    """``(store, inner key)`` of a local path that may lead into a store (see
+    :meth:`StoreLocation.parse_source`); ``(path, ())`` when it does not."""
+    stripped = path.rstrip("/\\") or path
+    head, tail = stripped, []
+    while not os.path.exists(head):
+        parent, name = os.path.split(head)
+        if not parent or not name or parent == head:
+            return path, ()  # nothing of it exists: "does not exist", later
+        tail.append(name)
+        head = parent
+    tail.reverse()
+    if os.path.isfile(head):
+        parent, name = os.path.split(head)
+        if parent and name.endswith(MEMMAP_SUFFIX) and store_dir_format(parent) == MEMMAP_FORMAT:
+            # a memmap leaf's file: the key is its name
+            head, tail = parent, [decode_key(name[: -len(MEMMAP_SUFFIX)]), *tail]
+        else:
+            return (head, tuple(tail)) if tail else (path, ())
+    fmt = store_dir_format(head, arrays=True)
+    if fmt is None:
+        return path, ()
+    root = head
+    while True:  # up to the outermost directory of the path that is of the same store
+        parent = os.path.dirname(root)
+        if not parent or parent == root or store_dir_format(parent) != fmt:
+            break
+        root = parent
+    inner = [] if root == head else os.path.relpath(head, root).split(os.sep)
+    if fmt == MEMMAP_FORMAT:  # directory names are the keys percent-encoded
+        inner = [decode_key(n) for n in inner]
+    inner += tail
+    return (root, tuple(inner)) if inner else (path, ())
 
 
 def split_options(

@@ -145,6 +145,8 @@ class ConvertOptions:
                 dst_loc = None
             else:
                 dst_loc = StoreLocation.parse(dst, dst_storage_options)
+        # the source may lead into a store (robo.h5/data/demo_0: that group is converted)
+        src_loc = StoreLocation.parse_source(src_loc)
         if dst_loc is not None:
             stripped = dst_loc.path.rstrip("/\\")
             if stripped and stripped != dst_loc.path:

@@ -230,7 +230,7 @@ def render(
     """The text of ``ptd inspect``: alike sibling groups folded unless ``expand``."""
     console = out_console()
     head = Text()
-    head.append(info.path, style="bold")
+    head.append(info.path + (f"/{info.inner}" if info.inner else ""), style="bold")
     head.append(f"  {info.format}", style="cyan")
     if info.zarr_format is not None:
         head.append(f" v{info.zarr_format}", style="cyan")

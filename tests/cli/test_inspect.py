@@ -42,6 +42,7 @@ ENTRY_FIELDS = {
 TOP_FIELDS = {
     "format_version",
     "path",
+    "inner",
     "format",
     "batch_size",
     "batch_size_source",

@@ -20,9 +20,11 @@ from typing import Any
 from ptd.errors import CorruptStoreError, StoreNotFoundError, UnknownBackendError
 from ptd.format.detect import (
     HEAD_BYTES,
+    MEMMAP_FORMAT,
     ROOT_ARRAY_HINT,
     file_has_hdf5_signature,
     has_hdf5_signature,
+    store_dir_format,
 )
 from ptd.format.names import ZARR_JSON
 from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, NonTensorPayload, ValueKind
@@ -42,9 +44,11 @@ __all__ = [
 _REGISTRY: dict[str, tuple[str, str]] = {
     "h5": ("ptd.storage.backends.h5", "H5Backend"),
     "zarr": ("ptd.storage.backends.zarr", "ZarrBackend"),
+    # read-only: ptd's memmap directories, for the stores' readers (inspect, validate...)
+    MEMMAP_FORMAT: ("ptd.storage.backends.memmap_dir", "MemmapDirBackend"),
 }
-#: the supported backend names
-BACKENDS: tuple[str, ...] = tuple(_REGISTRY)
+#: the supported backend names (the formats ptd reads and writes; ``"memmap"`` is read-only)
+BACKENDS: tuple[str, ...] = ("h5", "zarr")
 
 
 def get_backend(name: str) -> type[Backend]:
@@ -88,7 +92,8 @@ def detect_backend(target: Any, storage_options: dict[str, Any] | None = None) -
     """The backend name for an existing ``target``, judged by its content.
 
     h5py objects and HDF5 files (by signature) give ``"h5"``; zarr groups/stores, directories
-    holding ``zarr.json`` (or a zarr v2 ``.zgroup``) and zip files give ``"zarr"``; URLs
+    holding ``zarr.json`` (or a zarr v2 ``.zgroup``) and zip files give ``"zarr"``, a local
+    memmap directory (its ``meta.json`` describing a TensorDict) ``"memmap"``; URLs
     (``s3://...``, with ``storage_options``) are told apart the same way, by their content.
     A missing path raises StoreNotFoundError; anything else CorruptStoreError naming it.
     """
@@ -114,15 +119,16 @@ def detect_backend(target: Any, storage_options: dict[str, Any] | None = None) -
     if not os.path.exists(path):
         raise StoreNotFoundError(f"{path} does not exist")
     if os.path.isdir(path):
-        if os.path.exists(os.path.join(path, ZARR_JSON)) or os.path.exists(
-            os.path.join(path, ".zgroup")
-        ):
-            return "zarr"
+        found = store_dir_format(path)
+        if found is not None:
+            return found
         if os.path.exists(os.path.join(path, ".zarray")):
             raise CorruptStoreError(
                 f"{path} holds a Zarr v2 array at its root, not a group: {ROOT_ARRAY_HINT}"
             )
-        raise CorruptStoreError(f"{path} is a directory without {ZARR_JSON}: not a zarr store")
+        raise CorruptStoreError(
+            f"{path} is a directory without {ZARR_JSON}: not a zarr store (nor a memmap directory)"
+        )
     try:
         if file_has_hdf5_signature(path):
             return "h5"

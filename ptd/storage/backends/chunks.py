@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ptd.storage.backends.base import Backend, Path
+from ptd.storage.backends.memmap_dir import RawFile
 
 __all__ = ["ChunkInfo", "FilterInfo", "chunk_info", "H5_PLUGIN_PACKAGES"]
 
@@ -95,6 +96,9 @@ def chunk_info(be: Backend, path: Path, *, list_stored: bool = True) -> ChunkInf
     ``list_stored``: also list the stored chunks (one pass over the chunk index or the
     array's directory)."""
     handle = be._array_handle(path)
+    if isinstance(handle, RawFile):  # a memmap directory's raw file: one byte range
+        shape = tuple(handle.shape)
+        return ChunkInfo(chunks=shape, grid=(1,) * len(shape), contiguous=True)
     if be.name == "h5":
         return _h5_info(handle.ds, list_stored)
     return _zarr_info(handle, list_stored)

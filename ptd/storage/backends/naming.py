@@ -21,7 +21,8 @@ class NamePolicy:
         return None
 
     def stored_path(self, path: Path) -> Path:
-        """``path`` as the store names it (for tools reading its own keys: file sizes)."""
+        """``path`` as the store names it from its root, escaped names and all (for tools that
+        read the store's own keys: file sizes)."""
         return tuple(self.escaped_name(p) or p for p in path)
 
     @classmethod

@@ -1,0 +1,110 @@
+"""The memmap directory format (``docs/format.md`` section 3) without torch: how keys become
+file names, and what kind of node a ``meta.json`` describes.
+
+Both the writer and loader of :mod:`ptd.memmap` (torch) and the read-only storage backend of
+memmap directories (:mod:`ptd.storage.backends.memmap_dir`, for ``ptd inspect``/``validate``/
+``diff``/``convert``) use these.
+
+>>> encode_key("weird key/x"), decode_key("weird%20key%2Fx")
+('weird%20key%2Fx', 'weird key/x')
+>>> node_kind({"_class": "tensordict:TensorDict"}), node_kind({"_is_non_tensor": True})
+('td', 'data')
+>>> node_kind({"anything": 1}) is None
+True
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ptd.format.names import (
+    MEMMAP_META,
+    MEMMAP_NON_TENSOR_STACK_CLASS,
+    MEMMAP_NON_TENSOR_STACK_TYPE,
+    MEMMAP_NON_TENSOR_TYPE,
+    MEMMAP_PTD_CLASS,
+    MEMMAP_PTD_TYPE,
+    MEMMAP_TD_CLASS,
+    MEMMAP_TD_TYPE,
+)
+
+__all__ = ["encode_key", "decode_key", "node_kind", "read_meta_json", "is_memmap_dir"]
+
+_UNSAFE = set('/<>:"|?*\\ \0%') | {chr(i) for i in range(32)} | {chr(127)}
+_ENCODE_TABLE = str.maketrans({c: f"%{ord(c):02X}" for c in _UNSAFE})
+#: the largest meta.json read to tell whether a directory is a memmap tensordict
+_META_LIMIT = 64 << 20
+
+
+def encode_key(key: str) -> str:
+    """The file-system name of ``key``, as tensordict 0.15 writes it (percent-encoding).
+
+    >>> encode_key("weird key/x"), encode_key(""), encode_key("..")
+    ('weird%20key%2Fx', '%', '%2E%2E')
+    """
+    if not key:
+        return "%"
+    if key in (".", ".."):
+        return "%2E" * len(key)
+    return key.translate(_ENCODE_TABLE)
+
+
+def decode_key(name: str) -> str:
+    """Invert :func:`encode_key`.
+
+    >>> decode_key("weird%20key%2Fx")
+    'weird key/x'
+    """
+    if name == "%":
+        return ""
+    out, i = [], 0
+    while i < len(name):
+        if name[i] == "%" and i + 2 < len(name) and _is_hex(name[i + 1 : i + 3]):
+            out.append(chr(int(name[i + 1 : i + 3], 16)))
+            i += 3
+        else:
+            out.append(name[i])
+            i += 1
+    return "".join(out)
+
+
+def _is_hex(s: str) -> bool:
+    return len(s) == 2 and all(c in "0123456789abcdefABCDEF" for c in s)
+
+
+def node_kind(meta: Mapping[str, Any]) -> str | None:
+    """What a ``meta.json`` describes: ``"td"`` (a TensorDict or PersistentTensorDict
+    directory), ``"data"`` (a NonTensorData), ``"stack"`` (a NonTensorStack), or None
+    (something else, or nothing ptd knows)."""
+    cls, typ = meta.get("_class"), meta.get("_type")
+    if cls in (MEMMAP_TD_CLASS, MEMMAP_PTD_CLASS) or typ in (MEMMAP_TD_TYPE, MEMMAP_PTD_TYPE):
+        return "td"
+    if cls == MEMMAP_NON_TENSOR_STACK_CLASS or typ == MEMMAP_NON_TENSOR_STACK_TYPE:
+        return "stack"
+    if typ == MEMMAP_NON_TENSOR_TYPE or meta.get("_is_non_tensor") is True:
+        return "data"
+    return None
+
+
+def read_meta_json(directory: str) -> dict[str, Any] | None:
+    """The JSON object in ``directory``'s ``meta.json``, or None when there is none or it is
+    not a JSON object (unreadable, not UTF-8, too large)."""
+    path = os.path.join(directory, MEMMAP_META)
+    try:
+        if os.path.getsize(path) > _META_LIMIT:
+            return None
+        with open(path, "rb") as f:
+            meta = json.loads(f.read().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def is_memmap_dir(directory: str) -> bool:
+    """Whether ``directory`` is a memmap tensordict: its ``meta.json`` describes a
+    TensorDict (a NonTensorData directory alone is not a store)."""
+    meta = read_meta_json(directory)
+    return meta is not None and node_kind(meta) == "td"
