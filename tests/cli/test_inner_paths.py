@@ -199,7 +199,7 @@ def test_narrowed_backend_paths_are_relative(episodes: Path) -> None:
         assert be.array_meta(("obs", "pos")).path == ("obs", "pos")
         assert all(m is None or m.path == p for p, _k, m in be.walk())
         np.testing.assert_array_equal(be.read(("actions",), (slice(0, 1),)), [[1.0, 2.0]])
-        assert be.store_path(("actions",)) == ("data", "demo_1", "actions")
+        assert be.stored_path(("actions",)) == ("data", "demo_1", "actions")
         spec = be.reopen_spec
         assert spec is not None and spec.location.inner == ("data", "demo_1")
     finally:

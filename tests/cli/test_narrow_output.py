@@ -111,7 +111,8 @@ def test_validate_problems_every_key(ptd_cli, ptd_store: Path, narrow: str):
     head = [ln for ln in lines if ln.startswith("INVALID ")]
     assert len(head) == 1 and str(ptd_store) in head[0]  # the path is whole, on one line
     table = any(ln.split()[:2] == ["key", "problem"] for ln in lines)
-    assert table == (narrow != "piped")  # the problems fit in 80 columns
+    if narrow == "piped":
+        assert not table  # a CI log always gets the line layout
     for p in problems:
         row = [ln for ln in lines if ln.split()[:1] == [p["key"]]]
         assert len(row) == 1, (p, lines)
