@@ -140,6 +140,8 @@ def lint(s: Scan, ignore: Iterable[str] = ()) -> list[LintFinding]:
         if kind is not NodeKind.ARRAY or meta is None:
             continue
         key = "/".join(path)
+        if meta.unreadable:
+            continue  # its dtype is unknown: validate reports it as unreadable
         if meta.kind is ValueKind.UNSUPPORTED:
             out.append(
                 _finding("L008", key, f"{key!r} has dtype {meta.dtype}, which torch cannot hold")

@@ -60,6 +60,9 @@ class ArrayMeta:
     inner_chunks: tuple[int, ...] | None = None
     #: for unsupported arrays: what they hold, for messages (``"HDF5 object references"``)
     unsupported: str | None = None
+    #: the store library could not parse this node's metadata (``unsupported`` says why):
+    #: ``shape`` and ``dtype`` are what its document states, when it can be read at all
+    unreadable: bool = False
 
 
 @dataclass

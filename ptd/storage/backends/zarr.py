@@ -41,6 +41,7 @@ from ptd.errors import (
     PtdKeyError,
     PtdTypeError,
     ReadOnlyError,
+    UnsupportedDtypeError,
     UnsupportedOperationError,
 )
 from ptd.format.keynames import check_key_names
@@ -65,11 +66,17 @@ from ptd.storage.backends.zarr_arrays import array_layout, read_selection
 from ptd.storage.backends.zarr_chunks import ZarrChunks
 from ptd.storage.backends.zarr_consolidated import Consolidation
 from ptd.storage.backends.zarr_open import check_v2_mode, local_store, open_root, remote_store
+from ptd.storage.backends.zarr_unreadable import (
+    UnreadableNode,
+    child_names,
+    find_unreadable,
+    quiet_failed_listing,
+)
 from ptd.storage.location import ReopenSpec
 
 __all__ = ["ZarrBackend"]
 
-Node = Any  # zarr.Array | zarr.Group
+Node = Any  # zarr.Array | zarr.Group | UnreadableNode
 
 
 class ZarrBackend(Backend):
@@ -235,21 +242,37 @@ class ZarrBackend(Backend):
                     node = parent[path[-1]]
                 else:
                     node = self._root["/".join(path)]
-        except (KeyError, FileNotFoundError):
-            return None
-        except ValueError as err:
-            raise CorruptStoreError(
-                f"cannot read the metadata of key {self.key_str(path)!r} in {self._location}: {err}"
-            ) from None
+        except Exception as err:  # noqa: BLE001 - one node's metadata, never the whole store
+            # a document zarr cannot parse is a node ptd lists as unsupported; without one,
+            # nothing is there (zarr's KeyError says either: a missing node, a missing field)
+            node = find_unreadable(self._store, self._root.path, path, err)
+            if node is None:
+                if isinstance(err, (KeyError, FileNotFoundError)):
+                    return None
+                raise CorruptStoreError(
+                    f"cannot read the metadata of key {self.key_str(path)!r} in "
+                    f"{self._location}: {type(err).__name__}: {err}"
+                ) from None
         self._cache[path] = node
         return node
 
+    @staticmethod
+    def _kind_of(node: Node) -> NodeKind:
+        """An array, a group, or (an :class:`UnreadableNode`) an unsupported leaf."""
+        return NodeKind.GROUP if isinstance(node, zarr.Group) else NodeKind.ARRAY
+
     def _node(self, path: Path, want: NodeKind) -> Node:
-        """The node at ``path``, which must be a ``want``; else PtdKeyError."""
+        """The node at ``path``, which must be a ``want``; else PtdKeyError (and
+        UnsupportedDtypeError for a node whose metadata zarr cannot read)."""
         node = self._get(path)
         if node is None:
             raise self._not_found(path)
-        found = NodeKind.ARRAY if isinstance(node, zarr.Array) else NodeKind.GROUP
+        if isinstance(node, UnreadableNode):
+            raise UnsupportedDtypeError(
+                f"cannot read key {self.key_str(path)!r} of {self._location}: it holds "
+                f"{node.reason}"
+            )
+        found = self._kind_of(node)
         if found is not want:
             raise self._wrong_kind(path, found)
         return node
@@ -347,18 +370,34 @@ class ZarrBackend(Backend):
         node = self._get(path)
         if node is None:
             return None
-        return NodeKind.ARRAY if isinstance(node, zarr.Array) else NodeKind.GROUP
+        return self._kind_of(node)
 
     def children(self, path: Path) -> list[tuple[str, NodeKind]]:
+        """The group's children in name order; when zarr cannot list them together (one
+        child's metadata does not parse), they are opened one by one and the ones zarr cannot
+        read are listed as unsupported leaves (:mod:`~ptd.storage.backends.zarr_unreadable`)."""
         group = self._group(path)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            members = sorted(group.members(), key=lambda m: m[0])
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                members = sorted(group.members(), key=lambda m: m[0])
+        except Exception:  # noqa: BLE001 - one child zarr cannot read: list them one by one
+            quiet_failed_listing()
+            return self._children_one_by_one(path)
         out = []
         for name, node in members:
             self._check_member(path, name)
             self._cache[path + (name,)] = node
-            out.append((name, NodeKind.ARRAY if isinstance(node, zarr.Array) else NodeKind.GROUP))
+            out.append((name, self._kind_of(node)))
+        return out
+
+    def _children_one_by_one(self, path: Path) -> list[tuple[str, NodeKind]]:
+        out = []
+        for name in child_names(self._store, self._root.path, path):
+            self._check_member(path, name)
+            node = self._get(path + (name,))
+            if node is not None:
+                out.append((name, self._kind_of(node)))
         return out
 
     def _check_member(self, path: Path, name: str) -> None:
@@ -373,14 +412,22 @@ class ZarrBackend(Backend):
                 )
 
     def array_meta(self, path: Path) -> ArrayMeta:
+        node = self._get(path)
+        if isinstance(node, UnreadableNode):
+            return node.meta()
         return self._meta(path, self._array(path))
 
     def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
-        """One ``members(max_depth=None)`` pass, then depth first in name order."""
+        """One ``members(max_depth=None)`` pass, then depth first in name order (group by
+        group, as :meth:`children` lists them, when zarr cannot read some node's metadata)."""
         group = self._group(path)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            members = group.members(max_depth=None)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                members = group.members(max_depth=None)
+        except Exception:  # noqa: BLE001 - one node zarr cannot read: group by group
+            quiet_failed_listing()
+            return super().walk(path)
         kids: dict[Path, list[tuple[str, Node]]] = {}
         for name, node in members:
             self._check_member(path, name)
@@ -512,6 +559,8 @@ class ZarrBackend(Backend):
         node = self._get(path)
         if node is None:
             raise self._not_found(path)
+        if isinstance(node, UnreadableNode):
+            return {}  # its attributes are in the document zarr cannot read
         return copy.deepcopy(dict(node.metadata.attributes))
 
     def set_attrs(self, path: Path, attrs: Mapping[str, Any]) -> None:
