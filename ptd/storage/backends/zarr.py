@@ -389,6 +389,23 @@ class ZarrBackend(Backend):
             self._check_member(path, name)
             self._cache[path + (name,)] = node
             out.append((name, self._kind_of(node)))
+        dropped = self._dropped_children(group, path, [name for name, _ in members])
+        out += [(name, NodeKind.ARRAY) for name in dropped]
+        return sorted(out)
+
+    def _dropped_children(self, group: zarr.Group, path: Path, listed: list[str]) -> list[str]:
+        """Children zarr left out of a listing without an error (a document missing a field
+        reads as a missing node): the names in the store with a metadata document that zarr
+        did not list, now cached as :class:`UnreadableNode`. Not checked when the listing
+        came from consolidated metadata (a bad node there fails the whole open, and the store
+        is then opened on its live listing)."""
+        if group.metadata.consolidated_metadata is not None:
+            return []
+        seen = set(listed)
+        out = []
+        for name in child_names(self._store, self._root.path, path):
+            if name not in seen and isinstance(self._get(path + (name,)), UnreadableNode):
+                out.append(name)
         return out
 
     def _children_one_by_one(self, path: Path) -> list[tuple[str, NodeKind]]:
@@ -429,11 +446,18 @@ class ZarrBackend(Backend):
             quiet_failed_listing()
             return super().walk(path)
         kids: dict[Path, list[tuple[str, Node]]] = {}
+        groups: dict[Path, zarr.Group] = {(): group}
         for name, node in members:
             self._check_member(path, name)
             rel = tuple(name.split("/"))
             kids.setdefault(rel[:-1], []).append((rel[-1], node))
             self._cache[path + rel] = node
+            if isinstance(node, zarr.Group):
+                groups[rel] = node
+        for rel, g in groups.items():
+            listed = [name for name, _ in kids.get(rel, ())]
+            for name in self._dropped_children(g, path + rel, listed):
+                kids.setdefault(rel, []).append((name, self._cache[path + rel + (name,)]))
         out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
 
         def visit(rel: Path) -> None:
@@ -441,6 +465,8 @@ class ZarrBackend(Backend):
                 p = path + rel + (name,)
                 if isinstance(node, zarr.Array):
                     out.append((p, NodeKind.ARRAY, self._meta(p, node)))
+                elif isinstance(node, UnreadableNode):
+                    out.append((p, NodeKind.ARRAY, node.meta()))
                 else:
                     out.append((p, NodeKind.GROUP, None))
                     visit(rel + (name,))
