@@ -202,7 +202,9 @@ def render(info: StoreInfo, *, show_attrs: bool = False, checked: Any = None) ->
                 key,
                 _type_text(e),
                 format_shape(e.shape, e.batch_dims),
-                "-" if e.chunks is None else "[" + ", ".join(map(str, e.chunks)) + "]",
+                "-"
+                if e.chunks is None
+                else str(e.chunks) + (f" in {e.shards}" if e.shards else ""),
                 e.compression or "-",
                 human_bytes(e.nbytes) if e.nbytes is not None else "",
                 human_bytes(e.stored_nbytes) if e.stored_nbytes is not None else "?",

@@ -157,7 +157,9 @@ def test_fixtures_are_what_the_library_cannot_read(bad_store: tuple[Path, str]) 
 
 def test_store_opens_and_every_other_key_reads(bad_store: tuple[Path, str]) -> None:
     path, word = bad_store
-    opener = PersistentTensorDict.from_h5 if path.suffix == ".h5" else PersistentTensorDict.from_zarr
+    opener = (
+        PersistentTensorDict.from_h5 if path.suffix == ".h5" else PersistentTensorDict.from_zarr
+    )
     with opener(str(path), mode="r") as p:
         assert sorted(p.keys()) == ["bad", "good", "obs"]
         assert list(p.batch_size) == [4]

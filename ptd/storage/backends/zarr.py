@@ -83,6 +83,7 @@ class ZarrBackend(Backend):
     """One open zarr group hierarchy (a path, a zarr store, or a user's ``zarr.Group``)."""
 
     name = "zarr"
+    stores_shards = True
 
     def __init__(
         self,
@@ -334,7 +335,7 @@ class ZarrBackend(Backend):
 
     def _meta(self, path: Path, arr: zarr.Array) -> ArrayMeta:
         md = arr.metadata
-        dt, chunks, compression, inner = array_layout(arr)
+        dt, chunks, compression, shards = array_layout(arr)
         meta = self._describe_array(
             path,
             tuple(md.shape),
@@ -344,8 +345,8 @@ class ZarrBackend(Backend):
             compression=compression,
             stored_nbytes=None,
         )
-        if inner is not None:
-            meta = dataclasses.replace(meta, inner_chunks=inner)
+        if shards is not None:
+            meta = dataclasses.replace(meta, shards=shards)
         return meta
 
     def _value_kind(
@@ -382,6 +383,8 @@ class ZarrBackend(Backend):
                 warnings.simplefilter("ignore")
                 members = sorted(group.members(), key=lambda m: m[0])
         except Exception:  # noqa: BLE001 - one child zarr cannot read: list them one by one
+            if group.metadata.consolidated_metadata is not None:
+                raise  # every node was parsed at open: the listing itself is damaged
             quiet_failed_listing()
             return self._children_one_by_one(path)
         out = []
@@ -443,6 +446,8 @@ class ZarrBackend(Backend):
                 warnings.simplefilter("ignore")
                 members = group.members(max_depth=None)
         except Exception:  # noqa: BLE001 - one node zarr cannot read: group by group
+            if group.metadata.consolidated_metadata is not None:
+                raise  # every node was parsed at open: the listing itself is damaged
             quiet_failed_listing()
             return super().walk(path)
         kids: dict[Path, list[tuple[str, Node]]] = {}

@@ -24,6 +24,16 @@ from ptd.storage.location import StoreLocation
 __all__ = ["remote_store", "local_store", "open_root", "check_v2_mode"]
 
 
+#: what zarr raises at open for a store without a (readable) root group, or a root array: not
+#: a node's metadata it cannot parse
+_NOT_A_NODE_ERROR = (
+    FileNotFoundError,
+    zarr.errors.NodeNotFoundError,
+    zarr.errors.ContainsGroupError,
+    zarr.errors.ContainsArrayError,
+)
+
+
 def _has_v2_group(path: str) -> bool:
     return os.path.isfile(os.path.join(path, ZARR_V2_GROUP))
 
@@ -125,8 +135,8 @@ def open_root(
             warnings.simplefilter("ignore")
             try:
                 return zarr.open_group(store, **kwargs)
-            except (ValueError, TypeError, KeyError, AttributeError):
-                if "use_consolidated" in kwargs:
+            except (ValueError, TypeError, KeyError, AttributeError) as err:
+                if "use_consolidated" in kwargs or isinstance(err, _NOT_A_NODE_ERROR):
                     raise
                 # consolidated metadata holding a node zarr cannot parse fails the whole open:
                 # open on the live listing instead, where that node alone is unreadable
