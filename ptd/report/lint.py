@@ -143,7 +143,7 @@ def lint(s: Scan, ignore: Iterable[str] = ()) -> list[LintFinding]:
     skip = set(ignore)
     out: list[LintFinding] = []
     be = s.backend
-    local = not is_remote(s.location)
+    on_disk = not is_remote(s.location)
     for path, kind, meta in s.nodes:
         if kind is not NodeKind.ARRAY or meta is None:
             continue
@@ -210,7 +210,7 @@ def lint(s: Scan, ignore: Iterable[str] = ()) -> list[LintFinding]:
         elif chunk_bytes > LARGE_CHUNK and n_units > 1:
             out.append(_finding("L003", key, f"{key!r} has {layout} ({_bytes(chunk_bytes)})"))
         # a random row decodes the chunks holding it, as `ptd inspect`'s "per row" says
-        cost = random_row_bytes(meta, be.name, local=local) or 0
+        cost = random_row_bytes(meta, be.name, local=on_disk) or 0
         if cost > ROW_COST and n_units > 1:
             out.append(
                 _finding(

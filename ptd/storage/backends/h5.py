@@ -356,23 +356,8 @@ class H5Backend(Backend):
             node = self._node(path)
             if not isinstance(node, h5py.Dataset):
                 raise
-            return self._unmappable_meta(path, node, err)
+            return h5_codec.unmappable_meta(path, node, err)
         return self._meta(path, entry.ds)
-
-    @staticmethod
-    def _unmappable_meta(path: Path, ds: h5py.Dataset, err: Exception) -> ArrayMeta:
-        """A dataset whose HDF5 datatype h5py cannot map to numpy (an opaque tag naming no
-        dtype...): an unsupported leaf naming h5py's reason; reading it raises."""
-        return ArrayMeta(
-            path=path,
-            shape=tuple(ds.id.shape or ()),
-            dtype=np.dtype(f"V{ds.id.get_type().get_size()}"),
-            kind=ValueKind.UNSUPPORTED,
-            torch_dtype=None,
-            unsupported=f"an HDF5 datatype that h5py {h5py.__version__} cannot read "
-            f"({type(err).__name__}: {err})",
-            unreadable=True,
-        )
 
     def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
         """One pass over the links below ``path`` (name order, parents first), opening only
@@ -394,7 +379,7 @@ class H5Backend(Backend):
             except (TypeError, ValueError) as err:
                 # a type h5py cannot map to numpy (e.g. an opaque tag naming no dtype):
                 # listed, and reading it raises an error naming the key
-                meta = self._unmappable_meta(p, obj, err)
+                meta = h5_codec.unmappable_meta(p, obj, err)
             out.append((p, NodeKind.ARRAY, meta))
 
         h5_links.walk(

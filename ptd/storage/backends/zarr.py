@@ -37,16 +37,14 @@ from zarr.core.sync import sync
 from zarr.storage import LocalStore, ZipStore
 
 from ptd.errors import (
-    CorruptStoreError,
     PtdKeyError,
     PtdTypeError,
     ReadOnlyError,
-    UnsupportedDtypeError,
     UnsupportedOperationError,
 )
 from ptd.format.keynames import check_key_names
 from ptd.format.names import TD_NON_TENSOR_ATTR
-from ptd.storage.backends import zarr_bulk, zarr_codec, zarr_read
+from ptd.storage.backends import zarr_bulk, zarr_codec, zarr_read, zarr_unreadable
 from ptd.storage.backends.base import (
     ArrayMeta,
     Backend,
@@ -66,12 +64,7 @@ from ptd.storage.backends.zarr_arrays import array_layout, read_selection
 from ptd.storage.backends.zarr_chunks import ZarrChunks
 from ptd.storage.backends.zarr_consolidated import Consolidation
 from ptd.storage.backends.zarr_open import check_v2_mode, local_store, open_root, remote_store
-from ptd.storage.backends.zarr_unreadable import (
-    UnreadableNode,
-    child_names,
-    find_unreadable,
-    quiet_failed_listing,
-)
+from ptd.storage.backends.zarr_unreadable import UnreadableNode, listed_members
 from ptd.storage.location import ReopenSpec
 
 __all__ = ["ZarrBackend"]
@@ -244,23 +237,11 @@ class ZarrBackend(Backend):
                 else:
                     node = self._root["/".join(path)]
         except Exception as err:  # noqa: BLE001 - one node's metadata, never the whole store
-            # a document zarr cannot parse is a node ptd lists as unsupported; without one,
-            # nothing is there (zarr's KeyError says either: a missing node, a missing field)
-            node = find_unreadable(self._store, self._root.path, path, err)
+            node = zarr_unreadable.unreadable_or_missing(self, path, err)
             if node is None:
-                if isinstance(err, (KeyError, FileNotFoundError)):
-                    return None
-                raise CorruptStoreError(
-                    f"cannot read the metadata of key {self.key_str(path)!r} in "
-                    f"{self._location}: {type(err).__name__}: {err}"
-                ) from None
+                return None
         self._cache[path] = node
         return node
-
-    @staticmethod
-    def _kind_of(node: Node) -> NodeKind:
-        """An array, a group, or (an :class:`UnreadableNode`) an unsupported leaf."""
-        return NodeKind.GROUP if isinstance(node, zarr.Group) else NodeKind.ARRAY
 
     def _node(self, path: Path, want: NodeKind) -> Node:
         """The node at ``path``, which must be a ``want``; else PtdKeyError (and
@@ -269,10 +250,7 @@ class ZarrBackend(Backend):
         if node is None:
             raise self._not_found(path)
         if isinstance(node, UnreadableNode):
-            raise UnsupportedDtypeError(
-                f"cannot read key {self.key_str(path)!r} of {self._location}: it holds "
-                f"{node.reason}"
-            )
+            raise node.error_for(self.key_str(path), self._location)
         found = self._kind_of(node)
         if found is not want:
             raise self._wrong_kind(path, found)
@@ -345,9 +323,7 @@ class ZarrBackend(Backend):
             compression=compression,
             stored_nbytes=None,
         )
-        if shards is not None:
-            meta = dataclasses.replace(meta, shards=shards)
-        return meta
+        return dataclasses.replace(meta, shards=shards) if shards is not None else meta
 
     def _value_kind(
         self, dtype: np.dtype, attrs: Mapping[str, Any]
@@ -374,62 +350,22 @@ class ZarrBackend(Backend):
         return self._kind_of(node)
 
     def children(self, path: Path) -> list[tuple[str, NodeKind]]:
-        """The group's children in name order; when zarr cannot list them together (one
-        child's metadata does not parse), they are opened one by one and the ones zarr cannot
-        read are listed as unsupported leaves (:mod:`~ptd.storage.backends.zarr_unreadable`)."""
+        """The group's children in name order (those zarr cannot read as unsupported leaves:
+        :mod:`~ptd.storage.backends.zarr_unreadable`)."""
         group = self._group(path)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                members = sorted(group.members(), key=lambda m: m[0])
-        except Exception:  # noqa: BLE001 - one child zarr cannot read: list them one by one
-            if group.metadata.consolidated_metadata is not None:
-                raise  # every node was parsed at open: the listing itself is damaged
-            quiet_failed_listing()
-            return self._children_one_by_one(path)
+        members = listed_members(group, 1)
+        if members is None:
+            return zarr_unreadable.children_one_by_one(self, path)
         out = []
-        for name, node in members:
+        for name, node in sorted(members, key=lambda m: m[0]):
             self._check_member(path, name)
             self._cache[path + (name,)] = node
             out.append((name, self._kind_of(node)))
-        dropped = self._dropped_children(group, path, [name for name, _ in members])
-        out += [(name, NodeKind.ARRAY) for name in dropped]
-        return sorted(out)
+        dropped = zarr_unreadable.dropped_children(self, group, path, [name for name, _ in members])
+        return sorted(out + [(name, NodeKind.ARRAY) for name in dropped])
 
-    def _dropped_children(self, group: zarr.Group, path: Path, listed: list[str]) -> list[str]:
-        """Children zarr left out of a listing without an error (a document missing a field
-        reads as a missing node): the names in the store with a metadata document that zarr
-        did not list, now cached as :class:`UnreadableNode`. Not checked when the listing
-        came from consolidated metadata (a bad node there fails the whole open, and the store
-        is then opened on its live listing)."""
-        if group.metadata.consolidated_metadata is not None:
-            return []
-        seen = set(listed)
-        out = []
-        for name in child_names(self._store, self._root.path, path):
-            if name not in seen and isinstance(self._get(path + (name,)), UnreadableNode):
-                out.append(name)
-        return out
-
-    def _children_one_by_one(self, path: Path) -> list[tuple[str, NodeKind]]:
-        out = []
-        for name in child_names(self._store, self._root.path, path):
-            self._check_member(path, name)
-            node = self._get(path + (name,))
-            if node is not None:
-                out.append((name, self._kind_of(node)))
-        return out
-
-    def _check_member(self, path: Path, name: str) -> None:
-        """A child name listed by the store (its consolidated metadata can say anything) must
-        be a valid key: nothing may resolve outside the store or onto another node."""
-        for part in name.split("/"):
-            if part in ("", ".", "..") or "\x00" in part:
-                raise CorruptStoreError(
-                    f"cannot read the metadata of {self._location}: it lists a child "
-                    f"{self.key_str(path + (name,))!r}, which is not a valid key (damaged or "
-                    "hostile metadata)"
-                )
+    # the checks of a listing, and a kind that an unreadable node has too (zarr_unreadable.py)
+    _check_member, _kind_of = zarr_unreadable.check_member, staticmethod(zarr_unreadable.kind_of)
 
     def array_meta(self, path: Path) -> ArrayMeta:
         node = self._get(path)
@@ -438,31 +374,18 @@ class ZarrBackend(Backend):
         return self._meta(path, self._array(path))
 
     def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
-        """One ``members(max_depth=None)`` pass, then depth first in name order (group by
-        group, as :meth:`children` lists them, when zarr cannot read some node's metadata)."""
+        """One ``members(max_depth=None)`` pass (else group by group), then depth first."""
         group = self._group(path)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                members = group.members(max_depth=None)
-        except Exception:  # noqa: BLE001 - one node zarr cannot read: group by group
-            if group.metadata.consolidated_metadata is not None:
-                raise  # every node was parsed at open: the listing itself is damaged
-            quiet_failed_listing()
+        members = listed_members(group, None)
+        if members is None:
             return super().walk(path)
         kids: dict[Path, list[tuple[str, Node]]] = {}
-        groups: dict[Path, zarr.Group] = {(): group}
         for name, node in members:
             self._check_member(path, name)
             rel = tuple(name.split("/"))
             kids.setdefault(rel[:-1], []).append((rel[-1], node))
             self._cache[path + rel] = node
-            if isinstance(node, zarr.Group):
-                groups[rel] = node
-        for rel, g in groups.items():
-            listed = [name for name, _ in kids.get(rel, ())]
-            for name in self._dropped_children(g, path + rel, listed):
-                kids.setdefault(rel, []).append((name, self._cache[path + rel + (name,)]))
+        zarr_unreadable.add_dropped(self, path, group, kids)
         out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
 
         def visit(rel: Path) -> None:
@@ -590,9 +513,8 @@ class ZarrBackend(Backend):
         node = self._get(path)
         if node is None:
             raise self._not_found(path)
-        if isinstance(node, UnreadableNode):
-            return {}  # its attributes are in the document zarr cannot read
-        return copy.deepcopy(dict(node.metadata.attributes))
+        attrs = {} if isinstance(node, UnreadableNode) else node.metadata.attributes
+        return copy.deepcopy(dict(attrs))
 
     def set_attrs(self, path: Path, attrs: Mapping[str, Any]) -> None:
         key = self.key_str(path)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +27,23 @@ import zarr
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
+from ptd.errors import CorruptStoreError, UnsupportedDtypeError
 from ptd.format.names import ZARR_JSON, ZARR_V2_GROUP
-from ptd.storage.backends.meta import ArrayMeta, Path, ValueKind
+from ptd.storage.backends.meta import ArrayMeta, NodeKind, Path, ValueKind
 
-__all__ = ["UnreadableNode", "child_names", "find_unreadable", "quiet_failed_listing"]
+__all__ = [
+    "UnreadableNode",
+    "add_dropped",
+    "check_member",
+    "kind_of",
+    "child_names",
+    "listed_members",
+    "unreadable_or_missing",
+    "children_one_by_one",
+    "dropped_children",
+    "find_unreadable",
+    "quiet_failed_listing",
+]
 
 #: the documents that make a name a node, in the order they are looked for
 _NODE_DOCS = (ZARR_JSON, ".zarray", ZARR_V2_GROUP)
@@ -58,6 +72,12 @@ class UnreadableNode:
         """What the node holds, for listings and messages (``meta.unsupported``)."""
         what = "group metadata" if self.group else "metadata"
         return f"{what} that zarr {zarr.__version__} cannot read ({self.document}: {self.error})"
+
+    def error_for(self, key: str, location: str) -> UnsupportedDtypeError:
+        """The error of a read (or a listing) of this node as key ``key`` of ``location``."""
+        return UnsupportedDtypeError(
+            f"cannot read key {key!r} of {location}: it holds {self.reason}"
+        )
 
     def meta(self) -> ArrayMeta:
         """The node as an unsupported leaf."""
@@ -139,6 +159,95 @@ def child_names(store: Any, root_path: str, path: Path) -> list[str]:
         return [name async for name in store.list_dir(prefix)]
 
     return sorted(n for n in sync(listing()) if n not in _NOT_CHILDREN)
+
+
+def unreadable_or_missing(be: Any, path: Path, err: BaseException) -> UnreadableNode | None:
+    """What is at ``path`` of the zarr backend ``be`` when zarr failed to open it with
+    ``err``: a document zarr cannot parse is an :class:`UnreadableNode`; without one, nothing
+    is there (zarr's ``KeyError`` says either: a missing node, a missing field)."""
+    node = find_unreadable(be._store, be._root.path, path, err)
+    if node is None and not isinstance(err, (KeyError, FileNotFoundError)):
+        raise CorruptStoreError(
+            f"cannot read the metadata of key {be.key_str(path)!r} in {be.location}: "
+            f"{type(err).__name__}: {err}"
+        ) from None
+    return node
+
+
+def kind_of(node: Any) -> NodeKind:
+    """A zarr group, or a leaf: an array or (an :class:`UnreadableNode`) an unsupported one."""
+    return NodeKind.GROUP if isinstance(node, zarr.Group) else NodeKind.ARRAY
+
+
+def listed_members(group: Any, max_depth: int | None) -> list[tuple[str, Any]] | None:
+    """``group.members(max_depth=...)``, or None when zarr cannot list them (one node's
+    metadata does not parse: the caller lists group by group). A listing from consolidated
+    metadata that fails is damaged itself (every node was parsed at open): that error is
+    raised."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return list(group.members(max_depth=max_depth))
+    except Exception:  # noqa: BLE001 - one node zarr cannot read
+        if group.metadata.consolidated_metadata is not None:
+            raise
+        quiet_failed_listing()
+        return None
+
+
+def check_member(be: Any, path: Path, name: str) -> None:
+    """A child name listed by the store (its consolidated metadata can say anything) must be
+    a valid key: nothing may resolve outside the store or onto another node."""
+    for part in name.split("/"):
+        if part in ("", ".", "..") or "\x00" in part:
+            raise CorruptStoreError(
+                f"cannot read the metadata of {be.location}: it lists a child "
+                f"{be.key_str(path + (name,))!r}, which is not a valid key (damaged or "
+                "hostile metadata)"
+            )
+
+
+def add_dropped(be: Any, path: Path, group: Any, kids: dict[Path, list[tuple[str, Any]]]) -> None:
+    """Add to ``kids`` (relative group path -> its ``(name, node)`` children, as one
+    ``members(max_depth=None)`` pass of ``group`` at ``path`` found them) the children zarr
+    dropped silently from each group (:func:`dropped_children`)."""
+    groups: dict[Path, Any] = {(): group}
+    for rel, children in list(kids.items()):
+        for name, node in children:
+            if isinstance(node, zarr.Group):
+                groups[rel + (name,)] = node
+    for rel, g in groups.items():
+        listed = [name for name, _ in kids.get(rel, ())]
+        for name in dropped_children(be, g, path + rel, listed):
+            kids.setdefault(rel, []).append((name, be._cache[path + rel + (name,)]))
+
+
+def children_one_by_one(be: Any, path: Path) -> list[tuple[str, NodeKind]]:
+    """``ZarrBackend.children`` of a group zarr cannot list in one go: each name under it
+    opened on its own (those that are not nodes left out)."""
+    out = []
+    for name in child_names(be._store, be._root.path, path):
+        be._check_member(path, name)
+        node = be._get(path + (name,))
+        if node is not None:
+            out.append((name, be._kind_of(node)))
+    return out
+
+
+def dropped_children(be: Any, group: Any, path: Path, listed: list[str]) -> list[str]:
+    """Children zarr left out of the listing ``listed`` of ``group`` without an error (a
+    document missing a field reads as a missing node): the names under it whose metadata
+    document zarr cannot read, now cached by ``be`` as :class:`UnreadableNode`. Not checked
+    for a listing from consolidated metadata (a bad node there fails the whole open, and the
+    store is opened on its live listing instead)."""
+    if group.metadata.consolidated_metadata is not None:
+        return []
+    seen = set(listed)
+    return [
+        name
+        for name in child_names(be._store, be._root.path, path)
+        if name not in seen and isinstance(be._get(path + (name,)), UnreadableNode)
+    ]
 
 
 class _FailedListingFilter(logging.Filter):
