@@ -167,7 +167,7 @@ def test_random_row_bytes_rules() -> None:
     assert random_row_bytes(meta(chunks=(10, 4, 6)), "zarr", local=False) == 10 * row
     assert random_row_bytes(meta(chunks=(10, 4, 6)), "h5") == 10 * row  # fits HDF5's cache
     assert random_row_bytes(meta(chunks=(10_000, 4, 6)), "h5") == row  # larger: read in place
-    sharded = meta(chunks=(500, 4, 6), inner_chunks=(5, 4, 6))
+    sharded = meta(chunks=(5, 4, 6), shards=(500, 4, 6))
     assert random_row_bytes(sharded, "zarr") == 5 * row
 
 

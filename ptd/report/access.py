@@ -52,8 +52,8 @@ def random_row_bytes(meta: ArrayMeta, fmt: str, *, local: bool = True) -> int | 
     row = row_bytes(meta)
     if meta.chunks is None:
         return row  # contiguous h5: mapped (or one hyperslab read)
-    unit = tuple(meta.inner_chunks or meta.chunks)
-    sharded = meta.inner_chunks is not None
+    unit = tuple(meta.chunks)  # the inner chunk of a sharded array (its index read is small)
+    sharded = meta.shards is not None
     chunk = math.prod(unit) * meta.dtype.itemsize
     if meta.compression is None and not sharded:
         if fmt == "zarr" and local:

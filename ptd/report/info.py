@@ -46,7 +46,9 @@ which are stable (new fields may be added; none is renamed or removed within a
     full shape; a non-tensor's stack shape, ``[]`` for one value; ``null`` for groups),
     ``batch_dims`` (how many leading dims of ``shape`` are batch dims), ``dtype`` (the torch
     dtype, e.g. ``"bfloat16"``; ``null`` unless a tensor), ``storage_dtype`` (the stored numpy
-    dtype), ``chunks``, ``compression`` (e.g. ``"gzip(4)"``, ``"zstd(3)"``, ``null``),
+    dtype), ``chunks`` (what one read decodes: the chunk shape, the inner chunk shape of a
+    sharded zarr array; ``null`` when contiguous), ``shards`` (the shard shape of a sharded
+    zarr array, ``null`` otherwise), ``compression`` (e.g. ``"gzip(4)"``, ``"zstd(3)"``, ``null``),
     ``nbytes`` (a tensor's logical bytes), ``stored_nbytes`` (bytes in the store, ``null`` when
     unknown), ``ratio`` (``nbytes / stored_nbytes``), ``non_tensor_kind`` (``"str"``,
     ``"bytes"``, ``"json"``, ``"pickle"``, ``"opaque"``, ``"other"``), ``stack`` (a non-tensor
@@ -110,6 +112,8 @@ class EntryInfo:
     dtype: str | None = None
     storage_dtype: str | None = None
     chunks: list[int] | None = None
+    #: a sharded zarr array: the shard shape (``chunks`` is the inner chunk shape), else None
+    shards: list[int] | None = None
     compression: str | None = None
     nbytes: int | None = None
     stored_nbytes: int | None = None
@@ -303,6 +307,7 @@ def info(
                 batch_dims=len(group_batch) if fits(shape, group_batch) else 0,
                 storage_dtype=str(meta.dtype),
                 chunks=list(meta.chunks) if meta.chunks is not None else None,
+                shards=list(meta.shards) if meta.shards is not None else None,
                 compression=meta.compression,
                 stored_nbytes=stored,
                 attrs=user_attrs(dict(meta.attrs)) if attrs else None,

@@ -20,6 +20,11 @@ L008  torch-dtype           error     a dtype torch cannot represent
 L009  limited-dtype         info      uint16/32/64: torch has few operations for them
 ====  ====================  ========  ==========================================================
 
+The chunk rules (L001-L004) judge what one read decodes: the chunk, or for a sharded zarr
+array its inner chunk (a read looks the inner chunk up in the shard's small index and decodes
+that alone). L004's cost is :func:`ptd.report.access.random_row_bytes`, the figure ``ptd
+inspect`` shows as "per row".
+
 >>> import os, tempfile, numpy as np
 >>> from ptd.storage.backends import get_backend
 >>> from ptd.report.scan import scan
@@ -41,10 +46,12 @@ from dataclasses import dataclass
 
 from ptd.errors import PtdError
 from ptd.format.tdmeta import parse_td_meta
+from ptd.report.access import random_row_bytes
 from ptd.report.consolidated import has_consolidated
 from ptd.report.scan import Scan
 from ptd.storage.backends.base import NodeKind, ValueKind
 from ptd.storage.backends.chunks import chunk_info
+from ptd.storage.remote import is_remote
 
 __all__ = ["LintFinding", "lint", "LINT_CODES", "SEVERITIES", "severity_at_least"]
 
@@ -136,10 +143,13 @@ def lint(s: Scan, ignore: Iterable[str] = ()) -> list[LintFinding]:
     skip = set(ignore)
     out: list[LintFinding] = []
     be = s.backend
+    on_disk = not is_remote(s.location)
     for path, kind, meta in s.nodes:
         if kind is not NodeKind.ARRAY or meta is None:
             continue
         key = "/".join(path)
+        if meta.unreadable:
+            continue  # its dtype is unknown: validate reports it as unreadable
         if meta.kind is ValueKind.UNSUPPORTED:
             out.append(
                 _finding("L008", key, f"{key!r} has dtype {meta.dtype}, which torch cannot hold")
@@ -174,8 +184,13 @@ def lint(s: Scan, ignore: Iterable[str] = ()) -> list[LintFinding]:
         nbytes = math.prod(meta.shape) * meta.dtype.itemsize
         if info.contiguous or not meta.shape:
             continue
-        chunk_bytes = math.prod(info.chunks) * meta.dtype.itemsize
-        if info.n_chunks == 1 and nbytes > SINGLE_CHUNK_ARRAY:
+        unit = info.read_chunks  # the inner chunk of a sharded array
+        chunk_bytes = math.prod(unit) * meta.dtype.itemsize
+        n_units = math.prod(-(-s // max(1, c)) for s, c in zip(meta.shape, unit, strict=False))
+        layout = f"chunks of {list(unit)}" + (
+            f" in shards of {list(info.chunks)}" if info.inner is not None else ""
+        )
+        if n_units == 1 and nbytes > SINGLE_CHUNK_ARRAY:
             out.append(
                 _finding(
                     "L001",
@@ -188,24 +203,20 @@ def lint(s: Scan, ignore: Iterable[str] = ()) -> list[LintFinding]:
                 _finding(
                     "L002",
                     key,
-                    f"{key!r} has chunks of {_bytes(chunk_bytes)} ({info.n_chunks} of them): "
-                    "one read per tiny chunk",
+                    f"{key!r} has {'inner ' if info.inner else ''}chunks of "
+                    f"{_bytes(chunk_bytes)} ({n_units} of them): one read per tiny chunk",
                 )
             )
-        elif chunk_bytes > LARGE_CHUNK and info.n_chunks > 1:
-            out.append(_finding("L003", key, f"{key!r} has chunks of {_bytes(chunk_bytes)}"))
-        # a random row decodes the chunks holding it (whole chunks when compressed; zarr
-        # always reads whole chunks)
-        row_chunks = math.prod(info.grid[1:]) if len(info.grid) > 1 else 1
-        whole = info.compressed or be.name == "zarr"
-        cost = chunk_bytes * row_chunks if whole else 0
-        if cost > ROW_COST and info.n_chunks > 1:
+        elif chunk_bytes > LARGE_CHUNK and n_units > 1:
+            out.append(_finding("L003", key, f"{key!r} has {layout} ({_bytes(chunk_bytes)})"))
+        # a random row decodes the chunks holding it, as `ptd inspect`'s "per row" says
+        cost = random_row_bytes(meta, be.name, local=on_disk) or 0
+        if cost > ROW_COST and n_units > 1:
             out.append(
                 _finding(
                     "L004",
                     key,
-                    f"a random row of {key!r} decodes {_bytes(cost)} "
-                    f"(chunks of {list(info.chunks)}"
+                    f"a random row of {key!r} decodes {_bytes(cost)} ({layout}"
                     + (f", {meta.compression}" if meta.compression else "")
                     + ")",
                 )

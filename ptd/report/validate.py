@@ -276,6 +276,9 @@ def validate(
         for q, meta in metas.items():
             key = "/".join(q)
             bs = expected[q[:-1]]
+            if meta.unreadable:
+                problems.append(Problem(key, "unreadable", f"{key!r} holds {meta.unsupported}"))
+                continue
             if meta.kind is ValueKind.UNSUPPORTED:
                 problems.append(
                     Problem(

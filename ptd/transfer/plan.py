@@ -5,6 +5,11 @@ Chunks: ``chunks=ROWS`` chunks every tensor by ``ROWS`` rows along its first dim
 chunked source keeps its chunk shape, except chunks over :data:`CHUNK_MAX`; a contiguous (h5)
 source, or such large chunks, get chunks of about :data:`CHUNK_TARGET` when the destination is
 zarr (or compressed), and stay contiguous on h5.
+
+Shards: a sharded source keeps its shards and inner chunks where the destination's backend
+stores shards (zarr), with or without a new ``compression`` (it applies to the inner chunks);
+elsewhere (h5) its inner chunks become the chunks. ``chunks=ROWS`` writes unsharded chunks of
+``ROWS`` rows, and a ``layout`` chooses its own chunks and shards.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ __all__ = [
     "check_destination",
     "dst_chunks",
     "leaf_target",
+    "kept_shards",
     "plan_leaves",
     "refusals",
     "name_problem",
@@ -157,7 +163,20 @@ def leaf_target(
         return random_access(meta, fmt, remote=remote)
     name, level = choose_codec(meta, fmt, opts.compression, opts.level, notes)
     chunks = dst_chunks(meta, opts.chunks, fmt, name not in (None, "none"))
-    return LeafLayout(chunks, None, name, level)
+    return LeafLayout(chunks, kept_shards(meta, chunks, fmt, opts.chunks), name, level)
+
+
+def kept_shards(
+    meta: ArrayMeta, chunks: tuple[int, ...] | None, fmt: str, rows: int | None
+) -> tuple[int, ...] | None:
+    """The source's shard shape, kept when the ``fmt`` destination stores shards, no chunk
+    rows were asked for and the destination's chunks are the source's inner chunks; else None
+    (see the module doc)."""
+    if meta.shards is None or rows is not None or chunks is None:
+        return None
+    if tuple(chunks) != tuple(meta.chunks or ()) or not get_backend(fmt).stores_shards:
+        return None
+    return tuple(meta.shards)
 
 
 # ----------------------------------------------------------------------------- leaves

@@ -146,7 +146,7 @@ def _sum(values: list[int | None]) -> int | None:
     return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
-def _entry_cells(r: ListingRow[EntryInfo], show_attrs: bool) -> list[Any]:
+def _entry_cells(r: ListingRow[EntryInfo], show_attrs: bool, sharded: bool) -> list[Any]:
     """The cells after the key of one row (a row of several members shows their shapes as
     ranges and their sizes summed)."""
     e, ms = r.first, r.members
@@ -162,7 +162,7 @@ def _entry_cells(r: ListingRow[EntryInfo], show_attrs: bool) -> list[Any]:
             shape.append("?" if batch is None else "[" + ", ".join(batch) + "]", style="bold cyan")
         sources = {_source(m.batch_size_source, m.stored_batch_size) for m in ms}
         shape.append(f" ({', '.join(sorted(sources))})", style="dim")
-        cells: list[Any] = [_type_text(e), shape, "", "", "", "", "", ""]
+        cells: list[Any] = [_type_text(e), shape, "", "", "", "", "", ""] + [""] * sharded
     else:
         merged = _merged_shape([m.shape for m in ms])
         chunks = (
@@ -170,6 +170,7 @@ def _entry_cells(r: ListingRow[EntryInfo], show_attrs: bool) -> list[Any]:
             if all(m.chunks is None for m in ms)
             else "[" + ", ".join(_merged_shape([m.chunks for m in ms]) or ["…"]) + "]"
         )
+        shards: list[list[int] | None] = [m.shards for m in ms if m.shards is not None]
         codecs = sorted({m.compression or "-" for m in ms})
         nbytes = _sum([m.nbytes for m in ms])
         stored = _sum([m.stored_nbytes for m in ms])
@@ -178,6 +179,11 @@ def _entry_cells(r: ListingRow[EntryInfo], show_attrs: bool) -> list[Any]:
             _type_text(e),
             format_shape(merged, min(m.batch_dims for m in ms)),
             chunks,
+            *(
+                ["[" + ", ".join(_merged_shape(shards) or ["…"]) + "]" if shards else ""]
+                if sharded
+                else []
+            ),
             "|".join(codecs),
             human_bytes(nbytes) if nbytes is not None else "",
             human_bytes(stored) if stored is not None else "?",
@@ -267,11 +273,13 @@ def render(
 
     rows: list[list[Any]] = []
     line_keys: list[Any] = []
+    # a shards column only where an array is sharded (its chunks are the inner chunks)
+    sharded = any(e.shards is not None for e in info.entries)
     listing = summarize_entries(info.entries, min_alike=None if expand else MIN_ALIKE)
     for prefix, r in zip(_tree_prefixes(listing), listing, strict=True):
         key = Text(prefix, style="dim")
         key.append_text(_key_text(r.name, r))
-        rows.append([key, *_entry_cells(r, show_attrs)])
+        rows.append([key, *_entry_cells(r, show_attrs, sharded)])
         line_keys.append(_key_text(r.key, r))
     if rows:
         columns = [
@@ -279,6 +287,7 @@ def render(
             Column("type"),
             Column("shape", "shape"),
             Column("chunks", "chunks"),
+            *([Column("shards", "shards")] if sharded else []),
             Column("codec", "codec"),
             Column("size", "size", "right"),
             Column("stored", "stored", "right"),

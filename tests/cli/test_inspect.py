@@ -25,6 +25,7 @@ ENTRY_FIELDS = {
     "dtype",
     "storage_dtype",
     "chunks",
+    "shards",
     "compression",
     "nbytes",
     "stored_nbytes",

@@ -303,9 +303,11 @@ def test_unreadable_node_is_a_problem(ptd_cli, tmp_path: Path) -> None:
     (path / "sub" / "flags" / "zarr.json").write_text("{broken")
     run = ptd_cli("validate", path, "--json")
     assert run.code == 1, run
-    assert problems(run.json)["sub"][0]["code"] == "unreadable"
-    # inspect needs the whole tree: one line, exit 2
-    assert_one_line_error(ptd_cli("inspect", path), str(path), "metadata")
+    assert problems(run.json)["sub/flags"][0]["code"] == "unreadable"
+    # inspect lists it as an unsupported key, and the rest
+    listed = {e["key"]: e for e in ptd_cli("inspect", path, "--json").json["entries"]}
+    assert listed["sub/flags"]["kind"] == "unsupported"
+    assert "JSONDecodeError" in listed["sub/flags"]["reason"]
 
 
 def test_storage_options_with_a_local_path(ptd_cli, ptd_store: Path) -> None:

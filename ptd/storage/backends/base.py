@@ -114,6 +114,9 @@ class Backend(NamePolicy, StringArrays, ABC):
     name: str = ""
     #: what the store library raises for a bad read (or write) of data, reported as
     #: PtdValueError naming the key (anything else is the guard's)
+    #: whether arrays can be sharded (stored as shards holding a grid of inner chunks, read
+    #: one inner chunk at a time): a ``shards=`` creation option (zarr)
+    stores_shards: bool = False
     _DATA_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, IndexError)
     _WRITE_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError)
 

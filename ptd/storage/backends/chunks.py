@@ -80,10 +80,18 @@ class ChunkInfo:
     compressed: bool = False
     #: an HDF5 contiguous (or compact) dataset: one byte range, no chunks at all
     contiguous: bool = False
+    #: a sharded zarr array: the chunk shape inside each shard (``chunks`` and ``grid`` are
+    #: the shards', the stored objects); None when unsharded
+    inner: tuple[int, ...] | None = None
 
     @property
     def n_chunks(self) -> int:
         return math.prod(self.grid)
+
+    @property
+    def read_chunks(self) -> tuple[int, ...]:
+        """What one read decodes: the inner chunk of a sharded array, else the chunk."""
+        return self.inner if self.inner is not None else self.chunks
 
 
 def _grid(shape: tuple[int, ...], chunks: tuple[int, ...]) -> tuple[int, ...]:
@@ -156,9 +164,13 @@ def _h5_info(ds: Any, list_stored: bool) -> ChunkInfo:
 def _zarr_info(arr: Any, list_stored: bool) -> ChunkInfo:
     md = arr.metadata
     shape = tuple(md.shape)
-    # a sharded array stores (and is read by) shards: they are its chunks here
-    chunks = tuple(getattr(arr, "shards", None) or arr.chunks)
+    # a sharded array stores shards: they are its chunks here (the stored objects); a read
+    # decodes its inner chunks
+    shards = getattr(arr, "shards", None)
+    chunks = tuple(shards or arr.chunks)
     info = ChunkInfo(chunks=chunks, grid=_grid(shape, chunks))
+    if shards:
+        info.inner = tuple(arr.chunks)
     if md.zarr_format == 3:
         codecs = list(md.codecs)
         names = [type(c).__name__ for c in codecs]

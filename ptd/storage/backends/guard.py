@@ -22,11 +22,11 @@ GUARDED = frozenset({
     "open", "close", "flush", "finalize", "kind", "children", "array_meta", "walk",
     "create_group", "create_array", "delete", "move", "get_attrs", "set_attrs", "read",
     "read_direct", "write", "write_non_tensor", "read_non_tensor", "raw_group", "create_arrays",
-    "create_groups", "read_many",
+    "create_groups", "read_many", "string_type", "read_strings", "create_strings",
 })  # fmt: skip
 _WRITES = frozenset({
     "close", "flush", "finalize", "create_group", "create_array", "delete", "move", "set_attrs",
-    "write", "write_non_tensor", "create_arrays", "create_groups",
+    "write", "write_non_tensor", "create_arrays", "create_groups", "create_strings",
 })  # fmt: skip
 #: errno values (and HDF5's words for them) that mean "the disk is full"
 _FULL_ERRNOS = (28, 27, 122)  # ENOSPC, EFBIG, EDQUOT

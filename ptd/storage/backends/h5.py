@@ -350,7 +350,14 @@ class H5Backend(Backend):
         return out
 
     def array_meta(self, path: Path) -> ArrayMeta:
-        return self._meta(path, self._entry(path, data=False).ds)
+        try:
+            entry = self._entry(path, data=False)
+        except (TypeError, ValueError) as err:
+            node = self._node(path)
+            if not isinstance(node, h5py.Dataset):
+                raise
+            return h5_codec.unmappable_meta(path, node, err)
+        return self._meta(path, entry.ds)
 
     def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
         """One pass over the links below ``path`` (name order, parents first), opening only
@@ -369,16 +376,10 @@ class H5Backend(Backend):
                 # (h5py's Dataset holds its creation property list already)
                 dcpl = getattr(obj, "_dcpl", None) or obj.id.get_create_plist()
                 meta = self._meta(p, obj, dcpl, self._remember(p, obj, dcpl))
-            except (TypeError, ValueError):
+            except (TypeError, ValueError) as err:
                 # a type h5py cannot map to numpy (e.g. an opaque tag naming no dtype):
                 # listed, and reading it raises an error naming the key
-                meta = ArrayMeta(
-                    path=p,
-                    shape=obj.id.shape,
-                    dtype=np.dtype(f"V{obj.id.get_type().get_size()}"),
-                    kind=ValueKind.UNSUPPORTED,
-                    torch_dtype=None,
-                )
+                meta = h5_codec.unmappable_meta(p, obj, err)
             out.append((p, NodeKind.ARRAY, meta))
 
         h5_links.walk(

@@ -31,7 +31,7 @@ from ptd.format.names import (
     TD_STR_ATTR,
 )
 from ptd.format.payload import all_of_type, encode_json, nested_to_array, parse_stack_shape
-from ptd.storage.backends.meta import NonTensorPayload
+from ptd.storage.backends.meta import ArrayMeta, NonTensorPayload, Path, ValueKind
 from ptd.storage.backends.selection import Selection
 from ptd.storage.backends.strings import (
     FIXED_BYTES,
@@ -46,6 +46,7 @@ from ptd.storage.backends.strings import (
 
 __all__ = [
     "unsupported_reason",
+    "unmappable_meta",
     "read_attrs",
     "write_attrs",
     "non_tensor_kind",
@@ -484,3 +485,18 @@ def decode(
     elif isinstance(value, np.void) and dt.kind == "V" and dt.fields is None:
         value = value.tobytes()
     return NonTensorPayload(value)
+
+
+def unmappable_meta(path: Path, ds: h5py.Dataset, err: Exception) -> ArrayMeta:
+    """A dataset whose HDF5 datatype h5py cannot map to numpy (an opaque tag naming no
+    dtype...): an unsupported leaf naming h5py's reason; reading it raises."""
+    return ArrayMeta(
+        path=path,
+        shape=tuple(ds.id.shape or ()),
+        dtype=np.dtype(f"V{ds.id.get_type().get_size()}"),
+        kind=ValueKind.UNSUPPORTED,
+        torch_dtype=None,
+        unsupported=f"an HDF5 datatype that h5py {h5py.__version__} cannot read "
+        f"({type(err).__name__}: {err})",
+        unreadable=True,
+    )

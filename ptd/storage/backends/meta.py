@@ -45,7 +45,8 @@ class ArrayMeta:
     #: the torch dtype (as a string like ``"float32"``/``"bfloat16"``) for NUMERIC arrays
     torch_dtype: str | None
     attrs: Mapping[str, Any] = field(default_factory=dict)
-    #: chunk shape, or None for contiguous storage
+    #: chunk shape: what one read decodes (the inner chunk of a sharded zarr array), or None
+    #: for contiguous storage
     chunks: tuple[int, ...] | None = None
     #: human-readable compression/codec description, e.g. ``"gzip(4)"``, ``"zstd(3)"``, or None
     compression: str | None = None
@@ -55,11 +56,19 @@ class ArrayMeta:
     non_tensor_kind: str | None = None
     #: for non-tensors: the stack shape (from ``__tensordict_stack__``) when it is a marked stack
     stack_shape: tuple[int, ...] | None = None
-    #: a sharded zarr array: the chunk shape inside each shard (``chunks`` is the shard's); a
-    #: read decodes whole inner chunks only. None for unsharded arrays
-    inner_chunks: tuple[int, ...] | None = None
+    #: a sharded zarr array: the shape of its shards (each one stored object holding a grid
+    #: of ``chunks``, read through the shard's index); None for unsharded arrays
+    shards: tuple[int, ...] | None = None
     #: for unsupported arrays: what they hold, for messages (``"HDF5 object references"``)
     unsupported: str | None = None
+    #: the store library could not parse this node's metadata (``unsupported`` says why):
+    #: ``shape`` and ``dtype`` are what its document states, when it can be read at all
+    unreadable: bool = False
+
+    @property
+    def inner_chunks(self) -> tuple[int, ...] | None:
+        """The chunk shape inside the shards of a sharded array (``chunks``), else None."""
+        return self.chunks if self.shards is not None else None
 
 
 @dataclass

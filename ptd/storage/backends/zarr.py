@@ -43,7 +43,7 @@ from ptd.errors import (
     UnsupportedOperationError,
 )
 from ptd.format.names import PTD_BYTES_ATTRS, PTD_NAME_ATTR, TD_NON_TENSOR_ATTR
-from ptd.storage.backends import zarr_bulk, zarr_codec, zarr_names, zarr_read
+from ptd.storage.backends import zarr_bulk, zarr_codec, zarr_names, zarr_read, zarr_unreadable
 from ptd.storage.backends.base import (
     ArrayMeta,
     Backend,
@@ -64,17 +64,19 @@ from ptd.storage.backends.zarr_arrays import array_layout, read_selection
 from ptd.storage.backends.zarr_chunks import ZarrChunks
 from ptd.storage.backends.zarr_consolidated import Consolidation
 from ptd.storage.backends.zarr_open import check_v2_mode, local_store, open_root, remote_store
+from ptd.storage.backends.zarr_unreadable import UnreadableNode, listed_members
 from ptd.storage.location import ReopenSpec
 
 __all__ = ["ZarrBackend"]
 
-Node = Any  # zarr.Array | zarr.Group
+Node = Any  # zarr.Array | zarr.Group | UnreadableNode
 
 
 class ZarrBackend(Backend):
     """One open zarr group hierarchy (a path, a zarr store, or a user's ``zarr.Group``)."""
 
     name = "zarr"
+    stores_shards = True
 
     @classmethod
     def escaped_name(cls, name: str) -> str | None:
@@ -236,30 +238,43 @@ class ZarrBackend(Backend):
             if not isinstance(parent, zarr.Group):
                 return None
         stored = self.stored_path(path)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                if isinstance(parent, zarr.Group):
-                    node = parent[stored[-1]]
-                else:
-                    node = self._root["/".join(stored)]
-        except (KeyError, FileNotFoundError):
+        node = self._open_stored(parent, path, stored)
+        if node is None and stored[-1] != path[-1] and "\\" not in path[-1]:
+            # a store another tool wrote may hold the name as it is (Zarr v2 reserves none)
+            stored = stored[:-1] + (path[-1],)
+            node = self._open_stored(parent, path, stored)
+        if node is None:
             return None
-        except ValueError as err:
-            raise CorruptStoreError(
-                f"cannot read the metadata of key {self.key_str(path)!r} in {self._location}: {err}"
-            ) from None
-        if zarr_names.listed_name(stored[-1], node) != path[-1]:
+        if (
+            not isinstance(node, UnreadableNode)
+            and zarr_names.listed_name(stored[-1], node) != path[-1]
+        ):
             return None  # another name is recorded for the node stored there
         self._cache[path] = node
         return node
 
+    def _open_stored(self, parent: Any, path: Path, stored: Path) -> Node | None:
+        """The node stored at ``stored`` (the key ``path``), opened from its cached
+        ``parent`` group where there is one: None where nothing is stored, an
+        :class:`UnreadableNode` where zarr cannot parse its metadata."""
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if isinstance(parent, zarr.Group):
+                    return parent[stored[-1]]
+                return self._root["/".join(stored)]
+        except Exception as err:  # noqa: BLE001 - one node's metadata, never the whole store
+            return zarr_unreadable.unreadable_or_missing(self, path, err, stored=stored)
+
     def _node(self, path: Path, want: NodeKind) -> Node:
-        """The node at ``path``, which must be a ``want``; else PtdKeyError."""
+        """The node at ``path``, which must be a ``want``; else PtdKeyError (and
+        UnsupportedDtypeError for a node whose metadata zarr cannot read)."""
         node = self._get(path)
         if node is None:
             raise self._not_found(path)
-        found = NodeKind.ARRAY if isinstance(node, zarr.Array) else NodeKind.GROUP
+        if isinstance(node, UnreadableNode):
+            raise node.error_for(self.key_str(path), self._location)
+        found = zarr_unreadable.kind_of(node)
         if found is not want:
             raise self._wrong_kind(path, found)
         return node
@@ -332,7 +347,7 @@ class ZarrBackend(Backend):
 
     def _meta(self, path: Path, arr: zarr.Array) -> ArrayMeta:
         md = arr.metadata
-        dt, chunks, compression, inner = array_layout(arr)
+        dt, chunks, compression, shards = array_layout(arr)
         meta = self._describe_array(
             path,
             tuple(md.shape),
@@ -342,9 +357,7 @@ class ZarrBackend(Backend):
             compression=compression,
             stored_nbytes=None,
         )
-        if inner is not None:
-            meta = dataclasses.replace(meta, inner_chunks=inner)
-        return meta
+        return dataclasses.replace(meta, shards=shards) if shards is not None else meta
 
     def _value_kind(
         self, dtype: np.dtype, attrs: Mapping[str, Any]
@@ -368,13 +381,122 @@ class ZarrBackend(Backend):
         node = self._get(path)
         if node is None:
             return None
-        return NodeKind.ARRAY if isinstance(node, zarr.Array) else NodeKind.GROUP
+        return zarr_unreadable.kind_of(node)
 
-    # listings give the original names of escaped ones (zarr_names.py)
-    children, walk = zarr_names.children, zarr_names.walk
+    def children(self, path: Path) -> list[tuple[str, NodeKind]]:
+        """The group's children in name order, by the names they stand for (an escaped name
+        by its recorded original: :mod:`~ptd.storage.backends.zarr_names`; a node zarr cannot
+        parse as an unsupported leaf: :mod:`~ptd.storage.backends.zarr_unreadable`)."""
+        group = self._group(path)
+        members = listed_members(group, 0)
+        if members is None:  # one child zarr cannot parse: each child on its own
+            found = [
+                self._child(path, group, stored)
+                for stored in zarr_unreadable.child_names(self._store, self._root.path, path)
+            ]
+            return sorted(
+                (name, zarr_unreadable.kind_of(node)) for name, node in filter(None, found)
+            )
+        out = []
+        for stored, node in members:
+            self._check_member(path, stored)
+            name = zarr_names.listed_name(stored, node)
+            self._cache[path + (name,)] = node
+            out.append((name, zarr_unreadable.kind_of(node)))
+        for name, _node in self._dropped(path, group, [stored for stored, _ in members]):
+            out.append((name, NodeKind.ARRAY))
+        return sorted(out, key=lambda m: m[0])
+
+    def _check_member(self, path: Path, name: str) -> None:
+        """A child name listed by the store (its consolidated metadata can say anything) must
+        be a valid key: nothing may resolve outside the store or onto another node."""
+        for part in name.split("/"):
+            if part in ("", ".", "..") or "\x00" in part:
+                raise CorruptStoreError(
+                    f"cannot read the metadata of {self._location}: it lists a child "
+                    f"{self.key_str(path + (name,))!r}, which is not a valid key (damaged or "
+                    "hostile metadata)"
+                )
+
+    def _child(self, path: Path, group: Any, stored: str) -> tuple[str, Node] | None:
+        """The child stored as ``stored`` in ``group`` (at ``path``), by the name it stands
+        for, cached; None when no node is stored there."""
+        self._check_member(path, stored)
+        node = self._open_stored(group, path + (stored,), path + (stored,))
+        if node is None:
+            return None
+        name = stored if isinstance(node, UnreadableNode) else zarr_names.listed_name(stored, node)
+        self._cache[path + (name,)] = node
+        return name, node
+
+    def _dropped(self, path: Path, group: Any, listed: list[str]) -> list[tuple[str, Node]]:
+        """The children zarr left out of the listing ``listed`` (stored names) of ``group``
+        without an error (a document missing a required field reads as no node): the names
+        stored under it whose metadata document zarr cannot parse. A listing from consolidated
+        metadata is not checked (a bad node there fails the open, which then reads the live
+        listing instead)."""
+        if group.metadata.consolidated_metadata is not None:
+            return []
+        seen = set(listed)
+        out = []
+        for stored in zarr_unreadable.child_names(self._store, self._root.path, path):
+            if stored in seen:
+                continue
+            child = self._child(path, group, stored)
+            if child is not None and isinstance(child[1], UnreadableNode):
+                out.append(child)
+        return out
 
     def array_meta(self, path: Path) -> ArrayMeta:
+        node = self._get(path)
+        if isinstance(node, UnreadableNode):
+            return node.meta()
         return self._meta(path, self._array(path))
+
+    def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
+        """One ``members(max_depth=None)`` pass (else group by group), then depth first in
+        name order, by the names the nodes stand for."""
+        group = self._group(path)
+        members = listed_members(group, None)
+        if members is None:
+            return super().walk(path)
+        listed: list[tuple[Path, Node]] = []
+        for stored, node in members:
+            self._check_member(path, stored)
+            listed.append((tuple(stored.split("/")), node))
+        # stored paths -> the names they stand for, parents first
+        original: dict[Path, Path] = {(): ()}
+        kids: dict[Path, list[tuple[str, Node]]] = {}
+        stored_kids: dict[Path, list[str]] = {(): []}
+        groups: dict[Path, Any] = {(): group}
+        for rel, node in sorted(listed, key=lambda m: len(m[0])):
+            parent = original.get(rel[:-1])
+            if parent is None:
+                continue
+            orig = parent + (zarr_names.listed_name(rel[-1], node),)
+            original[rel] = orig
+            kids.setdefault(parent, []).append((orig[-1], node))
+            stored_kids.setdefault(parent, []).append(rel[-1])
+            self._cache[path + orig] = node
+            if isinstance(node, zarr.Group):
+                groups[orig] = node
+        for rel, g in groups.items():  # nodes zarr dropped from the listing without an error
+            kids.setdefault(rel, []).extend(self._dropped(path + rel, g, stored_kids.get(rel, [])))
+        out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
+
+        def visit(rel: Path) -> None:
+            for name, node in sorted(kids.get(rel, ()), key=lambda m: m[0]):
+                p = path + rel + (name,)
+                if isinstance(node, zarr.Array):
+                    out.append((p, NodeKind.ARRAY, self._meta(p, node)))
+                elif isinstance(node, UnreadableNode):
+                    out.append((p, NodeKind.ARRAY, node.meta()))
+                else:
+                    out.append((p, NodeKind.GROUP, None))
+                    visit(rel + (name,))
+
+        visit(())
+        return out
 
     def create_group(self, path: Path, attrs: Mapping[str, Any] | None = None) -> None:
         key = self.key_str(path)
@@ -496,6 +618,8 @@ class ZarrBackend(Backend):
         node = self._get(path)
         if node is None:
             raise self._not_found(path)
+        if isinstance(node, UnreadableNode):
+            return {}
         return zarr_names.node_attrs(path, node.metadata.attributes, deep=True)
 
     def set_attrs(self, path: Path, attrs: Mapping[str, Any]) -> None:

@@ -38,11 +38,12 @@ def describe_codec(codec: Any) -> str:
 def array_layout(
     arr: Any,
 ) -> tuple[np.dtype, tuple[int, ...], str | None, tuple[int, ...] | None]:
-    """``(dtype, chunks, compression, inner_chunks)`` of a zarr array: ``chunks`` is the shard
-    shape of a sharded array and ``inner_chunks`` the chunk shape inside its shards (None when
-    unsharded); ``compression`` names the bytes-to-bytes codecs of its chunks, or None."""
+    """``(dtype, chunks, compression, shards)`` of a zarr array: ``chunks`` is what one read
+    decodes (the chunk shape inside the shards of a sharded array), ``shards`` the shard
+    shape (None when unsharded); ``compression`` names the bytes-to-bytes codecs of its
+    chunks, or None."""
     md = arr.metadata
-    inner_chunks = None
+    shards = None
     if md.zarr_format == 3:
         dt = md.data_type.to_native_dtype()
         chunks = tuple(getattr(md.chunk_grid, "chunk_shape", None) or arr.chunks)
@@ -50,11 +51,11 @@ def array_layout(
         inner = _sharding(md.codecs)
         if inner is not None:  # a sharded array: its chunks' codecs are inside the shards
             compressors = [c for c in inner.codecs if isinstance(c, BytesBytesCodec)]
-            inner_chunks = tuple(inner.chunk_shape)
+            shards, chunks = chunks, tuple(inner.chunk_shape)
     else:
         dt, chunks, compressors = arr.dtype, tuple(arr.chunks), arr.compressors
     compression = "+".join(describe_codec(c) for c in compressors) if compressors else None
-    return dt, chunks, compression, inner_chunks
+    return dt, chunks, compression, shards
 
 
 def read_selection(arr: Any, selection: Selection) -> np.ndarray:

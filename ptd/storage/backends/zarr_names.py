@@ -1,5 +1,5 @@
 """The names a Zarr v3 store cannot hold as they are (``ZarrBackend.escaped_name``), and how
-the zarr backend stores, lists and moves nodes under their escaped names (the rule:
+the zarr backend stores and moves nodes under their escaped names and lists them by their originals (the rule:
 :mod:`ptd.format.keynames`; ``docs/format.md``, "Names a format cannot hold").
 
 Zarr v3 reserves names starting with ``__`` for the format, zarr-python reads a backslash as a
@@ -16,11 +16,11 @@ from typing import Any
 
 import zarr
 
-from ptd.errors import CorruptStoreError, PtdKeyError
+from ptd.errors import PtdKeyError
 from ptd.format.keynames import escape_name, impossible_name
 from ptd.format.names import PTD_NAME_ATTR
 from ptd.storage.backends import zarr_codec
-from ptd.storage.backends.meta import ArrayMeta, NodeKind, Path
+from ptd.storage.backends.meta import Path
 
 __all__ = [
     "ZARR_METADATA_NAMES",
@@ -30,9 +30,6 @@ __all__ = [
     "node_attrs",
     "check_name",
     "record_name",
-    "children",
-    "check_member",
-    "walk",
 ]
 
 #: names of zarr's own metadata documents (v3 and v2): no node may be called that
@@ -104,67 +101,3 @@ def record_name(be: Any, path: Path) -> None:
         elif attrs.pop(PTD_NAME_ATTR, None) is None:
             return
         node.attrs.put(attrs)
-
-
-def children(be: Any, path: Path) -> list[tuple[str, NodeKind]]:
-    """``ZarrBackend.children``: the group's children in name order, by their names."""
-    group = be._group(path)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        members = sorted(group.members(), key=lambda m: m[0])
-    out = []
-    for stored, node in members:
-        check_member(be, path, stored)
-        name = listed_name(stored, node)
-        be._cache[path + (name,)] = node
-        out.append((name, NodeKind.ARRAY if isinstance(node, zarr.Array) else NodeKind.GROUP))
-    return sorted(out, key=lambda m: m[0])
-
-
-def check_member(be: Any, path: Path, name: str) -> None:
-    """A child name listed by the store (its consolidated metadata can say anything) must
-    be a valid key: nothing may resolve outside the store or onto another node."""
-    for part in name.split("/"):
-        if part in ("", ".", "..") or "\x00" in part:
-            raise CorruptStoreError(
-                f"cannot read the metadata of {be._location}: it lists a child "
-                f"{be.key_str(path + (name,))!r}, which is not a valid key (damaged or "
-                "hostile metadata)"
-            )
-
-
-def walk(be: Any, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
-    """``ZarrBackend.walk``: one ``members(max_depth=None)`` pass, then depth first in name
-    order, by the names the nodes stand for."""
-    group = be._group(path)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        members = group.members(max_depth=None)
-    kids: dict[Path, list[tuple[str, Any]]] = {}
-    listed: list[tuple[Path, Any]] = []
-    for name, node in members:
-        check_member(be, path, name)
-        listed.append((tuple(name.split("/")), node))
-    # stored names -> the names they stand for, parents first
-    original: dict[Path, Path] = {(): ()}
-    for rel, node in sorted(listed, key=lambda m: len(m[0])):
-        parent = original.get(rel[:-1])
-        if parent is None:
-            continue
-        orig = parent + (listed_name(rel[-1], node),)
-        original[rel] = orig
-        kids.setdefault(parent, []).append((orig[-1], node))
-        be._cache[path + orig] = node
-    out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
-
-    def visit(rel: Path) -> None:
-        for name, node in sorted(kids.get(rel, ()), key=lambda m: m[0]):
-            p = path + rel + (name,)
-            if isinstance(node, zarr.Array):
-                out.append((p, NodeKind.ARRAY, be._meta(p, node)))
-            else:
-                out.append((p, NodeKind.GROUP, None))
-                visit(rel + (name,))
-
-    visit(())
-    return out

@@ -24,6 +24,16 @@ from ptd.storage.location import StoreLocation
 __all__ = ["remote_store", "local_store", "open_root", "check_v2_mode"]
 
 
+#: what zarr raises at open for a store without a (readable) root group, or a root array: not
+#: a node's metadata it cannot parse
+_NOT_A_NODE_ERROR = (
+    FileNotFoundError,
+    zarr.errors.NodeNotFoundError,
+    zarr.errors.ContainsGroupError,
+    zarr.errors.ContainsArrayError,
+)
+
+
 def _has_v2_group(path: str) -> bool:
     return os.path.isfile(os.path.join(path, ZARR_V2_GROUP))
 
@@ -113,7 +123,8 @@ def open_root(
 ) -> zarr.Group:
     """The root group of ``store`` (a path, or a zarr store; named ``location`` in errors)
     opened in ``mode``; ``remote``: an fsspec URL's store, whose I/O errors are the URL's.
-    ``use_consolidated=False``: never trust consolidated metadata (writable modes never do)."""
+    ``use_consolidated=False``: never trust consolidated metadata (writable modes never do);
+    consolidated metadata that zarr cannot parse is not used either."""
     kwargs: dict[str, Any] = {"mode": "w-" if mode == "x" else mode}
     if mode != "r" or use_consolidated is False:
         kwargs["use_consolidated"] = False
@@ -122,7 +133,14 @@ def open_root(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return zarr.open_group(store, **kwargs)
+            try:
+                return zarr.open_group(store, **kwargs)
+            except (ValueError, TypeError, KeyError, AttributeError) as err:
+                if "use_consolidated" in kwargs or isinstance(err, _NOT_A_NODE_ERROR):
+                    raise
+                # consolidated metadata holding a node zarr cannot parse fails the whole open:
+                # open on the live listing instead, where that node alone is unreadable
+                return zarr.open_group(store, **kwargs, use_consolidated=False)
     except FileNotFoundError:
         if isinstance(store, str) and os.path.isfile(os.path.join(store, ZARR_JSON)):
             raise CorruptStoreError(
