@@ -195,3 +195,43 @@ def test_escape_is_lossless_and_storable(name: str) -> None:
     assert unescape_name(stored) == name
     assert get_backend("zarr").escaped_name(stored) is None  # stored as it is
     assert not stored.startswith("_") and "\\" not in stored and "." not in stored
+
+
+def _v2_group(d: Path) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / ".zgroup").write_text('{"zarr_format": 2}')
+
+
+def _v2_array(d: Path, a: np.ndarray) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "zarr_format": 2, "shape": list(a.shape), "chunks": list(a.shape),
+        "dtype": a.dtype.str, "compressor": None, "fill_value": 0, "filters": None,
+        "order": "C",
+    }  # fmt: skip
+    import json
+
+    (d / ".zarray").write_text(json.dumps(meta))
+    (d / ".".join(["0"] * a.ndim)).write_bytes(a.tobytes())
+
+
+def test_foreign_v2_store_holding_reserved_names_as_they_are(ptd_cli, tmp_path: Path) -> None:
+    """A Zarr v2 store written by another tool (anndata's zarr layout) holds `__categories`
+    as it is: ptd finds it under that name (no record, no escape), sizes it, and converts it."""
+    src = tmp_path / "ad.zarr"
+    _v2_group(src)
+    _v2_group(src / "obs")
+    _v2_group(src / "obs" / "__categories")
+    _v2_array(src / "obs" / "__categories" / "ct", np.arange(3, dtype="<i8"))
+    _v2_array(src / "obs" / "code", np.zeros(5, dtype="|i1"))
+    doc = ptd_cli("inspect", src, "--json").json
+    entries = {e["key"]: e for e in doc["entries"]}
+    assert "obs/__categories/ct" in entries
+    assert entries["obs/__categories/ct"]["stored_nbytes"] == 24  # its chunk file was found
+    with PersistentTensorDict.from_zarr(src, mode="r") as p:
+        assert p["obs", "__categories", "ct"].tolist() == [0, 1, 2]
+    dst = tmp_path / "ad.h5"
+    assert ptd_cli("convert", src, dst).code == 0
+    with h5py.File(dst, "r") as f:
+        assert f["obs/__categories/ct"][()].tolist() == [0, 1, 2]
+    assert ptd_cli("diff", src, dst).code == 0

@@ -237,7 +237,8 @@ class ZarrBackend(Backend):
             parent = self._get(path[:-1])  # each escaped name checked against its record
             if not isinstance(parent, zarr.Group):
                 return None
-        stored = self.stored_path(path)
+        up = self.escaped_path(path[:-1]) if parent is None else self.stored_path(path[:-1])
+        stored = up + (self.escaped_name(path[-1]) or path[-1],)
         node = self._open_stored(parent, path, stored)
         if node is None and stored[-1] != path[-1] and "\\" not in path[-1]:
             # a store another tool wrote may hold the name as it is (Zarr v2 reserves none)
@@ -252,6 +253,21 @@ class ZarrBackend(Backend):
             return None  # another name is recorded for the node stored there
         self._cache[path] = node
         return node
+
+    def stored_path(self, path: Path) -> Path:
+        """``path`` as the store names it: the name each node is really stored under (an
+        escaped one, or a name another tool wrote as it is), else its escaped form."""
+        node = self._get(path) if path else None
+        full = getattr(node, "path", None) if not isinstance(node, UnreadableNode) else None
+        if not isinstance(full, str):
+            return self.escaped_path(path)
+        root = self._root.path.strip("/")
+        rel = full.strip("/")[len(root) :].strip("/") if root else full.strip("/")
+        return tuple(rel.split("/")) if rel else ()
+
+    def escaped_path(self, path: Path) -> Path:
+        """``path`` with every name in the form ptd stores it under (escaped where needed)."""
+        return tuple(self.escaped_name(p) or p for p in path)
 
     def _open_stored(self, parent: Any, path: Path, stored: Path) -> Node | None:
         """The node stored at ``stored`` (the key ``path``), opened from its cached
