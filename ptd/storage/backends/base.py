@@ -36,6 +36,7 @@ from ptd.errors import (
     SkippedKeyWarning,
 )
 from ptd.format.dtypes import torch_dtype_name
+from ptd.format.keynames import impossible_name
 from ptd.format.names import TD_STACK_ATTR
 from ptd.format.payload import parse_stack_shape
 from ptd.storage.backends.guard import GUARDED, guard_methods, translate_error
@@ -47,12 +48,11 @@ from ptd.storage.backends.meta import (
     Path,
     ValueKind,
 )
-from ptd.storage.backends.naming import NamePolicy
 from ptd.storage.backends.selection import Selection, fit_write_value, selection_shape
-from ptd.storage.backends.strings import StringArrays
 
 if TYPE_CHECKING:
     from ptd.storage.backends.fast_path import ArrayMaps
+    from ptd.storage.backends.strings import StringType
     from ptd.storage.location import ReopenSpec
 
 __all__ = [
@@ -100,7 +100,7 @@ def _torch_dtype_of(dt: np.dtype) -> str | None:
     return torch_dtype_name(dt)
 
 
-class Backend(NamePolicy, StringArrays, ABC):
+class Backend(ABC):
     """One open store. Create with the subclass's :meth:`open`.
 
     Every method named in :data:`GUARDED` raises only ptd errors: anything else that escapes it
@@ -112,11 +112,11 @@ class Backend(NamePolicy, StringArrays, ABC):
 
     #: the registry name: ``"h5"`` or ``"zarr"``
     name: str = ""
-    #: what the store library raises for a bad read (or write) of data, reported as
-    #: PtdValueError naming the key (anything else is the guard's)
     #: whether arrays can be sharded (stored as shards holding a grid of inner chunks, read
     #: one inner chunk at a time): a ``shards=`` creation option (zarr)
     stores_shards: bool = False
+    #: what the store library raises for a bad read (or write) of data, reported as
+    #: PtdValueError naming the key (anything else is the guard's)
     _DATA_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, IndexError)
     _WRITE_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError)
 
@@ -147,6 +147,49 @@ class Backend(NamePolicy, StringArrays, ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         guard_methods(cls)
+
+    # --- names the format can hold (the rule: ptd.format.keynames) -----------------------------
+    @classmethod
+    def escaped_name(cls, name: str) -> str | None:
+        """The escaped name (:mod:`ptd.format.keynames`) a node called ``name`` is stored
+        under when this format cannot hold it as it is, or None; listings give originals.
+        HDF5 holds every name a key can have; the zarr backend escapes some."""
+        return None
+
+    def stored_path(self, path: Path) -> Path:
+        """``path`` as the store names it from its root, escaped names and all (for tools that
+        read the store's own keys: file sizes)."""
+        return tuple(self.escaped_name(p) or p for p in path)
+
+    @classmethod
+    def name_problem(cls, name: str) -> str | None:
+        """Why this format cannot hold a node named ``name`` at all, even escaped, or None."""
+        return impossible_name(name)
+
+    # --- string arrays as types of their own (ptd.storage.backends.strings) ---------------------
+    def string_type(self, meta: ArrayMeta) -> StringType | None:
+        """The kind of a string array that a conversion copies as a string array of that kind
+        and shape (a foreign one, or a string stack), or None (a format without string
+        arrays keeps these defaults)."""
+        return None
+
+    def read_strings(self, path: Path) -> np.ndarray:
+        """The whole string array at ``path``, its shape kept (``S n`` / ``U n``, or an object
+        array of str or bytes for the variable-length kinds)."""
+        raise PtdValueError(f"key {'/'.join(path)!r} of {self._location} is no string array")
+
+    def create_strings(
+        self,
+        path: Path,
+        stype: StringType,
+        data: np.ndarray,
+        *,
+        attrs: Mapping[str, Any] | None = None,
+        chunks: Sequence[int] | None = None,
+    ) -> None:
+        """Create the string array at ``path`` (replacing a node) in this format's type for
+        ``stype``, or its nearest with the kind recorded."""
+        raise PtdValueError(f"{self._location} cannot store string arrays")
 
     # --- lifecycle ---------------------------------------------------------------------------
     @classmethod

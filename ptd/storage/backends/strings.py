@@ -17,21 +17,17 @@ its :meth:`StringType.tag`), which the backend reads back: converting back resto
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ptd.errors import PtdValueError
 from ptd.format.names import STRING_TYPE_ATTR
-from ptd.storage.backends.meta import Path
 
 if TYPE_CHECKING:
-    from ptd.storage.backends.meta import ArrayMeta
+    pass
 
 __all__ = [
-    "StringArrays",
     "FIXED_BYTES",
     "FIXED_UTF8",
     "FIXED_UTF32",
@@ -101,33 +97,3 @@ def as_object_array(data: Any, text: bool) -> np.ndarray:
         else:
             flat[i] = v.encode("utf-8") if isinstance(v, str) else bytes(v)
     return out
-
-
-class StringArrays:
-    """The string-array hooks of :class:`~ptd.storage.backends.base.Backend` (a format
-    without string arrays keeps these defaults)."""
-
-    _location: str
-
-    def string_type(self, meta: ArrayMeta) -> StringType | None:
-        """The kind of a string array that a conversion copies as a string array of that kind
-        and shape (a foreign one, or a string stack), or None."""
-        return None
-
-    def read_strings(self, path: Path) -> np.ndarray:
-        """The whole string array at ``path``, its shape kept (``S n`` / ``U n``, or an object
-        array of str or bytes for the variable-length kinds)."""
-        raise PtdValueError(f"key {'/'.join(path)!r} of {self._location} is no string array")
-
-    def create_strings(
-        self,
-        path: Path,
-        stype: StringType,
-        data: np.ndarray,
-        *,
-        attrs: Mapping[str, Any] | None = None,
-        chunks: Sequence[int] | None = None,
-    ) -> None:
-        """Create the string array at ``path`` (replacing a node) in this format's type for
-        ``stype``, or its nearest with the kind recorded."""
-        raise PtdValueError(f"{self._location} cannot store string arrays")
