@@ -146,13 +146,14 @@ def planned(opts: ConvertOptions) -> Iterator[Job]:
         assert src.format is not None and dst.format is not None
         s = scan(be, src.format)
         result = ConvertResult(
-            src=src.path,
+            src=src.described,  # with the key inside the store, when the path leads into it
             dst=dst.path,
             src_format=src.format,
             dst_format=dst.format,
             dry_run=opts.dry_run,
             overwritten=exists,
-            src_bytes=src.nbytes(),
+            # (a key inside a store: the store's size on disk would say nothing about it)
+            src_bytes=None if src.inner else src.nbytes(),
         )
         record = batches_to_record(s, opts)
         plan_leaves(s, opts, result)

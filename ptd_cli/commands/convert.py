@@ -301,8 +301,13 @@ def print_summary(console: Any, result: Any, name: Callable[[str], str] = str) -
         f"  {plural(result.leaves, 'leaf', 'leaves')} ({plural(result.tensors, 'tensor')}, "
         f"{plural(result.non_tensors, 'non-tensor')}), {plural(result.groups, 'group')}; "
         f"{human_bytes(result.nbytes)} of tensor data stored in {human_bytes(result.stored_nbytes)} "
-        f"(ratio {format_ratio(result.ratio)}); {human_bytes(result.src_bytes)} -> "
-        f"{human_bytes(result.dst_bytes)} on disk; {result.seconds:.2f} s"
+        f"(ratio {format_ratio(result.ratio)}); "
+        + (
+            f"{human_bytes(result.src_bytes)} -> {human_bytes(result.dst_bytes)} on disk"
+            if result.src_bytes is not None
+            else f"{human_bytes(result.dst_bytes)} on disk"
+        )
+        + f"; {result.seconds:.2f} s"
         + (f" ({human_bytes(rate)}/s)" if rate else ""),
         markup=False,
     )
