@@ -36,10 +36,11 @@ Conversion notes
 * Compression: ``compression=None`` keeps each leaf's codec when the destination has it (gzip
   on h5; gzip, zstd, blosc, lz4 on zarr), else stores it uncompressed. zstd, blosc and lz4 on
   h5 are HDF5 filter plugins, registered by ``hdf5plugin`` (a dependency of ptd).
-* String columns that are not marked as a stack (a plain h5py/zarr string array) become marked
-  stacks (``__tensordict_stack__``) when their leading dims are their group's batch size, so
-  they read as a ``NonTensorStack`` of their rows; others are kept as one value (a list).
-  Strings that h5 hands back as bytes are decoded, so a str stays a str.
+* String arrays keep their kind (fixed-length bytes, variable-length UTF-8 or bytes...) and
+  shape: each format's nearest type, the kind recorded where the destination lacks it (see
+  ``docs/format.md``). One that is not marked as a stack (a plain h5py/zarr string array)
+  also becomes a marked stack (``__tensordict_stack__``) when its leading dims are its
+  group's batch size, so tensordict reads it as a ``NonTensorStack`` of its rows.
 * Pickled zarr entries are decoded and re-encoded only with ``allow_pickle=True``.
 """
 

@@ -270,11 +270,6 @@ class Copier:
         if not stacked and is_column(meta, self.s.format):
             batch = self.s.batches[path[:-1]].batch
             stacked = bool(len(batch)) and fits(meta.shape, batch)
-            if not stacked:
-                self.result.notes.append(
-                    f"string column {'/'.join(path)!r} {list(meta.shape)} does not fit its "
-                    "group's batch size: copied as a string array, not marked as a stack"
-                )
         if stacked:
             attrs[TD_STACK_ATTR] = list(meta.shape)
         chunks = meta.chunks if meta.chunks and 0 not in meta.shape else None
