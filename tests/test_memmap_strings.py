@@ -80,7 +80,9 @@ def test_meta_json_holds_the_strings_no_pickle(exported: tuple[Path, Path]) -> N
         meta = json.loads((out.joinpath(*key) / "meta.json").read_text())
         assert meta["_class"] == "tensordict:NonTensorStack", key
         assert meta["data"] == values, key
-    pickles = [f for _d, _s, files in os.walk(out) for f in files if f.endswith((".pkl", ".pickle"))]
+    pickles = [
+        f for _d, _s, files in os.walk(out) for f in files if f.endswith((".pkl", ".pickle"))
+    ]
     assert pickles == []
 
 
