@@ -32,6 +32,8 @@ Writing
     tuples, numpy values...), exactly where tensordict puts it (``other.pickle`` for a
     NonTensorData, ``pickle.pkl`` for a NonTensorStack). Strings that an h5 store holds as
     tensordict strings are written as str, and numpy scalars from a store as python numbers.
+    A store's string array that is not a column of its group's batch is a NonTensorStack of
+    its shape, its values str (see ``docs/format.md`` §3).
 
 Loading
     :func:`load_memmap` returns a :class:`ptd.TensorDict` whose leaves are mapped with
