@@ -40,6 +40,7 @@ __all__ = [
     "select_nested",
     "parse_stack_shape",
     "has_nested_shape",
+    "string_stack_shape",
 ]
 
 #: the reference's messages, per source format
@@ -212,3 +213,21 @@ def has_nested_shape(value: Any, shape: Sequence[int]) -> bool:
     if not isinstance(value, (list, tuple)) or len(value) != shape[0]:
         return False
     return all(has_nested_shape(v, shape[1:]) for v in value)
+
+
+def string_stack_shape(value: Any, ndim: int) -> tuple[int, ...]:
+    """The shape of a stack held as the nested list ``value`` in a parent of ``ndim`` batch
+    dims: its leading ``ndim`` equal-length levels, or every level when ``value`` is a
+    rectangular nest of str (a string array, whose shape may extend its parent's batch size,
+    as tensordict reads it; ``[]`` is a stack of 0)."""
+    shape: list[int] = []
+    level: list[Any] = [value]
+    while level and all(isinstance(v, list) for v in level):
+        n = len(level[0])
+        if any(len(v) != n for v in level):
+            break
+        shape.append(n)
+        level = [x for v in level for x in v]
+    if all(isinstance(v, str) for v in level) and (level or shape[-1:] == [0]):
+        return tuple(shape)
+    return tuple(shape[:ndim])

@@ -33,7 +33,7 @@ from ptd.format.names import (
     MEMMAP_TD_CLASS,
     MEMMAP_TD_TYPE,
 )
-from ptd.format.payload import check_allow_pickle, decode_payload
+from ptd.format.payload import check_allow_pickle, decode_payload, string_stack_shape
 
 if TYPE_CHECKING:
     from ptd.core.tensordict import TensorDict
@@ -235,7 +235,7 @@ class _Loader:
             raise CorruptStoreError(
                 f"{mpath}: the NonTensorStack data is a {type(data).__name__}, not a list"
             )
-        return NonTensorStack.from_list(data, _stack_shape(data, len(bs)))
+        return NonTensorStack.from_list(data, string_stack_shape(data, len(bs)))
 
     def unpickle(self, path: str, key: str) -> Any:
         if self.allow_pickle is False:  # refuse before reading a byte
@@ -256,21 +256,6 @@ class _Loader:
             source="memmap",
             stacklevel=6,
         )
-
-
-def _stack_shape(data: Any, ndim: int) -> tuple[int, ...]:
-    """The leading (up to ``ndim``) dims of a nested list whose sub-lists have equal lengths."""
-    shape: list[int] = []
-    level = [data]
-    for _ in range(ndim):
-        if not level or not all(isinstance(v, list) for v in level):
-            break
-        n = len(level[0])
-        if any(len(v) != n for v in level):
-            break
-        shape.append(n)
-        level = [x for v in level for x in v]
-    return tuple(shape)
 
 
 def load_dir(

@@ -32,6 +32,8 @@ Writing
     tuples, numpy values...), exactly where tensordict puts it (``other.pickle`` for a
     NonTensorData, ``pickle.pkl`` for a NonTensorStack). Strings that an h5 store holds as
     tensordict strings are written as str, and numpy scalars from a store as python numbers.
+    A store's string array that is not a column of its group's batch is a NonTensorStack of
+    its shape, its values str (see ``docs/format.md`` §3).
 
 Loading
     :func:`load_memmap` returns a :class:`ptd.TensorDict` whose leaves are mapped with
@@ -204,6 +206,9 @@ class _Writer:
             else:
                 with self.read_lock if self.pool is not None else _NO_LOCK:
                     value = _store_non_tensor(src, key) if is_ptd else src._get_str(key)
+                    strings = _store_string_array(src, key) if is_ptd else None
+                    if strings is not None and isinstance(value, NonTensorData):
+                        value = strings
                 self.non_tensor(value, sub_rel, f"{key!r} of {src._location()}")
                 plan.entries[key] = value
                 meta[key] = {"type": type(value).__name__}
@@ -383,6 +388,46 @@ def _pickle(value: Any, what: str) -> bytes:
 def _write_bytes(path: str, data: bytes) -> None:
     with open(path, "wb") as f:
         f.write(data)
+
+
+def _store_string_array(node: Any, key: str) -> NonTensorStack | NonTensorData | None:
+    """A store's string array that its node reads as one value (not a column of the group's
+    batch), as a stack of its strings of the array's shape; None for any other entry (a view
+    is read as it is).
+
+    Bytes are decoded as UTF-8 text, as a tensordict holds strings (JSON in ``meta.json``);
+    an array holding bytes that are not UTF-8 stays a stack of bytes (pickled). An array
+    whose shape does not start with the group's batch size cannot be a stack there: it is
+    one value, the nested list of its strings."""
+    if node._entries is not None:
+        return None
+    path = node._path + (key,)
+    meta = node._tree.meta(path)
+    if not meta.shape or meta.stack_shape is not None:
+        return None
+    backend = node._backend
+    if backend.string_type(meta) is None:
+        return None
+    shape = tuple(meta.shape)
+    batch = tuple(node.batch_size)
+    strings = backend.read_strings(path)
+    values = np.asarray(strings, dtype=object).reshape(-1).tolist()
+    try:
+        values = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in values]
+    except UnicodeDecodeError:
+        values = [v if isinstance(v, bytes) else str(v).encode("utf-8") for v in values]
+    nested = _nest(values, shape)
+    if shape[: len(batch)] != batch:  # a stack must extend its group's batch size
+        return NonTensorData(nested, node.batch_size)
+    return NonTensorStack.from_list(nested, shape)
+
+
+def _nest(flat: list[Any], shape: tuple[int, ...]) -> list[Any]:
+    """The C-order values ``flat`` as a nested list of ``shape`` (at least one dim)."""
+    if len(shape) == 1:
+        return flat
+    step = len(flat) // shape[0] if shape[0] else 0
+    return [_nest(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
 
 
 def _store_non_tensor(node: Any, key: str) -> NonTensorData | NonTensorStack:

@@ -13,7 +13,8 @@ How the directory maps onto the backend interface:
   as in the other formats;
 * a ``NonTensorData`` sub-directory is a non-tensor of one value (``json`` when the value is
   in its ``meta.json``, ``pickle`` when it is in ``other.pickle``), a ``NonTensorStack`` one a
-  stack whose shape is its nested list's (a pickled stack: its parent's batch size).
+  stack whose shape is its nested list's: its parent's batch dims, or every level of a
+  nest of str, a string array (a pickled stack: its parent's batch size).
 
 Keys are the entries of ``meta.json`` (file names are their percent-encoding); nothing else in
 the directory is listed. A nested (jagged) tensor or an unknown dtype is an unsupported array.
@@ -51,7 +52,12 @@ from ptd.format.names import (
     TD_NON_TENSOR_ATTR,
     TD_STACK_ATTR,
 )
-from ptd.format.payload import decode_payload, has_nested_shape, select_nested
+from ptd.format.payload import (
+    decode_payload,
+    has_nested_shape,
+    select_nested,
+    string_stack_shape,
+)
 from ptd.format.tdmeta import td_meta_attrs
 from ptd.storage.backends.base import (
     ArrayMeta,
@@ -142,21 +148,6 @@ def _batch(meta: Mapping[str, Any]) -> tuple[int, ...]:
     ):
         return tuple(shape)
     return ()
-
-
-def _nested_shape(data: Any, ndim: int) -> tuple[int, ...]:
-    """The leading (up to ``ndim``) dims of a nested list whose sub-lists have equal lengths."""
-    shape: list[int] = []
-    level = [data]
-    for _ in range(ndim):
-        if not level or not all(isinstance(v, list) for v in level):
-            break
-        n = len(level[0])
-        if any(len(v) != n for v in level):
-            break
-        shape.append(n)
-        level = [x for v in level for x in v]
-    return tuple(shape)
 
 
 class MemmapDirBackend(Backend):
@@ -345,7 +336,7 @@ class MemmapDirBackend(Backend):
             )
         data = node.meta.get("data")
         if isinstance(data, list):
-            encoding, stack = ENCODING_JSON, _nested_shape(data, len(node.batch))
+            encoding, stack = ENCODING_JSON, string_stack_shape(data, len(node.batch))
         else:  # pickled: the nested list is not read for the metadata
             encoding, stack = ENCODING_PICKLE, node.batch
         return ArrayMeta(
@@ -428,7 +419,7 @@ class MemmapDirBackend(Backend):
             )
         stack = self.array_meta(path).stack_shape or ()
         if isinstance(node.meta.get("data"), str):
-            stack = _nested_shape(data, len(node.batch))
+            stack = string_stack_shape(data, len(node.batch))
         if not has_nested_shape(data, stack):
             raise CorruptStoreError(f"key {key!r} of {self._location}: a ragged NonTensorStack")
         shape = selection_shape(stack, selection)
