@@ -140,8 +140,11 @@ def test_cli_layout_and_inspect_per_row(tmp_path: Path, backend: str) -> None:
     doc = json.loads(runner.invoke(app, ["inspect", dst, "--json"]).stdout)
     per_row = {e["key"]: e["random_row_bytes"] for e in doc["entries"]}
     assert per_row["obs"] == 8 * 4 and per_row["next/obs"] == 8 * 4
-    text = runner.invoke(app, ["inspect", dst]).stdout
-    assert "per row" in text
+    # the figure is shown in either text layout (a table's column, a line's field)
+    text = runner.invoke(app, ["inspect", dst], env={"PTD_TABLE": "table"}).stdout
+    assert "per row" in text.splitlines()[1]
+    text = runner.invoke(app, ["inspect", dst], env={"PTD_TABLE": "lines"}).stdout
+    assert any(ln.startswith("obs ") and "per_row=32 B" in ln for ln in text.splitlines())
     r = runner.invoke(app, ["convert", src, str(tmp_path / "u.h5"), "--layout", "nope"])
     assert r.exit_code == 2
     r = runner.invoke(app, ["convert", src, str(tmp_path / "v.h5"), "--layout", "training",
