@@ -16,22 +16,15 @@ import torch
 from ptd.core.dtypes import dtype_from_str
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.errors import CorruptStoreError, PtdValueError, StoreNotFoundError, UnsupportedDtypeError
-from ptd.format.memmap_dir import decode_key, encode_key
+from ptd.format.memmap_dir import decode_key, encode_key, node_kind
 from ptd.format.names import (
     ENCODING_PICKLE,
     MEMMAP_FORMAT_VERSION,
     MEMMAP_META,
     MEMMAP_NODE_FIELDS,
-    MEMMAP_NON_TENSOR_STACK_CLASS,
-    MEMMAP_NON_TENSOR_STACK_TYPE,
-    MEMMAP_NON_TENSOR_TYPE,
     MEMMAP_PICKLE_FILE,
-    MEMMAP_PTD_CLASS,
-    MEMMAP_PTD_TYPE,
     MEMMAP_STACK_PICKLE_FILE,
     MEMMAP_SUFFIX,
-    MEMMAP_TD_CLASS,
-    MEMMAP_TD_TYPE,
 )
 from ptd.format.payload import check_allow_pickle, decode_payload, string_stack_shape
 
@@ -97,13 +90,11 @@ def _read_meta(directory: str) -> dict[str, Any]:
 
 
 def _node_kind(meta: dict[str, Any], path: str) -> str:
+    """:func:`ptd.format.memmap_dir.node_kind`, or CorruptStoreError naming ``path``."""
+    kind = node_kind(meta)
+    if kind is not None:
+        return kind
     cls, typ = meta.get("_class"), meta.get("_type")
-    if cls in (MEMMAP_TD_CLASS, MEMMAP_PTD_CLASS) or typ in (MEMMAP_TD_TYPE, MEMMAP_PTD_TYPE):
-        return "td"
-    if cls == MEMMAP_NON_TENSOR_STACK_CLASS or typ == MEMMAP_NON_TENSOR_STACK_TYPE:
-        return "stack"
-    if typ == MEMMAP_NON_TENSOR_TYPE or meta.get("_is_non_tensor") is True:
-        return "data"
     if cls is None and typ is None:
         raise CorruptStoreError(
             f"{path} is not a tensordict meta.json: it has no '_type' or '_class'"
