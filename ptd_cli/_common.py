@@ -306,6 +306,23 @@ def format_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}x"
 
 
+def range_dims(shapes: Sequence[Sequence[int] | None]) -> list[str] | None:
+    """Several shapes as one, each dim as text: ``"200–219"`` where it differs (None where
+    the shapes do not line up: some missing, or of different lengths)."""
+    from ptd.report.summary import dim_ranges
+
+    ranges = dim_ranges(shapes)
+    if ranges is None:
+        return None
+    return [str(a) if a == b else f"{a}–{b}" for a, b in ranges]
+
+
+def shape_range(shapes: Sequence[Sequence[int] | None]) -> str | None:
+    """``[200–219, 100]``: several shapes as one (see :func:`range_dims`), or None."""
+    dims = range_dims(shapes)
+    return None if dims is None else "[" + ", ".join(dims) + "]"
+
+
 def format_shape(shape: Sequence[int | str] | None, batch_dims: int = 0) -> Text:
     """``[1000 ¦ 64]``: the batch dims (bold cyan), then the others."""
     out = Text()

@@ -24,6 +24,7 @@ from .._common import (
     plural,
     print_json,
     print_listing,
+    shape_range,
 )
 from ._progress import byte_progress
 
@@ -242,14 +243,9 @@ _PLAN_COLUMNS = [
 
 def _dims(shapes: list[list[int] | None]) -> str:
     """The shapes as one (a dim that differs as ``min–max``); ``contiguous`` for none."""
-    from ptd.report.summary import dim_ranges
-
     if all(s is None for s in shapes):
         return "contiguous"
-    ranges = dim_ranges(shapes)
-    if ranges is None:
-        return "…"
-    return "[" + ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in ranges) + "]"
+    return shape_range(shapes) or "…"
 
 
 def print_plan(console: Any, plan: list[Any], *, expand: bool = False) -> None:
@@ -334,7 +330,3 @@ def print_not_copied(console: Any, result: Any, what: str = "not copied") -> Non
     for item in items:
         attr = f" attribute {item['attr']!r}" if item.get("attr") else ""
         console.print(f"  {what}: {item['key']}{attr}: {item['reason']}", markup=False)
-
-
-def _c(chunks: list[int] | None) -> str:
-    return "contiguous" if chunks is None else "[" + ", ".join(map(str, chunks)) + "]"

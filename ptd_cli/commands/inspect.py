@@ -22,6 +22,7 @@ from .._common import (
     plural,
     print_json,
     print_listing,
+    range_dims,
 )
 
 if TYPE_CHECKING:
@@ -130,18 +131,6 @@ def _key_text(shown: str, r: ListingRow[EntryInfo]) -> Text:
     return key
 
 
-def _ranges_text(ranges: list[tuple[int, int]]) -> list[str]:
-    return [str(a) if a == b else f"{a}–{b}" for a, b in ranges]
-
-
-def _merged_shape(shapes: list[list[int] | None]) -> list[str] | None:
-    """The members' shapes as one, each dim that differs as ``min–max``."""
-    from ptd.report.summary import dim_ranges
-
-    ranges = dim_ranges(shapes)
-    return None if ranges is None else _ranges_text(ranges)
-
-
 def _sum(values: list[int | None]) -> int | None:
     return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
@@ -157,18 +146,18 @@ def _entry_cells(r: ListingRow[EntryInfo], show_attrs: bool, sharded: bool) -> l
             shape.append("length ")
             shape.append(str(lo) if lo == hi else f"{lo}–{hi}", style="bold cyan")
         else:
-            batch = _merged_shape([m.batch_size for m in ms])
+            batch = range_dims([m.batch_size for m in ms])
             shape.append("batch ")
             shape.append("?" if batch is None else "[" + ", ".join(batch) + "]", style="bold cyan")
         sources = {_source(m.batch_size_source, m.stored_batch_size) for m in ms}
         shape.append(f" ({', '.join(sorted(sources))})", style="dim")
         cells: list[Any] = [_type_text(e), shape, "", "", "", "", "", ""] + [""] * sharded
     else:
-        merged = _merged_shape([m.shape for m in ms])
+        merged = range_dims([m.shape for m in ms])
         chunks = (
             "-"
             if all(m.chunks is None for m in ms)
-            else "[" + ", ".join(_merged_shape([m.chunks for m in ms]) or ["…"]) + "]"
+            else "[" + ", ".join(range_dims([m.chunks for m in ms]) or ["…"]) + "]"
         )
         shards: list[list[int] | None] = [m.shards for m in ms if m.shards is not None]
         codecs = sorted({m.compression or "-" for m in ms})
@@ -180,7 +169,7 @@ def _entry_cells(r: ListingRow[EntryInfo], show_attrs: bool, sharded: bool) -> l
             format_shape(merged, min(m.batch_dims for m in ms)),
             chunks,
             *(
-                ["[" + ", ".join(_merged_shape(shards) or ["…"]) + "]" if shards else ""]
+                ["[" + ", ".join(range_dims(shards) or ["…"]) + "]" if shards else ""]
                 if sharded
                 else []
             ),

@@ -24,6 +24,7 @@ from .._common import (
     plural,
     print_error,
     print_listing,
+    shape_range,
 )
 from ._reports import (
     FORMAT_HELP,
@@ -226,16 +227,6 @@ def _keys_text(group: Any) -> str:
     return keys + (f", … ({group.more} more)" if group.more else "")
 
 
-def _shape_range(shapes: list[Any]) -> str | None:
-    """``[200–219, 100]``: the shapes as one, a dim that differs as ``min–max``."""
-    from ptd.report.summary import dim_ranges
-
-    ranges = dim_ranges(shapes)
-    if ranges is None:
-        return None
-    return "[" + ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in ranges) + "]"
-
-
 def render_problems(console: Any, problems: list[Any], *, expand: bool = False) -> None:
     """The problems: a listing, where a problem repeated more than a few times (the same code
     and expected value, at other keys, of shapes that differ in their first dim at most) is
@@ -268,7 +259,7 @@ def render_problems(console: Any, problems: list[Any], *, expand: bool = False) 
             line.append(f" ({first.severity})", style="dim")
         line.append(f" ×{g.count}", style="bold")
         line.append(f": {_keys_text(g)}")
-        shape = _shape_range([p.shape for p in g.items])
+        shape = shape_range([p.shape for p in g.items])
         if shape is not None:
             line.append(f"  shape={shape}", style="dim")
         if first.expected is not None:

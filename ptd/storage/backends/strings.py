@@ -79,11 +79,6 @@ class StringType:
             return cls(kind, int(length))
         return cls(kind) if not length else None
 
-    @property
-    def is_text(self) -> bool:
-        """Whether its values are str (else bytes)."""
-        return self.kind in (VLEN_UTF8, FIXED_UTF32)
-
 
 def as_object_array(data: Any, text: bool) -> np.ndarray:
     """``data`` (any array of strings or bytes, any shape) as an object array of str
