@@ -35,6 +35,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ptd.storage.backends.base import Path
 
@@ -52,6 +53,10 @@ __all__ = [
 MIN_LENGTH = 10
 #: the relative tolerance of a near miss (besides one row)
 TOLERANCE = 0.01
+
+
+#: a value voters can share: a length, or (``group_prefixes``) a batch size
+_V = TypeVar("_V", int, tuple[int, ...])
 
 
 def tolerance(length: int) -> int:
@@ -94,7 +99,7 @@ class GroupLength:
         return f"{self.agreeing} of {self.voters} voters" + (", a tie" if self.tie else "")
 
 
-def _mode(values: list[int]) -> tuple[int, int, bool]:
+def _mode(values: list[_V]) -> tuple[_V, int, bool]:
     """(the most common value, its count, whether it won a tie: the largest wins)."""
     counts = Counter(values)
     top = max(counts.values())
@@ -235,9 +240,7 @@ def group_prefixes(
         if path in fixed:
             out[path] = fixed[path]
         elif found and k > 0:
-            counts = Counter(found.values())
-            top = max(counts.values())
-            out[path] = max(v for v, c in counts.items() if c == top)
+            out[path] = _mode(list(found.values()))[0]
         else:
             out[path] = ()
         return out[path]
