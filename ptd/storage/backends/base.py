@@ -48,6 +48,12 @@ from ptd.storage.backends.meta import (
     Path,
     ValueKind,
 )
+from ptd.storage.backends.properties import (
+    ArrayProperties,
+    Codec,
+    CodecSupport,
+    StoreProperties,
+)
 from ptd.storage.backends.selection import Selection, fit_write_value, selection_shape
 
 if TYPE_CHECKING:
@@ -254,6 +260,41 @@ class Backend(ABC):
         """The library's own group object at ``path`` (``h5py.Group`` / ``zarr.Group``), for
         users who need to reach past ptd (``PersistentTensorDict.file``)."""
         return self._group(path)
+
+    # --- the property inventory (ptd.storage.backends.properties) ------------------------------
+    def array_properties(self, path: Path, meta: ArrayMeta | None = None) -> ArrayProperties:
+        """Everything the store states about the array at ``path`` besides its values: codec
+        pipeline in order, fill value, dimension names, resizable dims, attribute types,
+        layout (``meta``, when the caller holds it, saves reading it again).
+
+        This default knows only what :class:`ArrayMeta` says (no pipeline, no fill value);
+        the format backends override it."""
+        meta = meta if meta is not None else self.array_meta(path)
+        return ArrayProperties(
+            path=path,
+            shape=tuple(meta.shape),
+            dtype=meta.dtype,
+            chunks=meta.chunks,
+            shards=meta.shards,
+            pipeline=(),
+            fill_value=None,
+            dimension_names=None,
+            maxshape=None,
+            attrs=dict(meta.attrs),
+            attr_types={},
+            layout="contiguous" if meta.chunks is None else "chunked",
+            link=self.walk_links.get(path),
+        )
+
+    def store_properties(self) -> StoreProperties:
+        """What the store states about itself (the HDF5 user block, the zarr format...)."""
+        return StoreProperties(format=self.name, format_version=self.format_version)
+
+    @classmethod
+    def codec_support(cls, codec: Codec) -> CodecSupport:
+        """Whether this format can write the step ``codec`` (:class:`Codec`, neutral name),
+        and whether its plain readers decode it without a plugin. None by default."""
+        return CodecSupport.NONE
 
     # --- structure ---------------------------------------------------------------------------
     @abstractmethod

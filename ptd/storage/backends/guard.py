@@ -23,6 +23,7 @@ GUARDED = frozenset({
     "create_group", "create_array", "delete", "move", "get_attrs", "set_attrs", "read",
     "read_direct", "write", "write_non_tensor", "read_non_tensor", "raw_group", "create_arrays",
     "create_groups", "read_many", "string_type", "read_strings", "create_strings",
+    "array_properties", "store_properties",
 })  # fmt: skip
 _WRITES = frozenset({
     "close", "flush", "finalize", "create_group", "create_array", "delete", "move", "set_attrs",
