@@ -52,6 +52,7 @@ from ptd.storage.backends.properties import (
     ArrayProperties,
     Codec,
     CodecSupport,
+    Encoding,
     StoreProperties,
 )
 from ptd.storage.backends.selection import Selection, fit_write_value, selection_shape
@@ -295,6 +296,17 @@ class Backend(ABC):
         """Whether this format can write the step ``codec`` (:class:`Codec`, neutral name),
         and whether its plain readers decode it without a plugin. None by default."""
         return CodecSupport.NONE
+
+    @classmethod
+    def creation_options(cls, encoding: Encoding, dtype: np.dtype) -> dict[str, Any]:
+        """:meth:`create_array` ``options`` that store a new array as ``encoding`` says
+        (its pipeline holds only steps :meth:`codec_support` accepts). A format without
+        codecs ignores it."""
+        return {}
+
+    #: the names of attributes through which the format states a property (HDF5's
+    #: ``DIMENSION_LABELS``): part of the inventory, not user attributes to copy
+    property_attrs: frozenset[str] = frozenset()
 
     # --- structure ---------------------------------------------------------------------------
     @abstractmethod

@@ -38,7 +38,7 @@ from ptd.errors import (
     ReadOnlyError,
     UnsupportedOperationError,
 )
-from ptd.storage.backends import h5_bulk, h5_codec, h5_links, h5_plugins
+from ptd.storage.backends import h5_bulk, h5_codec, h5_links, h5_plugins, h5_properties
 from ptd.storage.backends.base import (
     ArrayMeta,
     Backend,
@@ -55,6 +55,13 @@ from ptd.storage.backends.h5_chunks import H5Chunks
 from ptd.storage.backends.h5_open import open_local, open_remote
 from ptd.storage.backends.h5_span import read_span as _read_span
 from ptd.storage.backends.layout import leading_chunks
+from ptd.storage.backends.properties import (
+    ArrayProperties,
+    Codec,
+    CodecSupport,
+    Encoding,
+    StoreProperties,
+)
 from ptd.storage.backends.targets import parse_target
 from ptd.storage.location import ReopenSpec, StoreLocation
 
@@ -70,6 +77,7 @@ _CHUNK_OPTIONS = frozenset(
         "fletcher32",
         "scaleoffset",
         "maxshape",
+        "dcpl",
     }
 )
 #: reads of at least this many bytes go straight into a new array (one copy less)
@@ -139,6 +147,7 @@ class H5Backend(Backend):
         fast_path: bool | None = None,
         storage_options: dict[str, Any] | None = None,
         chunk_cache: Any = None,
+        userblock_size: int = 0,
         **_: Any,
     ) -> H5Backend:
         """Open an HDF5 file by path or URL, or wrap an open ``h5py.File``/``h5py.Group``.
@@ -147,7 +156,8 @@ class H5Backend(Backend):
         by :meth:`close`. ``locking`` goes to ``h5py.File``. ``fast_path``: read contiguous
         datasets from a memory map (None: on unless ``PTD_FAST_PATH=0``; see ``fast_path``).
         ``chunk_cache``: the chunk cache's budget (see ``chunk_cache.py``). A URL
-        (``s3://...``, with ``storage_options``) is opened read-only.
+        (``s3://...``, with ``storage_options``) is opened read-only. ``userblock_size``:
+        the bytes a new file reserves at its start for another program's header.
         """
         check_mode(mode)
         h5_plugins.load()  # blosc, zstd, lz4... filters (hdf5plugin)
@@ -163,7 +173,7 @@ class H5Backend(Backend):
             file, fobj = open_remote(loc, mode)
             return cls(file, loc=loc, owns_file=True, read_only=True, fileobj=fobj, **opts)
         return cls(
-            open_local(loc.path, mode, locking),
+            open_local(loc.path, mode, locking, userblock_size),
             loc=loc,
             owns_file=True,
             locking=locking,
@@ -349,6 +359,45 @@ class H5Backend(Backend):
                 out.append((name, NodeKind.GROUP))
         return out
 
+    # --- the property inventory (h5_properties.py) --------------------------------------------
+    property_attrs = h5_properties.PROPERTY_ATTRS
+
+    def array_properties(self, path: Path, meta: ArrayMeta | None = None) -> ArrayProperties:
+        meta = meta if meta is not None else self.array_meta(path)
+        ds = self._entry(path, data=False).ds
+        dcpl = getattr(ds, "_dcpl", None) or ds.id.get_create_plist()
+        attrs = dict(meta.attrs)
+        names = h5_properties.dimension_names(ds, attrs)
+        user = {k: v for k, v in attrs.items() if k not in h5_properties.PROPERTY_ATTRS}
+        return ArrayProperties(
+            path=path,
+            shape=tuple(meta.shape),
+            dtype=meta.dtype,
+            chunks=meta.chunks,
+            shards=None,
+            pipeline=h5_properties.pipeline(dcpl, meta.dtype),
+            fill_value=h5_properties.fill_value(ds, dcpl),
+            dimension_names=names,
+            maxshape=tuple(ds.maxshape) if ds.maxshape is not None else None,
+            attrs=user,
+            attr_types=h5_properties.attr_types(ds, user),
+            layout=h5_properties.layout(dcpl),
+            link=self.walk_links.get(path),
+        )
+
+    def store_properties(self) -> StoreProperties:
+        return StoreProperties(
+            format=self.name, userblock_size=h5_properties.userblock_size(self._root.file)
+        )
+
+    @classmethod
+    def codec_support(cls, codec: Codec) -> CodecSupport:
+        return h5_properties.codec_support(codec)
+
+    @classmethod
+    def creation_options(cls, encoding: Encoding, dtype: np.dtype) -> dict[str, Any]:
+        return h5_properties.creation_options(encoding, dtype)
+
     def array_meta(self, path: Path) -> ArrayMeta:
         try:
             entry = self._entry(path, data=False)
@@ -442,6 +491,7 @@ class H5Backend(Backend):
         attrs: Mapping[str, Any] | None,
     ) -> h5py.Dataset:
         size = int(np.prod(shape)) if shape else 1
+        labels = opts.pop("dimension_names", None)
         if not shape:
             opts = {k: v for k, v in opts.items() if k not in _CHUNK_OPTIONS}
         elif "chunks" in opts and opts["chunks"] not in (None, True, False):
@@ -458,6 +508,8 @@ class H5Backend(Backend):
                 ds = parent.create_dataset(name, shape=shape, dtype=dtype, data=data, **opts)
             else:
                 raise self._create_error(path, shape, dtype, opts, err) from None
+        if labels:
+            h5_properties.set_dimension_names(ds, labels)
         if attrs:
             h5_codec.write_attrs(ds, attrs, self.key_str(path), self._location)
         return ds

@@ -82,8 +82,9 @@ class GcPausedFile:
         return getattr(self.raw, name)
 
 
-def open_local(path: str, mode: str, locking: Any) -> h5py.File:
-    """``h5py.File(path, mode, locking=locking)`` for a checked ``mode``."""
+def open_local(path: str, mode: str, locking: Any, userblock_size: int = 0) -> h5py.File:
+    """``h5py.File(path, mode, locking=locking)`` for a checked ``mode`` (a new file
+    reserving ``userblock_size`` bytes for a user block)."""
     if os.path.isdir(path):
         raise CorruptStoreError(f"{path} is a directory, not an HDF5 file")
     exists = os.path.exists(path)
@@ -92,6 +93,8 @@ def open_local(path: str, mode: str, locking: Any) -> h5py.File:
     if mode in ("w-", "x") and exists:
         raise StoreExistsError(f"HDF5 file {path} already exists (mode {mode!r}); {EXISTS_HINT}")
     try:
+        if userblock_size and mode in ("w", "w-", "x"):
+            return h5py.File(path, mode, locking=locking, userblock_size=userblock_size)
         return h5py.File(path, mode, locking=locking)
     except FileNotFoundError:
         raise StoreNotFoundError(f"HDF5 file {path} does not exist") from None

@@ -41,6 +41,7 @@ __all__ = [
     "CodecSupport",
     "ArrayProperties",
     "StoreProperties",
+    "Encoding",
     "CODEC_NAMES",
     "LOSSY",
     "VALUE_FILTERS",
@@ -139,7 +140,9 @@ class Codec:
     @property
     def lossy(self) -> bool:
         """Whether decoding can give back other values than were written."""
-        return self.name in LOSSY or bool(self.config.get("lossy"))
+        if "lossy" in self.config:  # the reader knows better (HDF5's integer scaleoffset)
+            return bool(self.config["lossy"])
+        return self.name in LOSSY
 
     @property
     def changes_values(self) -> bool:
@@ -284,6 +287,20 @@ class StoreProperties:
     userblock_size: int = 0
     #: whether a zarr store has consolidated metadata
     consolidated: bool = False
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """How a new array is to be stored, in neutral terms: what ``convert`` asks a backend to
+    write (:meth:`Backend.creation_options` turns it into the format's own arguments).
+
+    ``pipeline`` lists only steps the backend can write (:meth:`Backend.codec_support`);
+    ``maxshape`` None means the backend's default (fixed HDF5, freely resizable zarr)."""
+
+    pipeline: tuple[Codec, ...] = ()
+    fill_value: Any = None
+    dimension_names: tuple[str | None, ...] | None = None
+    maxshape: tuple[int | None, ...] | None = None
 
 
 def same_fill(a: Any, b: Any) -> bool:

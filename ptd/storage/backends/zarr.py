@@ -43,7 +43,14 @@ from ptd.errors import (
     UnsupportedOperationError,
 )
 from ptd.format.names import PTD_BYTES_ATTRS, PTD_NAME_ATTR, TD_NON_TENSOR_ATTR
-from ptd.storage.backends import zarr_bulk, zarr_codec, zarr_names, zarr_read, zarr_unreadable
+from ptd.storage.backends import (
+    zarr_bulk,
+    zarr_codec,
+    zarr_names,
+    zarr_properties,
+    zarr_read,
+    zarr_unreadable,
+)
 from ptd.storage.backends.base import (
     ArrayMeta,
     Backend,
@@ -58,6 +65,13 @@ from ptd.storage.backends.base import (
 from ptd.storage.backends.chunk_cache import cache_budget
 from ptd.storage.backends.fast_path_zarr import ZarrMaps
 from ptd.storage.backends.layout import leading_chunks
+from ptd.storage.backends.properties import (
+    ArrayProperties,
+    Codec,
+    CodecSupport,
+    Encoding,
+    StoreProperties,
+)
 from ptd.storage.backends.strings import StringType
 from ptd.storage.backends.targets import parse_target
 from ptd.storage.backends.zarr_arrays import array_layout, read_selection
@@ -374,6 +388,48 @@ class ZarrBackend(Backend):
             stored_nbytes=None,
         )
         return dataclasses.replace(meta, shards=shards) if shards is not None else meta
+
+    # --- the property inventory (zarr_properties.py) ------------------------------------------
+    property_attrs = zarr_properties.PROPERTY_ATTRS
+
+    def array_properties(self, path: Path, meta: ArrayMeta | None = None) -> ArrayProperties:
+        meta = meta if meta is not None else self.array_meta(path)
+        node = self._get(path)
+        if not isinstance(node, zarr.Array):  # an unreadable node: what its document says
+            return super().array_properties(path, meta)
+        attrs = dict(meta.attrs)
+        shape = tuple(meta.shape)
+        user = {k: v for k, v in attrs.items() if k not in zarr_properties.PROPERTY_ATTRS}
+        return ArrayProperties(
+            path=path,
+            shape=shape,
+            dtype=meta.dtype,
+            chunks=meta.chunks,
+            shards=meta.shards,
+            pipeline=zarr_properties.pipeline(node),
+            fill_value=zarr_properties.fill_value(node),
+            dimension_names=zarr_properties.dimension_names(node, attrs),
+            maxshape=zarr_properties.maxshape(attrs, shape),
+            attrs=user,
+            attr_types=zarr_properties.attr_types(user),
+            layout="sharded" if meta.shards is not None else "chunked",
+            link=None,
+        )
+
+    def store_properties(self) -> StoreProperties:
+        return StoreProperties(
+            format=self.name,
+            format_version=self.format_version,
+            consolidated=self._root.metadata.consolidated_metadata is not None,
+        )
+
+    @classmethod
+    def codec_support(cls, codec: Codec) -> CodecSupport:
+        return zarr_properties.codec_support(codec)
+
+    @classmethod
+    def creation_options(cls, encoding: Encoding, dtype: np.dtype) -> dict[str, Any]:
+        return zarr_properties.creation_options(encoding, dtype)
 
     def _value_kind(
         self, dtype: np.dtype, attrs: Mapping[str, Any]
