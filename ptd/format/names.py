@@ -42,6 +42,9 @@ PTD_BYTES_ATTRS = "__ptd_bytes_attrs__"
 #: node attribute holding a node's original name when the store holds it under an escaped name
 #: (a name the format cannot hold as it is; ``ptd.format.keynames``)
 PTD_NAME_ATTR = "__ptd_name__"
+#: zarr array attribute recording the maxshape of the HDF5 dataset it was copied from (a list,
+#: ``null`` for an unlimited dim), restored by a copy back to HDF5
+PTD_MAXSHAPE_ATTR = "__ptd_maxshape__"
 
 #: attributes ptd manages itself; user attributes are everything else
 RESERVED_ATTRS = frozenset(
@@ -56,6 +59,7 @@ RESERVED_ATTRS = frozenset(
         STRING_TYPE_ATTR,
         PTD_BYTES_ATTRS,
         PTD_NAME_ATTR,
+        PTD_MAXSHAPE_ATTR,
     }
 )
 

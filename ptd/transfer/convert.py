@@ -168,14 +168,14 @@ def run_local(
         target = job.target
         out: Backend | None = None
         try:
-            # a URL destination is written in place: "w" replaces what is there (overwrite)
-            out = target.open("w" if target.remote else "w-")
+            out = job.open_destination()
             copier = job.copier(out, progress)
             if progress is not None:
                 progress(0, result.nbytes)
             copier.run(opts.workers)
             out.close()
             out = None
+            job.copy_userblock()
         except BaseException as err:
             exc = failed(err, target, out)
             if exc is err:

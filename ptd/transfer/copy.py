@@ -12,6 +12,7 @@ import threading
 import warnings
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ptd.errors import ConvertError, PtdValueError
@@ -22,7 +23,7 @@ from ptd.storage import remote
 from ptd.storage.backends.base import ArrayMeta, Backend, NewArray, NodeKind, Path, ValueKind
 from ptd.storage.backends.strings import StringType
 from ptd.transfer.attrs import attr_problem, attrs_for, decode_str, is_column, user_attrs
-from ptd.transfer.codecs import H5_FILTER, codec_options
+from ptd.transfer.layouts import LeafLayout
 from ptd.transfer.options import ConvertOptions, ConvertResult
 from ptd.transfer.plan import leaf_target
 from ptd.transfer.slabs import slab_rows
@@ -63,6 +64,7 @@ class Copier:
         progress: Callable[[int, int], None] | None = None,
         skip: dict[Path, str] | None = None,
         record: dict[Path, tuple[int, ...]] | None = None,
+        targets: dict[Path, LeafLayout] | None = None,
     ):
         self.s = s
         #: the batch size to record on each group (``__tensordict__``), else the source's
@@ -79,6 +81,20 @@ class Copier:
         self.done = 0
         #: the destination is a URL (the layouts differ: see :mod:`ptd.transfer.layouts`)
         self.dst_remote = remote.is_remote(result.dst)
+        #: each tensor leaf's chunks, shards and encoding in the destination (planned)
+        self.targets = dict(targets or {})
+        self.dst_cls = type(dst)
+
+    def target(self, path: Path, meta: ArrayMeta) -> LeafLayout:
+        """The planned destination layout of the leaf at ``path`` (planned now if it was not)."""
+        target = self.targets.get(path)
+        if target is None:
+            props = self.src.array_properties(path, meta)
+            target = leaf_target(
+                meta, self.options, self.fmt, [], self.dst_remote, props, type(self.src)
+            )
+            self.targets[path] = target
+        return target
 
     # ------------------------------------------------------------------ structure
     def attrs_for(self, path: Path, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -169,11 +185,14 @@ class Copier:
 
     def new_array(self, path: Path, meta: ArrayMeta, data: Any = None) -> NewArray:
         """The destination array of a source leaf: its chunks and codec in the destination."""
-        opts = self.options
         shape = tuple(meta.shape)
-        target = leaf_target(meta, opts, self.fmt, self.result.notes, self.dst_remote)
-        chunks, name, level = target.chunks, target.codec, target.level
-        options = codec_options(self.fmt, name, level) if shape and 0 not in shape else {}
+        target = self.target(path, meta)
+        options: dict[str, Any] = {}
+        if shape and target.encoding is not None:
+            encoding = target.encoding.encoding
+            if 0 in shape:  # no chunk is ever written: the codecs do not matter
+                encoding = replace(encoding, pipeline=())
+            options = self.dst_cls.creation_options(encoding, meta.dtype)
         if target.shards:
             options["shards"] = target.shards
         return NewArray(
@@ -181,10 +200,16 @@ class Copier:
             shape,
             meta.dtype,
             data=data,
-            attrs=self.attrs_for(path, dict(meta.attrs)),
-            chunks=chunks,
+            attrs=self.attrs_for(path, self.user_attrs(meta)),
+            chunks=target.chunks,
             options=options,
         )
+
+    def user_attrs(self, meta: ArrayMeta) -> dict[str, Any]:
+        """The leaf's attributes without those through which its format states a property
+        (carried as that property: HDF5's ``DIMENSION_LABELS``...)."""
+        hidden = self.src.property_attrs
+        return {k: v for k, v in meta.attrs.items() if k not in hidden}
 
     def create_small(self, small: list[tuple[NewArray, ArrayMeta]]) -> None:
         """Create small arrays with their data in one :meth:`Backend.create_arrays` call; when
@@ -221,8 +246,6 @@ class Copier:
         key = "/".join(path)
         spec = self.new_array(path, meta)
         shape, chunks = spec.shape, spec.chunks
-        opts = self.options
-        name = leaf_target(meta, opts, self.fmt, [], self.dst_remote).codec
         try:
             self.dst.create_array(
                 path,
@@ -233,12 +256,6 @@ class Copier:
                 options=spec.options,
             )
         except PtdValueError as err:
-            if self.fmt == "h5" and name in H5_FILTER:
-                raise ConvertError(
-                    f"cannot write key {key!r} of {self.src.location} with {name} compression to "
-                    f"HDF5: the {name} filter plugin is not available (pip install hdf5plugin), "
-                    "or use --compression gzip"
-                ) from None
             if meta.kind is ValueKind.UNSUPPORTED:
                 raise ConvertError(
                     f"cannot convert key {key!r} of {self.src.location}: its dtype {meta.dtype} "

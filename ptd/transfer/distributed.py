@@ -196,7 +196,7 @@ def run_distributed(
         out: Backend | None = None
         token = secrets.token_hex(8)
         try:
-            out = target.open("w" if target.remote else "w-")
+            out = job.open_destination()
             copier = job.copier(out, progress)
             regions = copier.regions(copier.create())
             dst_reopen = out.reopen_spec

@@ -14,15 +14,20 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ptd.errors import BatchSizeError, ConvertError, PtdError
 from ptd.report.batches import expected_batches
 from ptd.report.scan import Scan, scan, zarr_array_nbytes
 from ptd.storage import publish, remote
+from ptd.storage.backends import get_backend
 from ptd.storage.backends.base import Backend, Path
+from ptd.storage.backends.properties import copy_userblock
 from ptd.storage.limits import check_free_space
 from ptd.storage.location import StoreLocation
+from ptd.transfer.codecs import chosen_steps
 from ptd.transfer.copy import Copier
+from ptd.transfer.layouts import LeafLayout
 from ptd.transfer.options import ConvertOptions, ConvertResult
 from ptd.transfer.plan import (
     check_destination,
@@ -58,8 +63,8 @@ class Target:
     def remote(self) -> bool:
         return self.dst.is_remote
 
-    def open(self, mode: str) -> Backend:
-        return self.work.open(mode)
+    def open(self, mode: str, **options: Any) -> Backend:
+        return self.work.open(mode, **options)
 
     def discard(self) -> None:
         if not self.remote:
@@ -97,6 +102,11 @@ class Job:
     t0: float
     #: the batch size to record on each group (``batch_size``/``batch_dims``), else empty
     record: dict[Path, tuple[int, ...]] = field(default_factory=dict)
+    #: each tensor leaf's chunks, shards and encoding in the destination (the plan's)
+    targets: dict[Path, LeafLayout] = field(default_factory=dict)
+    #: the source's HDF5 user block: its size and the file it is read from, when the
+    #: destination keeps it (an HDF5 file), else ``(0, None)``
+    userblock: tuple[int, str | None] = (0, None)
 
     def copier(self, dst: Backend, progress: Callable[[int, int], None] | None) -> Copier:
         skip = refusals(self.scan, self.result.dst_format)
@@ -108,7 +118,22 @@ class Job:
             progress=progress,
             skip=skip,
             record=self.record,
+            targets=self.targets,
         )
+
+    def open_destination(self) -> Backend:
+        """The destination, created empty (with the source's user block reserved)."""
+        target = self.target
+        # a URL destination is written in place: "w" replaces what is there (overwrite)
+        mode = "w" if target.remote else "w-"
+        size = self.userblock[0]
+        return target.open(mode, userblock_size=size) if size else target.open(mode)
+
+    def copy_userblock(self) -> None:
+        """Copy the source's user block into the closed destination file."""
+        size, src = self.userblock
+        if size and src is not None:
+            copy_userblock(src, self.target.work.path, size)
 
 
 def batches_to_record(s: Scan, opts: ConvertOptions) -> dict[Path, tuple[int, ...]]:
@@ -156,16 +181,53 @@ def planned(opts: ConvertOptions) -> Iterator[Job]:
             src_bytes=None if src.inner else src.nbytes(),
         )
         record = batches_to_record(s, opts)
-        plan_leaves(s, opts, result)
+        check_chosen_codec(opts, dst)
+        targets = plan_leaves(s, opts, result)
+        userblock = _userblock(be, src, dst, result)
         refused = refusals(s, dst.format)
         if refused and not opts.skip_unsupported:
             raise ConvertError(refusal_error(result, refused))
         if not dst.is_remote and not opts.dry_run:  # uncompressed leaves need their bytes
             parent = os.path.dirname(os.path.abspath(dst.path))
             check_free_space(parent, raw_nbytes(result), dst.path)
-        yield Job(opts, s, result, Target.for_destination(dst), t0, record)
+        yield Job(opts, s, result, Target.for_destination(dst), t0, record, targets, userblock)
     finally:
         be.close()
+
+
+def check_chosen_codec(opts: ConvertOptions, dst: StoreLocation) -> None:
+    """Refuse, before anything is written, a ``compression=`` this process cannot write to
+    the destination (an HDF5 filter plugin that is not installed)."""
+    assert dst.format is not None
+    backend = get_backend(dst.format)
+    for step in chosen_steps(dst.format, opts.compression, opts.level):
+        if not backend.codec_available(step):
+            raise ConvertError(
+                f"cannot write {dst.path} with {step.name} compression: the HDF5 {step.name} "
+                "filter plugin is not available here (pip install hdf5plugin), or use "
+                "--compression gzip"
+            )
+
+
+def _userblock(
+    be: Backend, src: StoreLocation, dst: StoreLocation, result: ConvertResult
+) -> tuple[int, str | None]:
+    """The source's user block to keep: ``(size, source file)``, or ``(0, None)`` (with the
+    user block named in ``result.not_copied`` when the destination cannot hold it)."""
+    size = be.store_properties().userblock_size
+    if not size:
+        return 0, None
+    if dst.format == "h5" and not src.is_remote and not src.inner and not dst.is_remote:
+        return size, src.path
+    where = "a key inside the file" if src.inner else f"a {dst.format} store"
+    result.not_copied.append(
+        {
+            "key": "/",
+            "property": "userblock",
+            "reason": f"the {size}-byte HDF5 user block: {where} has none",
+        }
+    )
+    return 0, None
 
 
 def failed(err: BaseException, target: Target, out: Backend | None) -> BaseException:

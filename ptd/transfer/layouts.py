@@ -30,10 +30,11 @@ LeafLayout(chunks=(256, 64), shards=(65536, 64), codec='zstd', level=3)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ptd.errors import PtdValueError
 from ptd.storage.backends.base import ArrayMeta
+from ptd.transfer.encoding import LeafEncoding
 
 __all__ = [
     "LAYOUTS",
@@ -60,13 +61,15 @@ CHUNK_TARGET = 8 << 20
 @dataclass(frozen=True)
 class LeafLayout:
     """Where and how one leaf is stored: chunk shape (None: contiguous), shard shape (None:
-    unsharded), codec name of :data:`ptd.transfer.codecs.COMPRESSIONS` (None: uncompressed)
-    and its level."""
+    unsharded), the codec name of :data:`ptd.transfer.codecs.COMPRESSIONS` chosen for it
+    (None: the source's, as ``encoding`` carries it) and its level, and what the leaf's
+    properties become (:class:`~ptd.transfer.encoding.LeafEncoding`, once planned)."""
 
     chunks: tuple[int, ...] | None
     shards: tuple[int, ...] | None
     codec: str | None
     level: int | None
+    encoding: LeafEncoding | None = field(default=None, repr=False, compare=False)
 
 
 def check_layout(layout: str | None) -> str | None:
@@ -86,7 +89,9 @@ def check_layout(layout: str | None) -> str | None:
 
 
 def _rows(target: int, row: int, n: int) -> int:
-    return max(1, min(n, target // max(1, row)))
+    """Rows per chunk near ``target`` bytes that cut ``n`` rows into equal chunks."""
+    rows = max(1, min(n, target // max(1, row)))
+    return max(1, math.ceil(n / math.ceil(n / rows)))
 
 
 def random_access(meta: ArrayMeta, fmt: str, *, remote: bool) -> LeafLayout:

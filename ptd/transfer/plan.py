@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ptd.errors import (
@@ -27,9 +28,10 @@ from ptd.errors import (
 )
 from ptd.storage import remote
 from ptd.storage.backends import BACKENDS, get_backend
-from ptd.storage.backends.base import ArrayMeta, NodeKind, Path, ValueKind
+from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
+from ptd.storage.backends.properties import ArrayProperties, Stage
 from ptd.storage.location import StoreLocation
-from ptd.transfer.codecs import choose_codec, describe
+from ptd.transfer.encoding import describe_pipeline, leaf_encoding
 from ptd.transfer.layouts import LeafLayout, random_access
 from ptd.transfer.options import ConvertOptions, ConvertResult, LeafPlan
 
@@ -42,6 +44,8 @@ __all__ = [
     "destination",
     "resolve_destination",
     "check_destination",
+    "SMALL_CONTIGUOUS",
+    "balanced_rows",
     "dst_chunks",
     "leaf_target",
     "kept_shards",
@@ -134,6 +138,22 @@ def _check_remote_destination(src: StoreLocation, dst: StoreLocation) -> bool:
 
 
 # ----------------------------------------------------------------------------- chunks
+#: a source array chunked only because its format chunks everything (zarr), of one chunk and
+#: at most this many bytes, is contiguous in a destination that stores arrays contiguously
+SMALL_CONTIGUOUS = 1 << 20
+
+
+def balanced_rows(n: int, target: int) -> int:
+    """Rows per chunk near ``target`` that cut ``n`` rows into equal chunks, so the last one
+    is not mostly padding: ``ceil(n / ceil(n / target))``.
+
+    >>> balanced_rows(200_000, 123_361), balanced_rows(100, 1000), balanced_rows(10, 3)
+    (100000, 100, 4)
+    """
+    target = max(1, min(int(target), n))
+    return max(1, math.ceil(n / math.ceil(n / target)))
+
+
 def dst_chunks(
     meta: ArrayMeta, rows: int | None, dst_fmt: str, compressed: bool
 ) -> tuple[int, ...] | None:
@@ -149,21 +169,99 @@ def dst_chunks(
         return src
     if dst_fmt == "h5" and not compressed and src is None:
         return None  # contiguous, like the source
-    n = max(1, CHUNK_TARGET // row_bytes)
-    return (min(n, shape[0]),) + shape[1:]
+    return (balanced_rows(shape[0], CHUNK_TARGET // row_bytes),) + shape[1:]
+
+
+def _bare_properties(meta: ArrayMeta) -> ArrayProperties:
+    return ArrayProperties(
+        meta.path,
+        tuple(meta.shape),
+        meta.dtype,
+        meta.chunks,
+        meta.shards,
+        (),
+        None,
+        None,
+        None,
+        dict(meta.attrs),
+        {},
+        "chunked" if meta.chunks else "contiguous",
+    )
+
+
+def _one_small_chunk(meta: ArrayMeta, props: ArrayProperties) -> bool:
+    shape = tuple(meta.shape)
+    if not shape or meta.chunks is None or props.resizable:
+        return False
+    whole = all(c >= s for c, s in zip(meta.chunks, shape, strict=False))
+    return whole and math.prod(shape) * meta.dtype.itemsize <= SMALL_CONTIGUOUS
 
 
 def leaf_target(
-    meta: ArrayMeta, opts: ConvertOptions, fmt: str, notes: list[str], remote: bool
+    meta: ArrayMeta,
+    opts: ConvertOptions,
+    fmt: str,
+    notes: list[str],
+    remote: bool,
+    props: ArrayProperties | None = None,
+    src: type[Backend] | None = None,
 ) -> LeafLayout:
-    """Chunks, shards and codec of a tensor leaf in the ``fmt`` destination: the layout
+    """Chunks, shards and encoding of a tensor leaf in the ``fmt`` destination: the layout
     ``opts.layout`` asks for, else the source's as far as ``fmt`` has it (``opts.chunks`` and
-    ``opts.compression`` applied)."""
+    ``opts.compression`` applied; the properties ``props`` of the source, from a ``src``
+    store, carried as :mod:`ptd.transfer.encoding` says). The notes it calls for are added
+    to ``notes`` (once each)."""
+    dst = get_backend(fmt)
+    props = props if props is not None else _bare_properties(meta)
     if opts.layout == "random-access":
-        return random_access(meta, fmt, remote=remote)
-    name, level = choose_codec(meta, fmt, opts.compression, opts.level, notes)
-    chunks = dst_chunks(meta, opts.chunks, fmt, name not in (None, "none"))
-    return LeafLayout(chunks, kept_shards(meta, chunks, fmt, opts.chunks), name, level)
+        base = random_access(meta, fmt, remote=remote)
+        leaf = leaf_encoding(
+            props,
+            dst,
+            compression=base.codec or "none",
+            level=base.level,
+            raw=True,
+        )
+        _add_notes(notes, leaf.notes)
+        return replace(base, encoding=leaf)
+    chosen = opts.compression not in (None, "none")
+    source_coded = any(c.stage is not Stage.SERIALIZER for c in props.pipeline)
+    if (
+        opts.chunks is None
+        and not chosen
+        and src is not None
+        and src.chunks_required
+        and not dst.chunks_required
+        and _one_small_chunk(meta, props)
+    ):
+        chunks: tuple[int, ...] | None = None
+        _add_notes(
+            notes,
+            [
+                f"arrays of one small chunk (at most {SMALL_CONTIGUOUS >> 20} MiB) were written "
+                f"contiguous, as {fmt} stores them smaller so (uncompressed)"
+            ],
+        )
+    else:
+        chunks = dst_chunks(meta, opts.chunks, fmt, chosen or source_coded)
+    if chunks is None and props.resizable and tuple(meta.shape) and 0 not in meta.shape:
+        chunks = dst_chunks(replace(meta, chunks=None), opts.chunks, "zarr", True)
+    leaf = leaf_encoding(
+        props,
+        dst,
+        compression=opts.compression,
+        level=opts.level,
+        compressible=chunks is not None,
+    )
+    _add_notes(notes, leaf.notes)
+    codec = opts.compression if chosen else None
+    return LeafLayout(chunks, kept_shards(meta, chunks, fmt, opts.chunks), codec, opts.level, leaf)
+
+
+def _add_notes(notes: list[str], new: list[str]) -> None:
+    for note in new:
+        if note not in notes:
+            notes.append(note)
 
 
 def kept_shards(
@@ -242,11 +340,19 @@ def not_copyable(loc: StoreLocation, fmt: str) -> tuple[dict[Path, str], dict[Pa
         return dict(s.skipped), refusals(s, fmt)
 
 
-def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> None:
+def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> dict[Path, LeafLayout]:
     """Fill ``result``'s plan and counts: one :class:`LeafPlan` per node of the scan, with
     the chunks and codec each tensor gets in ``result.dst_format``; the nodes it cannot copy
-    (:func:`refusals`, and the links the scan skipped) go to ``result.not_copied``."""
+    (:func:`refusals`, and the links the scan skipped), and the properties of a leaf that
+    are not kept (``"property"``), go to ``result.not_copied``. Returns each tensor leaf's
+    target (what the copy creates)."""
+    targets: dict[Path, LeafLayout] = {}
     to = result.dst_format
+    dst_cls = get_backend(to)
+    resize_note = (
+        f"{s.format} arrays resize freely; their {to} copies are fixed-size (ptd records a "
+        "source's HDF5 maxshape and restores it)"
+    )
     total = 0
     refused = refusals(s, to)
     for path, reason in s.skipped.items():
@@ -275,8 +381,26 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> None:
             result.plan.append(LeafPlan(key, "non_tensor", shape=list(meta.shape)))
             continue
         nbytes = math.prod(meta.shape) * meta.dtype.itemsize
-        target = leaf_target(meta, opts, to, result.notes, remote.is_remote(result.dst))
-        chunks, name, level = target.chunks, target.codec, target.level
+        props = s.backend.array_properties(path, meta)
+        target = leaf_target(
+            meta, opts, to, result.notes, remote.is_remote(result.dst), props, type(s.backend)
+        )
+        targets[path] = target
+        chunks = target.chunks
+        assert target.encoding is not None
+        for prop, reason in target.encoding.dropped:
+            result.not_copied.append({"key": key, "property": prop, "reason": reason})
+        if props.resizable and target.encoding.encoding.maxshape is None:
+            result.not_copied.append(
+                {"key": key, "property": "maxshape", "reason": "the copy is fixed-size"}
+            )
+        if (
+            props.maxshape is None
+            and s.backend.chunks_required
+            and not dst_cls.chunks_required
+            and resize_note not in result.notes
+        ):
+            result.notes.append(resize_note)
         result.plan.append(
             LeafPlan(
                 key,
@@ -287,13 +411,14 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> None:
                 src_chunks=list(meta.chunks) if meta.chunks else None,
                 dst_chunks=list(chunks) if chunks else None,
                 dst_shards=list(target.shards) if target.shards else None,
-                src_compression=meta.compression,
-                dst_compression=describe(name, level),
+                src_compression=props.compression,
+                dst_compression=describe_pipeline(target.encoding.encoding.pipeline),
             )
         )
         result.tensors += 1
         total += nbytes
     result.nbytes = total
+    return targets
 
 
 #: the free space a compressed leaf needs at least: its logical bytes divided by this

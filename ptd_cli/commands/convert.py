@@ -325,8 +325,18 @@ def print_summary(console: Any, result: Any, name: Callable[[str], str] = str) -
 def print_not_copied(console: Any, result: Any, what: str = "not copied") -> None:
     """One line per key (or attribute) of the source that is not in the destination."""
     items = getattr(result, "not_copied", None) or []
-    if items:
-        console.print(f"  {plural(len(items), 'item')} {what}:", markup=False, style="yellow")
-    for item in items:
+    nodes = [i for i in items if not i.get("property")]
+    if nodes:
+        console.print(f"  {plural(len(nodes), 'item')} {what}:", markup=False, style="yellow")
+    for item in nodes:
         attr = f" attribute {item['attr']!r}" if item.get("attr") else ""
         console.print(f"  {what}: {item['key']}{attr}: {item['reason']}", markup=False)
+    # properties of copied leaves that are not kept, one line per kind with its keys
+    kept_not: dict[tuple[str, str], list[str]] = {}
+    for item in items:
+        if item.get("property"):
+            kept_not.setdefault((item["property"], item["reason"]), []).append(item["key"])
+    verb = "would not be kept" if what != "not copied" else "not kept"
+    for (prop, reason), keys in kept_not.items():
+        shown = ", ".join(keys[:3]) + (f" (and {len(keys) - 3} more)" if len(keys) > 3 else "")
+        console.print(f"  {verb}: {prop} of {shown}: {reason}", markup=False, style="yellow")

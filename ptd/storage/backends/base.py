@@ -122,6 +122,10 @@ class Backend(ABC):
     #: whether arrays can be sharded (stored as shards holding a grid of inner chunks, read
     #: one inner chunk at a time): a ``shards=`` creation option (zarr)
     stores_shards: bool = False
+    #: whether every array is stored in chunks (zarr), so a source's chunk shape may say
+    #: nothing about how its data wants to be stored; otherwise arrays may be contiguous
+    #: (HDF5, which stores a small array smaller so)
+    chunks_required: bool = False
     #: what the store library raises for a bad read (or write) of data, reported as
     #: PtdValueError naming the key (anything else is the guard's)
     _DATA_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, IndexError)
@@ -296,6 +300,18 @@ class Backend(ABC):
         """Whether this format can write the step ``codec`` (:class:`Codec`, neutral name),
         and whether its plain readers decode it without a plugin. None by default."""
         return CodecSupport.NONE
+
+    @classmethod
+    def codec_available(cls, codec: Codec) -> bool:
+        """Whether this process can write the step ``codec`` (a plugin the format supports
+        may not be installed here). True by default."""
+        return True
+
+    @classmethod
+    def codec_note(cls, codec: Codec) -> str | None:
+        """What a user should know about this format writing ``codec`` (a step of another
+        format's), e.g. that other implementations may not read it; None when nothing."""
+        return None
 
     @classmethod
     def creation_options(cls, encoding: Encoding, dtype: np.dtype) -> dict[str, Any]:

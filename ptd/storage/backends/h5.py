@@ -395,6 +395,10 @@ class H5Backend(Backend):
         return h5_properties.codec_support(codec)
 
     @classmethod
+    def codec_available(cls, codec: Codec) -> bool:
+        return h5_properties.codec_available(codec)
+
+    @classmethod
     def creation_options(cls, encoding: Encoding, dtype: np.dtype) -> dict[str, Any]:
         return h5_properties.creation_options(encoding, dtype)
 

@@ -12,7 +12,6 @@ attribute), else the names of attached dimension scales (netCDF-4 and xarray wri
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,7 +32,6 @@ __all__ = [
     "creation_options",
     "set_dimension_names",
     "userblock_size",
-    "copy_userblock",
 ]
 
 #: attributes through which HDF5 states a property (not user attributes)
@@ -210,6 +208,16 @@ def codec_support(codec: Codec) -> CodecSupport:
     return CodecSupport.NONE
 
 
+def codec_available(codec: Codec) -> bool:
+    """Whether the HDF5 library of this process has the step's filter (a plugin filter
+    needs ``hdf5plugin`` imported, or the plugin on ``HDF5_PLUGIN_PATH``)."""
+    try:
+        code = _native(codec, np.dtype("u1"))[0]
+    except ValueError:
+        return False
+    return bool(h5py.h5z.filter_avail(code))
+
+
 def _native(codec: Codec, dtype: np.dtype) -> tuple[int, int, tuple[int, ...]]:
     """The ``(filter id, flags, cd_values)`` of a step HDF5 can write."""
     if codec.native_format == _NATIVE and codec.native is not None:
@@ -261,6 +269,11 @@ def creation_options(encoding: Encoding, dtype: np.dtype) -> dict[str, Any]:
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         for codec in steps:
             code, flags, values = _native(codec, dtype)
+            if not h5py.h5z.filter_avail(code):  # an optional filter would be skipped silently
+                raise ValueError(
+                    f"the HDF5 filter {codec.describe()} (id {code}) is not available here "
+                    "(pip install hdf5plugin)"
+                )
             dcpl.set_filter(code, flags, values)
         out["dcpl"] = dcpl
     if encoding.fill_value is not None:
@@ -282,14 +295,3 @@ def set_dimension_names(ds: h5py.Dataset, names: tuple[str | None, ...]) -> None
 def userblock_size(file: h5py.File) -> int:
     """The bytes the file reserves at its start for another program's header."""
     return int(file.id.get_create_plist().get_userblock())
-
-
-def copy_userblock(src: str, dst: str, size: int) -> None:
-    """Copy the first ``size`` bytes of the file ``src`` into the user block of ``dst`` (a
-    closed HDF5 file created with that user block size)."""
-    with open(src, "rb") as f:
-        head = f.read(size)
-    with open(dst, "r+b") as f:
-        f.write(head)
-        f.flush()
-        os.fsync(f.fileno())

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,7 @@ __all__ = [
     "VALUE_FILTERS",
     "describe_pipeline",
     "same_fill",
+    "copy_userblock",
 ]
 
 
@@ -327,3 +329,15 @@ def same_fill(a: Any, b: Any) -> bool:
         return bool(np.array_equal(x, y))
     except (TypeError, ValueError):
         return bool(a == b)
+
+
+def copy_userblock(src: str, dst: str, size: int) -> None:
+    """Copy the first ``size`` bytes of the file ``src`` (an HDF5 user block: another
+    program's header) into the file ``dst``, a closed HDF5 file created with a user block of
+    that size."""
+    with open(src, "rb") as f:
+        head = f.read(size)
+    with open(dst, "r+b") as f:
+        f.write(head)
+        f.flush()
+        os.fsync(f.fileno())

@@ -32,6 +32,7 @@ from ptd.storage.backends.base import (
     Selection,
     ValueKind,
 )
+from ptd.storage.backends.properties import ArrayProperties, StoreProperties
 
 if TYPE_CHECKING:
     from ptd.storage.backends.strings import StringType
@@ -70,6 +71,7 @@ class SubtreeBackend(Backend):
     def __init__(self, inner: Backend, prefix: Path, leaf: str | None, described: str) -> None:
         super().__init__(described, writable=inner.writable)
         self.name = inner.name
+        self.property_attrs = inner.property_attrs
         self._inner = inner
         self._prefix = prefix
         self._leaf = leaf
@@ -191,6 +193,16 @@ class SubtreeBackend(Backend):
         meta = self._meta(self._inner.array_meta(self._full(path)))
         self._sync()
         return meta
+
+    def array_properties(self, path: Path, meta: ArrayMeta | None = None) -> ArrayProperties:
+        full = self._full(path)
+        props = self._inner.array_properties(
+            full, None if meta is None else replace(meta, path=full)
+        )
+        return replace(props, path=tuple(path))
+
+    def store_properties(self) -> StoreProperties:
+        return self._inner.store_properties()
 
     def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
         nodes: list[tuple[Path, NodeKind, ArrayMeta | None]]

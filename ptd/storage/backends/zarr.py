@@ -91,6 +91,7 @@ class ZarrBackend(Backend):
 
     name = "zarr"
     stores_shards = True
+    chunks_required = True
 
     @classmethod
     def escaped_name(cls, name: str) -> str | None:
@@ -426,6 +427,10 @@ class ZarrBackend(Backend):
     @classmethod
     def codec_support(cls, codec: Codec) -> CodecSupport:
         return zarr_properties.codec_support(codec)
+
+    @classmethod
+    def codec_note(cls, codec: Codec) -> str | None:
+        return zarr_properties.codec_note(codec)
 
     @classmethod
     def creation_options(cls, encoding: Encoding, dtype: np.dtype) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec
 
+from ptd.format.names import PTD_MAXSHAPE_ATTR
 from ptd.storage.backends.properties import Codec, CodecSupport, Encoding, Stage
 
 __all__ = [
@@ -33,11 +34,12 @@ __all__ = [
     "maxshape",
     "attr_types",
     "codec_support",
+    "codec_note",
     "creation_options",
 ]
 
 #: ptd's record of an HDF5 maxshape (see the module doc)
-MAXSHAPE_ATTR = "__ptd_maxshape__"
+MAXSHAPE_ATTR = PTD_MAXSHAPE_ATTR
 #: xarray's dimension names of a zarr v2 array
 V2_DIMENSIONS_ATTR = "_ARRAY_DIMENSIONS"
 #: attributes through which a store states a property (not user attributes)
@@ -207,19 +209,36 @@ def codec_support(codec: Codec) -> CodecSupport:
     return CodecSupport.NONE
 
 
+def codec_note(codec: Codec) -> str | None:
+    """A step of another format written as a numcodecs codec: zarr-python reads it, other
+    Zarr implementations may not (it is not in the v3 specification)."""
+    if codec.name in _SPEC or codec.name not in _NUMCODECS:
+        return None
+    return (
+        f"{codec.name} is written as the zarr codec numcodecs.{codec.name}, which zarr-python "
+        "reads but the Zarr v3 specification does not define (other implementations may not)"
+    )
+
+
+_BLOSC_SHUFFLES = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
+
+
+def _blosc_shuffle(value: Any, itemsize: int) -> str:
+    """v3's blosc ``shuffle`` (a name) for v2's (an int; -1 is blosc's auto choice: bit
+    shuffle for 1-byte items, byte shuffle otherwise)."""
+    if isinstance(value, str):
+        return value
+    if value == -1:
+        return "bitshuffle" if itemsize == 1 else "shuffle"
+    return _BLOSC_SHUFFLES.get(int(value), "shuffle")
+
+
 def _document(codec: Codec, dtype: np.dtype) -> dict[str, Any]:
     """The zarr v3 JSON of a step zarr can write."""
     if codec.native_format == _NATIVE and isinstance(codec.native, dict):
         if "name" in codec.native:
             return dict(codec.native)
-        conf = {k: v for k, v in codec.native.items() if k != "id"}
-        name = codec.name if codec.name in _SPEC else f"numcodecs.{codec.name}"
-        if codec.name == "zstd":
-            conf = {
-                "level": int(conf.get("level", 0)),
-                "checksum": bool(conf.get("checksum", False)),
-            }
-        return {"name": name, "configuration": conf}
+        # a v2 codec (numcodecs' ``id`` form): written as its v3 spelling below
     conf = {k: v for k, v in codec.config.items() if k != "lossy"}
     name = codec.name
     if name == "gzip":
@@ -227,10 +246,13 @@ def _document(codec: Codec, dtype: np.dtype) -> dict[str, Any]:
     if name == "zstd":
         return {
             "name": "zstd",
-            "configuration": {"level": int(conf.get("level", 3)), "checksum": False},
+            "configuration": {
+                "level": int(conf.get("level", 3)),
+                "checksum": bool(conf.get("checksum", False)),
+            },
         }
     if name == "blosc":
-        shuffle = str(conf.get("shuffle", "shuffle"))
+        shuffle = _blosc_shuffle(conf.get("shuffle", "shuffle"), dtype.itemsize)
         return {
             "name": "blosc",
             "configuration": {
@@ -238,7 +260,7 @@ def _document(codec: Codec, dtype: np.dtype) -> dict[str, Any]:
                 "clevel": int(conf.get("clevel", conf.get("level", 5))),
                 "shuffle": shuffle,
                 "typesize": dtype.itemsize,
-                "blocksize": 0,
+                "blocksize": int(conf.get("blocksize", 0)),
             },
         }
     if name == "crc32c":
