@@ -422,8 +422,18 @@ def test_failure_midway_from_store(tmp_path, store, monkeypatch):
 
 
 def test_reserved_and_colliding_keys(tmp_path):
-    with pytest.raises(PtdValueError, match="shape"):
-        TensorDict({"shape": torch.zeros(2)}, batch_size=[2]).memmap(tmp_path / "a")
+    # a key named like a meta.json field is stored escaped and loads under its own name
+    TensorDict({"shape": torch.arange(2)}, batch_size=[2]).memmap(tmp_path / "a")
+    assert TensorDict.load_memmap(tmp_path / "a")["shape"].tolist() == [0, 1]
+    assert os.path.exists(tmp_path / "a" / "%2573hape.memmap")
+    import shutil
+
+    shutil.rmtree(tmp_path / "a")
+    # a real key spelled like the escaped name of another is refused, not mixed up
+    with pytest.raises(PtdValueError, match="taken"):
+        TensorDict({"shape": torch.zeros(2), "%73hape": torch.zeros(2)}, batch_size=[2]).memmap(
+            tmp_path / "d"
+        )
     with pytest.raises(PtdValueError, match="taken"):
         TensorDict({"x": torch.zeros(2), "x.memmap": {"y": torch.zeros(2)}}, batch_size=[2]).memmap(
             tmp_path / "b"

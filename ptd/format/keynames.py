@@ -22,7 +22,7 @@ documents' names); how they are escaped is this module's one rule, shared by eve
 
 from __future__ import annotations
 
-__all__ = ["escape_name", "unescape_name", "impossible_name", "ESCAPED_CHARS"]
+__all__ = ["escape_name", "unescape_name", "impossible_name", "brief_key", "ESCAPED_CHARS"]
 
 #: the characters percent-encoded anywhere in an escaped name (``_`` only as its first)
 ESCAPED_CHARS = frozenset("%\\.")
@@ -32,12 +32,17 @@ def _encode(ch: str) -> str:
     return "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
 
 
-def escape_name(name: str) -> str:
+def escape_name(name: str, *, first: bool = False) -> str:
     """The escaped form of ``name`` (see the module doc); it holds none of ``\\``, ``.`` and
-    ``/`` and does not start with ``_``."""
+    ``/`` and does not start with ``_``. ``first``: the first character is encoded whatever
+    it is (for a name that is taken as it is, such as a field of a memmap ``meta.json``).
+
+    >>> escape_name("device", first=True), unescape_name("%64evice")
+    ('%64evice', 'device')
+    """
     out = [(_encode(ch) if ch in ESCAPED_CHARS else ch) for ch in name]
-    if name.startswith("_"):
-        out[0] = _encode("_")
+    if name and (first or name.startswith("_")):
+        out[0] = _encode(name[0])
     return "".join(out)
 
 
@@ -72,3 +77,15 @@ def impossible_name(name: str) -> str | None:
     if "\x00" in name:
         return "it holds a NUL character"
     return None
+
+
+def brief_key(key: str, limit: int = 80) -> str:
+    """``key`` for a message: itself, or when longer than ``limit`` characters its start and
+    its length (a 300-byte name would drown the line that names it).
+
+    >>> brief_key("obs/x"), brief_key("a" * 300)
+    ('obs/x', 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (300 bytes)')
+    """
+    if len(key) <= limit:
+        return key
+    return f"{key[:40]}... ({len(key.encode('utf-8'))} bytes)"

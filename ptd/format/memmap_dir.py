@@ -11,6 +11,17 @@ memmap directories (:mod:`ptd.storage.backends.memmap_dir`, for ``ptd inspect``/
 ('td', 'data')
 >>> node_kind({"anything": 1}) is None
 True
+
+Names and attributes (``docs/format.md`` section 3, "ptd's additions"): a key named like a
+field of ``meta.json`` (``device``, ``shape``, ``_type``...) is stored under its escaped name
+(:func:`stored_entry_name`, ``%64evice``) with its own name in the entry (``"_ptd_name"``);
+user attributes are kept in ``meta.json`` where tensordict's loader passes over them: a node's
+under ``"_ptd": {"attrs": ...}``, a leaf's in its entry (``"_ptd_attrs"``).
+
+>>> stored_entry_name("device"), stored_entry_name("obs")
+('%64evice', 'obs')
+>>> entry_key("%64evice", {"_ptd_name": "device"}), entry_key("%64evice", {})
+('device', '%64evice')
 """
 
 from __future__ import annotations
@@ -20,18 +31,36 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ptd.format.keynames import escape_name
 from ptd.format.names import (
+    MEMMAP_ENTRY_ATTRS,
+    MEMMAP_ENTRY_NAME,
     MEMMAP_META,
+    MEMMAP_NODE_FIELDS,
     MEMMAP_NON_TENSOR_STACK_CLASS,
     MEMMAP_NON_TENSOR_STACK_TYPE,
     MEMMAP_NON_TENSOR_TYPE,
     MEMMAP_PTD_CLASS,
+    MEMMAP_PTD_FIELD,
     MEMMAP_PTD_TYPE,
+    MEMMAP_SUFFIX,
     MEMMAP_TD_CLASS,
     MEMMAP_TD_TYPE,
+    NAME_MAX_BYTES,
 )
 
-__all__ = ["encode_key", "decode_key", "node_kind", "read_meta_json", "is_memmap_dir"]
+__all__ = [
+    "encode_key",
+    "decode_key",
+    "node_kind",
+    "read_meta_json",
+    "is_memmap_dir",
+    "stored_entry_name",
+    "entry_key",
+    "entry_name_problem",
+    "node_attrs",
+    "entry_attrs",
+]
 
 _UNSAFE = set('/<>:"|?*\\ \0%') | {chr(i) for i in range(32)} | {chr(127)}
 _ENCODE_TABLE = str.maketrans({c: f"%{ord(c):02X}" for c in _UNSAFE})
@@ -108,3 +137,44 @@ def is_memmap_dir(directory: str) -> bool:
     TensorDict (a NonTensorData directory alone is not a store)."""
     meta = read_meta_json(directory)
     return meta is not None and node_kind(meta) == "td"
+
+
+# --- ptd's additions: escaped names, user attributes ------------------------------------------
+def stored_entry_name(key: str) -> str:
+    """The name ``key`` has in its node's ``meta.json`` (and, percent-encoded, on disk): the
+    key itself, or its escaped name when ``meta.json`` uses the key's name for a field."""
+    return escape_name(key, first=True) if key in MEMMAP_NODE_FIELDS else key
+
+
+def entry_key(stored: str, entry: Mapping[str, Any]) -> str:
+    """The key an entry of ``meta.json`` stored under ``stored`` holds: the name its
+    ``"_ptd_name"`` gives when ``stored`` is that name escaped, else ``stored`` itself."""
+    name = entry.get(MEMMAP_ENTRY_NAME)
+    if isinstance(name, str) and name != stored and stored_entry_name(name) == stored:
+        return name
+    return stored
+
+
+def entry_name_problem(key: str, tensor: bool) -> str | None:
+    """Why a memmap directory cannot hold a key named ``key``, or None: every name has a
+    file name (percent-encoding), but one may be longer than file systems allow."""
+    name = encode_key(stored_entry_name(key)) + (MEMMAP_SUFFIX if tensor else "")
+    size = len(name.encode("utf-8"))
+    if size > NAME_MAX_BYTES:
+        return (
+            f"its file name would be {size} bytes, and file systems hold at most {NAME_MAX_BYTES}"
+        )
+    return None
+
+
+def node_attrs(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The user attributes a node's ``meta.json`` keeps (``{}`` when none)."""
+    field = meta.get(MEMMAP_PTD_FIELD)
+    attrs = field.get("attrs") if isinstance(field, dict) else None
+    return dict(attrs) if isinstance(attrs, dict) else {}
+
+
+def entry_attrs(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The user attributes an entry of ``meta.json`` keeps (``{}`` when none)."""
+    attrs = entry.get(MEMMAP_ENTRY_ATTRS)
+    return dict(attrs) if isinstance(attrs, dict) else {}

@@ -77,8 +77,20 @@ MEMMAP_PTD_TYPE = "<class 'tensordict.persistent.PersistentTensorDict'>"
 MEMMAP_PTD_CLASS = "tensordict:PersistentTensorDict"
 #: the pickle a NonTensorStack dir holds when its data is not JSON (meta "data" names it)
 MEMMAP_STACK_PICKLE_FILE = "pickle.pkl"
-#: the fields of a tensordict node's meta.json; a key with one of these names cannot be saved
-MEMMAP_NODE_FIELDS = frozenset({"shape", "device", "_type", "_format_version", "_class", "_names"})
+#: ptd's own field in a node's meta.json: ``{"attrs": {...}}``, the node's user attributes
+#: (a dict without ``type``/``dtype``/``shape``: tensordict's loader skips it)
+MEMMAP_PTD_FIELD = "_ptd"
+#: in an entry of meta.json: the key's own name, when the entry is stored under an escaped one
+MEMMAP_ENTRY_NAME = "_ptd_name"
+#: in an entry of meta.json: the leaf's user attributes
+MEMMAP_ENTRY_ATTRS = "_ptd_attrs"
+#: the fields of a tensordict node's meta.json (tensordict's and ptd's); a key with one of these
+#: names is stored under its escaped name (ptd.format.memmap_dir.stored_entry_name)
+MEMMAP_NODE_FIELDS = frozenset(
+    {"shape", "device", "_type", "_format_version", "_class", "_names", MEMMAP_PTD_FIELD}
+)
+#: the longest file name (in UTF-8 bytes) the common file systems hold (ext4, XFS, APFS, NTFS)
+NAME_MAX_BYTES = 255
 
 # --- format detection ------------------------------------------------------------------------
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"

@@ -16,7 +16,7 @@ import torch
 from ptd.core.dtypes import dtype_from_str
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.errors import CorruptStoreError, PtdValueError, StoreNotFoundError, UnsupportedDtypeError
-from ptd.format.memmap_dir import decode_key, encode_key, node_kind
+from ptd.format.memmap_dir import decode_key, encode_key, entry_key, node_kind
 from ptd.format.names import (
     ENCODING_PICKLE,
     MEMMAP_FORMAT_VERSION,
@@ -158,23 +158,33 @@ class _Loader:
             )
         device = meta.get("device")
         out = TensorDict({}, batch_size=bs, device="cpu" if device == "cpu" else None, names=names)
-        for key, entry in meta.items():
-            if key in MEMMAP_NODE_FIELDS or not isinstance(entry, dict):
+        for stored, entry in meta.items():
+            if stored in MEMMAP_NODE_FIELDS or not isinstance(entry, dict):
                 continue
+            key = entry_key(stored, entry)  # a key named like a field is stored escaped
+            if key in out._data:
+                raise CorruptStoreError(f"{mpath} lists the key {key!r} twice")
             if "type" in entry:
-                sub = _child(directory, key, "", True)
+                sub = _child(directory, stored, "", True)
                 if sub is None:
                     raise CorruptStoreError(
-                        f"{mpath} lists the entry {key!r}, but its directory {os.path.join(directory, encode_key(key))} is missing"
+                        f"{mpath} lists the entry {key!r}, but its directory {os.path.join(directory, encode_key(stored))} is missing"
                     )
                 out._data[key] = self.entry(sub, key, bs)
             elif "dtype" in entry and "shape" in entry:
-                out._data[key] = self.leaf(directory, key, entry, bs, mpath)
+                out._data[key] = self.leaf(directory, stored, entry, bs, mpath, key)
         return out
 
     def leaf(
-        self, directory: str, key: str, entry: dict[str, Any], bs: torch.Size, mpath: str
+        self,
+        directory: str,
+        stored: str,
+        entry: dict[str, Any],
+        bs: torch.Size,
+        mpath: str,
+        key: str,
     ) -> torch.Tensor:
+        """The leaf ``key`` (its entry in ``meta.json`` named ``stored``), mapped."""
         if entry.get("is_nested"):
             raise UnsupportedDtypeError(
                 f"{mpath}: key {key!r} is a nested (jagged) tensor, which ptd cannot load"
@@ -190,8 +200,8 @@ class _Loader:
             raise CorruptStoreError(
                 f"{mpath}: key {key!r} has shape {list(shape)}, which does not fit the batch size {list(bs)}"
             )
-        path = _child(directory, key, MEMMAP_SUFFIX, False) or os.path.join(
-            directory, encode_key(key) + MEMMAP_SUFFIX
+        path = _child(directory, stored, MEMMAP_SUFFIX, False) or os.path.join(
+            directory, encode_key(stored) + MEMMAP_SUFFIX
         )
         return map_leaf(path, dtype, shape, self.mode, key)
 

@@ -28,7 +28,9 @@ import torch
 from ptd.core.dtypes import storage_dtype, to_storage
 from ptd.core.keys import unravel_key
 from ptd.errors import BatchSizeError, PtdTypeError, UnsupportedOperationError
+from ptd.format.memmap_dir import stored_entry_name
 from ptd.format.names import (
+    MEMMAP_ENTRY_NAME,
     MEMMAP_FORMAT_VERSION,
     MEMMAP_META,
     MEMMAP_SUFFIX,
@@ -54,6 +56,13 @@ def _write_meta(directory: str, meta: dict[str, Any]) -> None:
     os.replace(tmp, path)  # a reader sees the old meta.json or the new one
 
 
+def _entry(entry: dict[str, Any], key: str, stored: str) -> dict[str, Any]:
+    """A ``meta.json`` entry, with the key's own name when it is stored escaped."""
+    if stored != key:
+        entry[MEMMAP_ENTRY_NAME] = key
+    return entry
+
+
 def _level(td: Any, key: str) -> Any:
     """The nested level ``key`` of the memory-mapped ``td``, created (with its directory) when
     missing."""
@@ -69,7 +78,8 @@ def _level(td: Any, key: str) -> Any:
         return sub
     prefix = td._memmap_prefix
     sub = TensorDict({}, batch_size=td.batch_size, device="cpu")
-    sub_dir = None if prefix is None else os.path.join(prefix, encode_key(key))
+    stored = stored_entry_name(key)
+    sub_dir = None if prefix is None else os.path.join(prefix, encode_key(stored))
     if sub_dir is not None:
         os.makedirs(sub_dir, exist_ok=True)
         _write_meta(
@@ -83,7 +93,7 @@ def _level(td: Any, key: str) -> Any:
             },
         )
         meta = _read_meta(prefix)
-        meta[key] = {"type": "TensorDict"}
+        meta[stored] = _entry({"type": "TensorDict"}, key, stored)
         _write_meta(prefix, meta)
     td._data[key] = sub
     sub._is_locked = td._is_locked
@@ -143,7 +153,8 @@ def make_memmap(
 def _write_leaf(
     prefix: str, key: str, shape: tuple[int, ...], dtype: torch.dtype, tensor: Any
 ) -> torch.Tensor:
-    path = os.path.join(prefix, encode_key(key) + MEMMAP_SUFFIX)
+    stored = stored_entry_name(key)
+    path = os.path.join(prefix, encode_key(stored) + MEMMAP_SUFFIX)
     np_dtype, _ = storage_dtype(dtype, key)
     need = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
     if need:
@@ -153,6 +164,10 @@ def _write_leaf(
             else:
                 np.ascontiguousarray(to_storage(tensor.detach().cpu(), key)[0]).tofile(f)
     meta = _read_meta(prefix)
-    meta[key] = {"device": "cpu", "shape": list(shape), "dtype": str(dtype), "is_nested": False}
+    meta[stored] = _entry(
+        {"device": "cpu", "shape": list(shape), "dtype": str(dtype), "is_nested": False},
+        key,
+        stored,
+    )
     _write_meta(prefix, meta)
     return map_leaf(path, dtype, shape, "r+", key)

@@ -76,14 +76,17 @@ from ptd.errors import (
     StoreIOError,
 )
 from ptd.format.detect import MEMMAP_FORMAT
+from ptd.format.memmap_dir import entry_name_problem, stored_entry_name
 from ptd.format.names import (
+    MEMMAP_ENTRY_ATTRS,
+    MEMMAP_ENTRY_NAME,
     MEMMAP_FORMAT_VERSION,
     MEMMAP_META,
-    MEMMAP_NODE_FIELDS,
     MEMMAP_NON_TENSOR_STACK_CLASS,
     MEMMAP_NON_TENSOR_STACK_TYPE,
     MEMMAP_NON_TENSOR_TYPE,
     MEMMAP_PICKLE_FILE,
+    MEMMAP_PTD_FIELD,
     MEMMAP_STACK_PICKLE_FILE,
     MEMMAP_SUFFIX,
     MEMMAP_TD_CLASS,
@@ -94,6 +97,7 @@ from ptd.memmap.loader import encode_key
 from ptd.storage.limits import check_free_space, nbytes_of
 from ptd.storage.location import ReopenSpec, StoreLocation, split_options
 from ptd.storage.publish import check_free_destination, make_temp_dir, publish, remove
+from ptd.transfer.attrs import attr_problem, attrs_for, decode_str, user_attrs
 from ptd.transfer.plan import left_out_keys
 from ptd.transfer.slabs import slab_rows
 
@@ -118,6 +122,8 @@ class MemmapSummary:
     #: keys of the source that were not written, each ``{"key", "reason"}``: skipped links
     #: (HDF5 external or dangling), and with ``skip_unsupported`` the leaves ptd cannot copy
     not_copied: list[dict[str, str]] = field(default_factory=list)
+    #: keys stored under an escaped name (``meta.json`` uses their name for a field: ``device``)
+    escaped: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -152,6 +158,8 @@ class _Writer:
         self.pool: ThreadPoolExecutor | None = None
         self.read_lock = threading.Lock()
         self.futures: list[Future[None]] = []
+        #: attributes meta.json cannot hold (``{"key", "attr", "reason"}``)
+        self.attr_losses: list[dict[str, str]] = []
 
     # ------------------------------------------------------------------ nodes
     def node(self, src: TensorDictBase, rel: str, prefix: str = "") -> _Node:
@@ -169,34 +177,39 @@ class _Writer:
         meta: dict[str, Any] = {}
         used: set[str] = {MEMMAP_META}
         is_ptd = isinstance(src, PersistentTensorDict)
+        store_path: tuple[str, ...] = src._path if isinstance(src, PersistentTensorDict) else ()
         for key in src._keys_str():
             if self.skip and prefix + key in self.skip:
                 continue
-            if key in MEMMAP_NODE_FIELDS:
-                raise PtdValueError(
-                    f"cannot save key {key!r} of {src._location()} as a memmap: meta.json uses "
-                    f"that name for its own field ({', '.join(sorted(MEMMAP_NODE_FIELDS))}); "
-                    "rename the key first"
-                )
             kind = src._meta_str(key)
-            name = encode_key(key) + (MEMMAP_SUFFIX if kind.kind == "tensor" else "")
-            if name in used:
+            tensor = kind.kind == "tensor"
+            why = entry_name_problem(key, tensor)
+            if why is not None:
                 raise PtdValueError(
-                    f"cannot save key {key!r} of {src._location()} as a memmap: its file name "
-                    f"{name!r} is taken by another key of the same tensordict"
+                    f"cannot save key {prefix + key!r} of {src._location()} as a memmap: {why}"
+                )
+            stored = stored_entry_name(key)
+            if stored != key:
+                self.summary.escaped.append(prefix + key)
+            name = encode_key(stored) + (MEMMAP_SUFFIX if tensor else "")
+            if name in used or stored in meta:
+                raise PtdValueError(
+                    f"cannot save key {prefix + key!r} of {src._location()} as a memmap: its "
+                    f"file name {name!r} is taken by another key of the same tensordict"
                 )
             used.add(name)
             sub_rel = os.path.join(rel, name)
+            entry: dict[str, Any]
             if kind.kind == "nested":
                 plan.entries[key] = self.node(src._get_str(key), sub_rel, f"{prefix}{key}/")
-                meta[key] = {"type": "TensorDict"}
+                entry = {"type": "TensorDict"}
                 self.summary.groups += 1
-            elif kind.kind == "tensor":
+            elif tensor:
                 assert kind.dtype is not None
                 shape = tuple(kind.shape)
                 self.leaf(src, key, sub_rel, shape, kind.dtype, is_ptd)
                 plan.entries[key] = _Leaf(sub_rel, kind.dtype, shape)
-                meta[key] = {
+                entry = {
                     "device": "cpu",
                     "shape": list(shape),
                     "dtype": str(kind.dtype),
@@ -211,8 +224,19 @@ class _Writer:
                         value = strings
                 self.non_tensor(value, sub_rel, f"{key!r} of {src._location()}")
                 plan.entries[key] = value
-                meta[key] = {"type": type(value).__name__}
+                entry = {"type": type(value).__name__}
                 self.summary.non_tensors += 1
+            if stored != key:
+                entry[MEMMAP_ENTRY_NAME] = key
+            if is_ptd and kind.kind != "nested":
+                attrs = self.user_attrs(src, store_path + (key,), prefix + key)
+                if attrs:
+                    entry[MEMMAP_ENTRY_ATTRS] = attrs
+            meta[stored] = entry
+        if is_ptd:
+            attrs = self.user_attrs(src, store_path, prefix.rstrip("/") or "/")
+            if attrs:
+                meta[MEMMAP_PTD_FIELD] = {"attrs": attrs}
         meta.update(
             shape=list(plan.batch_size),
             device="cpu",
@@ -224,6 +248,31 @@ class _Writer:
             meta["_names"] = plan.names
         _write_bytes(os.path.join(here, MEMMAP_META), json.dumps(meta).encode("utf-8"))
         return plan
+
+    def user_attrs(self, src: Any, path: tuple[str, ...], key: str) -> dict[str, Any]:
+        """The user attributes of the store's node at ``path`` as JSON values; those JSON
+        cannot hold are listed in ``not_copied`` (``{"key", "attr", "reason"}``)."""
+        with self.read_lock if self.pool is not None else _NO_LOCK:
+            try:
+                raw = user_attrs(src._backend.get_attrs(path))
+            except PtdError as err:
+                self.attr_losses.append({"key": key, "attr": "*", "reason": str(err)})
+                return {}
+        ok = {}
+        for name, value in raw.items():
+            value = decode_str(value)  # UTF-8 bytes are text (h5's variable-length strings)
+            problem = attr_problem("zarr", value)  # the JSON rule: meta.json is JSON
+            if problem is None:
+                value = attrs_for("zarr", {name: value})[name]
+                try:
+                    json.dumps(value)
+                except (TypeError, ValueError) as err:
+                    problem = f"it has no JSON value ({err})"
+            if problem is None:
+                ok[name] = value
+            else:
+                self.attr_losses.append({"key": key, "attr": name, "reason": problem})
+        return ok
 
     # ------------------------------------------------------------------ tensors
     def leaf(
@@ -535,7 +584,9 @@ def _write(
             raise
     writer.summary.path = root
     writer.summary.seconds = time.perf_counter() - start
-    writer.summary.not_copied = [{"key": k, "reason": r} for k, r in (not_copied or {}).items()]
+    writer.summary.not_copied = [
+        {"key": k, "reason": r} for k, r in (not_copied or {}).items()
+    ] + writer.attr_losses
     return plan, writer.summary, root
 
 
@@ -579,7 +630,7 @@ def export_memmap(
     loc = StoreLocation.parse_source(split_options(storage_options, src, dst)[0]).detect()
     if loc.format == MEMMAP_FORMAT:
         raise PtdValueError(f"{loc.described} is a memmap directory already: copy it instead")
-    left_out = left_out_keys(loc, "memmap", skip_unsupported)
+    left_out, lost = left_out_keys(loc, MEMMAP_FORMAT, skip_unsupported)
     # opened as a streamed pass opens it (without memory maps), with its storage options
     stream = ReopenSpec.make(loc, "r").streaming()
     kwargs: dict[str, Any] = dict(stream.options, mode=stream.mode)
@@ -605,7 +656,7 @@ def export_memmap(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SkippedKeyWarning)
-            return _write(
+            summary = _write(
                 source,
                 os.fspath(dst),
                 overwrite=overwrite,
@@ -613,6 +664,8 @@ def export_memmap(
                 slab_bytes=slab_bytes,
                 not_copied=left_out,
             )[1]
+            summary.not_copied.extend(lost)
+            return summary
     finally:
         owner.close()
 

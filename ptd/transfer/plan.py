@@ -26,8 +26,9 @@ from ptd.errors import (
     StoreNotFoundError,
     UnsupportedDtypeError,
 )
+from ptd.format.keynames import brief_key
 from ptd.storage import remote
-from ptd.storage.backends import BACKENDS, get_backend
+from ptd.storage.backends import BACKENDS, MEMMAP_FORMAT, get_backend
 from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.backends.properties import ArrayProperties, Stage
 from ptd.storage.location import StoreLocation
@@ -291,10 +292,10 @@ def copyable(meta: ArrayMeta, fmt: str) -> bool:
     return fmt == "zarr" and all(f.subdtype is None and f.kind in "biuf" for f in fields)
 
 
-def name_problem(fmt: str, name: str) -> str | None:
-    """Why a ``fmt`` destination cannot hold a node named ``name`` at all (the backend's
-    rule: names it can hold only escaped are not refused), or None."""
-    return get_backend(fmt).name_problem(name) if fmt in BACKENDS else None
+def name_problem(fmt: str, name: str, *, array: bool = False) -> str | None:
+    """Why a ``fmt`` destination (``"memmap"`` too) cannot hold a node named ``name`` at all
+    (the backend's rule: names it can hold only escaped are not refused), or None."""
+    return get_backend(fmt).name_problem(name, array=array)
 
 
 def escaped_keys(s: Scan, fmt: str) -> list[str]:
@@ -313,8 +314,8 @@ def refusals(s: Scan, fmt: str) -> dict[Path, str]:
     for path, kind, meta in s.nodes:
         if any(path[:i] in out for i in range(1, len(path))):
             continue
-        key = "/".join(path)
-        why = name_problem(fmt, path[-1])
+        key = brief_key("/".join(path))
+        why = name_problem(fmt, path[-1], array=kind is NodeKind.ARRAY)
         if why is not None:
             what = "group" if kind is NodeKind.GROUP else "key"
             out[path] = f"{what} {key!r} cannot be stored in {fmt} under its name: {why}"
@@ -330,14 +331,49 @@ def refusals(s: Scan, fmt: str) -> dict[Path, str]:
     return out
 
 
-def not_copyable(loc: StoreLocation, fmt: str) -> tuple[dict[Path, str], dict[Path, str]]:
-    """``(skipped, refused)`` of the store at ``loc`` for a ``fmt`` destination (``"h5"``,
-    ``"zarr"`` or ``"memmap"``): the links a listing skips, and :func:`refusals`."""
+def not_copyable(
+    loc: StoreLocation, fmt: str
+) -> tuple[dict[Path, str], dict[Path, str], list[dict[str, str]]]:
+    """``(skipped, refused, lost)`` of the store at ``loc`` for a ``fmt`` destination
+    (``"h5"``, ``"zarr"`` or ``"memmap"``): the links a listing skips, :func:`refusals`, and
+    :func:`lost_properties`."""
     from ptd.report.scan import open_stream, scan
 
     with open_stream(loc) as be:
         s = scan(be, be.name)
-        return dict(s.skipped), refusals(s, fmt)
+        refused = refusals(s, fmt)
+        return dict(s.skipped), refused, lost_properties(s, fmt, refused)
+
+
+def lost_properties(s: Scan, fmt: str, refused: dict[Path, str]) -> list[dict[str, str]]:
+    """The properties of the scan's arrays that a ``fmt`` destination has no place for
+    (dimension names, a maxshape that lets an array grow), each ``{"key", "property",
+    "reason"}``; codecs are not among them (the values are written decoded)."""
+    dst = get_backend(fmt)
+    if dst.holds_dimension_names and dst.holds_maxshape:
+        return []
+    what = "a memmap directory" if fmt == MEMMAP_FORMAT else f"a {fmt} store"
+    out: list[dict[str, str]] = []
+    for path, kind, meta in s.nodes:
+        if kind is not NodeKind.ARRAY or meta is None or path in refused:
+            continue
+        if meta.kind is not ValueKind.NUMERIC:
+            continue
+        props = s.backend.array_properties(path, meta)
+        key = "/".join(path)
+        if props.dimension_names is not None and not dst.holds_dimension_names:
+            out.append(
+                {
+                    "key": key,
+                    "property": "dimension_names",
+                    "reason": f"{what} has no dimension names",
+                }
+            )
+        if props.resizable and not dst.holds_maxshape:
+            out.append(
+                {"key": key, "property": "maxshape", "reason": f"{what} holds fixed-size arrays"}
+            )
+    return out
 
 
 def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> dict[Path, LeafLayout]:
@@ -447,11 +483,14 @@ def refusal_error(result: ConvertResult, refused: dict[Path, str]) -> str:
     )
 
 
-def left_out_keys(loc: StoreLocation, fmt: str, skip_unsupported: bool) -> dict[str, str]:
+def left_out_keys(
+    loc: StoreLocation, fmt: str, skip_unsupported: bool
+) -> tuple[dict[str, str], list[dict[str, str]]]:
     """The keys (``"a/b"``) of the store at ``loc`` that a ``fmt`` copy leaves out, with why:
     its skipped links, and its :func:`refusals` when ``skip_unsupported`` (otherwise they
-    raise UnsupportedDtypeError naming the first)."""
-    skipped, refused = not_copyable(loc, fmt)
+    raise UnsupportedDtypeError naming the first); and the properties it does not keep
+    (:func:`lost_properties`)."""
+    skipped, refused, lost = not_copyable(loc, fmt)
     if refused and not skip_unsupported:
         first = next(iter(refused.values()))
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
@@ -459,4 +498,4 @@ def left_out_keys(loc: StoreLocation, fmt: str, skip_unsupported: bool) -> dict[
             f"cannot write {loc.path} as a {fmt} copy: {first}{more}; pass skip_unsupported=True "
             f"(--skip-unsupported) to write the rest"
         )
-    return {"/".join(k): r for k, r in {**skipped, **refused}.items()}
+    return {"/".join(k): r for k, r in {**skipped, **refused}.items()}, lost

@@ -324,13 +324,23 @@ def print_summary(console: Any, result: Any, name: Callable[[str], str] = str) -
 
 def print_not_copied(console: Any, result: Any, what: str = "not copied") -> None:
     """One line per key (or attribute) of the source that is not in the destination."""
+    from ptd.format.keynames import brief_key  # (the library loads when a command runs)
+
     items = getattr(result, "not_copied", None) or []
-    nodes = [i for i in items if not i.get("property")]
+    nodes = [i for i in items if not i.get("property") and not i.get("attr")]
     if nodes:
         console.print(f"  {plural(len(nodes), 'item')} {what}:", markup=False, style="yellow")
     for item in nodes:
-        attr = f" attribute {item['attr']!r}" if item.get("attr") else ""
-        console.print(f"  {what}: {item['key']}{attr}: {item['reason']}", markup=False)
+        console.print(f"  {what}: {brief_key(item['key'])}: {item['reason']}", markup=False)
+    # attributes a destination cannot hold: one line per attribute name and reason
+    attrs: dict[tuple[str, str], list[str]] = {}
+    for item in items:
+        if item.get("attr") and not item.get("property"):
+            attrs.setdefault((item["attr"], item["reason"]), []).append(item["key"])
+    for (attr, reason), keys in attrs.items():
+        console.print(
+            f"  {what}: attribute {attr!r} of {_some(keys)}: {reason}", markup=False, style="yellow"
+        )
     # properties of copied leaves that are not kept, one line per kind with its keys
     kept_not: dict[tuple[str, str], list[str]] = {}
     for item in items:
@@ -338,5 +348,9 @@ def print_not_copied(console: Any, result: Any, what: str = "not copied") -> Non
             kept_not.setdefault((item["property"], item["reason"]), []).append(item["key"])
     verb = "would not be kept" if what != "not copied" else "not kept"
     for (prop, reason), keys in kept_not.items():
-        shown = ", ".join(keys[:3]) + (f" (and {len(keys) - 3} more)" if len(keys) > 3 else "")
-        console.print(f"  {verb}: {prop} of {shown}: {reason}", markup=False, style="yellow")
+        console.print(f"  {verb}: {prop} of {_some(keys)}: {reason}", markup=False, style="yellow")
+
+
+def _some(keys: list[str]) -> str:
+    """The first keys of a list, and how many more."""
+    return ", ".join(keys[:3]) + (f" (and {len(keys) - 3} more)" if len(keys) > 3 else "")

@@ -101,6 +101,17 @@ def print_summary(console: Any, src: str, summary: Any, name: Callable[[str], st
         + (f"; {summary.pickled} non-tensor entries pickled" if summary.pickled else ""),
         markup=False,
     )
+    escaped = getattr(summary, "escaped", None) or []
+    if escaped:
+        console.print(
+            f"  stored under escaped names ({_shown(escaped)}): meta.json uses these names for "
+            "its own fields; ptd loads them under their own names, tensordict as %-escaped",
+            markup=False,
+        )
     from .convert import print_not_copied
 
     print_not_copied(console, summary)
+
+
+def _shown(keys: list[str]) -> str:
+    return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")

@@ -23,7 +23,7 @@ import functools
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -173,8 +173,10 @@ class Backend(ABC):
         return tuple(self.escaped_name(p) or p for p in path)
 
     @classmethod
-    def name_problem(cls, name: str) -> str | None:
-        """Why this format cannot hold a node named ``name`` at all, even escaped, or None."""
+    def name_problem(cls, name: str, *, array: bool = False) -> str | None:
+        """Why this format cannot hold a node (``array``: an array) named ``name`` at all,
+        even escaped, or None. HDF5 holds names of any length; formats that keep nodes as
+        files refuse names longer than file systems hold."""
         return impossible_name(name)
 
     # --- string arrays as types of their own (ptd.storage.backends.strings) ---------------------
@@ -300,6 +302,10 @@ class Backend(ABC):
         """Whether this format can write the step ``codec`` (:class:`Codec`, neutral name),
         and whether its plain readers decode it without a plugin. None by default."""
         return CodecSupport.NONE
+
+    #: whether the format keeps an array's dimension names, and that it can grow (maxshape)
+    holds_dimension_names: ClassVar[bool] = True
+    holds_maxshape: ClassVar[bool] = True
 
     @classmethod
     def codec_available(cls, codec: Codec) -> bool:

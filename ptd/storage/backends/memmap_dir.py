@@ -39,7 +39,16 @@ from ptd.errors import (
 )
 from ptd.format.detect import MEMMAP_FORMAT
 from ptd.format.dtypes import BITS, DIRECT, canonical_name
-from ptd.format.memmap_dir import encode_key, node_kind, read_meta_json
+from ptd.format.memmap_dir import (
+    encode_key,
+    entry_attrs,
+    entry_key,
+    entry_name_problem,
+    node_attrs,
+    node_kind,
+    read_meta_json,
+    stored_entry_name,
+)
 from ptd.format.names import (
     ENCODING_JSON,
     ENCODING_PICKLE,
@@ -162,6 +171,14 @@ class MemmapDirBackend(Backend):
             (): _Node("td", loc.path, root_meta, None, _batch(root_meta))
         }
 
+    #: a leaf is one file of raw values: no dimension names, a fixed size
+    holds_dimension_names = False
+    holds_maxshape = False
+
+    @classmethod
+    def name_problem(cls, name: str, *, array: bool = False) -> str | None:
+        return entry_name_problem(name, array)
+
     # --- lifecycle ---------------------------------------------------------------------------
     @classmethod
     def open(cls, target: Any, mode: str = "r", **_: Any) -> MemmapDirBackend:
@@ -195,8 +212,9 @@ class MemmapDirBackend(Backend):
 
     # --- the tree ----------------------------------------------------------------------------
     def _entries(self, group: _Node) -> list[tuple[str, dict[str, Any]]]:
+        """``(key, entry)`` of each entry of the node's ``meta.json`` (escaped names undone)."""
         return [
-            (k, v)
+            (entry_key(k, v), v)
             for k, v in group.meta.items()
             if k not in MEMMAP_NODE_FIELDS and isinstance(v, dict)
         ]
@@ -204,7 +222,7 @@ class MemmapDirBackend(Backend):
     def _child(self, group: _Node, name: str, entry: dict[str, Any]) -> _Node:
         if "type" not in entry:
             return _Node("tensor", group.directory, {}, entry, group.batch)
-        sub = os.path.join(group.directory, encode_key(name))
+        sub = os.path.join(group.directory, encode_key(stored_entry_name(name)))
         if not os.path.isdir(sub) and os.path.isdir(os.path.join(group.directory, name)):
             sub = os.path.join(group.directory, name)  # tensordict's older, unencoded names
         meta = read_meta_json(sub)
@@ -221,8 +239,13 @@ class MemmapDirBackend(Backend):
         parent = self._node(path[:-1])
         if parent is None or parent.kind != "td":
             return None
-        entry = parent.meta.get(path[-1])
-        if path[-1] in MEMMAP_NODE_FIELDS or not isinstance(entry, dict):
+        stored = stored_entry_name(path[-1])
+        entry = parent.meta.get(stored)
+        if (
+            stored in MEMMAP_NODE_FIELDS
+            or not isinstance(entry, dict)
+            or entry_key(stored, entry) != path[-1]
+        ):
             return None
         node = self._child(parent, path[-1], entry)
         self._nodes[path] = node
@@ -271,11 +294,11 @@ class MemmapDirBackend(Backend):
                 and all(n is None or isinstance(n, str) for n in names)
             ):
                 names = None
-            return td_meta_attrs(node.batch, names)
-        return {}
+            return {**node_attrs(node.meta), **td_meta_attrs(node.batch, names)}
+        return entry_attrs(node.entry or {})
 
     def _tensor_file(self, path: Path, node: _Node) -> str:
-        name = path[-1]
+        name = stored_entry_name(path[-1])
         file = os.path.join(node.directory, encode_key(name) + MEMMAP_SUFFIX)
         legacy = os.path.join(node.directory, name + MEMMAP_SUFFIX)
         if not os.path.exists(file) and "/" not in name and os.path.exists(legacy):
@@ -317,7 +340,7 @@ class MemmapDirBackend(Backend):
                 if isinstance(err, CorruptStoreError):
                     raise
                 return self._unsupported(path, entry, f"the dtype {entry.get('dtype')!r}")
-            attrs = {PTD_DTYPE_ATTR: name} if name in BITS else {}
+            attrs = {**entry_attrs(entry), **({PTD_DTYPE_ATTR: name} if name in BITS else {})}
             file = self._tensor_file(path, node)
             stored = os.path.getsize(file) if os.path.exists(file) else None
             return self._describe_array(
@@ -331,7 +354,7 @@ class MemmapDirBackend(Backend):
                 dtype=np.dtype(object),
                 kind=ValueKind.NON_TENSOR,
                 torch_dtype=None,
-                attrs={TD_NON_TENSOR_ATTR: {"encoding": encoding}},
+                attrs={**entry_attrs(node.entry or {}), TD_NON_TENSOR_ATTR: {"encoding": encoding}},
                 non_tensor_kind=encoding,
             )
         data = node.meta.get("data")
@@ -345,7 +368,11 @@ class MemmapDirBackend(Backend):
             dtype=np.dtype(object),
             kind=ValueKind.NON_TENSOR,
             torch_dtype=None,
-            attrs={TD_NON_TENSOR_ATTR: {"encoding": encoding}, TD_STACK_ATTR: list(stack)},
+            attrs={
+                **entry_attrs(node.entry or {}),
+                TD_NON_TENSOR_ATTR: {"encoding": encoding},
+                TD_STACK_ATTR: list(stack),
+            },
             non_tensor_kind=encoding,
             stack_shape=stack,
         )

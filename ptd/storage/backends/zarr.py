@@ -42,7 +42,7 @@ from ptd.errors import (
     ReadOnlyError,
     UnsupportedOperationError,
 )
-from ptd.format.names import PTD_BYTES_ATTRS, PTD_NAME_ATTR, TD_NON_TENSOR_ATTR
+from ptd.format.names import NAME_MAX_BYTES, PTD_BYTES_ATTRS, PTD_NAME_ATTR, TD_NON_TENSOR_ATTR
 from ptd.storage.backends import (
     zarr_bulk,
     zarr_codec,
@@ -96,6 +96,21 @@ class ZarrBackend(Backend):
     @classmethod
     def escaped_name(cls, name: str) -> str | None:
         return zarr_names.escaped_name(name)
+
+    @classmethod
+    def name_problem(cls, name: str, *, array: bool = False) -> str | None:
+        why = super().name_problem(name, array=array)
+        if why is not None:
+            return why
+        stored = zarr_names.escaped_name(name) or name
+        size = len(stored.encode("utf-8"))
+        if size > NAME_MAX_BYTES:  # a directory of a local store: its name is a file name
+            return (
+                f"its name is {size} bytes{' escaped' if stored != name else ''}, and a zarr "
+                f"store keeps each node as a directory, whose name file systems hold to "
+                f"{NAME_MAX_BYTES} bytes"
+            )
+        return None
 
     def __init__(
         self,
