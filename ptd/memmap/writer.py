@@ -254,7 +254,11 @@ class _Writer:
         cannot hold are listed in ``not_copied`` (``{"key", "attr", "reason"}``)."""
         with self.read_lock if self.pool is not None else _NO_LOCK:
             try:
-                raw = user_attrs(src._backend.get_attrs(path))
+                meta = src._tree.meta(path) if path != src._path else None
+                # a leaf's attributes are in the metadata the store already read
+                raw = user_attrs(
+                    dict(meta.attrs) if meta is not None else src._backend.get_attrs(path)
+                )
             except PtdError as err:
                 self.attr_losses.append({"key": key, "attr": "*", "reason": str(err)})
                 return {}

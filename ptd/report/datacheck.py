@@ -44,7 +44,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from ptd.errors import PickleRefusedError, PtdError
-from ptd.storage.backends.base import Backend, NodeKind, Path, ValueKind
+from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.backends.chunks import ChunkInfo, chunk_info
 
 __all__ = [
@@ -118,6 +118,10 @@ class LeafStats:
     nbytes: int = 0
     #: a histogram of a strided sample (``bins`` counts over ``[min, max]``), float leaves
     histogram: list[int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a dict (for JSON; the histogram list is shared, not copied)."""
+        return dict(vars(self))
 
 
 @dataclass
@@ -349,6 +353,23 @@ def _as_numbers(raw: np.ndarray, torch_dtype: str | None) -> np.ndarray | None:
 
 
 # --- the pass ----------------------------------------------------------------------------------
+#: a block smaller than this is read in one task with its neighbours (up to _BATCH_BLOCKS)
+_SMALL_BLOCK = 1 << 20
+_BATCH_BLOCKS = 256
+
+
+def _region_size(shape: tuple[int, ...], region: tuple[slice, ...]) -> int:
+    """Elements of ``shape`` a block ``region`` (slices of the leading dims) covers."""
+    n = 1
+    for i, dim in enumerate(shape):
+        if i < len(region):
+            start, stop, step = region[i].indices(dim)
+            n *= len(range(start, stop, step))
+        else:
+            n *= dim
+    return n
+
+
 @dataclass
 class _Leaf:
     path: Path
@@ -377,6 +398,7 @@ def check_data(
     progress: Callable[[int], None] | None = None,
     histogram_bins: int = 0,
     block_bytes: int | None = None,
+    metas: Mapping[Path, ArrayMeta] | None = None,
 ) -> DataResult:
     """Read every chunk of the leaves at ``paths`` (default: every leaf of the store) of an
     open backend once (see the module doc). ``progress(nbytes)`` is called as blocks complete;
@@ -385,7 +407,7 @@ def check_data(
     ``workers`` (default: 2 for HDF5, whose library reads under one global lock, so that a
     second thread only computes one block's statistics while the next is read; ``min(4,
     CPUs)`` for zarr, whose codecs run in parallel) blocks are in flight at once, each ``block_bytes`` (default 16 MiB for HDF5,
-    :data:`BLOCK_BYTES` for zarr)."""
+    :data:`BLOCK_BYTES` for zarr). ``metas``: the leaves' metadata when the caller has read it."""
     if block_bytes is None:
         block_bytes = 2 * BLOCK_BYTES if be.name == "h5" else BLOCK_BYTES
     t0 = time.perf_counter()
@@ -396,7 +418,9 @@ def check_data(
     leaves: list[_Leaf] = []
     for path in paths:
         key = "/".join(path)
-        meta = be.array_meta(path)
+        meta = metas.get(path) if metas is not None else None
+        if meta is None:
+            meta = be.array_meta(path)
         if meta.kind is ValueKind.NON_TENSOR:
             try:
                 with warnings.catch_warnings():
@@ -492,12 +516,34 @@ def check_data(
             for region in plan_blocks(leaf.shape, chunks, leaf.itemsize, block_bytes):
                 yield leaf, region
 
+    def batches() -> Iterator[list[tuple[_Leaf, tuple[slice, ...]]]]:
+        """The blocks in tasks for the pool: a large block alone, small ones (a store of
+        many small leaves) together up to ``block_bytes``, so that a task is worth its
+        round trip through the pool."""
+        batch: list[tuple[_Leaf, tuple[slice, ...]]] = []
+        size = 0
+        for leaf, region in jobs():
+            nbytes = _region_size(leaf.shape, region) * leaf.itemsize
+            if nbytes >= _SMALL_BLOCK:
+                yield [(leaf, region)]
+                continue
+            batch.append((leaf, region))
+            size += nbytes
+            if size >= block_bytes or len(batch) >= _BATCH_BLOCKS:
+                yield batch
+                batch, size = [], 0
+        if batch:
+            yield batch
+
+    def read_batch(batch: list[tuple[_Leaf, tuple[slice, ...]]]) -> int:
+        return sum(read_block(leaf, region) for leaf, region in batch)
+
     default_workers = min(2 if be.name == "h5" else 4, os.cpu_count() or 1)
     n_workers = max(1, int(workers) if workers else default_workers)
     with ThreadPoolExecutor(n_workers, thread_name_prefix="ptd-datacheck") as pool:
         pending: list[Future[int]] = []
-        for leaf, region in jobs():
-            pending.append(pool.submit(read_block, leaf, region))
+        for batch in batches():
+            pending.append(pool.submit(read_batch, batch))
             while len(pending) > n_workers:
                 nbytes = pending.pop(0).result()
                 res.nbytes += nbytes

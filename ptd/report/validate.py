@@ -330,6 +330,7 @@ def validate(
                 workers=workers,
                 progress=progress,
                 histogram_bins=histogram_bins,
+                metas=metas,
             )
             problems.extend(from_data(result))
         skip = set(ignore)
@@ -358,7 +359,7 @@ def validate(
             report.data_checked = True
             report.data_nbytes = result.nbytes
             report.data_seconds = round(result.seconds, 6)
-            report.stats = {k: asdict(v) for k, v in result.stats.items()}
+            report.stats = {k: v.to_dict() for k, v in result.stats.items()}
         return report
     finally:
         be.close()

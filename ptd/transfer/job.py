@@ -40,9 +40,6 @@ from ptd.transfer.plan import (
 
 __all__ = ["Target", "Job", "planned", "failed", "finish", "batches_to_record"]
 
-#: the stored size of the destination's tensors is measured up to this many tensors
-STORED_SIZE_LEAVES = 2000
-
 
 @dataclass(frozen=True)
 class Target:
@@ -275,13 +272,13 @@ def _stored_nbytes(dst: StoreLocation, result: ConvertResult) -> int | None:
     """Bytes the tensors of the plan occupy in the written store (without listing it again:
     zarr chunk files' sizes; h5 datasets' storage sizes)."""
     paths = [tuple(lp.key.split("/")) for lp in result.plan if lp.kind == "tensor"]
-    if len(paths) > STORED_SIZE_LEAVES:
-        return None  # not worth opening every dataset again (ptd inspect tells)
-    if dst.format == "zarr":
+    if not paths:
+        return 0
+    if dst.format == "zarr":  # file sizes, listed once (zarr states no stored size)
         sizes = zarr_array_nbytes(dst.path, paths, dst.options)
         return sum(sizes.values()) if sizes else None
     be = dst.open_stream()
     try:
-        return sum(be.array_meta(p).stored_nbytes or 0 for p in paths)
+        return sum(be.stored_sizes(paths).values())
     finally:
         be.close()

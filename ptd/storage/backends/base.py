@@ -269,6 +269,11 @@ class Backend(ABC):
         return self._group(path)
 
     # --- the property inventory (ptd.storage.backends.properties) ------------------------------
+    def stored_sizes(self, paths: Sequence[Path]) -> dict[Path, int]:
+        """The bytes each array at ``paths`` occupies in the store (its chunks, encoded), for
+        a summary of many arrays; an array whose size the store does not tell counts 0."""
+        return {p: self.array_meta(p).stored_nbytes or 0 for p in paths}
+
     def array_properties(self, path: Path, meta: ArrayMeta | None = None) -> ArrayProperties:
         """Everything the store states about the array at ``path`` besides its values: codec
         pipeline in order, fill value, dimension names, resizable dims, attribute types,

@@ -402,6 +402,19 @@ class H5Backend(Backend):
     def creation_options(cls, encoding: Encoding, dtype: np.dtype) -> dict[str, Any]:
         return h5_properties.creation_options(encoding, dtype)
 
+    def stored_sizes(self, paths: Sequence[Path]) -> dict[Path, int]:
+        # the low-level open: no h5py.Dataset (and its property lists) per array
+        self._check_open("/")
+        fid = self._root.id
+        out: dict[Path, int] = {}
+        for path in paths:
+            try:
+                oid = h5py.h5o.open(fid, "/".join(path).encode("utf-8"))
+            except (KeyError, ValueError, RuntimeError, OSError):
+                raise self._not_found(path) from None
+            out[path] = int(oid.get_storage_size()) if isinstance(oid, h5py.h5d.DatasetID) else 0
+        return out
+
     def array_meta(self, path: Path) -> ArrayMeta:
         try:
             entry = self._entry(path, data=False)
