@@ -38,8 +38,8 @@ Fill values, dimension names and HDF5 maxshape are carried whenever the destinat
 >>> props = ArrayProperties(("x",), (100, 4), np.dtype("f4"), (10, 4), None, (zstd,), None,
 ...                         None, None, {}, {}, "chunked")
 >>> leaf = leaf_encoding(props, get_backend("h5"), compression=None, level=None)
->>> describe_pipeline(leaf.encoding.pipeline), leaf.notes[0][:60]
-('shuffle+gzip(4)', 'zstd is an HDF5 filter plugin that plain h5py and tensordict ')
+>>> describe_pipeline(leaf.encoding.pipeline), leaf.notes[0][:29]
+('shuffle+gzip(4)', 'zstd is an HDF5 filter plugin')
 """
 
 from __future__ import annotations
@@ -195,7 +195,11 @@ def leaf_encoding(
         compressors = [c for c in compressors if c.name not in ("shuffle", "bitshuffle")]
         compressors.extend(default_compressors(dst, props.dtype.itemsize))
         names = "+".join(dict.fromkeys(c.name for c in replaced))
-        instead = describe_pipeline(compressors) or "uncompressed"
+        # one note for every leaf, whatever its item size (no byte shuffle for 1-byte types)
+        wide = default_compressors(dst, 8)
+        instead = describe_pipeline(wide) or "uncompressed"
+        if any(c.name == "shuffle" for c in wide):
+            instead += " (without the shuffle for 1-byte types)"
         if any(dst.codec_support(c) is CodecSupport.PLUGIN for c in replaced):
             why = f"{names} is an {fmt} filter plugin that plain h5py and tensordict cannot read"
             keep = (
