@@ -22,9 +22,9 @@ copied as usual, uncompressed):
 >>> random_access(m, "h5", remote=False)
 LeafLayout(chunks=None, shards=None, codec=None, level=None)
 >>> random_access(m, "zarr", remote=False)
-LeafLayout(chunks=(32768, 64), shards=None, codec=None, level=None)
+LeafLayout(chunks=(32259, 64), shards=None, codec=None, level=None)
 >>> random_access(m, "zarr", remote=True)
-LeafLayout(chunks=(256, 64), shards=(65536, 64), codec='zstd', level=3)
+LeafLayout(chunks=(256, 64), shards=(62720, 64), codec='zstd', level=3)
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ __all__ = [
     "SHARD_TARGET",
     "CHUNK_TARGET",
     "LeafLayout",
+    "balanced_rows",
     "check_layout",
     "random_access",
 ]
@@ -88,10 +89,15 @@ def check_layout(layout: str | None) -> str | None:
     return None if name == "keep" else name
 
 
-def _rows(target: int, row: int, n: int) -> int:
-    """Rows per chunk near ``target`` bytes that cut ``n`` rows into equal chunks."""
-    rows = max(1, min(n, target // max(1, row)))
-    return max(1, math.ceil(n / math.ceil(n / rows)))
+def balanced_rows(n: int, target: int) -> int:
+    """Rows per chunk near ``target`` that cut ``n`` rows into equal chunks, so the last one
+    is not mostly padding: ``ceil(n / ceil(n / target))``.
+
+    >>> balanced_rows(200_000, 123_361), balanced_rows(100, 1000), balanced_rows(10, 3)
+    (100000, 100, 3)
+    """
+    target = max(1, min(int(target), n))
+    return max(1, math.ceil(n / math.ceil(n / target)))
 
 
 def random_access(meta: ArrayMeta, fmt: str, *, remote: bool) -> LeafLayout:
@@ -104,7 +110,9 @@ def random_access(meta: ArrayMeta, fmt: str, *, remote: bool) -> LeafLayout:
     row = math.prod(shape[1:]) * meta.dtype.itemsize
     n = shape[0]
     if not remote:
-        return LeafLayout((_rows(CHUNK_TARGET, row, n),) + shape[1:], None, None, None)
-    inner = _rows(INNER_TARGET, row, n)
-    shard = max(inner, _rows(SHARD_TARGET, row, n) // inner * inner)
+        return LeafLayout((balanced_rows(n, CHUNK_TARGET // row),) + shape[1:], None, None, None)
+    inner = balanced_rows(n, INNER_TARGET // row)
+    # a shard holds whole inner chunks: round up, so the shards stay as few as balanced_rows
+    # makes them
+    shard = math.ceil(balanced_rows(n, SHARD_TARGET // row) / inner) * inner
     return LeafLayout((inner,) + shape[1:], (shard,) + shape[1:], "zstd", 3)

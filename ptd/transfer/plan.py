@@ -33,7 +33,7 @@ from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueK
 from ptd.storage.backends.properties import ArrayProperties, Stage
 from ptd.storage.location import StoreLocation
 from ptd.transfer.encoding import describe_pipeline, leaf_encoding
-from ptd.transfer.layouts import LeafLayout, random_access
+from ptd.transfer.layouts import LeafLayout, balanced_rows, random_access
 from ptd.transfer.options import ConvertOptions, ConvertResult, LeafPlan
 
 if TYPE_CHECKING:
@@ -46,7 +46,6 @@ __all__ = [
     "resolve_destination",
     "check_destination",
     "SMALL_CONTIGUOUS",
-    "balanced_rows",
     "dst_chunks",
     "leaf_target",
     "kept_shards",
@@ -142,17 +141,6 @@ def _check_remote_destination(src: StoreLocation, dst: StoreLocation) -> bool:
 #: a source array chunked only because its format chunks everything (zarr), of one chunk and
 #: at most this many bytes, is contiguous in a destination that stores arrays contiguously
 SMALL_CONTIGUOUS = 1 << 20
-
-
-def balanced_rows(n: int, target: int) -> int:
-    """Rows per chunk near ``target`` that cut ``n`` rows into equal chunks, so the last one
-    is not mostly padding: ``ceil(n / ceil(n / target))``.
-
-    >>> balanced_rows(200_000, 123_361), balanced_rows(100, 1000), balanced_rows(10, 3)
-    (100000, 100, 4)
-    """
-    target = max(1, min(int(target), n))
-    return max(1, math.ceil(n / math.ceil(n / target)))
 
 
 def dst_chunks(
