@@ -36,6 +36,7 @@ _PUBLIC: dict[str, str] = {
     "ConvertResult": "ptd.transfer.options",
     "ConvertOptions": "ptd.transfer.options",
     "convert_distributed": "ptd.transfer.distributed",
+    "verify_conversion": "ptd.transfer.verify",
     "info": "ptd.report.info",
     "StoreInfo": "ptd.report.info",
     "validate": "ptd.report.validate",
@@ -63,6 +64,7 @@ __all__ = [
     "ConvertResult",
     "ConvertOptions",
     "convert_distributed",
+    "verify_conversion",
     "info",
     "StoreInfo",
     "validate",
@@ -92,6 +94,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from ptd.transfer.convert import convert
     from ptd.transfer.distributed import convert_distributed
     from ptd.transfer.options import ConvertOptions, ConvertResult
+    from ptd.transfer.verify import verify_conversion
 
 
 def __getattr__(name: str) -> Any:

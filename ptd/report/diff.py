@@ -40,11 +40,13 @@ from typing import Any
 import numpy as np
 
 from ptd.errors import PickleRefusedError, PtdError, PtdValueError
+from ptd.format.tables import describe_table, is_table, table_fields
 from ptd.report.consolidated import open_checked
 from ptd.report.info import jsonable, leaf_shape, user_attrs
 from ptd.report.scan import Scan, scan
 from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.backends.chunks import chunk_info
+from ptd.storage.backends.properties import same_fill
 from ptd.storage.location import StoreLocation, as_path_str
 
 __all__ = ["diff", "DiffReport", "Difference", "DIFF_KINDS"]
@@ -59,10 +61,13 @@ DIFF_KINDS = (
     "batch_size_differs",
     "non_tensor_differs",
     "attrs_differ",
+    "properties_differ",
     "values_differ",
 )
 #: bytes of one slab of one side
 SLAB_BYTES = 4 * 2**20
+#: a leaf of at most this many bytes a side is read in one piece, without the thread pool
+SMALL_LEAF = 256 * 2**10
 _FIRST_ROWS = 5
 
 
@@ -79,6 +84,10 @@ class Difference:
     b: Any = None
     count: int | None = None
     first_rows: list[int] | None = None
+    #: for a table (compound) leaf: the field whose values differ
+    field: str | None = None
+    #: of ``count``: the elements NaN on both sides (equal with ``equal_nan``)
+    both_nan: int = 0
 
 
 @dataclass
@@ -97,6 +106,17 @@ class DiffReport:
     leaves_compared: int = 0
     nbytes_compared: int = 0
     seconds: float = 0.0
+    #: leaves on both sides whose values could not be compared, each ``{"key", "reason"}``
+    #: (HDF5 object references, variable-length sequences...): ``same`` says nothing of them
+    not_compared: list[dict[str, str]] = field(default_factory=list)
+    #: keys of A that B lacks on purpose, each ``{"key", "reason"}``: a conversion's
+    #: ``not_copied`` (:func:`ptd.verify_conversion`); not differences
+    left_out: list[dict[str, str]] = field(default_factory=list)
+
+    def verified(self, allow_uncompared: bool = False) -> bool:
+        """Whether the comparison shows the stores hold the same: no difference, and every
+        leaf compared (unless ``allow_uncompared``)."""
+        return self.same and (allow_uncompared or not self.not_compared)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -121,9 +141,18 @@ def _shape(meta: ArrayMeta) -> list[int]:
 
 
 def _structure(
-    sa: Scan, sb: Scan, out: list[Difference]
+    sa: Scan,
+    sb: Scan,
+    out: list[Difference],
+    tables: list[tuple[Path, ArrayMeta, ArrayMeta]] | None = None,
+    not_compared: list[dict[str, str]] | None = None,
+    codecs: bool = False,
 ) -> list[tuple[Path, ArrayMeta, ArrayMeta]]:
-    """Structure differences into ``out``; returns the tensor pairs whose values to compare."""
+    """Structure differences into ``out``; returns the tensor pairs whose values to compare.
+    Table (compound) pairs of the same fields go to ``tables``, to be compared field by
+    field; leaves whose values cannot be compared to ``not_compared``."""
+    tables = tables if tables is not None else []
+    not_compared = not_compared if not_compared is not None else []
     na, nb = _nodes(sa), _nodes(sb)
     pairs: list[tuple[Path, ArrayMeta, ArrayMeta]] = []
     ga, gb = user_attrs(sa.group_attrs.get((), {})), user_attrs(sb.group_attrs.get((), {}))
@@ -193,7 +222,95 @@ def _structure(
                     )
                 )
             pairs.append((pa, ma, mb))
+            _properties(key, pa, sa, sb, ma, mb, out, codecs)
+        elif ka == "unsupported":
+            _unsupported_pair(key, pa, ma, mb, out, tables, not_compared)
+            _properties(key, pa, sa, sb, ma, mb, out, codecs)
+    if codecs:
+        ua = sa.backend.store_properties().userblock_size
+        ub = sb.backend.store_properties().userblock_size
+        if ua != ub and sa.backend.name == sb.backend.name:
+            out.append(
+                Difference(
+                    "",
+                    "properties_differ",
+                    f"user block of {ua} vs {ub} bytes",
+                    {"userblock_size": ua},
+                    {"userblock_size": ub},
+                )
+            )
     return pairs
+
+
+def _properties(
+    key: str,
+    path: Path,
+    sa: Scan,
+    sb: Scan,
+    ma: ArrayMeta,
+    mb: ArrayMeta,
+    out: list[Difference],
+    codecs: bool,
+) -> None:
+    """The properties that give the values their meaning, compared where both formats state
+    them: the fill value, dimension names, the dims the array can grow along; with ``codecs``
+    (``metadata_only``) also the codec pipeline, when both stores are of one format (two
+    formats spell their codecs apart)."""
+    ba, bb = sa.backend, sb.backend
+    try:
+        pa, pb = ba.array_properties(path, ma), bb.array_properties(path, mb)
+    except PtdError:
+        return  # the values pass reports an unreadable leaf
+    a: dict[str, Any] = {}
+    b: dict[str, Any] = {}
+    if ba.holds_fill_value and bb.holds_fill_value and not same_fill(pa.fill_value, pb.fill_value):
+        a["fill_value"], b["fill_value"] = pa.fill_description(), pb.fill_description()
+    if ba.holds_dimension_names and bb.holds_dimension_names:
+        if pa.dimension_names != pb.dimension_names:
+            a["dimension_names"] = list(pa.dimension_names or []) or None
+            b["dimension_names"] = list(pb.dimension_names or []) or None
+    if ba.holds_maxshape and bb.holds_maxshape and pa.resizable != pb.resizable:
+        a["resizable"], b["resizable"] = list(pa.resizable), list(pb.resizable)
+    if codecs and ba.name == bb.name and pa.compression != pb.compression:
+        a["pipeline"], b["pipeline"] = pa.compression, pb.compression
+    if a or b:
+        names = ", ".join(a)
+        out.append(Difference(key, "properties_differ", f"{key!r}: {names} differ", a, b))
+
+
+def _unsupported_pair(
+    key: str,
+    path: Path,
+    ma: ArrayMeta,
+    mb: ArrayMeta,
+    out: list[Difference],
+    tables: list[tuple[Path, ArrayMeta, ArrayMeta]],
+    not_compared: list[dict[str, str]],
+) -> None:
+    """A leaf that is no tensor on either side: a table is compared field by field when both
+    sides have the same fields; anything else is listed as not compared."""
+    if is_table(ma.dtype) and is_table(mb.dtype):
+        fa, fb = table_fields(ma.dtype), table_fields(mb.dtype)
+        if [n for n, _ in fa] != [n for n, _ in fb]:
+            out.append(
+                Difference(
+                    key,
+                    "dtype_differs",
+                    f"{key!r}: fields {describe_table(ma.dtype)} vs {describe_table(mb.dtype)}",
+                    describe_table(ma.dtype),
+                    describe_table(mb.dtype),
+                )
+            )
+            return
+        tables.append((path, ma, mb))
+        return
+    if ma.unreadable or mb.unreadable:
+        what = ma.unsupported if ma.unreadable else mb.unsupported
+        reason = f"its metadata cannot be read ({what})"
+    else:
+        what = ma.unsupported or f"the dtype {ma.dtype}"
+        reason = f"it holds {what}, whose values ptd cannot read"
+    not_compared.append({"key": key, "reason": reason})
 
 
 def _non_tensors(bea: Backend, beb: Backend, sa: Scan, sb: Scan, out: list[Difference]) -> None:
@@ -256,6 +373,13 @@ def _differ(
     return ~np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
 
 
+def _both_nan(a: np.ndarray, b: np.ndarray, equal_nan: bool) -> int:
+    """How many elements are NaN on both sides (0 with ``equal_nan``: those are equal)."""
+    if equal_nan or a.dtype.kind not in "fc" or b.dtype.kind not in "fc":
+        return 0
+    return int(np.count_nonzero(np.isnan(a) & np.isnan(b)))
+
+
 def _slabs(shape: tuple[int, ...], rows: int) -> Iterator[tuple[slice, ...]]:
     if not shape:
         yield ()
@@ -297,7 +421,9 @@ def diff(
     with closing(bea), closing(beb):
         sa, sb = scan(bea, bea.name), scan(beb, beb.name)
         out: list[Difference] = []
-        pairs = _structure(sa, sb, out)
+        tables: list[tuple[Path, ArrayMeta, ArrayMeta]] = []
+        not_compared: list[dict[str, str]] = []
+        pairs = _structure(sa, sb, out, tables, not_compared, codecs=metadata_only)
         _non_tensors(bea, beb, sa, sb, out)
         report = DiffReport(
             a=pa,
@@ -309,9 +435,11 @@ def diff(
             rtol=float(rtol),
             atol=float(atol),
             equal_nan=bool(equal_nan),
+            not_compared=not_compared,
         )
         if not metadata_only:
             _values(bea, beb, pairs, out, report, workers, progress)
+            _tables(bea, beb, tables, out, report, progress)
     order = {"/".join(p): i for i, (p, _k, _m) in enumerate(sa.nodes)}
     out.sort(key=lambda d: (order.get(d.key, len(order)), DIFF_KINDS.index(d.kind)))
     report.differences = out
@@ -321,6 +449,82 @@ def diff(
 
 
 _Item = tuple[tuple[slice, ...], "Future[np.ndarray]", "Future[np.ndarray]"]
+
+
+def _tables(
+    bea: Backend,
+    beb: Backend,
+    tables: list[tuple[Path, ArrayMeta, ArrayMeta]],
+    out: list[Difference],
+    report: DiffReport,
+    progress: Callable[..., None] | None,
+) -> None:
+    """Compare table leaves field by field, slab by slab (bounded memory like the tensors):
+    one difference per differing field. A table whose records cannot be read is listed as
+    not compared."""
+    for path, ma, mb in tables:
+        key = "/".join(path)
+        shape = tuple(ma.shape)
+        rows = _slab_rows(shape, max(ma.dtype.itemsize, mb.dtype.itemsize), 1)
+        names = [n for n, _ in table_fields(ma.dtype)]
+        counts = dict.fromkeys(names, 0)
+        nans = dict.fromkeys(names, 0)
+        first: dict[str, list[int]] = {n: [] for n in names}
+        try:
+            for region in _slabs(shape, rows) if 0 not in shape else ():
+                xa, xb = bea.read(path, region), beb.read(path, region)
+                start = region[0].start if region else 0
+                for name in names:
+                    neq = _field_differ(xa[name], xb[name], report)
+                    n = int(np.count_nonzero(neq))
+                    if not n:
+                        continue
+                    counts[name] += n
+                    if xa[name].ndim == 1:  # counted per record, as ``n`` is
+                        nans[name] += _both_nan(xa[name], xb[name], report.equal_nan)
+                    if len(first[name]) < _FIRST_ROWS:
+                        bad = neq.reshape(neq.shape[0], -1).any(axis=1) if neq.ndim else [True]
+                        first[name].extend(int(i) + start for i in np.flatnonzero(bad))
+                        del first[name][_FIRST_ROWS:]
+                report.nbytes_compared += xa.nbytes
+                if progress is not None:
+                    progress(int(xa.nbytes))
+        except PtdError as err:
+            report.not_compared.append({"key": key, "reason": f"its records cannot be read: {err}"})
+            continue
+        report.leaves_compared += 1
+        total = math.prod(shape) if shape else 1
+        for name in names:
+            if counts[name]:
+                out.append(
+                    Difference(
+                        key,
+                        "values_differ",
+                        f"{key!r} field {name!r}: {counts[name]} of {total} values differ "
+                        f"(first rows: {first[name]})",
+                        count=counts[name],
+                        first_rows=first[name],
+                        field=name,
+                        both_nan=nans[name],
+                    )
+                )
+
+
+def _field_differ(a: np.ndarray, b: np.ndarray, report: DiffReport) -> np.ndarray:
+    """Which records differ in one field (a sub-array field: any of its elements)."""
+    if a.dtype.kind in "fc" and b.dtype.kind in "fc":
+        neq = _differ(a, b, report.rtol, report.atol, report.equal_nan, False)
+    elif a.dtype.kind == "V" or b.dtype.kind == "V":  # a nested record: its bytes
+        neq = (
+            np.asarray(a.tobytes() != b.tobytes())
+            if a.shape == ()
+            else np.array([x.tobytes() != y.tobytes() for x, y in zip(a, b, strict=True)])
+        )
+    else:
+        neq = np.asarray(a != b)
+    if neq.ndim > 1:
+        return np.asarray(neq.reshape(neq.shape[0], -1).any(axis=1))
+    return neq
 
 
 class _LeafCompare:
@@ -334,19 +538,24 @@ class _LeafCompare:
             or bool(ma.torch_dtype and ma.torch_dtype.startswith("float8"))
         )
         self.count = 0
+        self.both_nan = 0
         self.first: list[int] = []
 
     def settle(self, item: _Item) -> int:
-        """Compare one slab; returns its bytes (side A)."""
+        """Compare one slab read on the pool; returns its bytes (side A)."""
         region, fa, fb = item
-        ra = fa.result()
+        return self.compare(region, fa.result(), fb.result())
+
+    def compare(self, region: tuple[slice, ...], ra: np.ndarray, rb: np.ndarray) -> int:
+        """Compare one slab; returns its bytes (side A)."""
         xa = _numbers(ra, self.ma.torch_dtype)
-        xb = _numbers(fb.result(), self.mb.torch_dtype)
+        xb = _numbers(rb, self.mb.torch_dtype)
         r = self.report
         neq = _differ(xa, xb, r.rtol, r.atol, r.equal_nan, self.exact)
         n = int(np.count_nonzero(neq))
         if n:
             self.count += n
+            self.both_nan += _both_nan(xa, xb, r.equal_nan)
             if len(self.first) < _FIRST_ROWS:
                 start = region[0].start if region else 0
                 if neq.ndim:
@@ -375,30 +584,50 @@ def _values(
         for path, ma, mb in pairs:
             key = "/".join(path)
             shape = tuple(ma.shape)
+            nbytes = math.prod(shape) * max(ma.dtype.itemsize, mb.dtype.itemsize)
+            small = nbytes <= SMALL_LEAF
             try:
-                align = int(chunk_info(bea, path, list_stored=False).chunks[0]) if shape else 1
+                align = (
+                    int(chunk_info(bea, path, list_stored=False).chunks[0])
+                    if shape and not small
+                    else 1
+                )
             except (PtdError, AttributeError, IndexError):
                 align = 1
             rows = _slab_rows(shape, max(ma.dtype.itemsize, mb.dtype.itemsize), align)
             leaf = _LeafCompare(ma, mb, report)
             pending: list[_Item] = []
-            if 0 not in shape:
-                for region in _slabs(shape, rows):
-                    pending.append(
-                        (
-                            region,
-                            pool.submit(bea.read, path, region),
-                            pool.submit(beb.read, path, region),
+            try:
+                if small and 0 not in shape:
+                    # one small read a side: here, as a pool round trip costs more than it
+                    whole: tuple[slice, ...] = (slice(0, shape[0]),) if shape else ()
+                    done = leaf.compare(whole, bea.read(path, whole), beb.read(path, whole))
+                    if progress is not None:
+                        progress(done)
+                elif 0 not in shape:
+                    for region in _slabs(shape, rows):
+                        pending.append(
+                            (
+                                region,
+                                pool.submit(bea.read, path, region),
+                                pool.submit(beb.read, path, region),
+                            )
                         )
-                    )
-                    while len(pending) > max(1, n_workers // 2):
-                        done = leaf.settle(pending.pop(0))
-                        if progress is not None:
-                            progress(done)
-            for item in pending:
-                done = leaf.settle(item)
-                if progress is not None:
-                    progress(done)
+                        while len(pending) > max(1, n_workers // 2):
+                            done = leaf.settle(pending.pop(0))
+                            if progress is not None:
+                                progress(done)
+                while pending:
+                    done = leaf.settle(pending.pop(0))
+                    if progress is not None:
+                        progress(done)
+            except PtdError as err:  # a chunk that cannot be read or decoded
+                for _region, fa, fb in pending:
+                    fa.cancel(), fb.cancel()
+                report.not_compared.append(
+                    {"key": key, "reason": f"its data cannot be read: {err}"}
+                )
+                continue
             report.leaves_compared += 1
             if leaf.count:
                 total = math.prod(shape) if shape else 1
@@ -410,5 +639,6 @@ def _values(
                         f"(first rows: {leaf.first})",
                         count=leaf.count,
                         first_rows=leaf.first,
+                        both_nan=leaf.both_nan,
                     )
                 )

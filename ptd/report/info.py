@@ -34,6 +34,9 @@ which are stable (new fields may be added; none is renamed or removed within a
     attribute, a batch size that does not fit the entries, dim names that do not fit the batch
     size), or ``null``. The batch size is then the one a ``PersistentTensorDict`` opened on the
     store gets: inferred from the entries.
+``userblock_size``
+    bytes reserved at the start of an HDF5 file for another program's header (``0``: none,
+    and always for zarr).
 ``depth``
     the ``--depth`` limit the entries were listed with, or ``null`` for all.
 ``attrs``
@@ -42,7 +45,9 @@ which are stable (new fields may be added; none is renamed or removed within a
     every group and leaf below the root, depth first, parents before children. Each has:
 
     ``key`` (``"a/b"``), ``name`` (``"b"``), ``depth`` (1 for the root's children), ``kind``
-    (``"group"``, ``"tensor"``, ``"non_tensor"`` or ``"unsupported"``), ``shape`` (a tensor's
+    (``"group"``, ``"tensor"``, ``"non_tensor"``, ``"table"`` (records of named fields: an HDF5
+    compound type, a zarr structured array; :mod:`ptd.format.tables`) or ``"unsupported"``),
+    ``shape`` (a tensor's or table's
     full shape; a non-tensor's stack shape, ``[]`` for one value; ``null`` for groups),
     ``batch_dims`` (how many leading dims of ``shape`` are batch dims), ``dtype`` (the torch
     dtype, e.g. ``"bfloat16"``; ``null`` unless a tensor), ``storage_dtype`` (the stored numpy
@@ -57,7 +62,21 @@ which are stable (new fields may be added; none is renamed or removed within a
     ``stored_batch_size`` and ``metadata_problem`` (``null`` for leaves), and ``attrs`` (user
     attributes, ``null`` unless asked for), ``link`` (an HDF5 soft or extra hard link: what
     it links to, e.g. ``"soft link to /obs"``; ``null`` otherwise) and ``reason`` (an
-    unsupported leaf: what it holds, e.g. ``"HDF5 object references"``).
+    unsupported leaf: what it holds, e.g. ``"HDF5 object references"``; a table: its fields,
+    ``"table (t f8, id i4)"``), ``fields`` (a table's: ``[{"name", "dtype"}]``, numpy dtype
+    strings; ``null`` otherwise).
+
+    Arrays also carry their property inventory: ``pipeline`` (every codec step in order from
+    the values to the stored bytes, filters included and the serializer left out, each
+    ``{"step", "stage", "lossy"}``: ``"delta(dtype=f8)"``, ``"filter"``, ``false``;
+    ``compression`` is the same steps as one line), ``fill_value`` (what unwritten elements
+    read as, ``"nan"``, ``"-1"``; ``null`` for zeros, both formats' default),
+    ``dimension_names`` (``["time", null]``; ``null`` when no dim is named), ``maxshape``
+    (``[null, 4]``: ``null`` per unlimited dim; ``null`` when the store states none, as zarr,
+    whose arrays resize freely), ``resizable`` (the dims the array can grow along, per its
+    maxshape) and ``layout`` (``contiguous``, ``chunked``, ``compact``, ``sharded``,
+    ``virtual``, ``external``). ``random_row_bytes``: what reading one random row decodes
+    (:mod:`ptd.report.access`, the cost the lint's L004 judges).
 ``zarr_format``
     ``2`` or ``3`` for a zarr store (v2 stores are read, never written), ``null`` for HDF5.
 ``skipped``
@@ -70,7 +89,7 @@ which are stable (new fields may be added; none is renamed or removed within a
     ones a reader trusting the consolidated metadata sees (``ptd validate`` checks the real
     ones).
 ``totals``
-    ``groups``, ``tensors``, ``non_tensors``, ``unsupported`` (counts over the whole store,
+    ``groups``, ``tensors``, ``non_tensors``, ``tables``, ``unsupported`` (counts over the whole store,
     whatever ``depth``), ``nbytes``/``stored_nbytes``/``ratio`` (over tensors), and
     ``file_bytes`` (what the file or store occupies on disk).
 """
@@ -85,12 +104,15 @@ from typing import Any
 
 import numpy as np
 
+from ptd.errors import PtdError
 from ptd.format.names import PTD_JSON_ATTR, RESERVED_ATTRS, TD_NON_TENSOR_ATTR
 from ptd.format.shapes import fits
+from ptd.format.tables import describe_table, is_table, table_fields
 from ptd.report.access import random_row_bytes
 from ptd.report.consolidated import check_consolidated, narrowed_findings
 from ptd.report.scan import open_stream, scan, zarr_array_nbytes
-from ptd.storage.backends.base import ArrayMeta, NodeKind, ValueKind
+from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
+from ptd.storage.backends.properties import Stage, same_fill
 from ptd.storage.location import StoreLocation
 
 __all__ = ["info", "StoreInfo", "EntryInfo", "Totals", "FORMAT_VERSION", "jsonable"]
@@ -128,8 +150,25 @@ class EntryInfo:
     random_row_bytes: int | None = None
     #: an HDF5 soft or extra hard link: what it links to (``"soft link to /obs"``), else None
     link: str | None = None
-    #: an unsupported leaf: what it holds (``"HDF5 object references"``), else None
+    #: an unsupported leaf: what it holds (``"HDF5 object references"``), a table's fields
+    #: (``"table (t f8, id i4)"``), else None
     reason: str | None = None
+    #: a table's fields, ``{"name", "dtype"}`` each, else None
+    fields: list[dict[str, str]] | None = None
+    #: the codec pipeline in order, serializer left out: ``{"step", "stage", "lossy"}`` each
+    #: (``step`` as in ``compression``; ``stage``: filter, compressor, checksum)
+    pipeline: list[dict[str, Any]] | None = None
+    #: the fill value unwritten elements read as (``"nan"``, ``"-1"``), None when the store
+    #: states none (zeros)
+    fill_value: str | None = None
+    #: a name per dimension (None for an unnamed one), None when no dimension is named
+    dimension_names: list[str | None] | None = None
+    #: the largest shape the array can grow to (None per unlimited dim), None when unstated
+    maxshape: list[int | None] | None = None
+    #: the dims the array can grow along (empty: fixed, or not stated)
+    resizable: list[int] = field(default_factory=list)
+    #: contiguous, chunked, compact, sharded, virtual, external
+    layout: str | None = None
 
     @property
     def batch_shape(self) -> list[int]:
@@ -145,6 +184,7 @@ class Totals:
     groups: int = 0
     tensors: int = 0
     non_tensors: int = 0
+    tables: int = 0
     unsupported: int = 0
     #: logical bytes of every tensor
     nbytes: int = 0
@@ -176,6 +216,8 @@ class StoreInfo:
     skipped: list[dict[str, str]] = field(default_factory=list)
     #: the key inside the store the report is narrowed to (``"data/demo_0"``), or None
     inner: str | None = None
+    #: bytes reserved at the start of an HDF5 file for another program (0: none)
+    userblock_size: int = 0
     format_version: int = field(default=FORMAT_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
@@ -186,6 +228,7 @@ class StoreInfo:
             "inner": d.pop("inner"),
             "format": d.pop("format"),
             "zarr_format": d.pop("zarr_format"),
+            "userblock_size": d.pop("userblock_size"),
             "batch_size": d.pop("batch_size"),
             "batch_size_source": d.pop("batch_size_source"),
             "stored_batch_size": d.pop("stored_batch_size"),
@@ -328,11 +371,20 @@ def info(
                 e.kind = "non_tensor"
                 e.non_tensor_kind = meta.non_tensor_kind
                 e.stack = meta.stack_shape is not None
+            elif is_table(meta.dtype) and not meta.unreadable:
+                totals.tables += 1
+                e.kind = "table"
+                e.reason = describe_table(meta.dtype)
+                e.fields = [{"name": n, "dtype": dt.str} for n, dt in table_fields(meta.dtype)]
+                e.nbytes = math.prod(meta.shape) * meta.dtype.itemsize
+                e.ratio = _ratio(e.nbytes, stored)
             else:
                 totals.unsupported += 1
                 e.kind = "unsupported"
                 e.reason = meta.unsupported
             if listed:
+                if not meta.unreadable:
+                    _add_properties(e, be, q, meta)
                 entries.append(e)
         if any_stored:
             totals.stored_nbytes = t_stored
@@ -352,6 +404,36 @@ def info(
             attrs=user_attrs(s.group_attrs.get((), {})) if attrs else None,
             consolidated=[{"key": f.key, "code": f.code, "message": f.message} for f in stale],
             zarr_format=be.format_version if fmt == "zarr" else None,
+            userblock_size=_userblock(be),
             skipped=[{"key": "/".join(k), "reason": r} for k, r in s.skipped.items()],
             inner="/".join(loc.inner) or None,
         )
+
+
+def _add_properties(e: EntryInfo, be: Backend, path: Path, meta: ArrayMeta) -> None:
+    """The array's property inventory (:meth:`Backend.array_properties`) into ``e``."""
+    try:
+        props = be.array_properties(path, meta)
+    except PtdError:
+        return  # what the listing already has stands
+    e.pipeline = [
+        {"step": c.describe(), "stage": c.stage.value, "lossy": c.lossy}
+        for c in props.pipeline
+        if c.stage is not Stage.SERIALIZER
+    ]
+    e.compression = props.compression
+    if not same_fill(props.fill_value, None):
+        e.fill_value = props.fill_description()
+    if props.dimension_names is not None:
+        e.dimension_names = list(props.dimension_names)
+    if props.maxshape is not None:
+        e.maxshape = list(props.maxshape)
+    e.resizable = list(props.resizable)
+    e.layout = props.layout
+
+
+def _userblock(be: Backend) -> int:
+    try:
+        return be.store_properties().userblock_size
+    except PtdError:
+        return 0

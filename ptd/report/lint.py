@@ -18,6 +18,8 @@ L006  no-batch-size         warning   no stored ``__tensordict__`` batch size at
 L007  unconsolidated        warning   a zarr store of many nodes without consolidated metadata
 L008  torch-dtype           error     a dtype torch cannot represent
 L009  limited-dtype         info      uint16/32/64: torch has few operations for them
+L010  table                 info      a table (records of named fields): copied and compared,
+                                      not read as a tensor
 ====  ====================  ========  ==========================================================
 
 The chunk rules (L001-L004) judge what one read decodes: the chunk, or for a sharded zarr
@@ -45,6 +47,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ptd.errors import PtdError
+from ptd.format.tables import describe_table, is_table
 from ptd.format.tdmeta import parse_td_meta
 from ptd.report.access import random_row_bytes
 from ptd.report.consolidated import has_consolidated
@@ -102,6 +105,11 @@ LINT_CODES: dict[str, tuple[str, str, str]] = {
         "info",
         "store as int64/int32 if you need arithmetic in torch",
     ),
+    "L010": (
+        "table",
+        "info",
+        "to read its fields as tensors, store one dataset per field",
+    ),
 }
 
 SEVERITIES = ("info", "warning", "error")
@@ -150,6 +158,16 @@ def lint(s: Scan, ignore: Iterable[str] = ()) -> list[LintFinding]:
         key = "/".join(path)
         if meta.unreadable:
             continue  # its dtype is unknown: validate reports it as unreadable
+        if meta.kind is ValueKind.UNSUPPORTED and is_table(meta.dtype):
+            out.append(
+                _finding(
+                    "L010",
+                    key,
+                    f"{key!r} is a {describe_table(meta.dtype)}: records, not a tensor; ptd "
+                    "lists, converts and compares it but does not read it into a tensordict",
+                )
+            )
+            continue
         if meta.kind is ValueKind.UNSUPPORTED:
             out.append(
                 _finding("L008", key, f"{key!r} has dtype {meta.dtype}, which torch cannot hold")

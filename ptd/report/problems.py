@@ -14,7 +14,7 @@ check           codes
 ``consolidated`` consolidated_missing, consolidated_extra, consolidated_differs
 ``data``        undecodable_chunk, checksum_failed, missing_chunks, nan_values, inf_values,
                 value_out_of_range, value_not_allowed, nan_not_allowed, bad_non_tensor
-``lint``        L001 ... L009 (:mod:`ptd.report.lint`)
+``lint``        L001 ... L010 (:mod:`ptd.report.lint`)
 ==============  ===================================================================
 """
 

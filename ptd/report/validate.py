@@ -54,6 +54,7 @@ from typing import Any
 
 from ptd.errors import ArgumentError, BatchSizeError, PtdValueError
 from ptd.format.shapes import fits
+from ptd.format.tables import is_table
 from ptd.report.batches import (
     expected_given,
     group_entry,
@@ -87,7 +88,7 @@ PROBLEM_CODES = (
     "batch_mismatch",  # a leaf's leading dims are not its group's batch size
     "group_batch_mismatch",  # a nested group's stored batch size does not extend its parent's
     "length_mismatch",  # no batch size stored: a leaf a few rows off its group's length
-    "unsupported_dtype",  # a leaf with no torch dtype
+    "unsupported_dtype",  # a leaf with no torch dtype (tables apart: lint L010)
     "skipped_key",  # a key ptd does not read: an HDF5 external or dangling link, a link cycle
     "missing_key",  # schema: a key the store lacks
     "unexpected_key",  # schema: a key the schema lacks
@@ -279,6 +280,8 @@ def validate(
             if meta.unreadable:
                 problems.append(Problem(key, "unreadable", f"{key!r} holds {meta.unsupported}"))
                 continue
+            if meta.kind is ValueKind.UNSUPPORTED and is_table(meta.dtype):
+                continue  # a valid array of records: the lint notes it once (L010)
             if meta.kind is ValueKind.UNSUPPORTED:
                 problems.append(
                     Problem(

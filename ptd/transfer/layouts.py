@@ -6,7 +6,9 @@ random minibatches best in the destination format.
 copied as usual, uncompressed):
 
 * HDF5: contiguous and uncompressed. ptd reads such datasets from a memory map (the fast path):
-  a random row costs the row, not a chunk decode.
+  a random row costs the row, not a chunk decode. A resizable dataset (a maxshape it can grow
+  to, which HDF5 holds only chunked) gets uncompressed chunks of about 8 MB instead: larger
+  than HDF5's chunk cache, so a row is read in place.
 * Zarr on a local directory: uncompressed, unsharded chunks of about 8 MB along the batch dim:
   the fast path maps each chunk file, so a random row again costs the row.
 * Zarr at a URL (object stores, where every read is a request and memory maps do not exist):
@@ -100,18 +102,25 @@ def balanced_rows(n: int, target: int) -> int:
     return max(1, math.ceil(n / math.ceil(n / target)))
 
 
-def random_access(meta: ArrayMeta, fmt: str, *, remote: bool) -> LeafLayout:
-    """The ``random-access`` layout of a leaf in a ``fmt`` destination (see the module doc)."""
+def random_access(
+    meta: ArrayMeta, fmt: str, *, remote: bool, resizable: bool = False
+) -> LeafLayout:
+    """The ``random-access`` layout of a leaf in a ``fmt`` destination (see the module doc;
+    ``resizable``: the leaf keeps a maxshape it can grow to, which HDF5 holds only chunked)."""
     shape = tuple(meta.shape)
     if not shape or 0 in shape:
         return LeafLayout(None, None, None, None)
-    if fmt == "h5":
-        return LeafLayout(None, None, None, None)
     row = math.prod(shape[1:]) * meta.dtype.itemsize
     n = shape[0]
+    if fmt == "h5":
+        if not resizable:
+            return LeafLayout(None, None, None, None)
+        # uncompressed chunks of about 8 MB: over HDF5's chunk cache, so read in place
+        return LeafLayout((balanced_rows(n, CHUNK_TARGET // row),) + shape[1:], None, None, None)
     if not remote:
         return LeafLayout((balanced_rows(n, CHUNK_TARGET // row),) + shape[1:], None, None, None)
-    inner = balanced_rows(n, INNER_TARGET // row)
+    # inner chunks of at least INNER_TARGET bytes (a shard's padding is at most one of them)
+    inner = min(n, -(-INNER_TARGET // max(1, row)))
     # a shard holds whole inner chunks: round up, so the shards stay as few as balanced_rows
     # makes them
     shard = math.ceil(balanced_rows(n, SHARD_TARGET // row) / inner) * inner

@@ -197,6 +197,8 @@ class ConvertResult:
     groups: int = 0
     tensors: int = 0
     non_tensors: int = 0
+    #: tables (records: HDF5 compound types, zarr structured arrays; ptd.format.tables)
+    tables: int = 0
     #: logical bytes of every tensor copied
     nbytes: int = 0
     #: what the source and the destination occupy on disk (dst: None for a dry run)
@@ -222,7 +224,7 @@ class ConvertResult:
 
     @property
     def leaves(self) -> int:
-        return self.tensors + self.non_tensors
+        return self.tensors + self.non_tensors + self.tables
 
     @property
     def ratio(self) -> float | None:

@@ -27,6 +27,7 @@ from ptd.errors import (
     UnsupportedDtypeError,
 )
 from ptd.format.keynames import brief_key
+from ptd.format.tables import describe_table, is_table, numeric_fields_only
 from ptd.storage import remote
 from ptd.storage.backends import BACKENDS, MEMMAP_FORMAT, get_backend
 from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
@@ -203,7 +204,7 @@ def leaf_target(
     dst = get_backend(fmt)
     props = props if props is not None else _bare_properties(meta)
     if opts.layout == "random-access":
-        base = random_access(meta, fmt, remote=remote)
+        base = random_access(meta, fmt, remote=remote, resizable=bool(props.resizable))
         leaf = leaf_encoding(
             props,
             dst,
@@ -267,17 +268,23 @@ def kept_shards(
 
 
 # ----------------------------------------------------------------------------- leaves
+#: said once when a table goes to a zarr store
+ZARR_TABLE_NOTE = (
+    "tables (records) are written as zarr-python's `structured` data type, which other Zarr "
+    "v3 implementations may not read"
+)
+
+
 def copyable(meta: ArrayMeta, fmt: str) -> bool:
     """Whether an unsupported leaf can still be copied to ``fmt`` as its raw values: compound
     types without objects to h5, of plain number fields to zarr; references, vlen sequences
     and array types never."""
     dt = meta.dtype
-    if dt.fields is None or dt.hasobject or meta.kind is not ValueKind.UNSUPPORTED:
+    if not is_table(dt) or dt.hasobject or meta.kind is not ValueKind.UNSUPPORTED:
         return False
     if fmt == "h5":
         return True
-    fields = [dt.fields[n][0] for n in dt.names or ()]
-    return fmt == "zarr" and all(f.subdtype is None and f.kind in "biuf" for f in fields)
+    return fmt == "zarr" and numeric_fields_only(dt)
 
 
 def name_problem(fmt: str, name: str, *, array: bool = False) -> str | None:
@@ -425,12 +432,16 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> dict[Pa
             and resize_note not in result.notes
         ):
             result.notes.append(resize_note)
+        table = meta.kind is not ValueKind.NUMERIC and is_table(meta.dtype)
+        if table and dst_cls.name == "zarr" and ZARR_TABLE_NOTE not in result.notes:
+            result.notes.append(ZARR_TABLE_NOTE)
         result.plan.append(
             LeafPlan(
                 key,
-                "tensor" if meta.kind is ValueKind.NUMERIC else "unsupported",
+                "tensor" if meta.kind is ValueKind.NUMERIC else "table" if table else "unsupported",
                 shape=list(meta.shape),
-                dtype=meta.torch_dtype or str(meta.dtype),
+                dtype=meta.torch_dtype
+                or (describe_table(meta.dtype) if table else str(meta.dtype)),
                 nbytes=nbytes,
                 src_chunks=list(meta.chunks) if meta.chunks else None,
                 dst_chunks=list(chunks) if chunks else None,
@@ -439,8 +450,11 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> dict[Pa
                 dst_compression=describe_pipeline(target.encoding.encoding.pipeline),
             )
         )
-        result.tensors += 1
-        total += nbytes
+        if table:
+            result.tables += 1
+        else:
+            result.tensors += 1
+            total += nbytes
     result.nbytes = total
     return targets
 

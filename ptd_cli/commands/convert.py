@@ -119,8 +119,22 @@ def convert(
     verify: bool = typer.Option(
         False,
         "--verify",
-        help="Compare DST with SRC afterwards (`ptd diff`: structure and every value); "
-        "exit 1 if they differ.",
+        help="Compare DST with SRC afterwards (`ptd diff`: structure and every value, NaN "
+        "equal to NaN); exit 1 if they differ or a leaf could not be compared.",
+    ),
+    rtol: float = typer.Option(
+        0.0, "--rtol", min=0.0, help="--verify: relative tolerance (as `ptd diff`)."
+    ),
+    atol: float = typer.Option(
+        0.0, "--atol", min=0.0, help="--verify: absolute tolerance (as `ptd diff`)."
+    ),
+    equal_nan: bool = typer.Option(
+        True, "--equal-nan/--no-equal-nan", help="--verify: whether NaN equals NaN."
+    ),
+    allow_uncompared: bool = typer.Option(
+        False,
+        "--allow-uncompared",
+        help="--verify: pass although some leaves could not be compared (they are listed).",
     ),
     workers: int = typer.Option(
         1, "--workers", "-w", min=1, metavar="N", help="Copy N chunk regions at a time (threads)."
@@ -143,6 +157,18 @@ def convert(
         raise fail("--workers and --scheduler cannot be used together (the cluster has workers)")
     if batch_size is not None and batch_dims is not None:
         raise fail("--batch-size and --batch-dims cannot be used together")
+    tuned = [
+        name
+        for name, given in (
+            ("--rtol", rtol != 0.0),
+            ("--atol", atol != 0.0),
+            ("--no-equal-nan", not equal_nan),
+            ("--allow-uncompared", allow_uncompared),
+        )
+        if given
+    ]
+    if tuned and not verify:
+        raise fail(f"{', '.join(tuned)}: only with --verify")
     try:
         bs = parse_batch_size(batch_size)
     except typer.BadParameter as err:
@@ -186,13 +212,22 @@ def convert(
             from ._reports import counting_progress
 
             with counting_progress("verifying", enabled=not json_) as progress:
-                checked = ptd.diff(src, result.dst, storage_options=options, progress=progress)
+                checked = ptd.verify_conversion(
+                    result,
+                    rtol=rtol,
+                    atol=atol,
+                    equal_nan=equal_nan,
+                    storage_options=options,
+                    progress=progress,
+                )
+    verified = checked is None or checked.verified(allow_uncompared)
     if json_:
         doc = result.to_dict()
         if checked is not None:
             doc["verify"] = checked.to_dict()
+            doc["verify"]["verified"] = verified
         print_json(doc)
-        if checked is not None and not checked.same:
+        if not verified:
             raise typer.Exit(1)
         return
     console = out_console()
@@ -207,7 +242,9 @@ def convert(
         print_not_copied(console, result, "would not be copied")
         console.print(
             f"dry run: would copy {plural(result.leaves, 'leaf', 'leaves')} "
-            f"({plural(result.tensors, 'tensor')}, {plural(result.non_tensors, 'non-tensor')}) "
+            f"({plural(result.tensors, 'tensor')}, {plural(result.non_tensors, 'non-tensor')}"
+            + (f", {plural(result.tables, 'table')}" if result.tables else "")
+            + ") "
             f"in {plural(result.groups, 'group')}, "
             f"{human_bytes(result.nbytes)} of tensor data"
             + ("; DST exists and would be replaced" if result.overwritten else "")
@@ -217,16 +254,27 @@ def convert(
         return
     print_summary(console, result)
     if checked is not None:
+        from .diff import print_not_compared, render_report
+
         if checked.same:
             console.print(
                 f"  verified: {plural(checked.leaves_compared, 'leaf', 'leaves')}, "
-                f"{human_bytes(checked.nbytes_compared)} compared, no difference",
+                f"{human_bytes(checked.nbytes_compared)} compared, no difference"
+                + (f" ({len(checked.left_out)} not copied, as listed)" if checked.left_out else ""),
                 markup=False,
             )
-            return
-        from .diff import _render
-
-        _render(checked)
+            print_not_compared(console, checked)
+            unread = checked.not_compared
+            if verified:
+                return
+            keys = ", ".join(repr(x["key"]) for x in unread[:5])
+            more = len(unread) - 5
+            raise fail(
+                f"{result.dst}: not verified: {plural(len(unread), 'leaf', 'leaves')}"
+                f" could not be compared ({keys}{f' and {more} more' if more > 0 else ''}); "
+                "--allow-uncompared accepts that"
+            )
+        render_report(checked)
         raise typer.Exit(1)
 
 
@@ -295,7 +343,9 @@ def print_summary(console: Any, result: Any, name: Callable[[str], str] = str) -
     rate = result.throughput
     console.print(
         f"  {plural(result.leaves, 'leaf', 'leaves')} ({plural(result.tensors, 'tensor')}, "
-        f"{plural(result.non_tensors, 'non-tensor')}), {plural(result.groups, 'group')}; "
+        f"{plural(result.non_tensors, 'non-tensor')}"
+        + (f", {plural(result.tables, 'table')}" if result.tables else "")
+        + f"), {plural(result.groups, 'group')}; "
         f"{human_bytes(result.nbytes)} of tensor data stored in {human_bytes(result.stored_nbytes)} "
         f"(ratio {format_ratio(result.ratio)}); "
         + (

@@ -32,7 +32,7 @@ from ._reports import (
 
 SHORT_HELP = "Compare two stores: structure, then values (h5 and zarr, any chunk layout)."
 
-HELP = """Compare two stores, HDF5 or Zarr, of any chunk layout or codec: first the structure (keys, kinds, shapes, dtypes, batch sizes, non-tensor values, user attributes), then the values of every tensor leaf, streamed slab by slab in bounded memory. Values are equal when |a - b| <= atol + rtol * |b| (exactly equal by default); NaN equals NaN only with --equal-nan. Each difference names the key; value differences give the count and the first differing rows. Exit status: 0 same, 1 different, 2 unreadable input or usage error."""
+HELP = """Compare two stores, HDF5 or Zarr, of any chunk layout or codec: first the structure (keys, kinds, shapes, dtypes, batch sizes, non-tensor values, user attributes), then the values of every tensor leaf, streamed slab by slab in bounded memory. Values are equal when |a - b| <= atol + rtol * |b| (exactly equal by default); NaN equals NaN only with --equal-nan. Tables (HDF5 compound types, zarr structured arrays) are compared field by field. Each difference names the key (and field); value differences give the count and the first differing rows. Leaves whose values ptd cannot read (HDF5 object references, variable-length sequences) are listed as not compared. Exit status: 0 same, 1 different (or, without --allow-uncompared, a leaf not compared), 2 unreadable input or usage error."""
 
 
 def diff(
@@ -45,7 +45,14 @@ def diff(
     atol: float = typer.Option(0.0, "--atol", min=0.0, help="Absolute tolerance."),
     equal_nan: bool = typer.Option(False, "--equal-nan", help="NaN equals NaN."),
     metadata_only: bool = typer.Option(
-        False, "--metadata-only", help="Compare the structure only (no data is read)."
+        False,
+        "--metadata-only",
+        help="Compare the structure and properties only (codecs too; no data is read).",
+    ),
+    allow_uncompared: bool = typer.Option(
+        False,
+        "--allow-uncompared",
+        help="Exit 0 although some leaves could not be compared (they are still listed).",
     ),
     json_: bool = typer.Option(False, "--json", help="Print a JSON report (= --format json)."),
     fmt: str = typer.Option("text", "--format", metavar="FORMAT", help=FORMAT_HELP),
@@ -78,20 +85,24 @@ def diff(
     doc = report.to_dict()
     suites = [diff_suite(report)]
     if fmt == "text":
-        _render(report)
+        render_report(report)
     else:
         emit(render(fmt, suites, "error", doc, "ptd diff"))
     write_reports(reports_to, suites, "error", doc, "ptd diff")
-    raise typer.Exit(int(ExitCode.OK if report.same else ExitCode.PROBLEMS))
+    verified = report.verified(allow_uncompared)
+    raise typer.Exit(int(ExitCode.OK if verified else ExitCode.PROBLEMS))
 
 
 diff.__doc__ = HELP
 
 
-def _render(report: Any) -> None:
+def render_report(report: Any) -> None:
+    """The text report: a head line, one row per difference, the leaves not compared."""
     console = out_console()
     head = Text()
-    if report.same:
+    if report.same and report.not_compared:
+        head.append(f"same, {len(report.not_compared)} not compared ", style="bold yellow")
+    elif report.same:
         head.append("same ", style="bold green")
     else:
         head.append("DIFFERENT ", style="bold red")
@@ -112,10 +123,11 @@ def _render(report: Any) -> None:
         for d in report.differences:
             row: list[Any]
             if d.kind == "values_differ":
+                where = f" of field {d.field!r}" if d.field else ""
                 row = [
                     d.key or "/",
                     d.kind,
-                    Bare(f"{d.count} values"),
+                    Bare(f"{d.count} values{where}"),
                     Bare(f"first rows {d.first_rows}"),
                 ]
             elif d.a is None and d.b is None:
@@ -125,6 +137,22 @@ def _render(report: Any) -> None:
             rows.append(row)
         columns = [Column("key"), Column("difference"), Column("A", "a"), Column("B", "b")]
         print_listing(console, columns, rows)
+    if report.differences and all(
+        d.kind == "values_differ" and d.count and d.count == d.both_nan for d in report.differences
+    ):
+        console.print("  every differing value is NaN on both sides: --equal-nan", style="dim")
+    print_not_compared(console, report)
+
+
+def print_not_compared(console: Any, report: Any) -> None:
+    """The leaves whose values could not be compared, one line each."""
+    if not report.not_compared:
+        return
+    console.print(
+        f"not compared: {plural(len(report.not_compared), 'leaf', 'leaves')}", style="yellow"
+    )
+    for item in report.not_compared:
+        console.print(Text(f"  {item['key']}: {item['reason']}"))
 
 
 def _short(v: Any) -> str:

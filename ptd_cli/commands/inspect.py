@@ -105,6 +105,8 @@ def _type_text(e: EntryInfo) -> Text:
     if e.kind == "non_tensor":
         kind = e.non_tensor_kind or "other"
         return Text(f"{kind} stack" if e.stack else kind, style="magenta")
+    if e.kind == "table":
+        return Text(e.reason or "table", style="cyan")
     return Text(f"unsupported: {e.reason or e.storage_dtype}", style="red")
 
 
@@ -135,7 +137,34 @@ def _sum(values: list[int | None]) -> int | None:
     return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
-def _entry_cells(r: ListingRow[EntryInfo], show_attrs: bool, sharded: bool) -> list[Any]:
+def _codec_text(e: EntryInfo) -> str:
+    """The pipeline in order, lossy steps marked: ``lossy:bitround(keepbits=10)+zstd(3)``."""
+    if e.pipeline is None:
+        return e.compression or "-"
+    steps = [("lossy:" if c["lossy"] else "") + c["step"] for c in e.pipeline]
+    return "+".join(steps) or "-"
+
+
+def _properties_text(e: EntryInfo) -> str:
+    """What the array states beyond its codecs, where it is not the default: the fill value,
+    dimension names, the dims it can grow along, an unusual layout."""
+    parts = []
+    if e.fill_value is not None:
+        parts.append(f"fill={e.fill_value}")
+    if e.dimension_names is not None:
+        parts.append("dims=[" + ",".join("-" if n is None else n for n in e.dimension_names) + "]")
+    if e.resizable and e.maxshape is not None:
+        parts.append(
+            "maxshape=[" + ",".join("∞" if m is None else str(m) for m in e.maxshape) + "]"
+        )
+    if e.layout in ("compact", "virtual", "external"):
+        parts.append(f"layout={e.layout}")
+    return " ".join(parts)
+
+
+def _entry_cells(
+    r: ListingRow[EntryInfo], show_attrs: bool, sharded: bool, props: bool = False
+) -> list[Any]:
     """The cells after the key of one row (a row of several members shows their shapes as
     ranges and their sizes summed)."""
     e, ms = r.first, r.members
@@ -152,6 +181,7 @@ def _entry_cells(r: ListingRow[EntryInfo], show_attrs: bool, sharded: bool) -> l
         sources = {_source(m.batch_size_source, m.stored_batch_size) for m in ms}
         shape.append(f" ({', '.join(sorted(sources))})", style="dim")
         cells: list[Any] = [_type_text(e), shape, "", "", "", "", "", ""] + [""] * sharded
+        cells += [""] * props
     else:
         merged = range_dims([m.shape for m in ms])
         chunks = (
@@ -160,7 +190,7 @@ def _entry_cells(r: ListingRow[EntryInfo], show_attrs: bool, sharded: bool) -> l
             else "[" + ", ".join(range_dims([m.chunks for m in ms]) or ["…"]) + "]"
         )
         shards: list[list[int] | None] = [m.shards for m in ms if m.shards is not None]
-        codecs = sorted({m.compression or "-" for m in ms})
+        codecs = sorted({_codec_text(m) for m in ms})
         nbytes = _sum([m.nbytes for m in ms])
         stored = _sum([m.stored_nbytes for m in ms])
         per_row = [m.random_row_bytes for m in ms if m.random_row_bytes is not None]
@@ -177,9 +207,14 @@ def _entry_cells(r: ListingRow[EntryInfo], show_attrs: bool, sharded: bool) -> l
             human_bytes(nbytes) if nbytes is not None else "",
             human_bytes(stored) if stored is not None else "?",
             format_ratio(nbytes / stored if nbytes is not None and stored else None)
-            if e.kind == "tensor"
+            if e.kind in ("tensor", "table")
             else "",
             _per_row_range(per_row),
+            *(
+                [Bare(" | ".join(sorted({_properties_text(m) for m in ms} - {""})))]
+                if props
+                else []
+            ),
         ]
     if show_attrs:
         cells.append(_attrs(e.attrs) if e.attrs else "")
@@ -234,6 +269,8 @@ def render(
     head.append("  batch_size=")
     head.append(str(info.batch_size), style="bold cyan")
     head.append(f" ({_source(info.batch_size_source, info.stored_batch_size)})", style="dim")
+    if info.userblock_size:
+        head.append(f"  userblock={human_bytes(info.userblock_size)}", style="cyan")
     console.print(head)
     for where, problem in _metadata_problems(info):
         warn = Text("warning: ", style="bold yellow")
@@ -264,11 +301,13 @@ def render(
     line_keys: list[Any] = []
     # a shards column only where an array is sharded (its chunks are the inner chunks)
     sharded = any(e.shards is not None for e in info.entries)
+    # a properties column only where an array states a fill value, dim names, growth...
+    props = any(_properties_text(e) for e in info.entries)
     listing = summarize_entries(info.entries, min_alike=None if expand else MIN_ALIKE)
     for prefix, r in zip(_tree_prefixes(listing), listing, strict=True):
         key = Text(prefix, style="dim")
         key.append_text(_key_text(r.name, r))
-        rows.append([key, *_entry_cells(r, show_attrs, sharded)])
+        rows.append([key, *_entry_cells(r, show_attrs, sharded, props)])
         line_keys.append(_key_text(r.key, r))
     if rows:
         columns = [
@@ -282,6 +321,7 @@ def render(
             Column("stored", "stored", "right"),
             Column("ratio", "ratio", "right"),
             Column("per row", "per_row", "right"),
+            *([Column("properties", "properties")] if props else []),
         ]
         if show_attrs:
             columns.append(Column("attrs", "attrs"))
@@ -292,6 +332,7 @@ def render(
     foot.append(
         f"{plural(t.groups, 'group')}, {plural(t.tensors, 'tensor')}, "
         f"{plural(t.non_tensors, 'non-tensor')}"
+        + (f", {plural(t.tables, 'table')}" if t.tables else "")
         + (f", {t.unsupported} unsupported" if t.unsupported else "")
         + f"; {human_bytes(t.nbytes)} logical, {human_bytes(t.stored_nbytes)} stored"
         + f" ({format_ratio(t.ratio)}), {human_bytes(t.file_bytes)} on disk"

@@ -251,11 +251,14 @@ def lint_unconsolidated(tmp: Path) -> Path:
 
 
 def lint_dtypes(tmp: Path) -> Path:
-    """A compound dtype (no torch dtype) and a uint32 leaf (few torch operations)."""
+    """A table (compound dtype: L010), variable-length sequences (no torch dtype: L008) and
+    a uint32 leaf (few torch operations: L009)."""
     p = tmp / "dtypes.h5"
     with h5py.File(p, "w") as f:
         f.attrs[TD_ATTR] = _td([ROWS])
         f.create_dataset("pair", data=np.zeros(ROWS, dtype=[("x", "f4"), ("y", "i4")]))
+        seq = f.create_dataset("seq", (ROWS,), dtype=h5py.vlen_dtype(np.dtype("i4")))
+        seq[0] = np.arange(3, dtype="i4")
         f.create_dataset("u", data=np.arange(ROWS, dtype="u4"))
     return p
 

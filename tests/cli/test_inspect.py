@@ -39,6 +39,13 @@ ENTRY_FIELDS = {
     "attrs",
     "link",
     "reason",
+    "fields",
+    "pipeline",
+    "fill_value",
+    "dimension_names",
+    "maxshape",
+    "resizable",
+    "layout",
 }
 TOP_FIELDS = {
     "format_version",
@@ -54,12 +61,14 @@ TOP_FIELDS = {
     "entries",
     "totals",
     "zarr_format",
+    "userblock_size",
     "skipped",
 }
 TOTAL_FIELDS = {
     "groups",
     "tensors",
     "non_tensors",
+    "tables",
     "unsupported",
     "nbytes",
     "stored_nbytes",

@@ -229,8 +229,15 @@ def test_copies_refuse_naming_it_or_skip_it(bad_store, ptd_cli, tmp_path, comman
 
 def test_diff_compares_the_rest(bad_store, ptd_cli, tmp_path) -> None:
     path, _ = bad_store
-    same = ptd_cli("diff", path, path)
+    # the bad node cannot be compared: listed, and the comparison is not a pass unless allowed
+    uncompared = ptd_cli("diff", "--json", path, path)
+    assert uncompared.code == 1, uncompared
+    assert uncompared.json["same"] is True
+    assert [x["key"] for x in uncompared.json["not_compared"]] == ["bad"]
+    assert "metadata cannot be read" in uncompared.json["not_compared"][0]["reason"]
+    same = ptd_cli("diff", "--allow-uncompared", path, path)
     assert same.code == 0, same
+    assert "not compared: 1 leaf" in same.stdout
     copy = tmp_path / "copy.zarr"
     assert ptd_cli("convert", "--skip-unsupported", path, copy).code == 0
     run = ptd_cli("diff", "--json", path, copy)

@@ -265,11 +265,26 @@ def test_unreadable_input(ptd_cli, tmp_path: Path) -> None:
 def test_unsupported_dtype_is_a_problem(ptd_cli, tmp_path: Path) -> None:
     path = tmp_path / "c.h5"
     with h5py.File(path, "w") as f:
-        f["x"] = np.zeros(4, dtype=[("a", "i4"), ("b", "f4")])
+        f.create_dataset("x", (4,), dtype=h5py.vlen_dtype(np.dtype("i4")))
         f["y"] = np.zeros(4)
     run = ptd_cli("validate", path, "--json")
     assert run.code == 1
     assert problems(run.json)["x"][0]["code"] == "unsupported_dtype"
+
+
+def test_a_table_is_valid_and_noted_once(ptd_cli, tmp_path: Path) -> None:
+    # a compound dataset is a valid array of records: no problem, one lint note (L010), and
+    # never also the L008 "torch cannot hold it" error
+    path = tmp_path / "c.h5"
+    with h5py.File(path, "w") as f:
+        f["x"] = np.zeros(4, dtype=[("a", "i4"), ("b", "f4")])
+        f["y"] = np.zeros(4)
+    run = ptd_cli("validate", path, "--json")
+    assert run.code == 0, run
+    assert "x" not in problems(run.json)
+    notes = [f for f in run.json["reports"][0]["lint"] if f["key"] == "x"]
+    assert [f["code"] for f in notes] == ["L010"], notes
+    assert "table (a i4, b f4)" in notes[0]["message"]
 
 
 def test_library_api(tmp_path: Path) -> None:

@@ -200,8 +200,9 @@ LINT_CASES = [
     (corpus.lint_filter_missing, "L005", "z"),
     (corpus.lint_no_batch_size, "L006", ""),
     (corpus.lint_unconsolidated, "L007", ""),
-    (corpus.lint_dtypes, "L008", "pair"),
+    (corpus.lint_dtypes, "L008", "seq"),
     (corpus.lint_dtypes, "L009", "u"),
+    (corpus.lint_dtypes, "L010", "pair"),
 ]
 
 

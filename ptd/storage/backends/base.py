@@ -308,7 +308,9 @@ class Backend(ABC):
         and whether its plain readers decode it without a plugin. None by default."""
         return CodecSupport.NONE
 
-    #: whether the format keeps an array's dimension names, and that it can grow (maxshape)
+    #: whether the format keeps an array's fill value, dimension names, and that it can grow
+    #: (maxshape)
+    holds_fill_value: ClassVar[bool] = True
     holds_dimension_names: ClassVar[bool] = True
     holds_maxshape: ClassVar[bool] = True
 

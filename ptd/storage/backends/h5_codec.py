@@ -31,6 +31,7 @@ from ptd.format.names import (
     TD_STR_ATTR,
 )
 from ptd.format.payload import all_of_type, encode_json, nested_to_array, parse_stack_shape
+from ptd.format.tables import describe_table
 from ptd.storage.backends.meta import ArrayMeta, NonTensorPayload, Path, ValueKind
 from ptd.storage.backends.selection import Selection
 from ptd.storage.backends.strings import (
@@ -240,7 +241,7 @@ def unsupported_reason(dt: np.dtype) -> str | None:
     if base is not None and h5py.check_string_dtype(dt) is None:
         return f"variable-length sequences (vlen of {np.dtype(base)})"
     if dt.fields is not None:
-        return f"a compound type ({', '.join(dt.names or ())})"
+        return describe_table(dt)
     if dt.subdtype is not None:
         return f"an HDF5 array type ({dt.subdtype[0]} x {list(dt.subdtype[1])})"
     return None

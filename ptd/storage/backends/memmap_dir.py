@@ -171,7 +171,8 @@ class MemmapDirBackend(Backend):
             (): _Node("td", loc.path, root_meta, None, _batch(root_meta))
         }
 
-    #: a leaf is one file of raw values: no dimension names, a fixed size
+    #: a leaf is one file of raw values: no fill value, no dimension names, a fixed size
+    holds_fill_value = False
     holds_dimension_names = False
     holds_maxshape = False
 

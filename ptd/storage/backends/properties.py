@@ -313,9 +313,18 @@ def same_fill(a: Any, b: Any) -> bool:
     (True, True, True)
     >>> same_fill(None, -1), same_fill(np.nan, 0.0)
     (False, False)
+    >>> rec = np.zeros((), [("t", "f8"), ("id", "i4")])[()]  # a table's: a record
+    >>> same_fill(None, rec), same_fill(rec, rec), same_fill(rec, 0)
+    (True, True, False)
     """
     if a is None and b is None:
         return True
+    records = [np.asarray(v) for v in (a, b) if v is not None]
+    if any(r.dtype.kind == "V" for r in records):  # records: the same bytes (None: all zero)
+        if len(records) == 1:
+            return not any(records[0].tobytes())
+        x, y = records
+        return x.dtype == y.dtype and x.tobytes() == y.tobytes()
     if a is None or b is None:
         other = b if a is None else a
         try:

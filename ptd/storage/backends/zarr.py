@@ -43,6 +43,7 @@ from ptd.errors import (
     UnsupportedOperationError,
 )
 from ptd.format.names import NAME_MAX_BYTES, PTD_BYTES_ATTRS, PTD_NAME_ATTR, TD_NON_TENSOR_ATTR
+from ptd.format.tables import describe_table
 from ptd.storage.backends import (
     zarr_bulk,
     zarr_codec,
@@ -462,7 +463,7 @@ class ZarrBackend(Backend):
             if kind is ValueKind.NUMERIC:
                 return kind, name
         if dtype.kind == "V" and dtype.fields is not None:
-            return ValueKind.UNSUPPORTED, f"a structured type ({', '.join(dtype.names or ())})"
+            return ValueKind.UNSUPPORTED, describe_table(dtype)
         return ValueKind.NON_TENSOR, zarr_codec.non_tensor_kind(dtype, marker)
 
     def _is_payload(self, attrs: Mapping[str, Any]) -> bool:

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from zarr.abc.codec import BytesBytesCodec
 
+from ptd.storage.backends import zarr_properties
 from ptd.storage.backends.base import Selection, selection_shape
+from ptd.storage.backends.properties import describe_pipeline
 
-__all__ = ["array_layout", "describe_codec", "read_selection"]
+__all__ = ["array_layout", "read_selection"]
 
 
 def _sharding(codecs: Any) -> Any:
@@ -21,40 +22,26 @@ def _sharding(codecs: Any) -> Any:
     return None
 
 
-def describe_codec(codec: Any) -> str:
-    """A short name of a compressor for listings: ``zstd(0)``, ``blosc(lz4,5)``, ``gzip(4)``."""
-    try:
-        conf = codec.to_dict()
-        name, conf = conf.get("name"), conf.get("configuration") or {}
-    except Exception:  # noqa: BLE001 - numcodecs (zarr v2) codecs
-        conf = dict(getattr(codec, "get_config", lambda: {})())
-        name = conf.pop("id", type(codec).__name__)
-    if name == "blosc" and "cname" in conf:
-        return f"blosc({conf['cname']},{conf.get('clevel')})"
-    level = conf.get("level", conf.get("clevel"))
-    return f"{name}({level})" if level is not None else str(name)
-
-
 def array_layout(
     arr: Any,
 ) -> tuple[np.dtype, tuple[int, ...], str | None, tuple[int, ...] | None]:
     """``(dtype, chunks, compression, shards)`` of a zarr array: ``chunks`` is what one read
     decodes (the chunk shape inside the shards of a sharded array), ``shards`` the shard
-    shape (None when unsharded); ``compression`` names the bytes-to-bytes codecs of its
-    chunks, or None."""
+    shape (None when unsharded); ``compression`` names the steps of its chunks' pipeline in
+    order, filters included, serializer left out (``"delta(dtype=f8)+zstd(3)"``), or None."""
     md = arr.metadata
     shards = None
     if md.zarr_format == 3:
         dt = md.data_type.to_native_dtype()
         chunks = tuple(getattr(md.chunk_grid, "chunk_shape", None) or arr.chunks)
-        compressors: Any = [c for c in md.codecs if isinstance(c, BytesBytesCodec)]
         inner = _sharding(md.codecs)
-        if inner is not None:  # a sharded array: its chunks' codecs are inside the shards
-            compressors = [c for c in inner.codecs if isinstance(c, BytesBytesCodec)]
+        if inner is not None:  # a sharded array: what a read decodes is an inner chunk
             shards, chunks = chunks, tuple(inner.chunk_shape)
     else:
-        dt, chunks, compressors = arr.dtype, tuple(arr.chunks), arr.compressors
-    compression = "+".join(describe_codec(c) for c in compressors) if compressors else None
+        dt, chunks = arr.dtype, tuple(arr.chunks)
+    # every step but the serializer, filters included (what a read decodes, and what keeps a
+    # chunk from being mapped as it is): the pipeline as the backend's inventory states it
+    compression = describe_pipeline(zarr_properties.pipeline(arr))
     return dt, chunks, compression, shards
 
 
