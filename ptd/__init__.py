@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING, Any
 from ptd import errors
 from ptd.errors import PtdError
 
-__version__ = "0.1.0"
-
 #: public name -> the module that defines it
 _PUBLIC: dict[str, str] = {
     "TensorDict": "ptd.core.tensordict",
@@ -37,6 +35,8 @@ _PUBLIC: dict[str, str] = {
     "ConvertOptions": "ptd.transfer.options",
     "convert_distributed": "ptd.transfer.distributed",
     "verify_conversion": "ptd.transfer.verify",
+    "versions": "ptd.storage.backends.versions",
+    "__version__": "ptd.storage.backends.versions",
     "info": "ptd.report.info",
     "StoreInfo": "ptd.report.info",
     "validate": "ptd.report.validate",
@@ -65,6 +65,7 @@ __all__ = [
     "ConvertOptions",
     "convert_distributed",
     "verify_conversion",
+    "versions",
     "info",
     "StoreInfo",
     "validate",
@@ -90,6 +91,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from ptd.report.diff import DiffReport, diff
     from ptd.report.info import StoreInfo, info
     from ptd.report.validate import ValidationReport, validate
+    from ptd.storage.backends.versions import __version__, versions
     from ptd.storage.location import StoreLocation
     from ptd.transfer.convert import convert
     from ptd.transfer.distributed import convert_distributed

@@ -62,6 +62,16 @@ EXPAND_HELP = (
 )
 
 
+#: ``--quiet``: no progress bars (set once by the ``ptd`` group's options)
+QUIET = False
+#: whether stdout's reader has gone (see :func:`stdout_closed`)
+STDOUT_CLOSED = False
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered as an interrupt so every command's Ctrl-C clean-up runs (exit 143)."""
+
+
 class ExitCode(enum.IntEnum):
     """The exit status of every ``ptd`` command."""
 
@@ -69,11 +79,34 @@ class ExitCode(enum.IntEnum):
     PROBLEMS = 1  #: ``validate`` found problems
     BAD_INPUT = 2  #: unreadable input, a usage error, or a failure (one line on stderr)
     INTERRUPTED = 130  #: Ctrl-C (128 + SIGINT)
+    TERMINATED = 143  #: SIGTERM (128 + 15), e.g. a cancelled CI job
 
 
 def is_debug(ctx: typer.Context | None) -> bool:
     obj = ctx.find_root().obj if ctx is not None else None
     return bool(getattr(obj, "debug", False))
+
+
+def stdout_closed() -> None:
+    """The reader of stdout went away (``ptd inspect big.h5 | head -1``): point stdout at
+    /dev/null, so the command ends as it would have, quietly, with the exit status it decides
+    (Python's recipe for SIGPIPE; nothing is printed on stderr)."""
+    global STDOUT_CLOSED
+    STDOUT_CLOSED = True
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+class _Console(Console):
+    """Rich's console, except that a closed pipe ends nothing (Rich exits with status 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        stdout_closed()
 
 
 def out_console() -> Console:
@@ -83,7 +116,7 @@ def out_console() -> Console:
     text, whole, at any width; a terminal folds long ones itself. Listings go through
     :func:`print_listing`, which picks a table only where it fits.
     """
-    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    return _Console(file=sys.stdout, highlight=False, soft_wrap=True, quiet=STDOUT_CLOSED)
 
 
 # ------------------------------------------------------------------------------ listings
@@ -215,8 +248,11 @@ def err_console() -> Console:
 
 def print_json(doc: Any) -> None:
     """One JSON document on stdout (never through Rich: no wrapping, no markup)."""
-    sys.stdout.write(json.dumps(doc, indent=2, allow_nan=True) + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(json.dumps(doc, indent=2, allow_nan=True) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_closed()
 
 
 def _one_line(text: str) -> str:
@@ -265,16 +301,17 @@ def errors_handled(
         yield
     except (typer.Exit, typer.Abort):
         raise
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         if debug:
             traceback.print_exc(file=sys.stderr)
+        code = ExitCode.TERMINATED if isinstance(err, Terminated) else ExitCode.INTERRUPTED
         err_console().print(
             "ptd: interrupted"
             + (f": {interrupted}" if interrupted else (f" ({path})" if path else "")),
             markup=False,
             soft_wrap=True,
         )
-        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        raise typer.Exit(int(code)) from None
     except Exception as err:  # noqa: BLE001 - the CLI's last line of defence
         if debug:
             traceback.print_exc(file=sys.stderr)

@@ -600,7 +600,7 @@ def _values(
             try:
                 if small and 0 not in shape:
                     # one small read a side: here, as a pool round trip costs more than it
-                    whole: tuple[slice, ...] = (slice(0, shape[0]),) if shape else ()
+                    whole: tuple[slice, ...] = ()  # the whole leaf
                     done = leaf.compare(whole, bea.read(path, whole), beb.read(path, whole))
                     if progress is not None:
                         progress(done)

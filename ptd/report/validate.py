@@ -66,8 +66,8 @@ from ptd.report.consolidated import CONSOLIDATED_CODES, open_checked
 from ptd.report.datacheck import Constraint, DataResult, check_data
 from ptd.report.info import StoreInfo, leaf_shape
 from ptd.report.lengths import GroupLength, group_lengths
+from ptd.report.lint import LINT_CODES, severity_at_least
 from ptd.report.lint import lint as run_lint
-from ptd.report.lint import severity_at_least
 from ptd.report.problems import CHECKS, Problem, from_consolidated, from_data, from_lint
 from ptd.report.scan import scan
 from ptd.storage.backends.base import ArrayMeta, NodeKind, Path, ValueKind
@@ -79,6 +79,7 @@ __all__ = [
     "Problem",
     "load_schema",
     "PROBLEM_CODES",
+    "known_codes",
 ]
 
 #: every ``Problem.code`` apart from the lint's (``L001``...: :data:`ptd.report.lint.LINT_CODES`)
@@ -185,6 +186,22 @@ def _as_batch_size(batch_size: Sequence[int] | int) -> tuple[int, ...]:
         raise BatchSizeError(f"batch_size must be a sequence of ints, got {batch_size!r}") from None
 
 
+def known_codes() -> list[str]:
+    """Every code ``ignore`` takes: the problem codes, the lint's codes and names."""
+    lint_names = [name for name, _severity, _fix in LINT_CODES.values()]
+    return [*PROBLEM_CODES, *LINT_CODES, *lint_names]
+
+
+def _check_ignore(ignore: Sequence[str]) -> None:
+    known = set(known_codes())
+    unknown = [c for c in ignore if c not in known]
+    if unknown:
+        raise ArgumentError(
+            f"unknown code{'s' if len(unknown) > 1 else ''} to ignore: {', '.join(unknown)}; "
+            f"known: {', '.join(dict.fromkeys(known_codes()))}"
+        )
+
+
 def validate(
     path: Any,
     *,
@@ -213,6 +230,7 @@ def validate(
         raise ArgumentError("pass batch_size or batch_dims, not both")
     if batch_dims is not None and (isinstance(batch_dims, bool) or int(batch_dims) < 0):
         raise PtdValueError(f"batch_dims must be >= 0, got {batch_dims!r}")
+    _check_ignore(ignore)
     given = _as_batch_size(batch_size) if batch_size is not None else None
     doc = load_schema(schema) if schema is not None else None
     p = as_path_str(path)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import posixpath
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from ptd.errors import (
     StoreNotFoundError,
     UnsupportedDtypeError,
 )
+from ptd.format.detect import SUFFIXES
 from ptd.format.keynames import brief_key
 from ptd.format.tables import describe_table, is_table, numeric_fields_only
 from ptd.storage import remote
@@ -71,6 +73,14 @@ def destination(opts: ConvertOptions, src_format: str | None = None) -> StoreLoc
     format than the source's (read from ``src`` unless ``src_format`` is given). Without a
     ``dst``: ``src`` with its suffix swapped (``data.h5`` -> ``data.zarr``)."""
     to = opts.to or (opts.dst.suffix_format if opts.dst is not None else None)
+    if to is None and opts.dst is not None:
+        ext = _suffix(opts.dst.path)
+        if ext:
+            known = ", ".join(SUFFIXES)
+            raise PtdValueError(
+                f"cannot tell the format of the destination {opts.dst.path} from its suffix "
+                f"{ext!r}: name it with one of {known}, or say which format to write (h5 or zarr)"
+            )
     if to is None:
         src_format = src_format or opts.src.detect().format
         to = "zarr" if src_format == "h5" else "h5"
@@ -80,6 +90,12 @@ def destination(opts: ConvertOptions, src_format: str | None = None) -> StoreLoc
     if opts.default_dst_options is not None:
         dst = StoreLocation(dst.path, opts.default_dst_options, to)
     return dst
+
+
+def _suffix(path: str) -> str:
+    """A path's (or URL's) suffix, ``""`` for none."""
+    stripped = path.rstrip("/\\")
+    return posixpath.splitext(posixpath.basename(stripped.replace("\\", "/")))[1]
 
 
 def resolve_destination(

@@ -17,8 +17,10 @@ def byte_progress(
     description: str, total: int | None = None, *, enabled: bool = True
 ) -> Iterator[Callable[[int, int | None], None]]:
     """Yield ``update(done, total)``; draws a bar (bytes, rate, ETA) when stderr is a terminal."""
+    from .. import _common
+
     console = err_console()
-    if not enabled or not console.is_terminal:
+    if not enabled or _common.QUIET or not console.is_terminal:
 
         def ignore(done: int, total: int | None = None) -> None:
             return None

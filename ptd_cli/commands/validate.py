@@ -117,7 +117,14 @@ def validate(
     code = ExitCode.OK
     console = out_console()
     from ptd.report.suites import error_suite, validation_suite
+    from ptd.report.validate import known_codes
 
+    unknown = [c for c in ignore or () if c not in set(known_codes())]
+    if unknown:
+        raise fail(
+            f"--ignore: unknown code {', '.join(unknown)}; known: "
+            + ", ".join(dict.fromkeys(known_codes()))
+        )
     with counting_progress("validate --data", enabled=data) as progress:
         for path in paths:
             try:

@@ -25,8 +25,13 @@ def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_version() -> None:
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0, result.output
-    assert result.output.strip() == f"ptd {get_version()}"
-    assert result.output.startswith("ptd ")
+    lines = result.output.splitlines()
+    assert lines[0] == f"ptd {get_version()}"
+    # then the libraries a bug report needs, one per line
+    names = [ln.split()[0] for ln in lines[1:]]
+    assert {"python", "h5py", "hdf5", "zarr", "numcodecs", "hdf5plugin", "numpy", "torch"} <= set(
+        names
+    )
 
 
 def test_version_is_not_empty() -> None:

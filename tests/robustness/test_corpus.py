@@ -87,8 +87,8 @@ def test_pickles_are_refused_and_never_run(corpus: list[Case], cli, tmp_path: Pa
         p.close()
     with pytest.raises(ptd.errors.PickleRefusedError):
         ptd.convert(evil.path, tmp_path / "e.h5")
-    for cmd in ("convert", "memmap"):
-        run = cli(cmd, evil.path, tmp_path / f"e.{cmd}")
+    for cmd, out in (("convert", "e.zarr"), ("memmap", "e.memmap")):
+        run = cli(cmd, evil.path, tmp_path / out)
         assert_clean_exit(run)
         assert run.code == 2 and "--allow-pickle" in run.stderr
     mm = next(c for c in corpus if c.name == "memmap-pickle")

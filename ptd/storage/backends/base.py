@@ -448,12 +448,19 @@ class Backend(ABC):
         """Read a numeric array (or a part of it) into a new numpy array of the stored dtype."""
         handle = self._array_handle(path)
         try:
+            if not selection and self._small(handle):
+                return self._read(handle, selection)  # one small read: the library's own
             out = self._read_mapped(path, handle, selection)
             if out is None and self._chunked is not None:
                 out = self._chunked.read(path, handle, selection)
             return out if out is not None else self._read(handle, selection)
         except self._DATA_ERRORS as err:
             raise self._read_error(path, selection, err) from None
+
+    def _small(self, handle: Any) -> bool:
+        """Whether the whole array of ``handle`` is small enough that the format library's
+        own read beats setting up the fast path's map or chunk reader for it."""
+        return False
 
     def read_direct(self, path: Path, selection: Selection) -> np.ndarray | None:
         """Optional: :meth:`read`, where the selection's index array may also be unsorted and

@@ -82,6 +82,8 @@ _CHUNK_OPTIONS = frozenset(
 )
 #: reads of at least this many bytes go straight into a new array (one copy less)
 _DIRECT_READ_BYTES = 1 << 20
+#: a whole dataset of at most this many bytes is read by h5py alone (no map, no chunk reader)
+_SMALL_WHOLE_READ = 64 << 10
 
 
 class _Entry(NamedTuple):
@@ -378,7 +380,7 @@ class H5Backend(Backend):
             pipeline=h5_properties.pipeline(dcpl, meta.dtype),
             fill_value=h5_properties.fill_value(ds, dcpl),
             dimension_names=names,
-            maxshape=tuple(ds.maxshape) if ds.maxshape is not None else None,
+            maxshape=tuple(maxshape) if (maxshape := ds.maxshape) is not None else None,
             attrs=user,
             attr_types=h5_properties.attr_types(ds, user),
             layout=h5_properties.layout(dcpl),
@@ -572,6 +574,9 @@ class H5Backend(Backend):
 
     def _read_mapped(self, path: Path, handle: _Entry, selection: Selection) -> np.ndarray | None:
         return None if self._maps is None else self._maps.read(path, handle.ds, selection)
+
+    def _small(self, handle: _Entry) -> bool:
+        return handle.nbytes <= _SMALL_WHOLE_READ
 
     def _read(self, handle: _Entry, selection: Selection) -> np.ndarray:
         ds, shape, dtype, nbytes = handle

@@ -120,7 +120,7 @@ def _text(value: Any) -> str:
 def dimension_names(ds: h5py.Dataset, attrs: Mapping[str, Any]) -> tuple[str | None, ...] | None:
     """The dimension labels, else the names of attached dimension scales; None when no
     dimension has a name."""
-    ndim = ds.ndim
+    ndim = ds.id.rank
     if not ndim:
         return None
     labels = attrs.get("DIMENSION_LABELS")
@@ -128,7 +128,7 @@ def dimension_names(ds: h5py.Dataset, attrs: Mapping[str, Any]) -> tuple[str | N
         names = [_text(v) or None for v in np.atleast_1d(np.asarray(labels, dtype=object))]
         if len(names) == ndim and any(names):
             return tuple(names)
-    if "DIMENSION_LIST" not in ds.attrs:
+    if not h5py.h5a.exists(ds.id, b"DIMENSION_LIST"):  # (cheaper than ds.attrs)
         return None
     out: list[str | None] = []
     try:

@@ -1,0 +1,45 @@
+"""The versions of ptd and of everything that reads and writes its data: what a bug report
+needs (``ptd --version``, ``ptd version --json``, :func:`ptd.versions`).
+
+Package versions come from the installed distributions' metadata (nothing is imported for
+them); the HDF5 library's is h5py's, since h5py may bundle its own.
+
+>>> v = versions()
+>>> sorted(v)[:4], v["hdf5"].count(".") == 2
+(['h5py', 'hdf5', 'hdf5plugin', 'numcodecs'], True)
+"""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+
+__all__ = ["versions", "PACKAGES", "__version__"]
+
+#: the distributions reported, in the order shown
+PACKAGES = ("ptd", "h5py", "zarr", "numcodecs", "hdf5plugin", "numpy", "torch", "typer", "rich")
+
+
+def _version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+#: ptd's version: the installed package's metadata, the one place it is written
+#: (``pyproject.toml``); ``0+unknown`` when ptd runs from a checkout that is not installed
+__version__: str = _version("ptd") or "0+unknown"
+
+
+def versions() -> dict[str, str | None]:
+    """``{"ptd": "0.3.0", "python": "3.11.7", "h5py": ..., "hdf5": "1.14.6", ...}``; None
+    for a package that is not installed."""
+    import h5py
+
+    out: dict[str, str | None] = {"ptd": __version__, "python": platform.python_version()}
+    for name in PACKAGES[1:]:
+        out[name] = _version(name)
+        if name == "h5py":
+            out["hdf5"] = h5py.version.hdf5_version
+    return out

@@ -1,0 +1,142 @@
+"""``ptd`` as a process, as people run it: ``python -m ptd``, ``--version``, completion, one
+line per usage error, global options after the command, closed pipes, SIGTERM's exit status,
+help without Python type names. Run through real subprocesses (the console script's code path:
+:func:`ptd_cli.main.run`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from ptd_cli.main import hoist_global_options
+
+ENV = {**os.environ, "PYTHONPATH": os.getcwd(), "COLUMNS": "100", "NO_COLOR": "1"}
+
+
+def ptd(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ptd", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        check=False,
+        input=stdin,
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("p") / "many.h5"
+    with h5py.File(path, "w") as f:
+        for i in range(2000):
+            f[f"x{i:04d}"] = np.zeros(3)
+        f.create_dataset("seq", (3,), dtype=h5py.vlen_dtype(np.dtype("i4")))  # a problem
+    return path
+
+
+def test_python_m_ptd_and_version() -> None:
+    run = ptd("--version")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("ptd ")
+    names = {ln.split()[0] for ln in lines[1:]}
+    assert {"python", "h5py", "hdf5", "zarr", "numcodecs", "hdf5plugin", "numpy", "torch"} <= names
+    doc = json.loads(ptd("version", "--json").stdout)
+    assert doc["hdf5"] and doc["zarr"] and doc["ptd"] == lines[0].split()[1]
+
+
+def test_completion_script() -> None:
+    run = ptd("--show-completion", "bash")
+    assert run.returncode == 0, run.stderr
+    assert "complete" in run.stdout and "_PTD_COMPLETE" in run.stdout
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["inspect", "x.h5", "--bogus"], "No such option: --bogus"),
+        (["inspct", "x.h5"], "No such command 'inspct'"),
+        (["convert", "x.h5", "y.zarr", "--to", "foo"], "'--to'"),
+        (["inspect", "x.h5", "--depth", "zero"], "'--depth'"),
+        (["validate", "x.h5", "--ignore", "L999"], "unknown code L999"),
+    ],
+)
+def test_usage_errors_are_one_line(args: list[str], needle: str) -> None:
+    run = ptd(*args)
+    assert run.returncode == 2, run
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ptd: error: "), run.stderr
+    assert needle in lines[0]
+    assert "╭" not in run.stderr and "Traceback" not in run.stderr and run.stdout == ""
+
+
+def test_unknown_destination_suffix_is_refused(tmp_path: Path, many: Path) -> None:
+    run = ptd("convert", many, tmp_path / "out.txt")
+    assert run.returncode == 2 and "'.txt'" in run.stderr and ".zarr" in run.stderr
+    assert not (tmp_path / "out.txt").exists()
+    assert (
+        ptd("convert", "--to", "zarr", "--skip-unsupported", many, tmp_path / "out.txt").returncode
+        == 0
+    )
+
+
+def test_global_options_after_the_command(many: Path) -> None:
+    assert hoist_global_options(["inspect", "a", "--debug", "--", "--quiet"]) == [
+        "--debug", "inspect", "a", "--", "--quiet",
+    ]  # fmt: skip
+    for flag in ("--debug", "--quiet", "--no-color"):
+        run = ptd("inspect", many, flag)
+        assert run.returncode == 0, (flag, run.stderr)
+
+
+@pytest.mark.parametrize("args, code", [(["inspect"], 0), (["validate", "--expand"], 1)])
+def test_a_closed_pipe_ends_quietly(many: Path, args: list[str], code: int) -> None:
+    # `ptd ... | head -1`: the reader goes away after one line
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ptd", *args, str(many)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # as head does
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=60) == code, err
+    assert first and err == "", err
+
+
+def test_json_to_a_closed_pipe(many: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ptd", "inspect", "--json", str(many)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.read(10)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(timeout=60) == 0
+    assert err == b""
+
+
+@pytest.mark.parametrize(
+    "command", ["", "inspect", "convert", "validate", "diff", "memmap", "demo"]
+)
+def test_help_has_no_python_type_names(command: str) -> None:
+    run = ptd(*([command] if command else []), "-h")
+    assert run.returncode == 0, run.stderr
+    found = re.findall(r"<(bool|str|int|float|list\[[a-z]+\]|path)>", run.stdout)
+    assert found == [], found
