@@ -15,6 +15,7 @@ from __future__ import annotations
 
 __all__ = [
     "PtdError",
+    "Interrupted",
     "PtdKeyError",
     "KeysMismatchError",
     "BatchSizeError",
@@ -51,6 +52,16 @@ class PtdError(Exception):
 
     def __str__(self) -> str:  # KeyError quotes its message; we want it plain.
         return str(self.args[0]) if len(self.args) == 1 else super().__str__()
+
+
+class Interrupted(KeyboardInterrupt):
+    """A long job stopped at a safe point after Ctrl-C or SIGTERM (:mod:`ptd.storage.cancel`),
+    its partial output removed. ``signum``: the signal that asked for it. A
+    ``KeyboardInterrupt``, so code that handles Ctrl-C handles it too."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = int(signum)
 
 
 class PtdKeyError(PtdError, KeyError):

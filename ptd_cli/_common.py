@@ -304,7 +304,8 @@ def errors_handled(
     except KeyboardInterrupt as err:
         if debug:
             traceback.print_exc(file=sys.stderr)
-        code = ExitCode.TERMINATED if isinstance(err, Terminated) else ExitCode.INTERRUPTED
+        by_term = isinstance(err, Terminated) or getattr(err, "signum", None) == 15
+        code = ExitCode.TERMINATED if by_term else ExitCode.INTERRUPTED
         err_console().print(
             "ptd: interrupted"
             + (f": {interrupted}" if interrupted else (f" ({path})" if path else "")),

@@ -165,6 +165,11 @@ GLOBAL_FLAGS = ("--debug", "--quiet", "-q", "--no-color")
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
+    from ptd.storage import cancel
+
+    if cancel.active():  # a long job: it stops at its next safe point and cleans up
+        cancel.request(signum)
+        return
     raise Terminated()
 
 

@@ -450,6 +450,9 @@ def test_errors_hierarchy() -> None:
         assert issubclass(cls, builtin), cls
     for name in errors.__all__:
         cls = getattr(errors, name)
+        if name == "Interrupted":  # a stop at Ctrl-C: a KeyboardInterrupt, not an error
+            assert issubclass(cls, KeyboardInterrupt) and not issubclass(cls, Exception)
+            continue
         assert issubclass(cls, Warning if name.endswith("Warning") else errors.PtdError), name
     # KeyError quotes its message; ours reads plainly
     assert str(errors.PtdKeyError("key 'a' not found")) == "key 'a' not found"

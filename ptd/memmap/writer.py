@@ -94,6 +94,7 @@ from ptd.format.names import (
 )
 from ptd.format.payload import check_allow_pickle, encode_json
 from ptd.memmap.loader import encode_key
+from ptd.storage.cancel import cancellable
 from ptd.storage.limits import check_free_space, nbytes_of
 from ptd.storage.location import ReopenSpec, StoreLocation, split_options
 from ptd.storage.publish import check_free_destination, make_temp_dir, publish, remove
@@ -594,6 +595,7 @@ def _write(
     return plan, writer.summary, root
 
 
+@cancellable  # Ctrl-C / SIGTERM stop it at its next read (ptd.storage.cancel)
 def export_memmap(
     src: Any,
     dst: str | os.PathLike[str],

@@ -47,6 +47,7 @@ from ptd.report.scan import Scan, scan
 from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.backends.chunks import chunk_info
 from ptd.storage.backends.properties import same_fill
+from ptd.storage.cancel import cancellable
 from ptd.storage.location import StoreLocation, as_path_str
 
 __all__ = ["diff", "DiffReport", "Difference", "DIFF_KINDS"]
@@ -144,15 +145,13 @@ def _structure(
     sa: Scan,
     sb: Scan,
     out: list[Difference],
-    tables: list[tuple[Path, ArrayMeta, ArrayMeta]] | None = None,
-    not_compared: list[dict[str, str]] | None = None,
+    tables: list[tuple[Path, ArrayMeta, ArrayMeta]],
+    not_compared: list[dict[str, str]],
     codecs: bool = False,
 ) -> list[tuple[Path, ArrayMeta, ArrayMeta]]:
     """Structure differences into ``out``; returns the tensor pairs whose values to compare.
     Table (compound) pairs of the same fields go to ``tables``, to be compared field by
     field; leaves whose values cannot be compared to ``not_compared``."""
-    tables = tables if tables is not None else []
-    not_compared = not_compared if not_compared is not None else []
     na, nb = _nodes(sa), _nodes(sb)
     pairs: list[tuple[Path, ArrayMeta, ArrayMeta]] = []
     ga, gb = user_attrs(sa.group_attrs.get((), {})), user_attrs(sb.group_attrs.get((), {}))
@@ -388,6 +387,7 @@ def _slabs(shape: tuple[int, ...], rows: int) -> Iterator[tuple[slice, ...]]:
         yield (slice(s, min(s + rows, shape[0])),)
 
 
+@cancellable  # Ctrl-C / SIGTERM stop it at its next read (ptd.storage.cancel)
 def diff(
     a: Any,
     b: Any,

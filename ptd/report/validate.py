@@ -71,6 +71,7 @@ from ptd.report.lint import lint as run_lint
 from ptd.report.problems import CHECKS, Problem, from_consolidated, from_data, from_lint
 from ptd.report.scan import scan
 from ptd.storage.backends.base import ArrayMeta, NodeKind, Path, ValueKind
+from ptd.storage.cancel import cancellable
 from ptd.storage.location import StoreLocation, as_path_str
 
 __all__ = [
@@ -202,6 +203,7 @@ def _check_ignore(ignore: Sequence[str]) -> None:
         )
 
 
+@cancellable  # Ctrl-C / SIGTERM stop it at its next read (ptd.storage.cancel)
 def validate(
     path: Any,
     *,

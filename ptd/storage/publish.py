@@ -5,6 +5,12 @@ A killed or failed write leaves the destination absent or complete, never half-w
 ``.ptd-tmp-<pid>-<random>.<name>`` beside the destination (hidden, and telling which process
 left it), and ``.ptd-old-<pid>-<random>.<name>`` for a replaced directory while it is swapped.
 
+A process that is killed (SIGKILL, a power cut) cannot clean up: its temporary stays. The next
+write beside it removes such leftovers (:func:`remove_stale`): temporaries of a process that no
+longer runs on this machine, untouched for :data:`STALE_AFTER_S` seconds (so a writer on
+another host of a shared file system, whose process id means nothing here, is left alone while
+it works).
+
 >>> import os, tempfile
 >>> with tempfile.TemporaryDirectory() as d:
 ...     dst = os.path.join(d, "out.bin")
@@ -19,8 +25,10 @@ left it), and ``.ptd-old-<pid>-<random>.<name>`` for a replaced directory while 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
+import time
 
 from ptd.errors import StoreExistsError
 
@@ -32,6 +40,8 @@ __all__ = [
     "publish",
     "remove",
     "check_free_destination",
+    "remove_stale",
+    "STALE_AFTER_S",
 ]
 
 #: the prefix of every temporary that ptd writes beside a destination
@@ -46,8 +56,65 @@ def _sibling(dst: str, tag: str) -> str:
 
 
 def temp_sibling(dst: str) -> str:
-    """A fresh hidden path beside ``dst`` (nothing is created)."""
+    """A fresh hidden path beside ``dst`` (nothing is created; stale temporaries beside it
+    are removed first: :func:`remove_stale`)."""
+    remove_stale(os.path.dirname(os.path.abspath(dst)))
     return _sibling(dst, TMP_TAG)
+
+
+#: a dead process's temporary is removed once untouched this long
+STALE_AFTER_S = 600.0
+#: (never ``.ptd-old-*``: a kill between publish's two renames leaves the replaced store there,
+#: the user's data)
+_TEMP_NAME = re.compile(r"^\.ptd-tmp-(\d+)-[0-9a-f]+\.")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: someone else's process, alive
+        return True
+    return True
+
+
+def _last_touched(path: str) -> float:
+    """The newest modification time of ``path`` and its direct entries."""
+    newest = os.lstat(path).st_mtime
+    if os.path.isdir(path) and not os.path.islink(path):
+        with os.scandir(path) as entries:
+            for entry in entries:
+                try:
+                    newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+                except OSError:
+                    continue
+    return newest
+
+
+def remove_stale(directory: str, *, now: float | None = None) -> list[str]:
+    """Remove the temporaries ptd left in ``directory`` from processes that are gone (see
+    the module doc); returns their paths. Errors are ignored: this is housekeeping."""
+    now = time.time() if now is None else now
+    removed: list[str] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        m = _TEMP_NAME.match(name)
+        if m is None or int(m.group(1)) == os.getpid() or _alive(int(m.group(1))):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if now - _last_touched(path) < STALE_AFTER_S:
+                continue
+            remove(path)
+        except OSError:
+            continue
+        if not os.path.lexists(path):
+            removed.append(path)
+    return removed
 
 
 def make_temp_dir(dst: str) -> str:

@@ -51,12 +51,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ptd.storage.backends.base import Backend
+from ptd.storage.cancel import cancellable
 from ptd.transfer.job import failed, finish, planned
 from ptd.transfer.options import ConvertOptions, ConvertResult
 
 __all__ = ["convert", "run_local", "ConvertOptions", "ConvertResult"]
 
 
+@cancellable  # Ctrl-C / SIGTERM stop it between reads; the temporary is removed
 def convert(
     src: Any,
     dst: Any = None,

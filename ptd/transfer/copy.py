@@ -19,7 +19,7 @@ from ptd.errors import ConvertError, PtdValueError
 from ptd.format.names import TD_STACK_ATTR, TD_STR_ATTR
 from ptd.format.shapes import fits
 from ptd.format.tdmeta import parse_td_meta, td_meta_attrs
-from ptd.storage import remote
+from ptd.storage import cancel, remote
 from ptd.storage.backends.base import ArrayMeta, Backend, NewArray, NodeKind, Path, ValueKind
 from ptd.storage.backends.strings import StringType
 from ptd.transfer.attrs import attr_problem, attrs_for, decode_str, is_column, user_attrs
@@ -40,6 +40,10 @@ Region = tuple[Path, int, int]
 SMALL_BYTES = 64 << 10
 BATCH_BYTES = 32 << 20
 BATCH_COUNT = 10_000
+
+
+#: how often (seconds) a thread-pool copy looks for a cancellation while it waits
+CANCEL_POLL_S = 0.2
 
 
 def copy_region(src: Backend, dst: Backend, path: Path, start: int, stop: int) -> int:
@@ -353,6 +357,14 @@ class Copier:
             self._run_threads(regions, workers)
         self.dst.finalize()
 
+    def _settle(self, pending: set[Future[int]]) -> set[Future[int]]:
+        """Wait a moment for some of ``pending``; count the finished; stop on cancellation."""
+        done, left = wait(pending, timeout=CANCEL_POLL_S, return_when=FIRST_COMPLETED)
+        for f in done:
+            self.advance(f.result())
+        cancel.check()
+        return left
+
     def _run_threads(self, regions: list[Region], workers: int) -> None:
         """Copy the regions on ``workers`` threads, at most ``workers`` regions in flight (so at
         most ``workers`` slabs in memory). Each thread reads through its own source handle
@@ -386,15 +398,11 @@ class Copier:
         pending: set[Future[int]] = set()
         try:
             for region in regions:
-                if len(pending) >= workers:
-                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for f in done:
-                        self.advance(f.result())
+                while len(pending) >= workers:
+                    pending = self._settle(pending)
                 pending.add(pool.submit(task, *region))
             while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in done:
-                    self.advance(f.result())
+                pending = self._settle(pending)
         finally:
             for f in pending:
                 f.cancel()

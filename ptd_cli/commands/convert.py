@@ -258,15 +258,16 @@ def convert(
 
         if checked.same:
             console.print(
-                f"  verified: {plural(checked.leaves_compared, 'leaf', 'leaves')}, "
+                f"  {'verified' if verified else 'compared'}: "
+                f"{plural(checked.leaves_compared, 'leaf', 'leaves')}, "
                 f"{human_bytes(checked.nbytes_compared)} compared, no difference"
                 + (f" ({len(checked.left_out)} not copied, as listed)" if checked.left_out else ""),
                 markup=False,
             )
             print_not_compared(console, checked)
-            unread = checked.not_compared
             if verified:
                 return
+            unread = checked.not_compared
             keys = ", ".join(repr(x["key"]) for x in unread[:5])
             more = len(unread) - 5
             raise fail(

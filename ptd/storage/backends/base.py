@@ -39,6 +39,7 @@ from ptd.format.dtypes import torch_dtype_name
 from ptd.format.keynames import impossible_name
 from ptd.format.names import TD_STACK_ATTR
 from ptd.format.payload import parse_stack_shape
+from ptd.storage import cancel
 from ptd.storage.backends.guard import GUARDED, guard_methods, translate_error
 from ptd.storage.backends.meta import (
     ArrayMeta,
@@ -445,10 +446,14 @@ class Backend(ABC):
 
     # --- data --------------------------------------------------------------------------------
     def read(self, path: Path, selection: Selection = ()) -> np.ndarray:
-        """Read a numeric array (or a part of it) into a new numpy array of the stored dtype."""
+        """Read a numeric array (or a part of it) into a new numpy array of the stored dtype.
+
+        Every job reads through here, a slab or a chunk at a time: a requested cancellation
+        (:mod:`ptd.storage.cancel`) stops it at this safe point."""
+        cancel.check()
         handle = self._array_handle(path)
         try:
-            if not selection and self._small(handle):
+            if not selection and self._small_whole_read(handle):
                 return self._read(handle, selection)  # one small read: the library's own
             out = self._read_mapped(path, handle, selection)
             if out is None and self._chunked is not None:
@@ -457,7 +462,7 @@ class Backend(ABC):
         except self._DATA_ERRORS as err:
             raise self._read_error(path, selection, err) from None
 
-    def _small(self, handle: Any) -> bool:
+    def _small_whole_read(self, handle: Any) -> bool:
         """Whether the whole array of ``handle`` is small enough that the format library's
         own read beats setting up the fast path's map or chunk reader for it."""
         return False
@@ -470,6 +475,7 @@ class Backend(ABC):
         itself (:mod:`ptd.storage.backends.chunk_read`); the others give None."""
         if self._maps is None and self._chunked is None:
             return None
+        cancel.check()
         handle = self._array_handle(path)
         try:
             out = self._read_mapped(path, handle, selection)

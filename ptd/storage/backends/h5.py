@@ -575,7 +575,7 @@ class H5Backend(Backend):
     def _read_mapped(self, path: Path, handle: _Entry, selection: Selection) -> np.ndarray | None:
         return None if self._maps is None else self._maps.read(path, handle.ds, selection)
 
-    def _small(self, handle: _Entry) -> bool:
+    def _small_whole_read(self, handle: _Entry) -> bool:
         return handle.nbytes <= _SMALL_WHOLE_READ
 
     def _read(self, handle: _Entry, selection: Selection) -> np.ndarray:

@@ -1,0 +1,198 @@
+"""Ctrl-C and SIGTERM stop a long ``ptd`` command promptly and leave nothing behind.
+
+Each run is a real process (``python -m ptd``). The moment is reached by watching the command's
+own output appear (its temporary sibling growing: the copy phase), never by a sleep; then the
+signal is sent and the test checks the exit status (130 / 143), that it stopped within 5 s, that
+nothing is at the destination nor beside it, that the source is unchanged and that a destination
+being ``--overwrite``-n keeps its old content."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import zarr
+
+ENV = {**os.environ, "PYTHONPATH": os.getcwd(), "NO_COLOR": "1"}
+ROWS = 600_000
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("src")
+    data = np.random.default_rng(0).random((ROWS, 16))  # ~77 MB, incompressible-ish
+    h5 = d / "big.h5"
+    with h5py.File(h5, "w") as f:
+        f.create_dataset("obs", data=data, chunks=(10_000, 16), compression="gzip")
+        f["name with space/x"] = np.arange(5)
+    zs = d / "big.zarr"
+    root = zarr.open_group(zs, mode="w", zarr_format=3)
+    root.create_array("obs", data=data, chunks=(10_000, 16))
+    return {"h5": h5, "zarr": zs}
+
+
+def _read_bytes(pid: int) -> int:
+    """Bytes the process has read so far (Linux's /proc/PID/io)."""
+    try:
+        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+            if line.startswith("rchar:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _interrupt(
+    args: list[str], out_dir: Path | None, sig: int, reading: int = 0
+) -> tuple[int, float, str]:
+    """Start ``ptd ARGS``, wait until its temporary output in ``out_dir`` is growing (or,
+    without one, until it has read ``reading`` bytes: a job that writes nothing), send
+    ``sig``; returns (exit status, seconds from the signal to the exit, stderr)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ptd", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    phase = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out_dir is None:
+            if _read_bytes(proc.pid) > reading:  # mid-read
+                phase = "reading"
+                break
+            time.sleep(0.005)
+            continue
+        tmps = [p for p in out_dir.iterdir() if p.name.startswith(".ptd-tmp-")]
+        size = sum(
+            f.stat().st_size
+            for t in tmps
+            for f in ([t] if t.is_file() else t.rglob("*"))
+            if f.is_file()
+        )
+        if size > 1 << 20:  # mid-copy: the temporary holds data
+            phase = "copying"
+            break
+        time.sleep(0.005)
+    assert phase is not None, "the command ended before it could be interrupted"
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    return proc.returncode, time.monotonic() - t0, err
+
+
+CASES = [
+    ("h5", "out.zarr", signal.SIGINT, 130),
+    ("h5", "out.h5", signal.SIGINT, 130),
+    ("zarr", "out.h5", signal.SIGTERM, 143),
+    ("h5", "out.zarr", signal.SIGTERM, 143),
+]
+
+
+@pytest.mark.parametrize("src_fmt, dst_name, sig, code", CASES)
+def test_convert_stops_and_cleans_up(
+    sources: dict[str, Path], tmp_path: Path, src_fmt: str, dst_name: str, sig: int, code: int
+) -> None:
+    src = sources[src_fmt]
+    before = _digest(src)
+    rc, seconds, err = _interrupt(["convert", str(src), str(tmp_path / dst_name)], tmp_path, sig)
+    assert rc == code, err
+    assert seconds < 5, seconds
+    assert os.listdir(tmp_path) == [], os.listdir(tmp_path)  # no destination, no temporary
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert lines == [
+        f"ptd: interrupted: {tmp_path / dst_name} was not written (nothing was left behind)"
+    ] or (len(lines) == 1 and lines[0].startswith("ptd: interrupted")), err
+    assert "Task was destroyed" not in err and "Exception ignored" not in err
+    assert _digest(src) == before
+
+
+def test_overwritten_destination_is_kept(sources: dict[str, Path], tmp_path: Path) -> None:
+    dst = tmp_path / "out.zarr"
+    old = zarr.open_group(dst, mode="w", zarr_format=3)
+    old.create_array("old", data=np.arange(3))
+    before = _digest(dst)
+    rc, _s, err = _interrupt(
+        ["convert", "--overwrite", str(sources["h5"]), str(dst)], tmp_path, signal.SIGINT
+    )
+    assert rc == 130, err
+    assert sorted(os.listdir(tmp_path)) == ["out.zarr"]
+    assert _digest(dst) == before
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_memmap_stops_and_cleans_up(
+    sources: dict[str, Path], tmp_path: Path, sig: int, code: int
+) -> None:
+    rc, seconds, err = _interrupt(
+        ["memmap", str(sources["h5"]), str(tmp_path / "out.memmap")], tmp_path, sig
+    )
+    assert rc == code, err
+    assert seconds < 5 and os.listdir(tmp_path) == [], (seconds, os.listdir(tmp_path))
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["validate", "--data"], ["diff"], ["inspect", "--stats"]],
+    ids=["validate-data", "diff", "inspect-stats"],
+)
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_reading_jobs_stop(sources: dict[str, Path], args: list[str], sig: int, code: int) -> None:
+    paths = [str(sources["h5"])] * (2 if args == ["diff"] else 1)
+    rc, seconds, err = _interrupt(
+        [*args, *paths], None, sig, reading=40 << 20
+    )  # past the imports (~tens of MB): in the data
+    assert rc == code, err
+    assert seconds < 5, seconds
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ptd: interrupted"), err
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_leftovers_of_killed_runs_are_removed(sources: dict[str, Path], tmp_path: Path) -> None:
+    # what a SIGKILLed convert leaves: its temporary, forever, unless the next run removes it
+    old = time.time() - 3600
+    dead = tmp_path / f".ptd-tmp-{_dead_pid()}-0badc0de.out.zarr"
+    recent = tmp_path / f".ptd-tmp-{_dead_pid()}-0badc0df.out.zarr"  # may still be in use
+    alive = tmp_path / f".ptd-tmp-{os.getpid()}-0badc0e0.out.zarr"  # a running process's
+    swapped = tmp_path / f".ptd-old-{_dead_pid()}-0badc0e1.out.zarr"  # a replaced store: data
+    for d in (dead, recent, alive, swapped):
+        d.mkdir()
+        (d / "zarr.json").write_text("{}")
+    for d in (dead, alive, swapped):
+        os.utime(d / "zarr.json", (old, old))
+        os.utime(d, (old, old))
+    run = subprocess.run(
+        [sys.executable, "-m", "ptd", "convert", str(sources["zarr"]), str(tmp_path / "x.h5")],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    left = sorted(os.listdir(tmp_path))
+    assert dead.name not in left
+    assert {recent.name, alive.name, swapped.name, "x.h5"} == set(left), left
