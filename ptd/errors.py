@@ -9,11 +9,30 @@ exception a user would catch anyway, so ``except KeyError`` keeps working::
     (True, True)
 
 Messages name the file (or store), the key and what was expected.
+
+An error whose fix is an argument carries it as an :class:`Option` among the message's
+parts, and the file and key it is about as ``path`` and ``key``: ``str(err)`` spells the
+option in the library's terms, and a front end renders the same parts in its own (the command
+line writes ``--overwrite``), without rewriting any text::
+
+    >>> err = StoreExistsError("out.zarr exists: pass ", Option("overwrite"), " to replace it",
+    ...                        path="out.zarr")
+    >>> str(err)
+    'out.zarr exists: pass overwrite=True to replace it'
+    >>> err.render(lambda o: "--" + o.name)
+    'out.zarr exists: pass --overwrite to replace it'
+    >>> err.path, err.options
+    ('out.zarr', (Option(name='overwrite', value=True),))
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 __all__ = [
+    "Option",
     "PtdError",
     "Interrupted",
     "PtdKeyError",
@@ -47,8 +66,57 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class Option:
+    """An argument of a ptd function named in an error message as the fix (``name``, the
+    keyword; ``value``, what to pass, or None to name the argument alone). ``str()`` is the
+    library's spelling."""
+
+    name: str
+    value: Any = True
+
+    def __str__(self) -> str:
+        return self.name if self.value is None else f"{self.name}={self.value!r}"
+
+
 class PtdError(Exception):
-    """Root of every error that ptd raises on purpose."""
+    """Root of every error that ptd raises on purpose.
+
+    ``PtdError(message)`` or ``PtdError(part, Option(...), part, ..., path=..., key=...)``:
+    the parts are joined into the message (see the module doc); ``path`` and ``key`` name the
+    store and the entry the error is about, when the raiser knows them.
+    """
+
+    def __init__(self, *parts: Any, path: str | None = None, key: str | None = None) -> None:
+        if any(isinstance(p, Option) for p in parts):
+            self.parts: tuple[Any, ...] = parts
+            super().__init__("".join(str(p) for p in parts))
+        else:
+            self.parts = (parts[0],) if len(parts) == 1 else ()
+            super().__init__(*parts)
+        self.path = path
+        self.key = key
+
+    @property
+    def options(self) -> tuple[Option, ...]:
+        """The arguments the message names as the fix."""
+        return tuple(p for p in self.parts if isinstance(p, Option))
+
+    def render(self, spell: Callable[[Option], str]) -> str:
+        """The message with each option spelled by ``spell`` (a front end's own words)."""
+        if not self.options:
+            return str(self)
+        return "".join(spell(p) if isinstance(p, Option) else str(p) for p in self.parts)
+
+    def retold(self, text: Callable[[str], str]) -> PtdError:
+        """This error again with each text part passed through ``text`` (its options, path
+        and key kept); itself when nothing changes."""
+        parts = self.parts or self.args
+        new = tuple(p if isinstance(p, Option) else text(str(p)) for p in parts)
+        if new == tuple(parts):
+            return self
+        path = text(self.path) if self.path is not None else None
+        return type(self)(*new, path=path, key=self.key)
 
     def __str__(self) -> str:  # KeyError quotes its message; we want it plain.
         return str(self.args[0]) if len(self.args) == 1 else super().__str__()
@@ -56,12 +124,20 @@ class PtdError(Exception):
 
 class Interrupted(KeyboardInterrupt):
     """A long job stopped at a safe point after Ctrl-C or SIGTERM (:mod:`ptd.storage.cancel`),
-    its partial output removed. ``signum``: the signal that asked for it. A
-    ``KeyboardInterrupt``, so code that handles Ctrl-C handles it too."""
+    its partial output removed. A ``KeyboardInterrupt``, so code that handles Ctrl-C handles
+    it too.
 
-    def __init__(self, signum: int) -> None:
+    ``signum``: the signal that asked for it; ``phase``: what the job was doing
+    (``"planning"``, ``"copying"``, ``"publishing"``, ``"reading"``, or None);
+    ``left_behind``: partial outputs that could not be removed (empty when the clean-up was
+    checked complete).
+    """
+
+    def __init__(self, signum: int, *, phase: str | None = None) -> None:
         super().__init__(signum)
         self.signum = int(signum)
+        self.phase = phase
+        self.left_behind: tuple[str, ...] = ()
 
 
 class PtdKeyError(PtdError, KeyError):

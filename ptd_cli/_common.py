@@ -259,9 +259,37 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+#: library arguments whose command-line option is not ``--`` + the name with dashes
+_FLAGS = {"existsok": "--overwrite", "storage_options": "-O KEY=VALUE"}
+
+
+def cli_option(option: Any) -> str:
+    """How the command line spells a library argument named as a fix in an error
+    (:class:`ptd.errors.Option`): ``overwrite`` -> ``--overwrite``, ``to="zarr"`` ->
+    ``--to zarr``, ``batch_size=[4]`` -> ``--batch-size 4``.
+
+    >>> from ptd.errors import Option
+    >>> cli_option(Option("skip_unsupported")), cli_option(Option("to", "zarr"))
+    ('--skip-unsupported', '--to zarr')
+    >>> cli_option(Option("batch_size", [4, 2])), cli_option(Option("chunks", None))
+    ('--batch-size 4,2', '--chunks')
+    """
+    flag = _FLAGS.get(option.name, "--" + option.name.replace("_", "-"))
+    value = option.value
+    if value is True or value is None or " " in flag:
+        return flag
+    if value is False:
+        return "--no-" + flag[2:]
+    if isinstance(value, (list, tuple)):
+        value = ",".join(str(v) for v in value)
+    return f"{flag} {value}"
+
+
 def message_of(err: BaseException, path: str | None = None) -> str:
-    """A one-line description of ``err`` that names the path involved."""
-    msg = str(err)
+    """A one-line description of ``err`` that names the path involved (the library's
+    arguments named as fixes spelled as this command line's options)."""
+    render = getattr(err, "render", None)
+    msg = render(cli_option) if callable(render) else str(err)
     if isinstance(err, KeyError) and len(err.args) == 1 and not msg.startswith("key "):
         msg = str(err.args[0])
     if isinstance(err, OSError) and not msg.strip(" '") and err.strerror:
@@ -269,7 +297,8 @@ def message_of(err: BaseException, path: str | None = None) -> str:
     if isinstance(err, OSError) and getattr(err, "filename", None) and str(err.filename) not in msg:
         msg = f"{err.filename}: {msg}"
     msg = _one_line(msg) or type(err).__name__
-    if path and path not in msg:
+    named = getattr(err, "path", None)  # a ptd error names its store in this field
+    if path and path not in msg and not (isinstance(named, str) and named in msg):
         msg = f"{path}: {msg}"
     return msg
 
@@ -287,14 +316,45 @@ def fail(message: str, code: ExitCode = ExitCode.BAD_INPUT) -> typer.Exit:
     return typer.Exit(int(code))
 
 
+def interrupted_line(err: BaseException, path: str | None, output: str | None) -> str:
+    """The one line after Ctrl-C or SIGTERM: the phase the job stopped in (the library's
+    ``Interrupted.phase``) and, for a job writing ``output``, whether its partial output is
+    gone (checked by the library: ``Interrupted.left_behind``).
+
+    >>> from ptd.errors import Interrupted
+    >>> err = Interrupted(2, phase="copying")
+    >>> interrupted_line(err, "in.h5", "out.zarr")
+    'ptd: interrupted while copying: out.zarr was not written (nothing was left behind)'
+    >>> err.left_behind = ("/d/.ptd-tmp-1-ab.out.zarr",)
+    >>> interrupted_line(err, "in.h5", "out.zarr")
+    'ptd: interrupted while copying: out.zarr was not written; could not remove /d/.ptd-tmp-1-ab.out.zarr'
+    >>> interrupted_line(Interrupted(15, phase="reading"), "in.h5", None)
+    'ptd: interrupted while reading (in.h5)'
+    """
+    phase = getattr(err, "phase", None)
+    line = "ptd: interrupted" + (f" while {phase}" if phase else "")
+    if output is None:
+        return line + (f" ({path})" if path else "")
+    left = tuple(getattr(err, "left_behind", ()) or ())
+    replaced = os.path.lexists(output) and "://" not in output
+    what = (
+        f"{output} was not replaced (its old content is kept)"
+        if replaced
+        else (f"{output} was not written")
+    )
+    if left:
+        return f"{line}: {what}; could not remove {', '.join(left)}"
+    return f"{line}: {what} (nothing was left behind)"
+
+
 @contextmanager
 def errors_handled(
-    ctx: typer.Context | None, path: str | None = None, *, interrupted: str | None = None
+    ctx: typer.Context | None, path: str | None = None, *, output: str | None = None
 ) -> Iterator[None]:
     """Turn every failure into ONE line on stderr and an exit code (a traceback with --debug).
 
-    ``path``: named in the message when the error does not name it already. ``interrupted``:
-    what to say after ``ptd: interrupted`` on Ctrl-C.
+    ``path``: named in the message when the error does not name it already. ``output``: what
+    the job writes, named after ``ptd: interrupted`` on Ctrl-C (:func:`interrupted_line`).
     """
     debug = is_debug(ctx)
     try:
@@ -307,10 +367,7 @@ def errors_handled(
         by_term = isinstance(err, Terminated) or getattr(err, "signum", None) == 15
         code = ExitCode.TERMINATED if by_term else ExitCode.INTERRUPTED
         err_console().print(
-            "ptd: interrupted"
-            + (f": {interrupted}" if interrupted else (f" ({path})" if path else "")),
-            markup=False,
-            soft_wrap=True,
+            interrupted_line(err, path, output), markup=False, highlight=False, soft_wrap=True
         )
         raise typer.Exit(int(code)) from None
     except Exception as err:  # noqa: BLE001 - the CLI's last line of defence

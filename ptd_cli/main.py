@@ -17,13 +17,16 @@ command-line user expects:
   status it had already decided (0, or 1 when ``validate`` found problems): nothing on stderr;
 * **SIGTERM** (what CI runners send on cancel) is turned into the same interrupt as Ctrl-C, so
   every command cleans up as it does for Ctrl-C; the exit status is 143 (128 + 15) instead
-  of 130;
+  of 130. During a long job (:mod:`ptd.storage.cancel`) the signal asks the job to stop at its
+  next safe point; a **second** signal before it has stopped exits at once, naming the
+  temporary output it leaves behind (:func:`ptd.storage.publish.in_use`);
 * **placeholders** in ``--help`` say what a value is (``PATH``, ``N``, ``CODE``); flags show
   none (:func:`cli_command`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -55,6 +58,8 @@ class CliState:
     debug: bool = False
     #: no progress bars, no warnings (errors and results still print)
     quiet: bool = False
+    #: each phase of a long job on stderr (``ptd: planning ...``)
+    verbose: bool = False
 
 
 def get_version() -> str:
@@ -100,6 +105,12 @@ def main(
     quiet: bool = typer.Option(
         False, "--quiet", "-q", help="No progress bars nor warnings (before or after the command)."
     ),
+    verbose: bool = typer.Option(
+        False,
+        "--verbose",
+        "-v",
+        help="Say on stderr what a long job is doing: planning, copying, publishing, reading.",
+    ),
     no_color: bool = typer.Option(
         False, "--no-color", help="No colours (as NO_COLOR=1; before or after the command)."
     ),
@@ -114,11 +125,33 @@ def main(
     """[bold]ptd[/bold]: batched torch tensors stored in HDF5 files and Zarr v3 stores."""
     from ptd_cli import _common
 
-    ctx.obj = CliState(debug=debug, quiet=quiet)
+    ctx.obj = CliState(debug=debug, quiet=quiet, verbose=verbose)
     _common.QUIET = quiet
+    _phases_on_stderr(verbose or debug)
     if no_color:
         os.environ["NO_COLOR"] = "1"
     _one_line_warnings(quiet)
+
+
+def _phases_on_stderr(shown: bool) -> None:
+    """The library's INFO log (each phase of a long job) as ``ptd: ...`` lines on stderr,
+    when ``shown`` (``--verbose``/``--debug``); one handler per process, writing to whatever
+    ``sys.stderr`` is when a line is logged (commands may run many times in one process)."""
+    logger = logging.getLogger("ptd")
+    if not any(isinstance(h, _StderrLines) for h in logger.handlers):
+        logger.addHandler(_StderrLines())
+    logger.setLevel(logging.INFO if shown else logging.WARNING)
+
+
+class _StderrLines(logging.Handler):
+    """``ptd: message`` on the current ``sys.stderr``."""
+
+    def emit(self, record: Any) -> None:
+        try:
+            sys.stderr.write(f"ptd: {record.getMessage()}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):  # a closed stderr: nothing to tell
+            pass
 
 
 def _one_line_warnings(quiet: bool = False) -> None:
@@ -161,16 +194,44 @@ def version(
 
 # ------------------------------------------------------------------- the process
 #: options of the ``ptd`` group that may also be written after the subcommand
-GLOBAL_FLAGS = ("--debug", "--quiet", "-q", "--no-color")
+GLOBAL_FLAGS = ("--debug", "--quiet", "-q", "--verbose", "-v", "--no-color")
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
+_signals_seen = 0
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    """SIGINT and SIGTERM: a long job is asked to stop at its next safe point (and cleans
+    up); a second signal, while it stops or after, exits at once; otherwise the interrupt is
+    raised where the program is."""
+    global _signals_seen
     from ptd.storage import cancel
 
-    if cancel.active():  # a long job: it stops at its next safe point and cleans up
+    _signals_seen += 1
+    if _signals_seen > 1:
+        _exit_now(signum)
+    if cancel.active():
         cancel.request(signum)
         return
-    raise Terminated()
+    if signum == signal.SIGTERM:
+        raise Terminated()
+    raise KeyboardInterrupt
+
+
+def _exit_now(signum: int) -> None:
+    """Exit at once (a second Ctrl-C): say which temporary outputs stay behind."""
+    from ptd.storage import publish
+
+    left = publish.in_use()
+    if left:
+        line = f"ptd: interrupted again: could not remove {', '.join(left)}; delete it by hand"
+    else:
+        line = "ptd: interrupted again: stopped at once (nothing was left behind)"
+    try:
+        os.write(2, (line + "\n").encode())
+    except OSError:
+        pass
+    os._exit(143 if signum == signal.SIGTERM else 130)
 
 
 def hoist_global_options(args: Sequence[str]) -> list[str]:
@@ -250,7 +311,9 @@ def run(args: Sequence[str] | None = None) -> None:
     """Run ``ptd`` with ``args`` (default ``sys.argv[1:]``) and exit with its status."""
     argv = hoist_global_options(sys.argv[1:] if args is None else args)
     try:
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        signal.signal(signal.SIGTERM, _on_signal)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _on_signal)
     except ValueError:  # not the main thread (an embedding): leave signals alone
         pass
     code = 0
@@ -261,6 +324,14 @@ def run(args: Sequence[str] | None = None) -> None:
         stdout_closed()
     except Terminated:
         code = 143
+    if _signals_seen:
+        # interrupted and cleaned up: the status is decided. Another signal now would kill
+        # the interpreter mid-exit (its handlers are reset while it finalizes): ignored.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                signal.signal(sig, signal.SIG_IGN)
+            except ValueError:  # pragma: no cover - not the main thread
+                pass
     sys.exit(code)
 
 
@@ -292,7 +363,25 @@ def _main(argv: list[str]) -> int:
             hint = f" (see `{path} -h`)"
         print_error(err.format_message() + (hint if err.exit_code == 2 else ""))
         return int(err.exit_code)
-    return int(result) if isinstance(result, int) else 0
+    code = int(result) if isinstance(result, int) else 0
+    return _after_late_stop(code)
+
+
+def _after_late_stop(code: int) -> int:
+    """A Ctrl-C or SIGTERM that came after the job had finished its work (past its last
+    safe point: the output is complete and kept): said, and the exit status is the
+    interrupt's."""
+    from ptd.storage import cancel
+
+    signum = cancel.unheeded()
+    if signum is None:
+        return code
+    print_late = "ptd: interrupted after the work was done: the output is complete and kept"
+    try:
+        os.write(2, (print_late + "\n").encode())
+    except OSError:
+        pass
+    return 143 if signum == signal.SIGTERM else 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -453,6 +453,13 @@ def test_errors_hierarchy() -> None:
         if name == "Interrupted":  # a stop at Ctrl-C: a KeyboardInterrupt, not an error
             assert issubclass(cls, KeyboardInterrupt) and not issubclass(cls, Exception)
             continue
+        if name == "Option":  # a part of a message (an argument named as the fix)
+            assert not issubclass(cls, BaseException)
+            assert (
+                str(cls("overwrite")) == "overwrite=True" and str(cls("to", "zarr")) == "to='zarr'"
+            )
+            assert str(cls("chunks", None)) == "chunks"
+            continue
         assert issubclass(cls, Warning if name.endswith("Warning") else errors.PtdError), name
     # KeyError quotes its message; ours reads plainly
     assert str(errors.PtdKeyError("key 'a' not found")) == "key 'a' not found"

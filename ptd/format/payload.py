@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ptd.errors import PickleRefusedError, PtdTypeError, PtdValueError
+from ptd.errors import Option, PickleRefusedError, PtdTypeError, PtdValueError
 from ptd.format.names import ENCODING_JSON, ENCODING_PICKLE
 
 __all__ = [
@@ -46,10 +46,11 @@ __all__ = [
 #: the reference's messages, per source format
 _REFUSE = {
     "zarr": "Refusing to load pickled non-tensor data from a zarr TensorDict. Pickle can execute "
-    "arbitrary code. Pass allow_pickle=True only when the saved data is trusted.",
+    "arbitrary code. Pass ",
     "memmap": "Refusing to load pickled non-tensor data from a memory-mapped TensorDict. Pickle "
-    "can execute arbitrary code. Pass allow_pickle=True only when the saved data is trusted.",
+    "can execute arbitrary code. Pass ",
 }
+_REFUSE_END = " only when the saved data is trusted."
 _WARN = {
     "zarr": "PersistentTensorDict is loading a pickled non-tensor zarr field. This is only safe "
     "for trusted data. Starting with TensorDict 0.17, the default will change to "
@@ -117,7 +118,13 @@ def decode_payload(
         raise PtdValueError(f"Unknown zarr non-tensor encoding: {encoding!r}. {where}")
     check_allow_pickle(allow_pickle)
     if allow_pickle is False:
-        raise PickleRefusedError(f"{_REFUSE[source]} {where}")
+        raise PickleRefusedError(
+            _REFUSE[source],
+            Option("allow_pickle"),
+            f"{_REFUSE_END} {where}",
+            path=str(location),
+            key=key,
+        )
     if allow_pickle is None:
         warnings.warn(f"{_WARN[source]} {where}", FutureWarning, stacklevel=stacklevel)
     try:

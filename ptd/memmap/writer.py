@@ -69,6 +69,7 @@ from ptd.core.base import TensorDictBase
 from ptd.core.dtypes import storage_dtype, to_storage
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.errors import (
+    Interrupted,
     PtdError,
     PtdTypeError,
     PtdValueError,
@@ -94,6 +95,7 @@ from ptd.format.names import (
 )
 from ptd.format.payload import check_allow_pickle, encode_json
 from ptd.memmap.loader import encode_key
+from ptd.storage import cancel
 from ptd.storage.cancel import cancellable
 from ptd.storage.limits import check_free_space, nbytes_of
 from ptd.storage.location import ReopenSpec, StoreLocation, split_options
@@ -513,7 +515,6 @@ def _store_non_tensor(node: Any, key: str) -> NonTensorData | NonTensorStack:
 
 
 #: what to pass instead of ``overwrite=True`` when the destination exists
-_OVERWRITE_HINT = "pass existsok=True (overwrite=True)"
 
 
 def _source_path(src: Any) -> str | None:
@@ -572,20 +573,32 @@ def _write(
             raise PtdValueError(
                 f"cannot write a memmap directory at {root}: the source {source} is inside it"
             )
-        check_free_destination(root, overwrite, hint=_OVERWRITE_HINT)
+        check_free_destination(root, overwrite, option="overwrite")
         os.makedirs(os.path.dirname(root), exist_ok=True)
         check_free_space(os.path.dirname(root), tensor_nbytes(src), root)
         tmp = make_temp_dir(root)
         writer = _Writer(tmp, progress, slab_bytes)
         writer.skip, writer.like, writer.pool = set(not_copied or ()), like, _pool
         try:
+            cancel.phase("copying", root)
             plan = writer.tree(src)
-            check_free_destination(root, overwrite, hint=_OVERWRITE_HINT)
+            cancel.phase("publishing", root)
+            check_free_destination(root, overwrite, option="overwrite")
+            cancel.check()  # the last moment a stop leaves nothing: then the rename commits
             publish(tmp, root)
         except BaseException as err:
             remove(tmp)
+            if isinstance(err, Interrupted):
+                err.left_behind = (tmp,) if os.path.lexists(tmp) else ()
             if isinstance(err, OSError) and not isinstance(err, PtdError):
-                raise StoreIOError(f"cannot write the memmap directory {root}: {err}") from err
+                # named by the destination, never by its temporary sibling (gone by now)
+                what = err.strerror or str(err).replace(tmp, root) or type(err).__name__
+                where = f": {str(err.filename).replace(tmp, root)}" if err.filename else ""
+                raise StoreIOError(
+                    f"cannot write the memmap directory {root}: {what}{where}", path=root
+                ) from err
+            if isinstance(err, PtdError):
+                raise err.retold(lambda text: text.replace(tmp, root)) from None
             raise
     writer.summary.path = root
     writer.summary.seconds = time.perf_counter() - start
@@ -626,6 +639,7 @@ def export_memmap(
             the first). Skipped links (HDF5 external or dangling) are always left out, listed.
     """
     check_allow_pickle(allow_pickle)
+    cancel.phase("planning", os.fspath(dst))
     if isinstance(src, TensorDictBase):
         return _write(
             src, os.fspath(dst), overwrite=overwrite, progress=progress, slab_bytes=slab_bytes

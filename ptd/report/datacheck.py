@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from ptd.errors import PickleRefusedError, PtdError
+from ptd.storage import cancel
 from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.backends.chunks import ChunkInfo, chunk_info
 
@@ -408,6 +409,7 @@ def check_data(
     second thread only computes one block's statistics while the next is read; ``min(4,
     CPUs)`` for zarr, whose codecs run in parallel) blocks are in flight at once, each ``block_bytes`` (default 16 MiB for HDF5,
     :data:`BLOCK_BYTES` for zarr). ``metas``: the leaves' metadata when the caller has read it."""
+    cancel.phase("reading", str(be.location))
     if block_bytes is None:
         block_bytes = 2 * BLOCK_BYTES if be.name == "h5" else BLOCK_BYTES
     t0 = time.perf_counter()

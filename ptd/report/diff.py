@@ -44,6 +44,7 @@ from ptd.format.tables import describe_table, is_table, table_fields
 from ptd.report.consolidated import open_checked
 from ptd.report.info import jsonable, leaf_shape, user_attrs
 from ptd.report.scan import Scan, scan
+from ptd.storage import cancel
 from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.backends.chunks import chunk_info
 from ptd.storage.backends.properties import same_fill
@@ -408,6 +409,7 @@ def diff(
         raise PtdValueError(f"rtol and atol must be >= 0, got rtol={rtol}, atol={atol}")
     t0 = time.perf_counter()
     pa, pb = as_path_str(a), as_path_str(b)
+    cancel.phase("reading", f"{pa} {pb}")
     la = StoreLocation.parse_source(pa, storage_options)
     lb = StoreLocation.parse_source(
         pb, storage_options_b if storage_options_b is not None else storage_options

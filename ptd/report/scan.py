@@ -24,6 +24,7 @@ from ptd.errors import CorruptStoreError, PtdError, SkippedKeyWarning
 from ptd.format.names import ZARR_JSON
 from ptd.format.shapes import fits
 from ptd.format.tdmeta import parse_td_meta
+from ptd.storage import cancel
 from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path
 from ptd.storage.location import StoreLocation
 from ptd.storage.remote import filesystem, is_remote
@@ -159,6 +160,7 @@ def _scan(
         raise CorruptStoreError(
             f"cannot read the metadata of {be.location}: {type(err).__name__}: {err}"
         ) from None
+    cancel.check()  # a walk of many nodes takes a while: a stop asked meanwhile ends here
     tree = StoreTree(be)
     # fill the tree's cache from our walk (the same thing StoreTree.load_all does)
     children: dict[Path, list[str]] = {(): []}

@@ -10,18 +10,23 @@ which raises :class:`~ptd.errors.Interrupted` (a ``KeyboardInterrupt``) at that 
 job's own clean-up then runs as for any error. A second signal while the first is pending
 raises ``KeyboardInterrupt`` at once (the way out of a clean-up that hangs).
 
+A job names the phase it is in with :func:`phase` (``"planning"``, ``"copying"``,
+``"publishing"``, ``"reading"``): the ``Interrupted`` error says which one it stopped, and each
+phase is logged at INFO on the ``"ptd"`` logger (``ptd --verbose`` shows them).
+
 Outside a section, signals behave as Python's default. The section installs its SIGINT handler
 only in the main thread and only over Python's default one; SIGTERM is the application's
 choice (``ptd``'s command line routes it through :func:`request` too).
 
 >>> with section():
 ...     check()            # nothing requested: returns
+...     phase("copying")
 ...     request(2)         # what the SIGINT handler does
 ...     try:
 ...         check()
 ...     except KeyboardInterrupt as err:
-...         print(type(err).__name__, err.signum)
-Interrupted 2
+...         print(type(err).__name__, err.signum, err.phase)
+Interrupted 2 copying
 >>> active()
 False
 """
@@ -29,6 +34,7 @@ False
 from __future__ import annotations
 
 import functools
+import logging
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -37,11 +43,45 @@ from typing import Any, ParamSpec, TypeVar
 
 from ptd.errors import Interrupted
 
-__all__ = ["section", "cancellable", "check", "request", "active", "requested"]
+__all__ = [
+    "section",
+    "cancellable",
+    "check",
+    "request",
+    "active",
+    "requested",
+    "phase",
+    "current_phase",
+    "unheeded",
+]
 
 _lock = threading.Lock()
 _depth = 0
 _requested: int | None = None
+_phase: str | None = None
+#: a stop requested after the last job's last safe point (it finished its work)
+_unheeded: int | None = None
+_log = logging.getLogger("ptd")
+
+
+def unheeded() -> int | None:
+    """The signal number of a stop that came too late to be acted on: the last job had
+    passed its last safe point (its output was complete) and ended normally; else None. A
+    front end reports it (``ptd`` exits 130/143 and says the output is complete)."""
+    return _unheeded
+
+
+def phase(name: str, detail: str = "") -> None:
+    """Say which phase the running job is in (logged at INFO on the ``"ptd"`` logger as
+    ``name detail``); the :class:`~ptd.errors.Interrupted` raised in it names it."""
+    global _phase
+    _phase = name
+    _log.info("%s%s", name, f" {detail}" if detail else "")
+
+
+def current_phase() -> str | None:
+    """The phase the running job said it is in, or None."""
+    return _phase
 
 
 def active() -> bool:
@@ -67,7 +107,7 @@ def check() -> None:
     """Raise :class:`~ptd.errors.Interrupted` if cancellation was requested (call it between
     units of work, in any thread)."""
     if _requested is not None:
-        raise Interrupted(_requested)
+        raise Interrupted(_requested, phase=_phase)
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
@@ -77,24 +117,30 @@ def _on_sigint(signum: int, frame: Any) -> None:
 @contextmanager
 def section() -> Iterator[None]:
     """Run a cancellable job (see the module doc); sections nest."""
-    global _depth, _requested
+    global _depth, _requested, _phase, _unheeded
     installed = None
     with _lock:
         if _depth == 0:
             _requested = None
+            _phase = None
+            _unheeded = None
             in_main = threading.current_thread() is threading.main_thread()
             if in_main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
                 installed = signal.signal(signal.SIGINT, _on_sigint)
         _depth += 1
+    ended = False
     try:
         yield
+        ended = True
     finally:
         with _lock:
             _depth -= 1
             if _depth == 0:
                 if installed is not None:
                     signal.signal(signal.SIGINT, installed)
+                _unheeded = _requested if ended else None
                 _requested = None
+                _phase = None
 
 
 _P = ParamSpec("_P")

@@ -30,7 +30,7 @@ import secrets
 import shutil
 import time
 
-from ptd.errors import StoreExistsError
+from ptd.errors import Option, StoreExistsError
 
 __all__ = [
     "TMP_TAG",
@@ -42,6 +42,7 @@ __all__ = [
     "check_free_destination",
     "remove_stale",
     "STALE_AFTER_S",
+    "in_use",
 ]
 
 #: the prefix of every temporary that ptd writes beside a destination
@@ -55,11 +56,23 @@ def _sibling(dst: str, tag: str) -> str:
     return os.path.join(parent, f"{tag}{os.getpid()}-{secrets.token_hex(4)}.{name}")
 
 
+#: the temporaries this process handed out and has not published nor removed yet
+_in_use: set[str] = set()
+
+
+def in_use() -> list[str]:
+    """The temporaries of this process that exist on disk now (what an abrupt exit would
+    leave behind; ``ptd``'s second Ctrl-C names them)."""
+    return sorted(p for p in list(_in_use) if os.path.lexists(p))
+
+
 def temp_sibling(dst: str) -> str:
     """A fresh hidden path beside ``dst`` (nothing is created; stale temporaries beside it
     are removed first: :func:`remove_stale`)."""
     remove_stale(os.path.dirname(os.path.abspath(dst)))
-    return _sibling(dst, TMP_TAG)
+    path = _sibling(dst, TMP_TAG)
+    _in_use.add(path)
+    return path
 
 
 #: a dead process's temporary is removed once untouched this long
@@ -137,16 +150,24 @@ def remove(path: str) -> None:
             os.unlink(path)
         except FileNotFoundError:
             pass
+    if not os.path.lexists(path):
+        _in_use.discard(path)
 
 
-def check_free_destination(dst: str, overwrite: bool, *, hint: str = "pass overwrite=True") -> None:
-    """Refuse an existing destination unless ``overwrite`` (an empty directory is free)."""
+def check_free_destination(dst: str, overwrite: bool, *, option: str = "overwrite") -> None:
+    """Refuse an existing destination unless ``overwrite`` (an empty directory is free);
+    ``option``: the caller's argument that allows it, named in the error."""
     if not os.path.lexists(dst):
         return
     if os.path.isdir(dst) and not os.path.islink(dst) and not os.listdir(dst):
         return
     if not overwrite:
-        raise StoreExistsError(f"{dst} already exists and is not empty: {hint} to replace it")
+        raise StoreExistsError(
+            f"{dst} already exists and is not empty: pass ",
+            Option(option),
+            " to replace it",
+            path=dst,
+        )
 
 
 def publish(tmp: str, dst: str) -> None:
@@ -159,9 +180,11 @@ def publish(tmp: str, dst: str) -> None:
     """
     if not os.path.lexists(dst):
         os.rename(tmp, dst)
+        _in_use.discard(tmp)
         return
     if os.path.isfile(dst) and os.path.isfile(tmp):
         os.replace(tmp, dst)
+        _in_use.discard(tmp)
         return
     old = _sibling(dst, OLD_TAG)
     os.rename(dst, old)
@@ -170,4 +193,5 @@ def publish(tmp: str, dst: str) -> None:
     except BaseException:
         os.rename(old, dst)
         raise
+    _in_use.discard(tmp)
     remove(old)

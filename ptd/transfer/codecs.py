@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ptd.errors import PtdValueError
+from ptd.errors import Option, PtdValueError
 from ptd.storage.backends.properties import Codec, Stage
 
 __all__ = [
@@ -48,7 +48,7 @@ def check_compression(compression: str | None, level: int | None) -> tuple[str |
         )
     if name == "none":
         if level is not None:
-            raise PtdValueError("--level does not apply to compression 'none'")
+            raise PtdValueError(Option("level", level), " does not apply to compression 'none'")
         return name, None
     lo, hi = LEVELS[name]
     if level is None:

@@ -152,6 +152,7 @@ class Copier:
         for path, kind, meta in nodes:
             if kind is NodeKind.GROUP or meta is None:
                 continue
+            cancel.check()  # thousands of small nodes take a while to create
             if meta.kind is ValueKind.NON_TENSOR:
                 stype = self.src.string_type(meta)
                 if stype is not None:
@@ -348,6 +349,7 @@ class Copier:
 
     def run(self, workers: int = 1) -> None:
         """Create the structure, copy every region (on ``workers`` threads) and finalize."""
+        cancel.phase("copying", f"{self.total} bytes")
         regions = self.regions(self.create())
         self.result.regions = len(regions)
         if workers <= 1 or len(regions) <= 1:
@@ -355,7 +357,10 @@ class Copier:
                 self.advance(copy_region(self.src, self.dst, path, start, stop))
         else:
             self._run_threads(regions, workers)
+        cancel.check()
+        cancel.phase("publishing")
         self.dst.finalize()
+        cancel.check()
 
     def _settle(self, pending: set[Future[int]]) -> set[Future[int]]:
         """Wait a moment for some of ``pending``; count the finished; stop on cancellation."""

@@ -23,19 +23,21 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ptd.errors import (
     ConvertError,
+    Option,
     PtdError,
     PtdValueError,
     RemoteAccessError,
     UnsupportedOperationError,
 )
+from ptd.storage import cancel
 from ptd.storage.backends.base import Backend, Path
 from ptd.storage.location import ReopenSpec
-from ptd.transfer.copy import Region, copy_region
+from ptd.transfer.copy import CANCEL_POLL_S, Region, copy_region
 from ptd.transfer.job import failed, finish, planned
 from ptd.transfer.options import ConvertOptions, ConvertResult
 
@@ -94,7 +96,9 @@ def _import_distributed() -> Any:
     except ImportError:
         raise UnsupportedOperationError(
             "distributed conversion needs dask: pip install 'ptd[distributed]' (or convert "
-            "locally with workers=N / --workers N)"
+            "locally with ",
+            Option("workers", "N"),
+            ")",
         ) from None
     return distributed
 
@@ -119,6 +123,7 @@ def connect(scheduler: Any) -> tuple[Any, bool]:
     return client, True
 
 
+@cancel.cancellable  # Ctrl-C / SIGTERM cancel the queued tasks; the destination is removed
 def convert_distributed(
     src: Any,
     dst: Any = None,
@@ -167,8 +172,8 @@ def run_distributed(
     if opts.to == "h5" or (opts.dst is not None and opts.dst.suffix_format == "h5"):
         raise PtdValueError(
             "distributed conversion writes zarr destinations only (an HDF5 file cannot be "
-            "written by several processes at once); convert to zarr, or convert locally with "
-            "workers=N / --workers N"
+            "written by several processes at once); convert to zarr, or convert locally with ",
+            Option("workers", "N"),
         )
     for where in (opts.src, opts.dst):
         if where is not None and where.scheme == "memory":
@@ -253,7 +258,7 @@ def _run(
     )
     index = {f.key: i for i, f in enumerate(futures)}
     try:
-        for future in distributed.as_completed(futures, loop=client.loop):
+        for future in _completed(distributed.as_completed(futures, loop=client.loop)):
             if future.status == "error":
                 region = regions[index[future.key]]
                 err = future.exception()
@@ -272,3 +277,19 @@ def _run(
     except BaseException:
         client.cancel(futures)
         raise
+
+
+_IDLE_S = min(0.05, CANCEL_POLL_S)
+
+
+def _completed(finished: Any) -> Iterator[Any]:
+    """The futures of ``finished`` (a ``distributed.as_completed``) as they finish, with the
+    cancellation token checked every ``_IDLE_S`` (well within ``CANCEL_POLL_S``) while none does: Ctrl-C or
+    SIGTERM on the client stops the job (the caller cancels the futures still queued)."""
+    while not finished.is_empty():
+        cancel.check()
+        if finished.has_ready():
+            yield from finished.next_batch(block=False)
+        else:
+            time.sleep(_IDLE_S)
+    cancel.check()

@@ -16,10 +16,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ptd.errors import BatchSizeError, ConvertError, PtdError
+from ptd.errors import BatchSizeError, ConvertError, Interrupted, Option, PtdError
 from ptd.report.batches import expected_batches
 from ptd.report.scan import Scan, scan, zarr_array_nbytes
-from ptd.storage import publish, remote
+from ptd.storage import cancel, publish, remote
 from ptd.storage.backends import get_backend
 from ptd.storage.backends.base import Backend, Path
 from ptd.storage.backends.properties import copy_userblock
@@ -63,24 +63,29 @@ class Target:
     def open(self, mode: str, **options: Any) -> Backend:
         return self.work.open(mode, **options)
 
-    def discard(self) -> None:
+    def discard(self) -> tuple[str, ...]:
+        """Remove the partial output; returns what is still there after (checked), if any."""
         if not self.remote:
             publish.remove(self.work.path)
-            return
+            return (self.work.path,) if os.path.lexists(self.work.path) else ()
         try:
             fs, root = remote.filesystem(self.work.path, self.work.options)
             fs.rm(root, recursive=True)
+            return (self.work.path,) if fs.exists(root) else ()
         except Exception:  # noqa: BLE001 - best effort: the original error matters
-            pass
+            return ()
 
     def publish(self) -> None:
         """Move a finished local copy into place (a URL was written in place already)."""
         if self.remote:
             return
         try:
+            cancel.check()  # the last moment a stop leaves nothing: then the rename commits
             publish.publish(self.work.path, self.dst.path)
         except BaseException as err:
-            publish.remove(self.work.path)
+            left = self.discard()
+            if isinstance(err, Interrupted):
+                err.left_behind = left
             if isinstance(err, OSError):
                 raise ConvertError(
                     f"cannot move the converted store into place at {self.dst.path}: {err}"
@@ -142,15 +147,16 @@ def batches_to_record(s: Scan, opts: ConvertOptions) -> dict[Path, tuple[int, ..
     bad = [p for p in problems if p.code in ("batch_mismatch", "group_batch_mismatch")]
     if bad:
         how = (
-            f"--batch-size {list(opts.batch_size)}"
+            Option("batch_size", list(opts.batch_size))
             if opts.batch_size is not None
-            else f"--batch-dims {opts.batch_dims}"
+            else Option("batch_dims", opts.batch_dims)
         )
         more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
         raise BatchSizeError(
-            f"cannot record the batch size of {s.location} ({how}): "
-            + "; ".join(p.message for p in bad[:3])
-            + more
+            f"cannot record the batch size of {s.location} (",
+            how,
+            "): " + "; ".join(p.message for p in bad[:3]) + more,
+            path=str(s.location),
         )
     return expected
 
@@ -160,6 +166,7 @@ def planned(opts: ConvertOptions) -> Iterator[Job]:
     """Open the source, check the destination and plan the copy (shared by the local and the
     distributed conversion); the source stays open while the context is."""
     t0 = time.perf_counter()
+    cancel.phase("planning", opts.src.path)
     src = opts.src.detect()
     be = src.open_stream()
     try:
@@ -183,7 +190,7 @@ def planned(opts: ConvertOptions) -> Iterator[Job]:
         userblock = _userblock(be, src, dst, result)
         refused = refusals(s, dst.format)
         if refused and not opts.skip_unsupported:
-            raise ConvertError(refusal_error(result, refused))
+            raise refusal_error(result, refused)
         if not dst.is_remote and not opts.dry_run:  # uncompressed leaves need their bytes
             parent = os.path.dirname(os.path.abspath(dst.path))
             check_free_space(parent, raw_nbytes(result), dst.path)
@@ -234,16 +241,13 @@ def failed(err: BaseException, target: Target, out: Backend | None) -> BaseExcep
             out.close()
         except BaseException:  # noqa: BLE001 - the original error matters
             pass
-    target.discard()
+    left = target.discard()
+    if isinstance(err, Interrupted):
+        err.left_behind = left
     if isinstance(err, OSError) and not isinstance(err, PtdError):
         return ConvertError(f"cannot write {target.dst.path}: {_named(str(err), target)}")
     if isinstance(err, PtdError):
-        msg = _named(str(err), target)
-        if msg != str(err):
-            try:
-                return type(err)(msg)
-            except Exception:  # noqa: BLE001 - an error class with other arguments
-                return ConvertError(msg)
+        return err.retold(lambda text: _named(text, target))
     return err
 
 

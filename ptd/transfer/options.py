@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ptd.errors import PtdValueError
+from ptd.errors import Option, PtdValueError
 from ptd.format.detect import FORMATS
 from ptd.storage.location import StoreLocation, split_options
 from ptd.transfer.codecs import check_compression
@@ -80,8 +80,11 @@ class ConvertOptions:
         object.__setattr__(self, "layout", layout)
         if layout is not None and (self.chunks is not None or self.compression is not None):
             raise PtdValueError(
-                f"layout {layout!r} chooses every leaf's chunks and compression: drop "
-                "chunks/compression (--chunks/--compression), or convert without a layout"
+                f"layout {layout!r} chooses every leaf's chunks and compression: leave out ",
+                Option("chunks", None),
+                " and ",
+                Option("compression", None),
+                ", or convert without a layout",
             )
         if self.batch_size is not None:
             bs = self.batch_size

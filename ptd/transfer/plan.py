@@ -21,6 +21,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ptd.errors import (
+    ConvertError,
+    Option,
     PtdValueError,
     ReadOnlyError,
     StoreExistsError,
@@ -123,7 +125,10 @@ def check_destination(src: StoreLocation, dst: StoreLocation, opts: ConvertOptio
         exists = os.path.lexists(dst.path)
     if exists and not opts.overwrite:
         raise StoreExistsError(
-            f"{dst.path} already exists; pass overwrite=True (ptd convert --overwrite) to replace it"
+            f"{dst.path} already exists; pass ",
+            Option("overwrite"),
+            " to replace it",
+            path=dst.path,
         )
     if not dst.is_remote:
         parent = os.path.dirname(os.path.abspath(dst.path))
@@ -144,7 +149,10 @@ def _check_remote_destination(src: StoreLocation, dst: StoreLocation) -> bool:
     if dst.format != "zarr":
         raise PtdValueError(
             f"cannot write {dst.path}: HDF5 destinations must be local paths (h5py writes local "
-            "files); convert to zarr (--to zarr), or write the HDF5 file locally and upload it"
+            "files); convert to zarr (",
+            Option("to", "zarr"),
+            "), or write the HDF5 file locally and upload it",
+            path=dst.path,
         )
     if dst.path.rstrip("/") == src.path.rstrip("/"):
         raise PtdValueError(f"cannot convert {src.path} onto itself: choose another destination")
@@ -490,14 +498,16 @@ def raw_nbytes(result: ConvertResult) -> int:
     )
 
 
-def refusal_error(result: ConvertResult, refused: dict[Path, str]) -> str:
+def refusal_error(result: ConvertResult, refused: dict[Path, str]) -> ConvertError:
     """The one line refusing a conversion because of ``refused`` nodes (the first named)."""
     first = next(iter(refused.values()))
     more = len(refused) - 1
     also = f" (and {more} more key{'s' if more > 1 else ''})" if more else ""
-    return (
-        f"cannot convert {result.src} to {result.dst_format}: {first}{also}; pass "
-        "--skip-unsupported (skip_unsupported=True) to copy the rest and list these as not copied"
+    return ConvertError(
+        f"cannot convert {result.src} to {result.dst_format}: {first}{also}; pass ",
+        Option("skip_unsupported"),
+        " to copy the rest and list these as not copied",
+        path=result.src,
     )
 
 
@@ -513,7 +523,9 @@ def left_out_keys(
         first = next(iter(refused.values()))
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         raise UnsupportedDtypeError(
-            f"cannot write {loc.path} as a {fmt} copy: {first}{more}; pass skip_unsupported=True "
-            f"(--skip-unsupported) to write the rest"
+            f"cannot write {loc.path} as a {fmt} copy: {first}{more}; pass ",
+            Option("skip_unsupported"),
+            " to write the rest",
+            path=loc.path,
         )
     return {"/".join(k): r for k, r in {**skipped, **refused}.items()}, lost

@@ -11,7 +11,6 @@ from rich.text import Text
 from .._common import (
     STORAGE_OPTION_HELP,
     errors_handled,
-    fail,
     human_bytes,
     out_console,
     parse_storage_options,
@@ -50,9 +49,8 @@ def memmap(
     ] = None,
 ) -> None:
     options = parse_storage_options(storage_option)
-    with errors_handled(ctx, src):
+    with errors_handled(ctx, src, output=dst):
         import ptd
-        from ptd.errors import PickleRefusedError, StoreExistsError
         from ptd.memmap import export_memmap
 
         total = ptd.info(src, storage_options=options).totals.nbytes
@@ -64,22 +62,15 @@ def memmap(
                 done += n
                 update(done, total)
 
-            try:
-                summary = export_memmap(
-                    src,
-                    dst,
-                    overwrite=overwrite,
-                    progress=advance,
-                    allow_pickle=allow_pickle,
-                    storage_options=options,
-                    skip_unsupported=skip_unsupported,
-                )
-            except PickleRefusedError as err:
-                raise fail(f"{src}: {err} (ptd memmap --allow-pickle)") from None
-            except StoreExistsError:
-                raise fail(
-                    f"{dst} already exists and is not empty; pass --overwrite to replace it"
-                ) from None
+            summary = export_memmap(
+                src,
+                dst,
+                overwrite=overwrite,
+                progress=advance,
+                allow_pickle=allow_pickle,
+                storage_options=options,
+                skip_unsupported=skip_unsupported,
+            )
     if json_:
         from dataclasses import asdict
 

@@ -196,3 +196,144 @@ def test_leftovers_of_killed_runs_are_removed(sources: dict[str, Path], tmp_path
     left = sorted(os.listdir(tmp_path))
     assert dead.name not in left
     assert {recent.name, alive.name, swapped.name, "x.h5"} == set(left), left
+
+
+# ------------------------------------------------------------- each phase, by its own output
+@pytest.fixture(scope="module")
+def many_nodes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Stores of 3,000 small leaves: planning, creating and publishing them take long enough
+    (tenths of a second each) for a signal to land inside each phase."""
+    d = tmp_path_factory.mktemp("many")
+    h5 = d / "many.h5"
+    with h5py.File(h5, "w") as f:
+        for i in range(3000):
+            f.create_dataset(f"g{i // 100}/x{i}", data=np.arange(10.0))
+    zs = d / "many.zarr"
+    root = zarr.open_group(zs, mode="w", zarr_format=3)
+    for i in range(3000):
+        root.create_array(f"g{i // 100}/x{i}", data=np.arange(10.0))
+    return {"h5": h5, "zarr": zs}
+
+
+def _interrupt_in(args: list[str], phase: str, sig: int) -> tuple[int, float, list[str]]:
+    """Run ``ptd --verbose ARGS``, send ``sig`` as soon as it says it entered ``phase``
+    (``ptd: copying ...``); returns (exit status, seconds to the exit, stderr lines after)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ptd", "--verbose", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        text=True,
+    )
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.startswith(f"ptd: {phase}"):
+            break
+    else:
+        proc.wait()
+        proc.stderr.close()
+        pytest.fail(f"the command ended before {phase!r}: {seen}")
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    rest = proc.stderr.read()
+    proc.wait(timeout=30)
+    proc.stderr.close()
+    return proc.returncode, time.monotonic() - t0, [ln for ln in rest.splitlines() if ln.strip()]
+
+
+PHASES = [
+    ("h5", "out.zarr", "planning", signal.SIGINT),
+    ("h5", "out.zarr", "copying", signal.SIGTERM),
+    ("h5", "out.zarr", "publishing", signal.SIGINT),
+    ("zarr", "out.h5", "copying", signal.SIGINT),
+    ("zarr", "out.h5", "publishing", signal.SIGTERM),
+]
+
+
+@pytest.mark.parametrize("src_fmt, dst_name, phase, sig", PHASES)
+def test_convert_stops_in_each_phase(
+    many_nodes: dict[str, Path], tmp_path: Path, src_fmt: str, dst_name: str, phase: str, sig: int
+) -> None:
+    src = many_nodes[src_fmt]
+    before = _digest(src)
+    rc, seconds, lines = _interrupt_in(["convert", str(src), str(tmp_path / dst_name)], phase, sig)
+    assert rc == (130 if sig == signal.SIGINT else 143), lines
+    assert seconds < 5, seconds
+    assert lines == [
+        f"ptd: interrupted while {phase}: {tmp_path / dst_name} was not written "
+        "(nothing was left behind)"
+    ]
+    assert os.listdir(tmp_path) == []
+    assert _digest(src) == before
+
+
+def test_memmap_stops_while_planning(many_nodes: dict[str, Path], tmp_path: Path) -> None:
+    rc, seconds, lines = _interrupt_in(
+        ["memmap", str(many_nodes["h5"]), str(tmp_path / "o.mm")], "planning", signal.SIGINT
+    )
+    assert (rc, os.listdir(tmp_path)) == (130, []), lines
+    assert lines == [
+        f"ptd: interrupted while planning: {tmp_path / 'o.mm'} was not written "
+        "(nothing was left behind)"
+    ]
+
+
+def test_a_stop_after_the_last_safe_point_keeps_the_complete_output(
+    many_nodes: dict[str, Path], tmp_path: Path
+) -> None:
+    # memmap's publishing is one rename: the signal lands after it, the output is whole
+    rc, _s, lines = _interrupt_in(
+        ["memmap", str(many_nodes["h5"]), str(tmp_path / "o.mm")], "publishing", signal.SIGINT
+    )
+    assert rc == 130, lines
+    if os.listdir(tmp_path):  # the usual case: it had renamed the finished directory
+        assert lines == [
+            "ptd: interrupted after the work was done: the output is complete and kept"
+        ]
+        assert os.listdir(tmp_path) == ["o.mm"]
+        assert (tmp_path / "o.mm" / "meta.json").is_file()
+    else:  # the signal came before the rename: nothing written
+        assert lines[-1].startswith("ptd: interrupted while publishing")
+
+
+def test_a_second_interrupt_exits_at_once_naming_what_stays(
+    many_nodes: dict[str, Path], tmp_path: Path
+) -> None:
+    # stopped while publishing 3,000 leaves, its clean-up (removing ~6,000 files) takes
+    # tenths of a second: a second Ctrl-C then exits at once, in the middle of it
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ptd",
+            "-v",
+            "convert",
+            str(many_nodes["h5"]),
+            str(tmp_path / "o.zarr"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("ptd: publishing"):
+            break
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.1)  # two signals at once are one to Python: the second must come later
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    rest = [ln for ln in proc.stderr.read().splitlines() if ln.strip()]
+    proc.wait(timeout=30)
+    proc.stderr.close()
+    assert proc.returncode == 130
+    assert time.monotonic() - t0 < 1
+    left = [p for p in tmp_path.iterdir() if p.name.startswith(".ptd-tmp-")]
+    if left:  # the usual case: it exited in the middle of the clean-up
+        assert rest == [f"ptd: interrupted again: could not remove {left[0]}; delete it by hand"]
+    else:  # the first stop had cleaned up already
+        assert rest and all(ln.startswith("ptd: interrupted") for ln in rest), rest
+    assert not (tmp_path / "o.zarr").exists()

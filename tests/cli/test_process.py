@@ -140,3 +140,53 @@ def test_help_has_no_python_type_names(command: str) -> None:
     assert run.returncode == 0, run.stderr
     found = re.findall(r"<(bool|str|int|float|list\[[a-z]+\]|path)>", run.stdout)
     assert found == [], found
+
+
+# --------------------------------------------------- library words in the library, CLI's here
+def test_errors_name_the_fix_in_each_ones_own_terms(tmp_path: Path, many: Path) -> None:
+    import ptd as library
+    from ptd.errors import Option, StoreExistsError
+
+    dst = tmp_path / "o.zarr"
+    dst.mkdir()
+    (dst / "zarr.json").write_text("{}")
+    with pytest.raises(StoreExistsError) as info:
+        library.convert(many, dst)
+    assert "pass overwrite=True to replace it" in str(info.value)
+    assert "--" not in str(info.value)
+    assert info.value.options == (Option("overwrite"),) and info.value.path == str(dst)
+    run = ptd("convert", str(many), str(dst))
+    assert run.returncode == 2
+    assert run.stderr.splitlines() == [
+        f"ptd: error: {dst} already exists; pass --overwrite to replace it"
+    ]
+    mm = tmp_path / "o.mm"
+    mm.mkdir()
+    (mm / "x").write_text("x")
+    run = ptd("memmap", "--skip-unsupported", str(many), str(mm))
+    assert run.stderr.splitlines() == [
+        f"ptd: error: {mm} already exists and is not empty: pass --overwrite to replace it"
+    ]
+    run = ptd(
+        "convert", str(many), str(tmp_path / "p.zarr"), "--compression", "none", "--level", "3"
+    )
+    assert run.returncode == 2 and len(run.stderr.splitlines()) == 1
+    assert run.stderr.rstrip().endswith(": --level 3 does not apply to compression 'none'")
+
+
+def test_no_temporary_names_in_messages(
+    tmp_path: Path, many: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ptd.errors import StoreIOError
+    from ptd.memmap import export_memmap, writer
+
+    def refused(self: object, src: object, key: str, path: str, *args: object) -> None:
+        raise PermissionError(13, "Permission denied", path)  # a file inside the temporary
+
+    monkeypatch.setattr(writer._Writer, "_write_file", refused)
+    dst = tmp_path / "x.mm"
+    with pytest.raises(StoreIOError) as info:
+        export_memmap(many, dst, skip_unsupported=True)
+    assert ".ptd-tmp-" not in str(info.value), info.value
+    assert str(info.value).startswith(f"cannot write the memmap directory {dst}: Permission denied")
+    assert os.listdir(tmp_path) == []
