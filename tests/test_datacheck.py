@@ -112,3 +112,57 @@ def test_sharded_zarr_counts_shards(tmp_path: Path) -> None:
     res = check_data(be, [("a",)])
     be.close()
     assert res.missing["a"][:2] == (1, 2) and res.missing["a"][2] == [[1]]
+
+
+@pytest.mark.parametrize("backend", ["h5", "zarr"])
+def test_integer_and_bool_leaves_get_counts_per_value(tmp_path: Path, backend: str) -> None:
+    rng = np.random.default_rng(3)
+    leaves = {
+        "action": rng.integers(-2, 3, 1000).astype("i1"),  # 5 values, negative ones too
+        "done": rng.random(1000) > 0.8,
+        "step": np.arange(1000, dtype="i8"),  # many values: a histogram instead
+        "label": np.concatenate([np.full(500, 7), np.full(500, 70_000)]).astype("u4"),
+    }
+    be = get_backend(backend).open(str(tmp_path / f"c.{backend}"), "w")
+    for name, x in leaves.items():
+        be.create_array((name,), shape=x.shape, dtype=x.dtype, data=x, chunks=(64,))
+    res = check_data(be, [(n,) for n in leaves], histogram_bins=8, block_bytes=200, workers=3)
+    be.close()
+    for name in ("action", "done"):
+        values, counts = np.unique(leaves[name], return_counts=True)
+        assert res.stats[name].values == [
+            [v.item(), int(c)] for v, c in zip(values, counts, strict=True)
+        ]
+    assert [type(v) for v, _ in res.stats["done"].values or []] == [bool, bool]
+    step = res.stats["step"]
+    assert step.values is None and step.histogram is not None and len(step.histogram) == 8
+    # two values far apart: blocks of one value count, the merged counts stay exact
+    assert res.stats["label"].values == [[7, 500], [70_000, 500]]
+    assert res.stats["action"].channels is None
+
+
+@pytest.mark.parametrize("backend", ["h5", "zarr"])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_image_like_uint8_leaves_get_a_summary_per_channel(
+    tmp_path: Path, backend: str, layout: str
+) -> None:
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 256, (40, 3, 16, 16), dtype=np.uint8)
+    x[:, 0] //= 2  # the channels differ
+    x[:, 2] = 255 - x[:, 2] // 4
+    axis = 1
+    if layout == "NHWC":
+        x, axis = np.ascontiguousarray(x.transpose(0, 2, 3, 1)), 3
+    be = get_backend(backend).open(str(tmp_path / f"i.{backend}"), "w")
+    chunks = (7, 1, 16, 16) if layout == "NCHW" else (7, 16, 16, 3)  # blocks split channels
+    be.create_array(("img",), shape=x.shape, dtype=x.dtype, data=x, chunks=chunks)
+    res = check_data(be, [("img",)], histogram_bins=8, block_bytes=700, workers=3)
+    be.close()
+    st = res.stats["img"]
+    others = tuple(i for i in range(4) if i != axis)
+    assert st.channel_axis == axis and st.channels is not None
+    for c, got in enumerate(st.channels):
+        ref = np.take(x, c, axis=axis)
+        assert got["mean"] == pytest.approx(ref.mean())
+        assert (got["min"], got["max"]) == (ref.min(), ref.max())
+    assert len(st.channels) == x.shape[axis] and others

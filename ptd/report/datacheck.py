@@ -75,6 +75,30 @@ _SAMPLE_CAP = 65536
 _PER_BLOCK_SAMPLE = 4096
 #: bins of the histograms ``ptd inspect --stats`` draws
 HISTOGRAM_BINS = 16
+#: integer/bool leaves with at most this many distinct values get exact counts per value
+MAX_DISTINCT = 16
+#: ... counted with one ``bincount`` per block when the block's values span at most this
+_COUNT_SPAN = 4096
+#: the torch dtypes of the leaves whose values are counted (not float8 bits stored as uint8)
+_COUNTABLE = ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
+
+
+def image_channel_axis(shape: tuple[int, ...], dtype: np.dtype) -> int | None:
+    """The channel axis of an image-like leaf: uint8 ``[N, C, H, W]`` (1) or ``[N, H, W, C]``
+    (3) with C of 1, 3 or 4 and images at least 8 x 8; else None.
+
+    >>> image_channel_axis((64, 3, 32, 32), np.dtype("u1")), image_channel_axis((64, 32, 32, 4), np.dtype("u1"))
+    (1, 3)
+    >>> image_channel_axis((64, 3, 32, 32), np.dtype("f4")) is None
+    True
+    """
+    if dtype != np.uint8 or len(shape) != 4:
+        return None
+    if shape[1] in (1, 3, 4) and min(shape[2:]) >= 8:
+        return 1
+    if shape[3] in (1, 3, 4) and min(shape[1:3]) >= 8:
+        return 3
+    return None
 
 
 @dataclass
@@ -117,8 +141,15 @@ class LeafStats:
     chunks: int = 0
     stored_chunks: int | None = None
     nbytes: int = 0
-    #: a histogram of a strided sample (``bins`` counts over ``[min, max]``), float leaves
+    #: a histogram of a strided sample (``bins`` counts over ``[min, max]``), numeric leaves
     histogram: list[int] | None = None
+    #: integer and bool leaves of few distinct values (at most :data:`MAX_DISTINCT`): each
+    #: value and how many elements hold it, exactly, ``[[value, count], ...]`` by value
+    values: list[list[Any]] | None = None
+    #: image-like uint8 leaves (``[N, C, H, W]`` or ``[N, H, W, C]``, C of 1, 3 or 4): the
+    #: channel axis (1 or 3) and per channel ``{"min", "max", "mean"}``
+    channel_axis: int | None = None
+    channels: list[dict[str, float]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a dict (for JSON; the histogram list is shared, not copied)."""
@@ -220,8 +251,26 @@ def _chunk_region(
 class _Acc:
     """Streaming statistics of one leaf (blocks are merged as they complete, any order)."""
 
-    def __init__(self, float_like: bool, want_sample: bool, constraint: Constraint | None):
+    def __init__(
+        self,
+        float_like: bool,
+        want_sample: bool,
+        constraint: Constraint | None,
+        *,
+        countable: bool = False,
+        is_bool: bool = False,
+        channel_axis: int | None = None,
+        channels: int = 0,
+    ):
         self.float_like = float_like
+        self.is_bool = is_bool
+        #: exact counts per value while they are few (integer and bool leaves)
+        self.values: dict[Any, int] | None = {} if countable and want_sample else None
+        self.channel_axis = channel_axis if want_sample else None
+        self.ch_sum = np.zeros(channels, dtype=np.float64)
+        self.ch_count = 0
+        self.ch_min = np.full(channels, 255.0)
+        self.ch_max = np.zeros(channels)
         self.n = 0
         self.mean = 0.0
         self.m2 = 0.0
@@ -232,16 +281,20 @@ class _Acc:
         self.count = 0
         self.out_of_range = 0
         self.not_allowed = 0
-        self.sample: list[np.ndarray] | None = [] if want_sample and float_like else None
+        self.sample: list[np.ndarray] | None = [] if want_sample else None
         self.sampled = 0
         self.constraint = constraint
         self.lock = threading.Lock()
 
-    def add(self, x: np.ndarray) -> None:
+    def add(self, x: np.ndarray, region: tuple[slice, ...] = ()) -> None:
+        if self.channel_axis is not None and x.size:
+            self._add_channels(x, region)
         x = np.ascontiguousarray(x).reshape(-1)
         total = x.size
         if not total:
             return
+        if self.values is not None:
+            self._count_values(x)
         nan = inf = 0
         s: float | None = None
         if self.float_like:
@@ -298,6 +351,52 @@ class _Acc:
                     merged = np.concatenate(self.sample)[::2]
                     self.sample, self.sampled = [merged], merged.size
 
+    def _count_values(self, x: np.ndarray) -> None:
+        """Exact counts per value of a block, merged while they are few: one ``bincount`` when
+        the block's values span little, else one comparison per value a strided sample finds
+        (and none when the sample already holds too many)."""
+        if x.dtype == np.bool_:
+            x = x.view(np.uint8)
+        lo, hi = int(x.min()), int(x.max())
+        found: dict[int, int] | None
+        if hi - lo <= _COUNT_SPAN:
+            counts = np.bincount(x.astype(np.int64) - lo)
+            found = {lo + int(v): int(counts[v]) for v in np.flatnonzero(counts)}
+        else:
+            seen = np.unique(x[:: max(1, x.size // 1024)])
+            found = None
+            if seen.size <= MAX_DISTINCT:
+                found = {int(v): int(np.count_nonzero(x == v)) for v in seen}
+                if sum(found.values()) != x.size:  # values the sample missed: too many
+                    found = None
+        if found is None:
+            with self.lock:
+                self.values = None
+            return
+        with self.lock:
+            if self.values is None:
+                return
+            for v, c in found.items():
+                self.values[v] = self.values.get(v, 0) + c
+            if len(self.values) > MAX_DISTINCT:
+                self.values = None
+
+    def _add_channels(self, x: np.ndarray, region: tuple[slice, ...]) -> None:
+        """Per-channel sums, minima and maxima of an image block (``region`` places it)."""
+        axis = self.channel_axis
+        assert axis is not None
+        first = region[axis].start if len(region) > axis and region[axis].start else 0
+        others = tuple(i for i in range(x.ndim) if i != axis)
+        sums = x.sum(axis=others, dtype=np.float64)
+        mins, maxs = x.min(axis=others), x.max(axis=others)
+        sel = slice(first, first + x.shape[axis])
+        with self.lock:
+            self.ch_sum[sel] += sums
+            self.ch_min[sel] = np.minimum(self.ch_min[sel], mins)
+            self.ch_max[sel] = np.maximum(self.ch_max[sel], maxs)
+            if first == 0:  # elements per channel: counted once per block of channel 0
+                self.ch_count += x.size // x.shape[axis]
+
     def result(self, bins: int) -> LeafStats:
         st = LeafStats(count=self.count, nan=self.nan, inf=self.inf, min=self.min, max=self.max)
         if self.n:
@@ -307,6 +406,16 @@ class _Acc:
             data = np.concatenate(self.sample)
             hi = self.max if self.max > self.min else self.min + 1.0
             st.histogram = [int(v) for v in np.histogram(data, bins=bins, range=(self.min, hi))[0]]
+        if self.values:
+            st.values = [
+                [bool(v) if self.is_bool else v, c] for v, c in sorted(self.values.items())
+            ]
+        if self.channel_axis is not None and self.ch_count:
+            st.channel_axis = self.channel_axis
+            st.channels = [
+                {"min": float(lo), "max": float(hi), "mean": float(s / self.ch_count)}
+                for lo, hi, s in zip(self.ch_min, self.ch_max, self.ch_sum, strict=True)
+            ]
         return st
 
 
@@ -438,6 +547,7 @@ def check_data(
         info = chunk_info(be, path)
         c = constraints.get(key)
         float_like = meta.dtype.kind == "f" or meta.torch_dtype == "bfloat16"
+        axis = image_channel_axis(tuple(meta.shape), meta.dtype)
         leaf = _Leaf(
             path,
             key,
@@ -445,7 +555,15 @@ def check_data(
             meta.dtype.itemsize,
             meta.torch_dtype,
             info,
-            _Acc(float_like, histogram_bins > 0, c),
+            _Acc(
+                float_like,
+                histogram_bins > 0,
+                c,
+                countable=meta.dtype.kind in "biu" and meta.torch_dtype in (None, *_COUNTABLE),
+                is_bool=meta.dtype.kind == "b",
+                channel_axis=axis,
+                channels=meta.shape[axis] if axis is not None else 0,
+            ),
             c,
         )
         leaves.append(leaf)
@@ -474,7 +592,7 @@ def check_data(
             raw = be.read(leaf.path, region)
         except PtdError:
             return read_chunks(leaf, region)
-        _account(leaf, raw)
+        _account(leaf, raw, region)
         return raw.nbytes
 
     def read_chunks(leaf: _Leaf, region: tuple[slice, ...]) -> int:
@@ -498,14 +616,14 @@ def check_data(
                         )
                     )
                 continue
-            _account(leaf, raw)
+            _account(leaf, raw, sub)
             done += raw.nbytes
         return done
 
-    def _account(leaf: _Leaf, raw: np.ndarray) -> None:
+    def _account(leaf: _Leaf, raw: np.ndarray, region: tuple[slice, ...]) -> None:
         vals = _as_numbers(raw, leaf.torch_dtype)
         if vals is not None:
-            leaf.acc.add(vals)
+            leaf.acc.add(vals, region)
         else:
             with leaf.acc.lock:
                 leaf.acc.count += raw.size
@@ -558,7 +676,7 @@ def check_data(
                 progress(nbytes)
 
     for leaf in leaves:
-        st = leaf.acc.result(histogram_bins if leaf.acc.float_like else 0)
+        st = leaf.acc.result(histogram_bins)
         st.chunks = 0 if leaf.info.contiguous else leaf.info.n_chunks
         st.stored_chunks = (
             None

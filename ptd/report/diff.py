@@ -76,8 +76,11 @@ _FIRST_ROWS = 5
 @dataclass
 class Difference:
     """One difference: the key (``""`` for the root), its kind (:data:`DIFF_KINDS`), a
-    message, and what each side has; value differences add the count of differing elements
-    and the first differing rows."""
+    message, and what each side has; value differences add the count of differing elements,
+    the first differing rows, the first differing elements with both values (``first``:
+    ``{"index": [...], "a": ..., "b": ...}``) and, for numbers, the largest absolute and
+    relative differences (as ``numpy.testing.assert_allclose`` reports them: ``|a - b|`` and
+    ``|a - b| / |b|`` over the differing elements, NaN pairs left out)."""
 
     key: str
     kind: str
@@ -90,6 +93,13 @@ class Difference:
     field: str | None = None
     #: of ``count``: the elements NaN on both sides (equal with ``equal_nan``)
     both_nan: int = 0
+    #: the first differing elements: their index and the value on each side
+    first: list[dict[str, Any]] | None = None
+    #: the largest ``|a - b|`` and ``|a - b| / |b|`` of the differing elements (numbers)
+    max_abs_diff: float | None = None
+    max_rel_diff: float | None = None
+    #: the number of elements (records of a table) compared
+    total: int | None = None
 
 
 @dataclass
@@ -469,25 +479,16 @@ def _tables(
         shape = tuple(ma.shape)
         rows = _slab_rows(shape, max(ma.dtype.itemsize, mb.dtype.itemsize), 1)
         names = [n for n, _ in table_fields(ma.dtype)]
-        counts = dict.fromkeys(names, 0)
-        nans = dict.fromkeys(names, 0)
-        first: dict[str, list[int]] = {n: [] for n in names}
+        found = {n: _Mismatch() for n in names}
         try:
             for region in _slabs(shape, rows) if 0 not in shape else ():
                 xa, xb = bea.read(path, region), beb.read(path, region)
                 start = region[0].start if region else 0
                 for name in names:
                     neq = _field_differ(xa[name], xb[name], report)
-                    n = int(np.count_nonzero(neq))
-                    if not n:
-                        continue
-                    counts[name] += n
-                    if xa[name].ndim == 1:  # counted per record, as ``n`` is
-                        nans[name] += _both_nan(xa[name], xb[name], report.equal_nan)
-                    if len(first[name]) < _FIRST_ROWS:
-                        bad = neq.reshape(neq.shape[0], -1).any(axis=1) if neq.ndim else [True]
-                        first[name].extend(int(i) + start for i in np.flatnonzero(bad))
-                        del first[name][_FIRST_ROWS:]
+                    if found[name].add(xa[name], xb[name], neq, start) and xa[name].ndim == 1:
+                        # counted per record, as the differing records are
+                        found[name].both_nan += _both_nan(xa[name], xb[name], report.equal_nan)
                 report.nbytes_compared += xa.nbytes
                 if progress is not None:
                     progress(int(xa.nbytes))
@@ -497,19 +498,89 @@ def _tables(
         report.leaves_compared += 1
         total = math.prod(shape) if shape else 1
         for name in names:
-            if counts[name]:
-                out.append(
-                    Difference(
-                        key,
-                        "values_differ",
-                        f"{key!r} field {name!r}: {counts[name]} of {total} values differ "
-                        f"(first rows: {first[name]})",
-                        count=counts[name],
-                        first_rows=first[name],
-                        field=name,
-                        both_nan=nans[name],
-                    )
-                )
+            if found[name].count:
+                out.append(found[name].difference(key, total, name))
+
+
+class _Mismatch:
+    """What a value difference reports, gathered slab by slab in bounded memory: the count,
+    the first differing rows and elements (with both values), max |a-b| and max relative."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.both_nan = 0
+        self.rows: list[int] = []
+        self.first: list[dict[str, Any]] = []
+        self.max_abs: float | None = None
+        self.max_rel: float | None = None
+
+    def add(self, xa: np.ndarray, xb: np.ndarray, neq: np.ndarray, start: int) -> int:
+        """Record the differing elements ``neq`` of a slab whose first row is ``start``
+        (``neq`` of ``xa``'s shape, or per record for a table field); returns their count."""
+        n = int(np.count_nonzero(neq))
+        if not n:
+            return 0
+        self.count += n
+        scalar = neq.ndim == 0
+        if scalar:
+            flat = np.zeros(1, dtype=np.intp)
+            xa, xb = xa.reshape(1, *xa.shape), xb.reshape(1, *xb.shape)
+            neq = neq.reshape(1)
+        else:
+            flat = np.flatnonzero(neq)
+        if len(self.rows) < _FIRST_ROWS:
+            bad = neq.reshape(neq.shape[0], -1).any(axis=1)
+            self.rows.extend(int(i) + start for i in np.flatnonzero(bad)[:_FIRST_ROWS])
+            del self.rows[_FIRST_ROWS:]
+        if len(self.first) < _FIRST_ROWS:
+            for i in flat[: _FIRST_ROWS - len(self.first)]:
+                index = [int(j) for j in np.unravel_index(int(i), neq.shape)]
+                at = tuple(index)
+                index = [] if scalar else [index[0] + start, *index[1:]]
+                self.first.append({"index": index, "a": jsonable(xa[at]), "b": jsonable(xb[at])})
+        if xa.dtype.kind in "biufc" and xb.dtype.kind in "iufc" and xa.shape == neq.shape:
+            da = xa.reshape(-1)[flat].astype(np.complex128 if xa.dtype.kind == "c" else np.float64)
+            db = xb.reshape(-1)[flat].astype(np.complex128 if xb.dtype.kind == "c" else np.float64)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gap = np.abs(da - db)
+                rel = gap / np.abs(db)
+            gap, rel = gap[~np.isnan(gap)], rel[~np.isnan(rel)]
+            if gap.size:
+                top = float(gap.max())
+                self.max_abs = top if self.max_abs is None else max(self.max_abs, top)
+            if rel.size:
+                top = float(rel.max())
+                self.max_rel = top if self.max_rel is None else max(self.max_rel, top)
+        return n
+
+    def summary(self) -> str:
+        """``max |a-b| 0.5, max rel 0.25; first at [3, 1]: a=1.5 b=2.0`` (what is known)."""
+        parts = []
+        if self.max_abs is not None:
+            parts.append(f"max |a-b| {self.max_abs:.6g}")
+        if self.max_rel is not None:
+            parts.append(f"max rel {self.max_rel:.6g}")
+        head = ", ".join(parts)
+        if self.first:
+            f = self.first[0]
+            head += ("; " if head else "") + f"first at {f['index']}: a={f['a']!r} b={f['b']!r}"
+        return head
+
+    def difference(self, key: str, total: int, field: str | None = None) -> Difference:
+        what = f"{key!r} field {field!r}" if field else repr(key)
+        return Difference(
+            key,
+            "values_differ",
+            f"{what}: {self.count} of {total} values differ ({self.summary()})",
+            count=self.count,
+            first_rows=self.rows,
+            field=field,
+            both_nan=self.both_nan,
+            first=self.first,
+            max_abs_diff=self.max_abs,
+            max_rel_diff=self.max_rel,
+            total=total,
+        )
 
 
 def _field_differ(a: np.ndarray, b: np.ndarray, report: DiffReport) -> np.ndarray:
@@ -539,9 +610,7 @@ class _LeafCompare:
             ma.dtype.kind not in "fc"
             or bool(ma.torch_dtype and ma.torch_dtype.startswith("float8"))
         )
-        self.count = 0
-        self.both_nan = 0
-        self.first: list[int] = []
+        self.found = _Mismatch()
 
     def settle(self, item: _Item) -> int:
         """Compare one slab read on the pool; returns its bytes (side A)."""
@@ -554,18 +623,8 @@ class _LeafCompare:
         xb = _numbers(rb, self.mb.torch_dtype)
         r = self.report
         neq = _differ(xa, xb, r.rtol, r.atol, r.equal_nan, self.exact)
-        n = int(np.count_nonzero(neq))
-        if n:
-            self.count += n
-            self.both_nan += _both_nan(xa, xb, r.equal_nan)
-            if len(self.first) < _FIRST_ROWS:
-                start = region[0].start if region else 0
-                if neq.ndim:
-                    bad = neq.reshape(neq.shape[0], -1).any(axis=1)
-                    self.first.extend(int(i) + start for i in np.flatnonzero(bad)[:_FIRST_ROWS])
-                else:
-                    self.first.append(0)
-                del self.first[_FIRST_ROWS:]
+        if self.found.add(xa, xb, neq, region[0].start if region else 0):
+            self.found.both_nan += _both_nan(xa, xb, r.equal_nan)
         r.nbytes_compared += ra.nbytes
         return int(ra.nbytes)
 
@@ -631,16 +690,5 @@ def _values(
                 )
                 continue
             report.leaves_compared += 1
-            if leaf.count:
-                total = math.prod(shape) if shape else 1
-                out.append(
-                    Difference(
-                        key,
-                        "values_differ",
-                        f"{key!r}: {leaf.count} of {total} values differ "
-                        f"(first rows: {leaf.first})",
-                        count=leaf.count,
-                        first_rows=leaf.first,
-                        both_nan=leaf.both_nan,
-                    )
-                )
+            if leaf.found.count:
+                out.append(leaf.found.difference(key, math.prod(shape) if shape else 1))

@@ -34,7 +34,7 @@ def validation_suite(report: ValidationReport) -> Suite:
         if check == "data":
             case.seconds = report.data_seconds
         cases.append(case)
-    return Suite(report.path, report.path, cases, seconds=report.data_seconds)
+    return Suite(report.path, report.path, cases, seconds=max(report.seconds, report.data_seconds))
 
 
 def error_suite(path: str, message: str) -> Suite:

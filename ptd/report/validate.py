@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -119,6 +120,8 @@ class ValidationReport:
     data_checked: bool = False
     data_nbytes: int = 0
     data_seconds: float = 0.0
+    #: the seconds the whole validation took (the data pass included)
+    seconds: float = 0.0
     #: per numeric leaf (``data=True``): count, min, max, mean, std, nan, inf, chunks,
     #: stored_chunks, nbytes, histogram
     stats: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -233,6 +236,7 @@ def validate(
     if batch_dims is not None and (isinstance(batch_dims, bool) or int(batch_dims) < 0):
         raise PtdValueError(f"batch_dims must be >= 0, got {batch_dims!r}")
     _check_ignore(ignore)
+    t0 = time.perf_counter()
     given = _as_batch_size(batch_size) if batch_size is not None else None
     doc = load_schema(schema) if schema is not None else None
     p = as_path_str(path)
@@ -383,6 +387,7 @@ def validate(
             report.data_nbytes = result.nbytes
             report.data_seconds = round(result.seconds, 6)
             report.stats = {k: v.to_dict() for k, v in result.stats.items()}
+        report.seconds = round(time.perf_counter() - t0, 6)
         return report
     finally:
         be.close()

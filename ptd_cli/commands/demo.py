@@ -79,12 +79,16 @@ def demo(
         finally:
             if not keep:
                 shutil.rmtree(root, ignore_errors=True)
-    if not keep:
+    if keep:
+        console.print(Text(f"done: the files are in {root}", style="bold green"))
+    elif os.path.exists(root):  # pragma: no cover - rmtree could not remove everything
+        console.print(Text(f"done: the files are in {root} (could not remove it)", style="bold"))
+    else:
         console.print(
             Text(
-                "(the demo files were in a temporary directory, now removed; "
-                "`ptd demo DIR` keeps them)",
-                style="dim",
+                "done: the files were in a temporary directory, removed now "
+                "(`ptd demo DIR` keeps them)",
+                style="bold green",
             )
         )
     raise typer.Exit(int(ExitCode.OK))
@@ -173,7 +177,6 @@ def _run(console: Any, root: str) -> None:
     else:
         print_memmap(console, zarr, export_memmap(zarr, mm), rel)
     console.print()
-    console.print(Text(f"done: the files are in {root}", style="bold green"))
 
 
 def _same(a: Any, b: Any) -> bool:

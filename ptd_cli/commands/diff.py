@@ -123,19 +123,14 @@ def render_report(report: Any) -> None:
         for d in report.differences:
             row: list[Any]
             if d.kind == "values_differ":
-                where = f" of field {d.field!r}" if d.field else ""
-                row = [
-                    d.key or "/",
-                    d.kind,
-                    Bare(f"{d.count} values{where}"),
-                    Bare(f"first rows {d.first_rows}"),
-                ]
+                row = [d.key or "/", Bare(values_line(d)), *_values_at(d)]
             elif d.a is None and d.b is None:
                 row = [d.key or "/", d.kind, Bare(d.message), ""]
             else:
                 row = [d.key or "/", d.kind, _short(d.a), _short(d.b)]
             rows.append(row)
         columns = [Column("key"), Column("difference"), Column("A", "a"), Column("B", "b")]
+        # (A and B: each side's value, or its values at the first differing elements)
         print_listing(console, columns, rows)
     if report.differences and all(
         d.kind == "values_differ" and d.count and d.count == d.both_nan for d in report.differences
@@ -153,6 +148,37 @@ def print_not_compared(console: Any, report: Any) -> None:
     )
     for item in report.not_compared:
         console.print(Text(f"  {item['key']}: {item['reason']}"))
+
+
+def values_line(d: Any) -> str:
+    """``values_differ: 2 of 40 at [3, 1], [7, 0]; max |a-b| 96, max rel 8`` (what is known of
+    a value difference; A's and B's values there go in their own columns)."""
+    where = f" in field {d.field!r}" if d.field else ""
+    text = f"values_differ{where}: {d.count}" + (f" of {d.total}" if d.total else "")
+    first = d.first or []
+    if first and first[0]["index"]:  # (a 0-d leaf has no index)
+        more = ", …" if d.count > len(first) else ""
+        text += " at " + ", ".join(str(f["index"]) for f in first) + more
+    gaps = []
+    if d.max_abs_diff is not None:
+        gaps.append(f"max |a-b| {d.max_abs_diff:.6g}")
+    if d.max_rel_diff is not None:
+        gaps.append(f"max rel {d.max_rel_diff:.6g}")
+    return text + ("; " + ", ".join(gaps) if gaps else "")
+
+
+def _values_at(d: Any) -> list[str]:
+    """A's and B's values at the first differing elements."""
+    first = d.first or []
+    more = ", …" if d.count > len(first) else ""
+    return [
+        _short(", ".join(_value(f[side]) for f in first) + more) if first else "-"
+        for side in ("a", "b")
+    ]
+
+
+def _value(v: Any) -> str:
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
 def _short(v: Any) -> str:

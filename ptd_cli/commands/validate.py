@@ -86,6 +86,7 @@ def validate(
     workers: int | None = typer.Option(
         None,
         "--workers",
+        "-w",
         min=1,
         metavar="N",
         help="--data: blocks read at once (default: 4 for zarr, 2 for HDF5).",

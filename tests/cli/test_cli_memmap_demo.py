@@ -69,12 +69,18 @@ def test_demo_temporary(ptd_cli) -> None:
         assert step in run.stdout, step
     assert "INVALID" in run.stdout  # the deliberate wrong batch size
     assert "Traceback" not in run.stdout + run.stderr
+    # the closing line is true: the temporary directory it names as removed is gone
+    last = run.stdout.strip().splitlines()[-1]
+    assert last.startswith("done: the files were in a temporary directory, removed now"), last
+    root = next(ln for ln in run.stdout.splitlines() if ln.startswith("working in "))[11:]
+    assert not os.path.exists(root.strip())
 
 
 def test_demo_keeps_files_in_dir(ptd_cli, tmp_path: Path) -> None:
     out = tmp_path / "demo"
     run = ptd_cli("demo", out)
     assert run.code == 0, run
+    assert run.stdout.strip().splitlines()[-1] == f"done: the files are in {out}"
     names = set(os.listdir(out))
     assert {"demo.h5", "demo.zarr", "demo-roundtrip.h5", "demo.memmap", "demo-schema.json"} <= names
     assert not any(n.startswith(".") for n in names)

@@ -198,3 +198,61 @@ def test_errors_exit_2(ptd_cli, tmp_path: Path) -> None:
     assert_one_line_error(ptd_cli("diff", a, bad), "bad.h5")
     assert ptd_cli("diff", a, a).code == 0  # a store is the same as itself
     assert ptd_cli("diff", a, a, "--rtol", "-1").code == 2
+
+
+# ------------------------------------------------ what a person needs to act on a difference
+def _plain(path: Path, fmt: str, arrays: dict[str, np.ndarray]) -> Path:
+    """A store written with plain h5py / zarr-python."""
+    if fmt == "h5":
+        import h5py
+
+        with h5py.File(path, "w") as f:
+            for k, v in arrays.items():
+                f[k] = v
+    else:
+        import zarr
+
+        root = zarr.open_group(path, mode="w", zarr_format=3)
+        for k, v in arrays.items():
+            root.create_array(k, data=v)
+    return path
+
+
+@pytest.mark.parametrize("fa, fb", [("h5", "zarr"), ("zarr", "zarr"), ("h5", "h5")])
+def test_value_differences_show_where_both_values_and_how_far(
+    ptd_cli: Any, tmp_path: Path, fa: str, fb: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    x = np.arange(40.0).reshape(10, 4)
+    y = x.copy()
+    y[3, 1], y[7, 0] = 99.0, -1.0
+    i, j = np.arange(10), np.arange(10)
+    j[2] = 7
+    b1, b2 = np.zeros(10, bool), np.zeros(10, bool)
+    b2[5] = True
+    a = _plain(tmp_path / f"a.{fa}", fa, {"x": x, "i": i, "flag": b1})
+    b = _plain(tmp_path / f"b.{fb}", fb, {"x": y, "i": j, "flag": b2})
+    report = ptd.diff(a, b)
+    got = {d.key: d for d in report.differences}
+    assert set(got) == {"x", "i", "flag"}
+    dx = got["x"]
+    assert (dx.count, dx.total, dx.first_rows) == (2, 40, [3, 7])
+    assert dx.first == [
+        {"index": [3, 1], "a": 13.0, "b": 99.0},
+        {"index": [7, 0], "a": 28.0, "b": -1.0},
+    ]
+    # as numpy.testing.assert_allclose reports them
+    with pytest.raises(AssertionError) as info:
+        np.testing.assert_allclose(x, y, rtol=0)
+    assert "Max absolute difference among violations: 86" in str(info.value)
+    assert "Max relative difference among violations: 29" in str(info.value)
+    assert (dx.max_abs_diff, dx.max_rel_diff) == (86.0, 29.0)
+    assert (got["i"].max_abs_diff, got["i"].first) == (5.0, [{"index": [2], "a": 2, "b": 7}])
+    assert got["flag"].max_abs_diff is None and got["flag"].first == [
+        {"index": [5], "a": False, "b": True}
+    ]
+    monkeypatch.setenv("COLUMNS", "80")  # one line per difference
+    run = ptd_cli("diff", a, b)
+    assert run.code == 1
+    line = next(ln for ln in run.stdout.splitlines() if ln.startswith("x "))
+    assert "2 of 40 at [3, 1], [7, 0]; max |a-b| 86, max rel 29" in line
+    assert "a=13, 28" in line and "b=99, -1" in line

@@ -190,3 +190,18 @@ def test_no_temporary_names_in_messages(
     assert ".ptd-tmp-" not in str(info.value), info.value
     assert str(info.value).startswith(f"cannot write the memmap directory {dst}: Permission denied")
     assert os.listdir(tmp_path) == []
+
+
+def test_the_same_options_have_the_same_short_flags() -> None:
+    """An option that several commands share is spelled alike on each, short flag included."""
+    from ptd_cli.main import cli_command
+
+    spelled: dict[str, set[tuple[str, ...]]] = {}
+    for command in cli_command().commands.values():
+        for param in command.params:
+            longs = tuple(o for o in param.opts if o.startswith("--"))
+            if longs:
+                spelled.setdefault(longs[0], set()).add(tuple(sorted(param.opts)))
+    for option, forms in spelled.items():
+        assert len(forms) == 1, (option, forms)
+    assert ("-w", "--workers") in {tuple(sorted(f, key=len)) for f in spelled["--workers"]}

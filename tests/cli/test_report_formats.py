@@ -62,6 +62,19 @@ def test_validate_junit(ptd_cli, tmp_path: Path, junit_schema) -> None:
     err = list(suites[str(missing)].iter("testcase"))[0].find("error")
     assert err is not None and "missing.h5" in err.get("message")
     assert int(root.get("failures")) == 3  # data of bad; consolidated and metadata of stale
+    _times_add_up(root)
+
+
+def _times_add_up(root: ET.Element) -> None:
+    """Each suite's time is the sum of its cases' (to the rounding), the document's the sum
+    of its suites'; the data pass took some time."""
+    total = 0.0
+    for s in root.iter("testsuite"):
+        cases = sum(float(c.get("time", "0")) for c in s.iter("testcase"))
+        assert float(s.get("time", "0")) == pytest.approx(cases, abs=0.002 * len(list(s))), s
+        total += float(s.get("time", "0"))
+    assert float(root.get("time", "0")) == pytest.approx(total, abs=0.002)
+    assert total > 0
 
 
 def test_validate_junit_skips_checks_not_run(ptd_cli, tmp_path: Path, junit_schema) -> None:
@@ -151,6 +164,7 @@ def test_diff_formats(ptd_cli, tmp_path: Path, junit_schema) -> None:
     tcs = {c.get("name"): c for c in ET.fromstring(run.stdout).iter("testcase")}
     assert set(tcs) == {"open", "structure", "values"}
     assert tcs["values"].find("failure").get("type") == "values_differ"
+    _times_add_up(ET.fromstring(run.stdout))
     gh = ptd_cli("diff", a, b, "--format", "github").stdout.strip().splitlines()
     assert len(gh) == 1 and ANNOTATION.match(gh[0]).group(2) == str(b)
     md = ptd_cli("diff", a, b, "--format", "markdown").stdout
