@@ -30,6 +30,7 @@ REPORT_FIELDS = {
     "data_checked",
     "data_nbytes",
     "data_seconds",
+    "seconds",
     "stats",
     "consolidated_stale",
     "lint",
