@@ -245,8 +245,8 @@ def all_names() -> frozenset[str]:
 
 
 #: deliberate differences from tensordict 0.15.3, keyed by differential case id
-#: (tests/diff_cases.py), optionally ``@container`` or ``@kind@container`` -> reason. The README
-#: table of deliberate differences lists the same.
+#: (tests/diff_cases.py), optionally ``@container`` or ``@kind@container`` -> reason. The table of
+#: deliberate differences in docs/tensordict-compat.md lists the same.
 _ZARR_ORDER = (
     "key order in a zarr store: tensordict 0.15.3 lists the keys in the order zarr's listing "
     "gives them, ptd in its own order (to settle: the merged issue-12 branches changed it)"

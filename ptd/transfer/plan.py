@@ -81,7 +81,11 @@ def destination(opts: ConvertOptions, src_format: str | None = None) -> StoreLoc
             known = ", ".join(SUFFIXES)
             raise PtdValueError(
                 f"cannot tell the format of the destination {opts.dst.path} from its suffix "
-                f"{ext!r}: name it with one of {known}, or say which format to write (h5 or zarr)"
+                f"{ext!r}: name it with one of {known}, or pass ",
+                Option("to", "h5"),
+                " or ",
+                Option("to", "zarr"),
+                path=opts.dst.path,
             )
     if to is None:
         src_format = src_format or opts.src.detect().format

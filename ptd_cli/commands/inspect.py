@@ -346,7 +346,7 @@ def render(
         if stats:
             st_columns = [Column("leaf")]
             st_columns += [Column(c, c, "right") for c in ("min", "max", "mean", "std", "nan")]
-            st_columns.append(Column("histogram (min..max) or counts", "histogram"))
+            st_columns.append(Column("histogram or counts", "histogram"))
             print_listing(console, st_columns, [[k, *_stat_cells(st)] for k, st in stats.items()])
             for k, st in stats.items():
                 if st.get("channels"):
