@@ -13,6 +13,7 @@ import collections
 import itertools
 import mmap
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -129,7 +130,11 @@ def _dim_plan(item: Any, size: int, c: int) -> list[tuple[int, Any, slice | None
 
 
 class ZarrMaps:
-    """Mapped chunk files of the uncompressed arrays of one local zarr store."""
+    """Mapped chunk files of the uncompressed arrays of one local zarr store.
+
+    Threads share it (a DataLoader worker and its read-ahead thread, the decode pool): the
+    bookkeeping of layouts and maps is done under one lock; the copies out of a map are not
+    (a map dropped while a copy still uses it is closed later, see :meth:`_drop`)."""
 
     def __init__(self, root: str, writable: bool, max_maps: int = ZARR_MAX_MAPS) -> None:
         self._root = root
@@ -140,6 +145,7 @@ class ZarrMaps:
         #: filename -> (map or None, view or None (missing), file signature)
         self._chunks: collections.OrderedDict[str, tuple[Any, Any, Any]] = collections.OrderedDict()
         self._pending: list[mmap.mmap] = []
+        self._lock = threading.RLock()
 
     @classmethod
     def create(cls, store: Any, writable: bool, option: bool | None) -> ZarrMaps | None:
@@ -156,6 +162,10 @@ class ZarrMaps:
         return cls(os.fspath(store.root), writable)
 
     def layout(self, path: Any, arr: Any) -> _ZarrLayout | None:
+        with self._lock:
+            return self._layout(path, arr)
+
+    def _layout(self, path: Any, arr: Any) -> _ZarrLayout | None:
         hit = self._layouts.get(path)
         if path in self._layouts and (hit is None or hit.array is arr):
             return hit
@@ -219,6 +229,10 @@ class ZarrMaps:
     def _chunk(self, lay: _ZarrLayout, coords: tuple[int, ...]) -> Any:
         """The mapped chunk (an array of the chunk shape), None for a missing chunk (fill
         value), False when the file is not a raw chunk (use zarr)."""
+        with self._lock:
+            return self._chunk_locked(lay, coords)
+
+    def _chunk_locked(self, lay: _ZarrLayout, coords: tuple[int, ...]) -> Any:
         name = lay.filename(coords)
         hit = self._chunks.get(name)
         if hit is not None and not self._check:
@@ -258,7 +272,8 @@ class ZarrMaps:
             self._drop(old)
 
     def _drop(self, name: str) -> None:
-        mm = self._chunks.pop(name)[0]
+        entry = self._chunks.pop(name, None)
+        mm = entry[0] if entry is not None else None
         if mm is not None:
             try:
                 mm.close()
@@ -271,10 +286,11 @@ class ZarrMaps:
             self._drop(name)
 
     def close(self) -> None:
-        self._layouts.clear()
-        maps = [e[0] for e in self._chunks.values() if e[0] is not None] + self._pending
-        self._chunks.clear()
-        self._pending = []
+        with self._lock:
+            self._layouts.clear()
+            maps = [e[0] for e in self._chunks.values() if e[0] is not None] + self._pending
+            self._chunks.clear()
+            self._pending = []
         close_maps(maps)
 
 
