@@ -352,11 +352,17 @@ class TensorDictBase(
         value = adopt_non_tensor(value, collapse=self._collapse_foreign_stacks)
         if isinstance(value, TensorDictBase):
             if not fits(value.batch_size, bs):
-                raise BatchSizeError(
-                    f"batch dimension mismatch, got self.batch_size={bs} and value.batch_size="
-                    f"{value.batch_size} for key {key!r} in {self._location()}. The leading "
-                    "dimensions of a value must match the batch size."
-                )
+                # as tensordict: a copy of it takes our batch size, when its entries fit
+                # (a tensordict of batch size [] whose leaves start with ours)
+                try:
+                    return new_tensordict(dict(value.items()), batch_size=bs, device=value.device)
+                except BatchSizeError:
+                    raise BatchSizeError(
+                        f"batch dimension mismatch, got self.batch_size={bs} and value.batch_size="
+                        f"{value.batch_size} for key {key!r} in {self._location()}, whose entries "
+                        "do not start with the batch size either. The leading dimensions of a "
+                        "value must match the batch size."
+                    ) from None
             return value
         if isinstance(value, Mapping):
             # a tensordict of another library keeps its own batch size when it extends ours;

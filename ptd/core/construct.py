@@ -22,12 +22,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 import torch
 
 from ptd.core.batch import infer_batch_size
+from ptd.core.foreign import adopt_non_tensor
 from ptd.core.joining import cat, stack
 from ptd.core.keys import NestedKey, out_key, unravel_key
 from ptd.core.keysplit import split_keys
+from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.registry import is_tensordict, new_tensordict
 from ptd.errors import ArgumentError, PtdKeyError, PtdTypeError
 
@@ -68,6 +71,75 @@ def _leaf_items(obj: Mapping[Any, Any] | TensorDictBase) -> Iterable[tuple[tuple
                 yield parts + sub, v
         else:
             yield parts, value
+
+
+def _objects(values: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """A nested list of ``shape`` as an object array (its elements kept as they are)."""
+    out = np.empty(shape, dtype=object)
+    for at in np.ndindex(*shape):
+        v = values
+        for i in at:
+            v = v[i]
+        out[at] = v
+    return out
+
+
+def _numpy_index(idx: Any) -> Any:
+    """A tensordict index in numpy's terms (tensors as arrays)."""
+    if isinstance(idx, torch.Tensor):
+        return idx.cpu().numpy()
+    if isinstance(idx, tuple):
+        return tuple(_numpy_index(i) for i in idx)
+    if isinstance(idx, list):
+        return np.asarray(idx)
+    return idx
+
+
+def non_tensor_at(
+    current: Any, value: NonTensorData | NonTensorStack, idx: Any, key: str
+) -> NonTensorStack:
+    """The non-tensor entry ``current`` with the rows ``idx`` set to ``value`` (one value for
+    every row, or a stack of the selection's shape), as tensordict's ``update_at_`` does: a
+    stack of the entry's batch size.
+
+    >>> rows = NonTensorData("a", batch_size=[4])
+    >>> non_tensor_at(rows, NonTensorData("b", batch_size=[2]), slice(0, 2), "lab").tolist()
+    ['b', 'b', 'a', 'a']
+    """
+    if not isinstance(current, (NonTensorData, NonTensorStack)):
+        raise PtdTypeError(
+            f"update_at_ got a non-tensor value for key {key!r}, which holds "
+            f"{type(current).__name__}: set it with set_/update_ instead"
+        )
+    shape = tuple(current.batch_size)
+    rows = _objects(current.tolist(), shape)
+    try:
+        where = np.asarray(np.arange(rows.size).reshape(shape)[_numpy_index(idx)])
+    except (IndexError, TypeError, ValueError) as err:
+        raise PtdTypeError(
+            f"update_at_: index {idx!r} does not apply to key {key!r}: {err}"
+        ) from None
+    if isinstance(value, NonTensorStack):
+        given = _objects(value.tolist(), tuple(value.batch_size))
+        try:
+            given = np.broadcast_to(given, where.shape)
+        except ValueError:
+            raise PtdTypeError(
+                f"update_at_: a stack of shape {list(value.batch_size)} cannot fill the rows "
+                f"{list(where.shape)} of key {key!r}"
+            ) from None
+        values = given.reshape(-1)
+    else:
+        values = np.empty(where.size, dtype=object)
+        for i in range(where.size):
+            values[i] = value.data
+    flat = rows.reshape(-1)
+    # an entry that reads as bytes (strings of an h5 file) takes new strings as UTF-8 bytes,
+    # so the stack keeps one type (h5 stores no mix)
+    as_bytes = flat.size > 0 and all(isinstance(v, bytes) for v in flat)
+    for pos, v in zip(where.reshape(-1), values, strict=True):
+        flat[int(pos)] = v.encode("utf-8") if as_bytes and isinstance(v, str) else v
+    return NonTensorStack.from_list(rows.tolist(), shape)
 
 
 class ConstructMixin:
@@ -137,6 +209,10 @@ class ConstructMixin:
         allowed = None if keys_to_update is None else {unravel_key(k) for k in keys_to_update}
         for parts, value in _leaf_items(input_dict_or_td):
             if allowed is not None and not any(parts[: len(a)] == a for a in allowed):
+                continue
+            value = adopt_non_tensor(value)
+            if isinstance(value, (NonTensorData, NonTensorStack)):
+                td.set_(parts, non_tensor_at(td.get(parts), value, idx, "/".join(parts)))
                 continue
             if not isinstance(value, torch.Tensor):
                 raise PtdTypeError(

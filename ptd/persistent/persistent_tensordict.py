@@ -37,6 +37,7 @@ from ptd.core.tdhooks import REQUIRED, wants_default
 from ptd.errors import (
     BatchSizeError,
     ClosedStoreError,
+    PtdError,
     PtdTypeError,
     UnsupportedDtypeError,
     UnsupportedOperationError,
@@ -355,6 +356,10 @@ class PersistentTensorDict(  # type: ignore[misc]
                 )
             if be.writable and not inplace:
                 _warn_replace(key, be.location)
+            if meta.kind is ValueKind.NON_TENSOR and isinstance(
+                value, (NonTensorData, NonTensorStack)
+            ):
+                return self._replace_non_tensor(key, path, value)
             self._delete(path)
         elif kind is NodeKind.GROUP:
             if isinstance(value, TensorDictBase) and (inplace or self._entries is not None):
@@ -372,6 +377,21 @@ class PersistentTensorDict(  # type: ignore[misc]
                 f"cannot create key {key!r} through an indexed view of {be.location}; set it on the full tensordict"
             )
         self._create(path, value)
+
+    def _replace_non_tensor(self, key: str, path: Path, value: Any) -> None:
+        """Replace a non-tensor entry by another: the new one is written beside it first (a
+        hidden sibling), so a value the format cannot hold (h5: a stack of mixed types) fails
+        with the old entry untouched; then the old is deleted and the new moved into place."""
+        hidden = f".ptd-new-{key}"
+        fresh = path[:-1] + (hidden,)
+        try:
+            self._create(fresh, value)  # removes what it half-wrote when it fails
+        except PtdError as err:  # named by the entry, not by its hidden sibling
+            raise err.retold(lambda text: text.replace(hidden, key)) from None
+        self._delete(path)
+        self._backend.move(fresh, path)
+        self._tree.invalidate(fresh)
+        self._tree.invalidate(path)
 
     def _create_after_delete(self, path: Path, value: Any) -> None:
         self._delete(path)
