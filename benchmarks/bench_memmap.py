@@ -198,7 +198,7 @@ def child_main(kind: str, src: str, dst: str, backend: str) -> None:
     import zarr  # noqa: F401
 
     if kind == "ptd":
-        import ptd.memmap  # noqa: F401
+        import ptd.memmap
         import ptd.persistent.persistent_tensordict  # noqa: F401
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()

@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import GEN_BLOCK, LEAVES, ROW_BYTES, _block, _path, write_h5  # noqa: E402
+from bench_core import GEN_BLOCK, LEAVES, ROW_BYTES, _block, _path, write_h5
 
 BATCH = 256
 SLAB_ROWS = 65536
@@ -330,8 +330,8 @@ def raw_copy(src: str, dst: str) -> None:
 
 def child_fromdict(op: str, src: str, dst: str) -> None:
     if op == "ptd":
-        import ptd  # noqa: F401
-        import ptd.storage.backends.h5  # noqa: F401
+        import ptd
+        import ptd.storage.backends.h5
         import ptd.storage.backends.zarr  # noqa: F401
         from ptd import PersistentTensorDict
     import h5py  # noqa: F401

@@ -140,9 +140,9 @@ def child(op: str, paths: list[str]) -> None:
 
     import ptd
     import ptd.report.diff
-    import ptd.report.validate  # noqa: F401
+    import ptd.report.validate
     import ptd.storage.backends.h5
-    import ptd.storage.backends.zarr  # noqa: F401
+    import ptd.storage.backends.zarr
 
     t = time.perf_counter()
     if op == "plain":

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import torch
-import torch.multiprocessing  # noqa: F401  (registers the shared-tensor reductions)
+import torch.multiprocessing
 
 import ptd
 import ptd.data.dataset as dsmod

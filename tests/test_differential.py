@@ -20,11 +20,11 @@ import pytest
 
 pytest.importorskip("tensordict")
 
-from diff_cases import CASES, Case  # noqa: E402
-from diff_support import KINDS, Ctx, assert_outcomes, build, call, libs  # noqa: E402
+from diff_cases import CASES, Case
+from diff_support import KINDS, Ctx, assert_outcomes, build, call, libs
 
-import ptd  # noqa: E402
-from ptd.core import api  # noqa: E402
+import ptd
+from ptd.core import api
 
 pytestmark = pytest.mark.interop
 

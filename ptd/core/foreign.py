@@ -102,7 +102,7 @@ def foreign_names(value: Any) -> list[str | None] | None:
         return None
     try:
         names = value.names
-    except Exception:  # a library's own refusal (e.g. a lazy stack): no names
+    except Exception:  # noqa: BLE001 - a library's own refusal (a lazy stack...): no names
         return None
     if not isinstance(names, (list, tuple)) or not any(isinstance(n, str) for n in names):
         return None

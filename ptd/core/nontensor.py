@@ -174,7 +174,7 @@ def _values_equal(a: Any, b: Any) -> bool:
         if isinstance(eq, np.ndarray):
             return bool(eq.all())
         return bool(eq)
-    except Exception:
+    except Exception:  # noqa: BLE001 - comparing arbitrary user values may raise anything
         return False
 
 

@@ -179,7 +179,7 @@ def _lz4_decoder(nbytes: int) -> Callable[[Any], Any] | None:
             else:
                 try:
                     part = codec.decode(n.to_bytes(4, "little") + mv[pos : pos + size].tobytes())
-                except Exception as exc:  # noqa: BLE001 - a corrupt block: h5py's business
+                except Exception as exc:
                     raise _Refused from exc
                 if len(part) != n:
                     raise _Refused

@@ -187,7 +187,7 @@ def listed_members(group: Any, max_depth: int | None) -> list[tuple[str, Any]] |
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return list(group.members(max_depth=max_depth))
-    except Exception:  # noqa: BLE001 - one node zarr cannot read
+    except Exception:
         if group.metadata.consolidated_metadata is not None:
             raise
         quiet_failed_listing()
