@@ -142,3 +142,21 @@ def test_imports_by_name_are_found(
     assert "ptd/core/d.py:3: ptd.core.d imports ptd.memmap by name" in out
     assert "torch by name" not in out  # a third-party module looked up: not a hidden edge
     assert "ptd/__init__.py" not in out  # the public lazy namespace may
+
+
+def test_private_names_of_another_package_are_found(
+    checker: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = _fake_tree(tmp_path, {
+        "ptd/core/__init__.py": "",
+        "ptd/core/ops.py": "def _helper(): ...\n",
+        "ptd/core/same.py": "from ptd.core.ops import _helper\n",  # its own package: fine
+        "ptd/persistent/__init__.py": "",
+        "ptd/persistent/p.py": "from ptd.core.ops import _helper\n",
+    })  # fmt: skip
+    out = _run(checker, monkeypatch, root, capsys)
+    assert "ptd.persistent.p imports the private name ptd.core.ops._helper" in out
+    assert "ptd.core.same" not in out

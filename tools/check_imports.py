@@ -13,6 +13,9 @@ Imports by name (``importlib.import_module(...)``, ``import_module(...)``, ``__i
 time) hide an edge from this check, so they are refused everywhere but in the public lazy
 ``ptd/__init__.py`` (PEP 562), except where :data:`DYNAMIC_IMPORTS` declares one, with why and
 what removes it; the declared ones are printed on every run, so they stay in sight.
+
+A ``_private`` name is its package's own: importing one from another package
+(``from ptd.core.ops import _helper`` in ``ptd.persistent``) is refused too.
 """
 
 from __future__ import annotations
@@ -99,6 +102,28 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skip
 
 
+def package_of(module: str) -> str:
+    """The package a module belongs to for the private-name rule: ``ptd.core.base`` ->
+    ``ptd.core``; all of ``ptd_cli`` is one package."""
+    return "ptd_cli" if module.split(".")[0] == "ptd_cli" else layer_of(module)
+
+
+def private_imports(path: Path, module: str) -> list[tuple[str, int]]:
+    """(``module.name``, line) for every ``_private`` name imported from another package."""
+    out: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+            continue
+        if node.module.split(".")[0] not in PACKAGES:
+            continue
+        if package_of(node.module) == package_of(module):
+            continue
+        for a in node.names:
+            if a.name.startswith("_") and not a.name.startswith("__"):
+                out.append((f"{node.module}.{a.name}", node.lineno))
+    return out
+
+
 _BY_NAME = {"import_module", "__import__"}
 
 
@@ -179,6 +204,11 @@ def main() -> int:
     problems: list[str] = []
     declared: list[str] = []
     for mod, path in modules.items():
+        for name, line in private_imports(path, mod):
+            problems.append(
+                f"{path.relative_to(ROOT)}:{line}: {mod} imports the private name {name} of "
+                "another package (make it public there, or keep the use inside that package)"
+            )
         for what, line in dynamic_imports(path):
             where = f"{path.relative_to(ROOT)}:{line}"
             if mod == "ptd":

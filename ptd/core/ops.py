@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
     from ptd.core.protocols import OpsHost
 
-__all__ = ["OpsMixin", "ShapeMixin", "stack", "cat"]
+__all__ = ["OpsMixin", "ShapeMixin", "stack", "cat", "parse_to"]
 
 
 class OpsMixin:
@@ -131,7 +131,7 @@ class OpsMixin:
         ``to(attrs)`` with the result of :meth:`attrs` (a cast leaf by leaf)."""
         if len(args) == 1 and not kwargs and is_attrs(args[0]):
             return to_attrs(cast("TensorDictBase", self), args[0])
-        device, dtype = _parse_to(args, kwargs)
+        device, dtype = parse_to(args, kwargs)
         out = cast("TensorDictBase", self)  # a mixin's self is the TensorDictBase it is mixed into
         if dtype is not None:
             out = out.apply(lambda t: t.to(dtype))
@@ -204,9 +204,10 @@ def _expand_right(other: torch.Tensor, leaf: torch.Tensor) -> torch.Tensor:
     return other.reshape(tuple(other.shape) + (1,) * (leaf.ndim - other.ndim))
 
 
-def _parse_to(
+def parse_to(
     args: Sequence[Any], kwargs: dict[str, Any]
 ) -> tuple[torch.device | None, torch.dtype | None]:
+    """The device and dtype a ``to(*args, **kwargs)`` call asks for (either may be None)."""
     device = kwargs.get("device")
     dtype = kwargs.get("dtype")
     for a in args:

@@ -28,7 +28,7 @@ from ptd.core.registry import register
 from ptd.core.tdhooks import REQUIRED, wants_default
 from ptd.errors import BatchSizeError, PtdIndexError
 
-__all__ = ["TensorDict"]
+__all__ = ["TensorDict", "assign_nested"]
 
 
 def _expand_index(index: Any, ndim: int) -> Any:
@@ -194,7 +194,7 @@ class TensorDict(TensorDictBase):
                 current[idx] = new
             elif isinstance(current, NonTensorStack) and not isinstance(new, torch.Tensor):
                 grid = current.tolist()
-                _assign_nested(grid, tuple(current.batch_size), idx, new)
+                assign_nested(grid, tuple(current.batch_size), idx, new)
                 self._data[key] = NonTensorStack.from_list(grid, current.batch_size)
 
     # ---------------------------------------------------------------- TensorDict only
@@ -232,7 +232,7 @@ class TensorDict(TensorDictBase):
         return out
 
 
-def _assign_nested(grid: Any, shape: tuple[int, ...], idx: Any, new: Any) -> None:
+def assign_nested(grid: Any, shape: tuple[int, ...], idx: Any, new: Any) -> None:
     """``grid[idx] = new`` on a nested list (used for NonTensorStack rows)."""
     arr = np.empty(shape, dtype=object)
     flat = arr.reshape(-1)

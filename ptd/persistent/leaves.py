@@ -14,7 +14,7 @@ import torch
 from ptd.core import indexing as ix
 from ptd.core.dtypes import dtype_from_str, from_storage, to_storage
 from ptd.core.nontensor import NonTensorData, NonTensorStack
-from ptd.core.tensordict import _assign_nested
+from ptd.core.tensordict import assign_nested
 from ptd.core.transforms import pick_operand
 from ptd.errors import PtdValueError, UnsupportedOperationError
 from ptd.storage.backends.base import Backend, Path
@@ -185,7 +185,7 @@ class LeafIOMixin:
                 value = value[ix.drop_index(entries)]
             entries = ix.stored_entries(entries)
         index = tuple(_entry_as_index(e) for e in entries)
-        _assign_nested(grid, tuple(payload.stack_shape), index, value)
+        assign_nested(grid, tuple(payload.stack_shape), index, value)
         self._backend.write_non_tensor(
             path, grid, stack_shape=tuple(payload.stack_shape), options=self._store.dataset_kwargs
         )

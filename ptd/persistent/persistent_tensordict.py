@@ -31,7 +31,7 @@ from ptd.core.batch import as_batch_size, fits
 from ptd.core.dtypes import dtype_from_str
 from ptd.core.lastop import caller_site, entered_from_call
 from ptd.core.nontensor import NonTensorData, NonTensorStack
-from ptd.core.ops import _parse_to
+from ptd.core.ops import parse_to
 from ptd.core.registry import new_tensordict, register
 from ptd.core.tdhooks import REQUIRED, wants_default
 from ptd.errors import (
@@ -571,7 +571,7 @@ class PersistentTensorDict(  # type: ignore[misc]
             raise UnsupportedOperationError(
                 "Cannot use non_blocking_pin=True PersistentTensorDict.to(). Call `to_tensordict()` before executing this code."
             )
-        device, dtype = _parse_to(args, kwargs)
+        device, dtype = parse_to(args, kwargs)
         if dtype is not None:
             out = self.to_tensordict().to(dtype)
             return out.to(device) if device is not None else out
