@@ -121,7 +121,9 @@ def section() -> Iterator[None]:
     installed = None
     with _lock:
         if _depth == 0:
-            _requested = None
+            # a stop that came after the last job's last safe point is never lost: the next
+            # job in this process (``ptd demo`` runs several) stops at its first check
+            _requested = _unheeded
             _phase = None
             _unheeded = None
             in_main = threading.current_thread() is threading.main_thread()

@@ -337,3 +337,22 @@ def test_a_second_interrupt_exits_at_once_naming_what_stays(
     else:  # the first stop had cleaned up already
         assert rest and all(ln.startswith("ptd: interrupted") for ln in rest), rest
     assert not (tmp_path / "o.zarr").exists()
+
+
+def test_a_late_stop_is_reported_and_never_lost() -> None:
+    """In-process: a stop requested after a job's last check is ``unheeded`` (the front end
+    reports it); the next job in the process stops at its first check."""
+    from ptd.errors import Interrupted
+    from ptd.storage import cancel
+
+    with cancel.section():
+        cancel.check()
+        cancel.request(signal.SIGINT)  # after the last check: the job ends normally
+    assert cancel.unheeded() == signal.SIGINT and not cancel.active()
+    with pytest.raises(Interrupted) as info, cancel.section():
+        cancel.phase("copying")
+        cancel.check()
+    assert (info.value.signum, info.value.phase) == (signal.SIGINT, "copying")
+    assert cancel.unheeded() is None and cancel.requested() is None
+    with cancel.section():
+        cancel.check()  # nothing pending any more
