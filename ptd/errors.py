@@ -36,6 +36,7 @@ __all__ = [
     "PtdError",
     "Interrupted",
     "PtdKeyError",
+    "NotNestedError",
     "KeysMismatchError",
     "BatchSizeError",
     "PtdValueError",
@@ -142,6 +143,12 @@ class Interrupted(KeyboardInterrupt):
 
 class PtdKeyError(PtdError, KeyError):
     """A key is missing (or already present when it must not be)."""
+
+
+class NotNestedError(PtdKeyError):
+    """A nested key goes through an entry that is not a nested tensordict (``("x", "y")`` where
+    ``x`` is a tensor): raised even by ``get(key, default)``, which returns the default only for
+    keys that are absent."""
 
 
 class PtdValueError(PtdError, ValueError):

@@ -58,6 +58,7 @@ from ptd.errors import (
     ClosedStoreError,
     InvalidKeyError,
     KeyTypeError,
+    NotNestedError,
     PtdKeyError,
     PtdTypeError,
     UnsupportedOperationError,
@@ -204,7 +205,7 @@ class TensorDictBase(
             if part in node._keys_str():
                 meta = node._meta_str(part)
                 if meta.kind != "nested":
-                    raise PtdKeyError(
+                    raise NotNestedError(
                         f"key {out_key(parts[: i + 1])!r} in {self._location()} is a "
                         f"{meta.kind.replace('_', '-')} entry, not a nested tensordict, so "
                         f"{out_key(parts)!r} cannot be reached"
@@ -237,9 +238,9 @@ class TensorDictBase(
             if last not in node._keys_str():
                 raise self._missing(key)
             return node._get_str(last)
-        except KeyError as err:
-            if isinstance(err, PtdKeyError) and "cannot be reached" in str(err):
-                raise
+        except NotNestedError:
+            raise
+        except KeyError:
             return default
 
     def _get_strict(self, key: NestedKey) -> Any:

@@ -27,8 +27,8 @@ choice (``ptd``'s command line routes it through :func:`request` too).
 ...     except KeyboardInterrupt as err:
 ...         print(type(err).__name__, err.signum, err.phase)
 Interrupted 2 copying
->>> active()
-False
+>>> active(), unheeded()   # the job was told (check raised): nothing is carried over
+(False, None)
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ _requested: int | None = None
 _phase: str | None = None
 #: a stop requested after the last job's last safe point (it finished its work)
 _unheeded: int | None = None
+#: whether check() has raised for the pending request (the job was told: not unheeded)
+_delivered = False
 _log = logging.getLogger("ptd")
 
 
@@ -106,7 +108,9 @@ def request(signum: int) -> None:
 def check() -> None:
     """Raise :class:`~ptd.errors.Interrupted` if cancellation was requested (call it between
     units of work, in any thread)."""
+    global _delivered
     if _requested is not None:
+        _delivered = True
         raise Interrupted(_requested, phase=_phase)
 
 
@@ -117,7 +121,7 @@ def _on_sigint(signum: int, frame: Any) -> None:
 @contextmanager
 def section() -> Iterator[None]:
     """Run a cancellable job (see the module doc); sections nest."""
-    global _depth, _requested, _phase, _unheeded
+    global _depth, _requested, _phase, _unheeded, _delivered
     installed = None
     with _lock:
         if _depth == 0:
@@ -126,6 +130,7 @@ def section() -> Iterator[None]:
             _requested = _unheeded
             _phase = None
             _unheeded = None
+            _delivered = False
             in_main = threading.current_thread() is threading.main_thread()
             if in_main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
                 installed = signal.signal(signal.SIGINT, _on_sigint)
@@ -140,7 +145,7 @@ def section() -> Iterator[None]:
             if _depth == 0:
                 if installed is not None:
                     signal.signal(signal.SIGINT, installed)
-                _unheeded = _requested if ended else None
+                _unheeded = _requested if ended and not _delivered else None
                 _requested = None
                 _phase = None
 

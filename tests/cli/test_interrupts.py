@@ -58,6 +58,23 @@ def _read_bytes(pid: int) -> int:
     return 0
 
 
+def _temporary_bytes(out_dir: Path) -> int:
+    """Bytes in the temporaries in ``out_dir`` now (files may vanish while they are counted:
+    zarr renames its partial chunk files into place)."""
+    total = 0
+    for t in [p for p in out_dir.iterdir() if p.name.startswith(".ptd-tmp-")]:
+        try:
+            files = [t] if t.is_file() else list(t.rglob("*"))
+        except FileNotFoundError:
+            continue
+        for f in files:
+            try:
+                total += f.stat().st_size if f.is_file() else 0
+            except FileNotFoundError:
+                continue
+    return total
+
+
 def _interrupt(
     args: list[str], out_dir: Path | None, sig: int, reading: int = 0
 ) -> tuple[int, float, str]:
@@ -71,30 +88,28 @@ def _interrupt(
         env=ENV,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    phase = None
-    while time.monotonic() < deadline and proc.poll() is None:
-        if out_dir is None:
-            if _read_bytes(proc.pid) > reading:  # mid-read
-                phase = "reading"
+    try:
+        deadline = time.monotonic() + 60
+        phase = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            if out_dir is None:
+                if _read_bytes(proc.pid) > reading:  # mid-read
+                    phase = "reading"
+                    break
+                time.sleep(0.005)
+                continue
+            if _temporary_bytes(out_dir) > 1 << 20:  # mid-copy: the temporary holds data
+                phase = "copying"
                 break
             time.sleep(0.005)
-            continue
-        tmps = [p for p in out_dir.iterdir() if p.name.startswith(".ptd-tmp-")]
-        size = sum(
-            f.stat().st_size
-            for t in tmps
-            for f in ([t] if t.is_file() else t.rglob("*"))
-            if f.is_file()
-        )
-        if size > 1 << 20:  # mid-copy: the temporary holds data
-            phase = "copying"
-            break
-        time.sleep(0.005)
-    assert phase is not None, "the command ended before it could be interrupted"
-    t0 = time.monotonic()
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=30)
+        assert phase is not None, "the command ended before it could be interrupted"
+        t0 = time.monotonic()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    except BaseException:  # never leave the command running behind a failed test
+        proc.kill()
+        proc.communicate()
+        raise
     return proc.returncode, time.monotonic() - t0, err
 
 
