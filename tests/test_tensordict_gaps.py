@@ -148,3 +148,17 @@ def test_update_at_refuses_a_non_tensor_into_a_tensor() -> None:
     td = ptd.TensorDict({"x": torch.zeros(4)}, [4])
     with pytest.raises(ptd.errors.PtdTypeError, match="'x'"):
         td.update_at_({"x": ptd.NonTensorData("a", batch_size=[2])}, slice(0, 2))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_get_through_a_leaf_raises_and_a_missing_key_gives_the_default(
+    kind: str, tmp_path: Path
+) -> None:
+    p = _make(kind, tmp_path, ptd.TensorDict({"x": torch.zeros(4), "n": {"y": torch.ones(4)}}, [4]))
+    assert p.get(("n", "missing")) is None and p.get("missing", 3) == 3
+    with pytest.raises(ptd.errors.NotNestedError, match="'x'.*not a nested tensordict"):
+        p.get(("x", "y"), 0)
+    with pytest.raises(KeyError):  # a KeyError, as tensordict raises
+        p[("x", "y")]
+    if kind != "memory":
+        p.close()
