@@ -587,9 +587,9 @@ def _write(
             cancel.check()  # the last moment a stop leaves nothing: then the rename commits
             publish(tmp, root)
         except BaseException as err:
-            remove(tmp)
+            left = remove(tmp)
             if isinstance(err, Interrupted):
-                err.left_behind = (tmp,) if os.path.lexists(tmp) else ()
+                err.left_behind = left
             if isinstance(err, OSError) and not isinstance(err, PtdError):
                 # named by the destination, never by its temporary sibling (gone by now)
                 what = err.strerror or str(err).replace(tmp, root) or type(err).__name__

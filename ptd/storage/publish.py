@@ -141,8 +141,9 @@ def make_temp_dir(dst: str) -> str:
             continue
 
 
-def remove(path: str) -> None:
-    """Delete a file or a directory tree; a missing one is fine."""
+def remove(path: str) -> tuple[str, ...]:
+    """Delete a file or a directory tree; a missing one is fine. Returns what is still there
+    afterwards (checked): ``()`` when it is gone, else ``(path,)``."""
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
     else:
@@ -150,8 +151,10 @@ def remove(path: str) -> None:
             os.unlink(path)
         except FileNotFoundError:
             pass
-    if not os.path.lexists(path):
-        _in_use.discard(path)
+    if os.path.lexists(path):
+        return (path,)
+    _in_use.discard(path)
+    return ()
 
 
 def check_free_destination(dst: str, overwrite: bool, *, option: str = "overwrite") -> None:

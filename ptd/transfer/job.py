@@ -66,8 +66,7 @@ class Target:
     def discard(self) -> tuple[str, ...]:
         """Remove the partial output; returns what is still there after (checked), if any."""
         if not self.remote:
-            publish.remove(self.work.path)
-            return (self.work.path,) if os.path.lexists(self.work.path) else ()
+            return publish.remove(self.work.path)
         try:
             fs, root = remote.filesystem(self.work.path, self.work.options)
             fs.rm(root, recursive=True)

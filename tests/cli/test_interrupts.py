@@ -58,6 +58,30 @@ def _read_bytes(pid: int) -> int:
     return 0
 
 
+def _start(args: list[str]) -> subprocess.Popen[str]:
+    """``python -m ptd ARGS`` as a user runs it, its stderr piped to the test."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ptd", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        text=True,
+    )
+
+
+def _wait_for_phase(proc: subprocess.Popen[str], phase: str) -> None:
+    """Read ``ptd --verbose``'s stderr until it says it entered ``phase``."""
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.startswith(f"ptd: {phase}"):
+            return
+    proc.wait()
+    proc.stderr.close()
+    pytest.fail(f"the command ended before {phase!r}: {seen}")
+
+
 def _temporary_bytes(out_dir: Path) -> int:
     """Bytes in the temporaries in ``out_dir`` now (files may vanish while they are counted:
     zarr renames its partial chunk files into place)."""
@@ -81,13 +105,7 @@ def _interrupt(
     """Start ``ptd ARGS``, wait until its temporary output in ``out_dir`` is growing (or,
     without one, until it has read ``reading`` bytes: a job that writes nothing), send
     ``sig``; returns (exit status, seconds from the signal to the exit, stderr)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ptd", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=ENV,
-        text=True,
-    )
+    proc = _start(args)
     try:
         deadline = time.monotonic() + 60
         phase = None
@@ -233,23 +251,9 @@ def many_nodes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _interrupt_in(args: list[str], phase: str, sig: int) -> tuple[int, float, list[str]]:
     """Run ``ptd --verbose ARGS``, send ``sig`` as soon as it says it entered ``phase``
     (``ptd: copying ...``); returns (exit status, seconds to the exit, stderr lines after)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ptd", "--verbose", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=ENV,
-        text=True,
-    )
+    proc = _start(["--verbose", *args])
+    _wait_for_phase(proc, phase)
     assert proc.stderr is not None
-    seen = []
-    for line in proc.stderr:
-        seen.append(line)
-        if line.startswith(f"ptd: {phase}"):
-            break
-    else:
-        proc.wait()
-        proc.stderr.close()
-        pytest.fail(f"the command ended before {phase!r}: {seen}")
     t0 = time.monotonic()
     proc.send_signal(sig)
     rest = proc.stderr.read()
@@ -318,25 +322,9 @@ def test_a_second_interrupt_exits_at_once_naming_what_stays(
 ) -> None:
     # stopped while publishing 3,000 leaves, its clean-up (removing ~6,000 files) takes
     # tenths of a second: a second Ctrl-C then exits at once, in the middle of it
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ptd",
-            "-v",
-            "convert",
-            str(many_nodes["h5"]),
-            str(tmp_path / "o.zarr"),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=ENV,
-        text=True,
-    )
+    proc = _start(["-v", "convert", str(many_nodes["h5"]), str(tmp_path / "o.zarr")])
+    _wait_for_phase(proc, "publishing")
     assert proc.stderr is not None
-    for line in proc.stderr:
-        if line.startswith("ptd: publishing"):
-            break
     proc.send_signal(signal.SIGINT)
     time.sleep(0.1)  # two signals at once are one to Python: the second must come later
     t0 = time.monotonic()
