@@ -26,7 +26,7 @@ from ptd.core.registry import new_tensordict
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
 
-__all__ = ["AttrsMixin", "TensorAttrs", "to_attrs"]
+__all__ = ["TensorAttrs", "to_attrs"]
 
 
 class TensorAttrs:
@@ -107,38 +107,35 @@ def is_attrs(obj: Any) -> bool:
     return False
 
 
-class AttrsMixin:
-    """Mixed into :class:`ptd.TensorDictBase`."""
+def attrs(
+    td: TensorDictBase,
+    *,
+    fields: Sequence[str] = ("device", "dtype", "shape"),
+    num_threads: int | None = None,
+) -> TensorDictBase:
+    """A tensordict of empty batch size and no device, with a :class:`TensorAttrs` in
+    place of each tensor leaf (non-tensor entries are kept), recording the ``fields``
+    named (any of ``"device"``, ``"dtype"``, ``"shape"``). ``td.to(attrs)`` casts ``td``
+    leaf by leaf to their devices and dtypes. ``num_threads`` is accepted and ignored (no
+    tensor is read or copied)."""
 
-    def attrs(
-        self: Any,
-        *,
-        fields: Sequence[str] = ("device", "dtype", "shape"),
-        num_threads: int | None = None,
-    ) -> TensorDictBase:
-        """A tensordict of empty batch size and no device, with a :class:`TensorAttrs` in
-        place of each tensor leaf (non-tensor entries are kept), recording the ``fields``
-        named (any of ``"device"``, ``"dtype"``, ``"shape"``). ``td.to(attrs)`` casts ``td``
-        leaf by leaf to their devices and dtypes. ``num_threads`` is accepted and ignored (no
-        tensor is read or copied)."""
+    def build(src: Any) -> Any:
+        out = new_tensordict({}, batch_size=[])
+        for key in src._keys_str():
+            meta = src._meta_str(key)
+            if meta.kind == "nested":
+                value = build(src._get_str(key))
+            elif meta.kind != "tensor":
+                value = src._get_str(key)
+            elif src._setitem_inplace:  # a store: from its metadata, reading nothing
+                value = TensorAttrs(
+                    (src.device or torch.device("cpu")) if "device" in fields else None,
+                    meta.dtype if "dtype" in fields else None,
+                    torch.Size(meta.shape) if "shape" in fields else None,
+                )
+            else:
+                value = TensorAttrs.from_tensor(src._get_str(key), fields)
+            out._set_str(key, value, inplace=False)
+        return out
 
-        def build(src: Any) -> Any:
-            out = new_tensordict({}, batch_size=[])
-            for key in src._keys_str():
-                meta = src._meta_str(key)
-                if meta.kind == "nested":
-                    value = build(src._get_str(key))
-                elif meta.kind != "tensor":
-                    value = src._get_str(key)
-                elif src._setitem_inplace:  # a store: from its metadata, reading nothing
-                    value = TensorAttrs(
-                        (src.device or torch.device("cpu")) if "device" in fields else None,
-                        meta.dtype if "dtype" in fields else None,
-                        torch.Size(meta.shape) if "shape" in fields else None,
-                    )
-                else:
-                    value = TensorAttrs.from_tensor(src._get_str(key), fields)
-                out._set_str(key, value, inplace=False)
-            return out
-
-        return build(self)  # type: ignore[no-any-return]
+    return build(td)  # type: ignore[no-any-return]

@@ -40,12 +40,7 @@ from ptd.errors import GradientError, PtdKeyError, PtdTypeError, PtdValueError
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
 
-__all__ = ["AutogradMixin"]
-
-
-def _td(obj: object) -> TensorDictBase:
-    """A mixin's ``self``: the TensorDictBase it is mixed into."""
-    return cast("TensorDictBase", obj)
+__all__: list[str] = []
 
 
 def _no_graph(td: TensorDictBase) -> bool:
@@ -65,179 +60,179 @@ def _store_message(td: TensorDictBase, what: str) -> str:
     )
 
 
-class AutogradMixin:
-    """Gradients of the tensor leaves, gathered and scattered by key."""
+# ------------------------------------------------------------------ flags
+def requires_grad(td: TensorDictBase) -> bool:
+    """True when any tensor leaf (nested ones included) requires gradients; always False
+    for a file-backed tensordict, whose data never carries a graph."""
+    sub = td
+    if _no_graph(sub):
+        return False
+    return any(t.requires_grad for _, t in sub._tensor_leaves())
 
-    # ------------------------------------------------------------------ flags
-    @property
-    def requires_grad(self) -> bool:
-        """True when any tensor leaf (nested ones included) requires gradients; always False
-        for a file-backed tensordict, whose data never carries a graph."""
-        td = _td(self)
-        if _no_graph(td):
-            return False
-        return any(t.requires_grad for _, t in td._tensor_leaves())
 
-    def requires_grad_(self, requires_grad: bool = True) -> TensorDictBase:
-        """Set ``requires_grad`` on every tensor leaf in place; returns ``self``.
+def requires_grad_(td: TensorDictBase, requires_grad: bool = True) -> TensorDictBase:
+    """Set ``requires_grad`` on every tensor leaf in place; returns ``self``.
 
-        Every leaf is checked first, so that a leaf that cannot require gradients (an integer
-        dtype) changes none of them (RuntimeError). A file-backed tensordict accepts
-        ``requires_grad_(False)`` only.
-        """
-        td = _td(self)
-        if _no_graph(td):
-            if not requires_grad:
-                return td
-            raise GradientError(_store_message(td, "requires_grad_()"))
-        leaves = _leaves(td)
-        for key, t in leaves:
-            if requires_grad and not (t.is_floating_point() or t.is_complex()):
-                raise GradientError(
-                    f"requires_grad_(): only tensors of a floating point or complex dtype can "
-                    f"require gradients, and key {key!r} of {td._location()} is {t.dtype}; "
-                    "cast first (td.float())."
-                )
-            if not requires_grad and t.grad_fn is not None:
-                raise GradientError(
-                    f"requires_grad_(False): key {key!r} of {td._location()} is computed from "
-                    "other tensors (it has a grad_fn); only graph leaves can change the flag. "
-                    "Use detach() instead."
-                )
-        for _, t in leaves:
-            t.requires_grad_(requires_grad)
-        return td
-
-    # ------------------------------------------------------------------ gradients
-    @property
-    def grad(self) -> TensorDictBase | None:
-        """A new tensordict of the ``.grad`` of every leaf; leaves without one are left out,
-        and so is a nested tensordict left with nothing. None when nothing is left (entries
-        that are not tensors are kept, as in tensordict). Locked when ``self`` is."""
-        td = _td(self)
-        result = _grads(td)
-        if result is not None and td.is_locked:
-            result.lock_()
-        return result
-
-    @grad.setter
-    def grad(self, value: TensorDictBase | None) -> None:
-        """``td.grad = other``: each leaf's ``.grad`` becomes ``other``'s leaf of the same key
-        (written into an existing ``.grad``); ``td.grad = None`` clears them."""
-        td = _td(self)
-        if _no_graph(td):
-            raise GradientError(_store_message(td, "setting grad"))
-        if value is None:
-            td.zero_grad(set_to_none=True)
-            return
-        if not is_tensordict(value):
-            raise PtdTypeError(
-                f"grad must be set to a tensordict with the keys of {td._location()}, "
-                f"got {type(value).__name__}"
-            )
-        pairs = []
-        for key, t in _leaves(td):
-            g = value.get(key)
-            if not isinstance(g, torch.Tensor):
-                raise PtdKeyError(f"grad: key {key!r} of {td._location()} missing in the value")
-            pairs.append((t, g))
-        for t, g in pairs:
-            if t.grad is None:
-                t.grad = g
-            else:
-                t.grad.copy_(g)
-
-    def zero_grad(self, set_to_none: bool = True) -> TensorDictBase:
-        """Reset the ``.grad`` of every leaf (``None``, or zeros in place with
-        ``set_to_none=False``); returns ``self``. Nothing to do on a file-backed tensordict."""
-        td = _td(self)
-        if _no_graph(td):
-            return td
-        for _, t in td._tensor_leaves():
-            if set_to_none:
-                t.grad = None
-            elif t.grad is not None:
-                t.grad.zero_()
-        return td
-
-    def detach_(self) -> TensorDictBase:
-        """Detach every tensor leaf from the graph in place; returns ``self``. A file-backed
-        tensordict holds no graph: it is returned as it is, without reading."""
-        td = _td(self)
-        if not _no_graph(td):
-            for _, t in td._tensor_leaves():
-                t.detach_()
-        return td
-
-    def backward(
-        self,
-        gradient: TensorDictBase | None = None,
-        retain_graph: bool | None = None,
-        create_graph: bool = False,
-        inputs: TensorDictBase | Sequence[torch.Tensor] | None = None,
-    ) -> None:
-        """Backpropagate from every leaf that requires gradients, in one
-        ``torch.autograd.backward`` call; returns None.
-
-        Without ``gradient`` each such leaf must hold one element (its gradient is 1);
-        otherwise ``gradient`` is a tensordict with a tensor of the leaf's shape under each
-        of their keys. ``inputs`` (a tensordict or tensors) restricts the ``.grad`` written.
-
-        Raises:
-            GradientError: (RuntimeError) no leaf requires gradients, a leaf has more than one
-                element and no gradient is given, or a gradient has the wrong shape.
-            KeyError: ``gradient`` lacks a key.
-            TypeError: ``gradient`` is not a tensordict.
-        """
-        td = _td(self)
-        if _no_graph(td):
-            raise GradientError(_store_message(td, "backward()"))
-        pairs = [(k, t) for k, t in _leaves(td) if t.requires_grad]
-        if not pairs:
+    Every leaf is checked first, so that a leaf that cannot require gradients (an integer
+    dtype) changes none of them (RuntimeError). A file-backed tensordict accepts
+    ``requires_grad_(False)`` only.
+    """
+    sub = td
+    if _no_graph(sub):
+        if not requires_grad:
+            return sub
+        raise GradientError(_store_message(sub, "requires_grad_()"))
+    leaves = _leaves(sub)
+    for key, t in leaves:
+        if requires_grad and not (t.is_floating_point() or t.is_complex()):
             raise GradientError(
-                f"backward(): no leaf of {td._location()} requires gradients, so there is "
-                "nothing to differentiate."
+                f"requires_grad_(): only tensors of a floating point or complex dtype can "
+                f"require gradients, and key {key!r} of {sub._location()} is {t.dtype}; "
+                "cast first (td.float())."
             )
-        grads: list[torch.Tensor] | None = None
-        if gradient is None:
-            for key, t in pairs:
-                if t.numel() != 1:
-                    raise GradientError(
-                        f"backward(): a gradient can be implied only for single-element "
-                        f"leaves, and key {key!r} has shape {list(t.shape)}; pass a gradient "
-                        "tensordict of the same structure (e.g. torch.ones_like(td))."
-                    )
-        else:
-            if not is_tensordict(gradient):
-                raise PtdTypeError(
-                    "backward(): gradient must be a tensordict with an entry for each leaf "
-                    f"that requires gradients, got {type(gradient).__name__}"
-                )
-            grads = []
-            for key, t in pairs:
-                g = gradient.get(key)
-                if not isinstance(g, torch.Tensor):
-                    raise PtdKeyError(
-                        f"backward(): the gradient tensordict has no tensor for key {key!r}"
-                    )
-                if g.shape != t.shape:
-                    raise GradientError(
-                        f"backward(): the gradient for key {key!r} has shape {list(g.shape)}, "
-                        f"the leaf {list(t.shape)}"
-                    )
-                grads.append(g)
-        wrt: Sequence[torch.Tensor] | None
-        if is_tensordict(inputs):
-            wrt = [t for _, t in _leaves(inputs)]
-        else:
-            wrt = cast("Sequence[torch.Tensor] | None", inputs)
-        torch.autograd.backward(
-            [t for _, t in pairs],
-            grad_tensors=grads,
-            retain_graph=retain_graph,
-            create_graph=create_graph,
-            inputs=wrt,
+        if not requires_grad and t.grad_fn is not None:
+            raise GradientError(
+                f"requires_grad_(False): key {key!r} of {sub._location()} is computed from "
+                "other tensors (it has a grad_fn); only graph leaves can change the flag. "
+                "Use detach() instead."
+            )
+    for _, t in leaves:
+        t.requires_grad_(requires_grad)
+    return sub
+
+
+# ------------------------------------------------------------------ gradients
+def grad(td: TensorDictBase) -> TensorDictBase | None:
+    """A new tensordict of the ``.grad`` of every leaf; leaves without one are left out,
+    and so is a nested tensordict left with nothing. None when nothing is left (entries
+    that are not tensors are kept, as in tensordict). Locked when ``self`` is."""
+    sub = td
+    result = _grads(sub)
+    if result is not None and sub.is_locked:
+        result.lock_()
+    return result
+
+
+def set_grad(td: TensorDictBase, value: TensorDictBase | None) -> None:
+    """``td.grad = other``: each leaf's ``.grad`` becomes ``other``'s leaf of the same key
+    (written into an existing ``.grad``); ``td.grad = None`` clears them."""
+    sub = td
+    if _no_graph(sub):
+        raise GradientError(_store_message(sub, "setting grad"))
+    if value is None:
+        sub.zero_grad(set_to_none=True)
+        return
+    if not is_tensordict(value):
+        raise PtdTypeError(
+            f"grad must be set to a tensordict with the keys of {sub._location()}, "
+            f"got {type(value).__name__}"
         )
+    pairs = []
+    for key, t in _leaves(sub):
+        g = value.get(key)
+        if not isinstance(g, torch.Tensor):
+            raise PtdKeyError(f"grad: key {key!r} of {sub._location()} missing in the value")
+        pairs.append((t, g))
+    for t, g in pairs:
+        if t.grad is None:
+            t.grad = g
+        else:
+            t.grad.copy_(g)
+
+
+def zero_grad(td: TensorDictBase, set_to_none: bool = True) -> TensorDictBase:
+    """Reset the ``.grad`` of every leaf (``None``, or zeros in place with
+    ``set_to_none=False``); returns ``self``. Nothing to do on a file-backed tensordict."""
+    sub = td
+    if _no_graph(sub):
+        return sub
+    for _, t in sub._tensor_leaves():
+        if set_to_none:
+            t.grad = None
+        elif t.grad is not None:
+            t.grad.zero_()
+    return sub
+
+
+def detach_(td: TensorDictBase) -> TensorDictBase:
+    """Detach every tensor leaf from the graph in place; returns ``self``. A file-backed
+    tensordict holds no graph: it is returned as it is, without reading."""
+    sub = td
+    if not _no_graph(sub):
+        for _, t in sub._tensor_leaves():
+            t.detach_()
+    return sub
+
+
+def backward(
+    td: TensorDictBase,
+    gradient: TensorDictBase | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: TensorDictBase | Sequence[torch.Tensor] | None = None,
+) -> None:
+    """Backpropagate from every leaf that requires gradients, in one
+    ``torch.autograd.backward`` call; returns None.
+
+    Without ``gradient`` each such leaf must hold one element (its gradient is 1);
+    otherwise ``gradient`` is a tensordict with a tensor of the leaf's shape under each
+    of their keys. ``inputs`` (a tensordict or tensors) restricts the ``.grad`` written.
+
+    Raises:
+        GradientError: (RuntimeError) no leaf requires gradients, a leaf has more than one
+            element and no gradient is given, or a gradient has the wrong shape.
+        KeyError: ``gradient`` lacks a key.
+        TypeError: ``gradient`` is not a tensordict.
+    """
+    sub = td
+    if _no_graph(sub):
+        raise GradientError(_store_message(sub, "backward()"))
+    pairs = [(k, t) for k, t in _leaves(sub) if t.requires_grad]
+    if not pairs:
+        raise GradientError(
+            f"backward(): no leaf of {sub._location()} requires gradients, so there is "
+            "nothing to differentiate."
+        )
+    grads: list[torch.Tensor] | None = None
+    if gradient is None:
+        for key, t in pairs:
+            if t.numel() != 1:
+                raise GradientError(
+                    f"backward(): a gradient can be implied only for single-element "
+                    f"leaves, and key {key!r} has shape {list(t.shape)}; pass a gradient "
+                    "tensordict of the same structure (e.g. torch.ones_like(td))."
+                )
+    else:
+        if not is_tensordict(gradient):
+            raise PtdTypeError(
+                "backward(): gradient must be a tensordict with an entry for each leaf "
+                f"that requires gradients, got {type(gradient).__name__}"
+            )
+        grads = []
+        for key, t in pairs:
+            g = gradient.get(key)
+            if not isinstance(g, torch.Tensor):
+                raise PtdKeyError(
+                    f"backward(): the gradient tensordict has no tensor for key {key!r}"
+                )
+            if g.shape != t.shape:
+                raise GradientError(
+                    f"backward(): the gradient for key {key!r} has shape {list(g.shape)}, "
+                    f"the leaf {list(t.shape)}"
+                )
+            grads.append(g)
+    wrt: Sequence[torch.Tensor] | None
+    if is_tensordict(inputs):
+        wrt = [t for _, t in _leaves(inputs)]
+    else:
+        wrt = cast("Sequence[torch.Tensor] | None", inputs)
+    torch.autograd.backward(
+        [t for _, t in pairs],
+        grad_tensors=grads,
+        retain_graph=retain_graph,
+        create_graph=create_graph,
+        inputs=wrt,
+    )
 
 
 def _grads(td: TensorDictBase) -> TensorDictBase | None:

@@ -29,30 +29,39 @@ from typing import Any
 import numpy as np
 import torch
 
-from ptd.core.attrs import AttrsMixin
-from ptd.core.autograd import AutogradMixin
+from ptd.core import attrs as attrs_ops
+from ptd.core import autograd as autograd_ops
+from ptd.core import checks as checks_ops
+from ptd.core import construct as construct_ops
+from ptd.core import conversions as conversions_ops
+from ptd.core import devices as devices_ops
+from ptd.core import factories as factories_ops
+from ptd.core import joining as joining_ops
+from ptd.core import keymoves as keymoves_ops
+from ptd.core import lastop as lastop_ops
+from ptd.core import locking as locking_ops
+from ptd.core import memmap_api as memmap_api_ops
+from ptd.core import names as names_ops
+from ptd.core import ops as ops_ops
+from ptd.core import packing as packing_ops
+from ptd.core import pointwise as pointwise_ops
+from ptd.core import reductions as reductions_ops
+from ptd.core import shape as shape_ops
+from ptd.core import statedict as statedict_ops
+from ptd.core import tdhooks as tdhooks_ops
+from ptd.core import torch_functions as torch_functions_ops
+from ptd.core import transforms as transforms_ops
+from ptd.core import update as update_ops
 from ptd.core.batch import fits
-from ptd.core.checks import ChecksMixin
-from ptd.core.construct import ConstructMixin
-from ptd.core.conversions import ConversionsMixin
-from ptd.core.devices import DevicesMixin
 from ptd.core.dtypes import dtype_abbrev
-from ptd.core.factories import FromMixin
 from ptd.core.foreign import LEAF_PROBE, adopt_non_tensor, foreign_batch_size
 from ptd.core.indexing import is_key_index
-from ptd.core.keymoves import KeyMovesMixin
 from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
-from ptd.core.memmap_api import MemmapMixin
+from ptd.core.lastop import Site
 from ptd.core.nontensor import NonTensorData, NonTensorStack
-from ptd.core.ops import OpsMixin, ShapeMixin
-from ptd.core.packing import PackMixin
-from ptd.core.pointwise import PointwiseMixin
-from ptd.core.reductions import ReductionsMixin
 from ptd.core.registry import TensorDictRoot, new_tensordict
-from ptd.core.statedict import StateDictMixin
-from ptd.core.tdhooks import REQUIRED, TensordictHooksMixin
-from ptd.core.torch_functions import TorchFunctionMixin
-from ptd.core.transforms import _NO_DEFAULT, TransformsMixin, pick_operand
+from ptd.core.tdhooks import REQUIRED
+from ptd.core.transforms import _NO_DEFAULT, pick_operand
 from ptd.errors import (
     BatchSizeError,
     ClosedStoreError,
@@ -86,27 +95,7 @@ class EntryMeta:
     non_tensor: str | None = None
 
 
-class TensorDictBase(
-    ReductionsMixin,
-    PointwiseMixin,
-    TransformsMixin,
-    OpsMixin,
-    ShapeMixin,
-    TorchFunctionMixin,
-    TensordictHooksMixin,
-    ConstructMixin,
-    ConversionsMixin,
-    DevicesMixin,
-    KeyMovesMixin,
-    AttrsMixin,
-    PackMixin,
-    FromMixin,
-    StateDictMixin,
-    MemmapMixin,
-    AutogradMixin,
-    ChecksMixin,
-    TensorDictRoot,
-):
+class TensorDictBase(TensorDictRoot):
     """Shared behaviour of :class:`ptd.TensorDict` and :class:`ptd.PersistentTensorDict`."""
 
     _is_locked: bool = False
@@ -119,6 +108,10 @@ class TensorDictBase(
     # ------------------------------------------------------------------ primitives
     @property
     def batch_size(self) -> torch.Size:
+        raise NotImplementedError
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
         raise NotImplementedError
 
     @property
@@ -542,6 +535,434 @@ class TensorDictBase(
 
     def __bool__(self) -> bool:
         raise UnsupportedOperationError("Converting a tensordict to boolean value is not permitted")
+
+    # state the method families keep on the instance
+    #: (method name, args, kwargs, weak reference to the object it was called on)
+    _last_op: tuple[str, tuple[Any, ...], dict[str, Any], Any] | None = None
+    #: where the last marked method was called from (see :func:`entered_from_call`)
+    _last_call: Site | None = None
+    _last_op_queue: list[Any] | None = None
+    __hash__ = None  # type: ignore[assignment]
+    _is_shared: bool = False
+    _is_memmap: bool = False
+    _memmap_prefix: str | None = None
+
+    # ------------------------------------------------------------------ ptd.core.reductions
+    _reduce_leaf = reductions_ops._reduce_leaf
+    _reduce_tree = reductions_ops._reduce_tree
+    _names_without = reductions_ops._names_without
+    _reduction = reductions_ops._reduction
+    _reduce_together = reductions_ops._reduce_together
+    all = reductions_ops.all
+    any = reductions_ops.any
+    _all_any = reductions_ops._all_any
+    _tensor_leaf_keys = reductions_ops._tensor_leaf_keys
+    sum = reductions_ops.sum
+    mean = reductions_ops.mean
+    nansum = reductions_ops.nansum
+    nanmean = reductions_ops.nanmean
+    prod = reductions_ops.prod
+    std = reductions_ops.std
+    var = reductions_ops.var
+    quantile = reductions_ops.quantile
+    amin = reductions_ops.amin
+    amax = reductions_ops.amax
+    min = reductions_ops.min
+    max = reductions_ops.max
+    cummin = reductions_ops.cummin
+    cummax = reductions_ops.cummax
+    _extremum = reductions_ops._extremum
+    logsumexp = reductions_ops.logsumexp
+    softmax = reductions_ops.softmax
+    norm = reductions_ops.norm
+
+    # ------------------------------------------------------------------ ptd.core.pointwise
+    _operands = pointwise_ops._operands
+    _pointwise = pointwise_ops._pointwise
+    _inplace = pointwise_ops._inplace
+    abs = pointwise_ops.abs
+    abs_ = pointwise_ops.abs_
+    acos = pointwise_ops.acos
+    acos_ = pointwise_ops.acos_
+    asin = pointwise_ops.asin
+    asin_ = pointwise_ops.asin_
+    atan = pointwise_ops.atan
+    atan_ = pointwise_ops.atan_
+    ceil = pointwise_ops.ceil
+    ceil_ = pointwise_ops.ceil_
+    cos = pointwise_ops.cos
+    cos_ = pointwise_ops.cos_
+    cosh = pointwise_ops.cosh
+    cosh_ = pointwise_ops.cosh_
+    erf = pointwise_ops.erf
+    erf_ = pointwise_ops.erf_
+    erfc = pointwise_ops.erfc
+    erfc_ = pointwise_ops.erfc_
+    exp = pointwise_ops.exp
+    exp_ = pointwise_ops.exp_
+    expm1 = pointwise_ops.expm1
+    expm1_ = pointwise_ops.expm1_
+    floor = pointwise_ops.floor
+    floor_ = pointwise_ops.floor_
+    frac = pointwise_ops.frac
+    frac_ = pointwise_ops.frac_
+    lgamma = pointwise_ops.lgamma
+    lgamma_ = pointwise_ops.lgamma_
+    log = pointwise_ops.log
+    log_ = pointwise_ops.log_
+    log10 = pointwise_ops.log10
+    log10_ = pointwise_ops.log10_
+    log1p = pointwise_ops.log1p
+    log1p_ = pointwise_ops.log1p_
+    log2 = pointwise_ops.log2
+    log2_ = pointwise_ops.log2_
+    neg = pointwise_ops.neg
+    neg_ = pointwise_ops.neg_
+    reciprocal = pointwise_ops.reciprocal
+    reciprocal_ = pointwise_ops.reciprocal_
+    round = pointwise_ops.round
+    round_ = pointwise_ops.round_
+    sigmoid = pointwise_ops.sigmoid
+    sigmoid_ = pointwise_ops.sigmoid_
+    sign = pointwise_ops.sign
+    sign_ = pointwise_ops.sign_
+    sin = pointwise_ops.sin
+    sin_ = pointwise_ops.sin_
+    sinh = pointwise_ops.sinh
+    sinh_ = pointwise_ops.sinh_
+    sqrt = pointwise_ops.sqrt
+    sqrt_ = pointwise_ops.sqrt_
+    tan = pointwise_ops.tan
+    tan_ = pointwise_ops.tan_
+    tanh = pointwise_ops.tanh
+    tanh_ = pointwise_ops.tanh_
+    trunc = pointwise_ops.trunc
+    trunc_ = pointwise_ops.trunc_
+    isfinite = pointwise_ops.isfinite
+    isnan = pointwise_ops.isnan
+    isneginf = pointwise_ops.isneginf
+    isposinf = pointwise_ops.isposinf
+    isreal = pointwise_ops.isreal
+    __abs__ = pointwise_ops.abs_operator
+    __neg__ = pointwise_ops.neg_operator
+    __invert__ = pointwise_ops.invert
+    add = pointwise_ops.add
+    sub = pointwise_ops.sub
+    rsub = pointwise_ops.rsub
+    mul = pointwise_ops.mul
+    div = pointwise_ops.div
+    pow = pointwise_ops.pow
+    mod = pointwise_ops.mod
+    maximum = pointwise_ops.maximum
+    minimum = pointwise_ops.minimum
+    bitwise_and = pointwise_ops.bitwise_and
+    logical_and = pointwise_ops.logical_and
+    clamp_max = pointwise_ops.clamp_max
+    clamp_min = pointwise_ops.clamp_min
+    clamp = pointwise_ops.clamp
+    lerp = pointwise_ops.lerp
+    addcmul = pointwise_ops.addcmul
+    addcdiv = pointwise_ops.addcdiv
+    masked_fill = pointwise_ops.masked_fill
+    where = pointwise_ops.where
+    add_ = pointwise_ops.add_
+    sub_ = pointwise_ops.sub_
+    mul_ = pointwise_ops.mul_
+    div_ = pointwise_ops.div_
+    pow_ = pointwise_ops.pow_
+    maximum_ = pointwise_ops.maximum_
+    minimum_ = pointwise_ops.minimum_
+    clamp_max_ = pointwise_ops.clamp_max_
+    clamp_min_ = pointwise_ops.clamp_min_
+    clamp_ = pointwise_ops.clamp_
+    lerp_ = pointwise_ops.lerp_
+    addcmul_ = pointwise_ops.addcmul_
+    addcdiv_ = pointwise_ops.addcdiv_
+    __add__ = pointwise_ops.add_operator
+    __radd__ = pointwise_ops.radd
+    __sub__ = pointwise_ops.sub_operator
+    __rsub__ = pointwise_ops.rsub_operator
+    __mul__ = pointwise_ops.mul_operator
+    __rmul__ = pointwise_ops.rmul
+    __truediv__ = pointwise_ops.truediv
+    __rtruediv__ = pointwise_ops.rtruediv
+    __pow__ = pointwise_ops.pow_operator
+    __rpow__ = pointwise_ops.rpow
+    __mod__ = pointwise_ops.mod_operator
+    __and__ = pointwise_ops.and_operator
+    __rand__ = pointwise_ops.rand
+    __or__ = pointwise_ops.or_operator
+    __ror__ = pointwise_ops.ror
+    __xor__ = pointwise_ops.xor
+    __rxor__ = pointwise_ops.rxor
+    __iadd__ = pointwise_ops.iadd
+    __isub__ = pointwise_ops.isub
+    __imul__ = pointwise_ops.imul
+    __itruediv__ = pointwise_ops.itruediv
+    __ipow__ = pointwise_ops.ipow
+
+    # ------------------------------------------------------------------ ptd.core.transforms
+    _tensor_leaves = transforms_ops._tensor_leaves
+    _map_inplace = transforms_ops._map_inplace
+    apply_ = transforms_ops.apply_
+    apply = transforms_ops.apply
+    named_apply = transforms_ops.named_apply
+    _apply_rec = transforms_ops._apply_rec
+    pin_memory = transforms_ops.pin_memory
+    to_tensordict = transforms_ops.to_tensordict
+    _reads_copy = transforms_ops._reads_copy
+    to_dict = transforms_ops.to_dict
+    numpy = transforms_ops.numpy
+    flatten_keys = transforms_ops.flatten_keys
+    unflatten_keys = transforms_ops.unflatten_keys
+    select = transforms_ops.select
+    exclude = transforms_ops.exclude
+
+    # ------------------------------------------------------------------ ptd.core.lastop
+    _push_last_op = lastop_ops._push_last_op
+    __enter__ = lastop_ops.enter
+    __exit__ = lastop_ops.exit_operator
+    _undo = lastop_ops._undo
+
+    # ------------------------------------------------------------------ ptd.core.locking
+    is_locked = property(locking_ops.is_locked, locking_ops.set_is_locked)
+    _nested_containers = locking_ops._nested_containers
+    lock_ = locking_ops.lock_
+    _lock_tree = locking_ops._lock_tree
+    unlock_ = locking_ops.unlock_
+    _check_can_unlock = locking_ops._check_can_unlock
+    _unlock_tree = locking_ops._unlock_tree
+    _check_unlocked = locking_ops._check_unlocked
+
+    # ------------------------------------------------------------------ ptd.core.names
+    names = property(names_ops.names, names_ops.set_names)
+    _check_names = names_ops._check_names
+    _set_names = names_ops._set_names
+    refine_names = names_ops.refine_names
+    _renamed = names_ops._renamed
+    rename = names_ops.rename
+    rename_ = names_ops.rename_
+
+    # ------------------------------------------------------------------ ptd.core.update
+    update = update_ops.update
+    _replace_batch_size_for = update_ops._replace_batch_size_for
+    update_ = update_ops.update_
+
+    # ------------------------------------------------------------------ ptd.core.ops
+    _compare = ops_ops._compare
+    _detached_copy = ops_ops._detached_copy
+    __eq__ = ops_ops.eq  # type: ignore[assignment]
+    __ne__ = ops_ops.ne  # type: ignore[assignment]
+    __lt__ = ops_ops.lt
+    __le__ = ops_ops.le
+    __gt__ = ops_ops.gt
+    __ge__ = ops_ops.ge
+    to = ops_ops.to
+    _to_device = ops_ops._to_device
+    float = ops_ops.float
+    double = ops_ops.double
+    half = ops_ops.half
+    bfloat16 = ops_ops.bfloat16
+    int = ops_ops.int
+    bool = ops_ops.bool
+    cpu = ops_ops.cpu
+    detach = ops_ops.detach
+    contiguous = ops_ops.contiguous
+    zero_ = ops_ops.zero_
+    fill_ = ops_ops.fill_
+    masked_fill_ = ops_ops.masked_fill_
+    copy_ = ops_ops.copy_
+
+    # ------------------------------------------------------------------ ptd.core.shape
+    _batch_map = shape_ops._batch_map
+    _dim = shape_ops._dim
+    _rebind = shape_ops._rebind
+    reshape = shape_ops.reshape
+    view = shape_ops.view
+    flatten = shape_ops.flatten
+    unflatten = shape_ops.unflatten
+    unsqueeze = shape_ops.unsqueeze
+    squeeze = shape_ops.squeeze
+    permute = shape_ops.permute
+    transpose = shape_ops.transpose
+    swapaxes = shape_ops.swapaxes
+    swapdims = shape_ops.swapdims
+    movedim = shape_ops.movedim
+    moveaxis = shape_ops.moveaxis
+    expand = shape_ops.expand
+    expand_as = shape_ops.expand_as
+    broadcast_to = shape_ops.broadcast_to
+    atleast_1d = shape_ops.atleast_1d
+    atleast_2d = shape_ops.atleast_2d
+    atleast_3d = shape_ops.atleast_3d
+    pad = shape_ops.pad
+    flip = shape_ops.flip
+    fliplr = shape_ops.fliplr
+    flipud = shape_ops.flipud
+    roll = shape_ops.roll
+    rot90 = shape_ops.rot90
+    narrow = shape_ops.narrow
+    tile = shape_ops.tile
+    repeat = shape_ops.repeat
+    repeat_interleave = shape_ops.repeat_interleave
+    gather = shape_ops.gather
+    masked_select = shape_ops.masked_select
+    unbind = shape_ops.unbind
+    split = shape_ops.split
+    chunk = shape_ops.chunk
+    tensor_split = shape_ops.tensor_split
+
+    # ------------------------------------------------------------------ ptd.core.torch_functions
+    __torch_function__ = classmethod(torch_functions_ops.torch_function)
+
+    # ------------------------------------------------------------------ ptd.core.tdhooks
+    _stack_onto_ = tdhooks_ops._stack_onto_
+    _maybe_names = tdhooks_ops._maybe_names
+
+    # ------------------------------------------------------------------ ptd.core.construct
+    get_at = construct_ops.get_at
+    set_at_ = construct_ops.set_at_
+    update_at_ = construct_ops.update_at_
+    copy_at_ = construct_ops.copy_at_
+    create_nested = construct_ops.create_nested
+    clear = construct_ops.clear
+    popitem = construct_ops.popitem
+    split_keys = construct_ops.split_keys
+    separates = construct_ops.separates
+    filter_empty_ = construct_ops.filter_empty_
+    replace = construct_ops.replace
+    cat_tensors = construct_ops.cat_tensors
+    stack_tensors = construct_ops.stack_tensors
+    _join_tensors = construct_ops._join_tensors
+    auto_batch_size_ = construct_ops.auto_batch_size_
+    empty = construct_ops.empty
+    _new_like = construct_ops._new_like
+    new_zeros = construct_ops.new_zeros
+    new_ones = construct_ops.new_ones
+    new_empty = construct_ops.new_empty
+    new_full = construct_ops.new_full
+    new_tensor = construct_ops.new_tensor
+    stack = staticmethod(joining_ops.stack)
+    maybe_dense_stack = staticmethod(construct_ops.maybe_dense_stack)
+    cat = staticmethod(joining_ops.cat)
+
+    # ------------------------------------------------------------------ ptd.core.conversions
+    ndimension = conversions_ops.ndimension
+    entry_class = conversions_ops.entry_class
+    get_item_shape = conversions_ops.get_item_shape
+    dtype = property(conversions_ops.dtype)
+    depth = property(conversions_ops.depth)
+    bytes = conversions_ops.bytes
+    param_count = conversions_ops.param_count
+    sorted_keys = property(conversions_ops.sorted_keys)
+    non_tensor_items = conversions_ops.non_tensor_items
+    is_floating_point = conversions_ops.is_floating_point
+    is_non_tensor = conversions_ops.is_non_tensor
+    get_non_tensor = conversions_ops.get_non_tensor
+    data = property(conversions_ops.data)
+    as_tensor = conversions_ops.as_tensor
+    filter_non_tensor_data = conversions_ops.filter_non_tensor_data
+    _drop_non_tensor = conversions_ops._drop_non_tensor
+    is_cpu = property(conversions_ops.is_cpu)
+    is_cuda = property(conversions_ops.is_cuda)
+    is_meta = property(conversions_ops.is_meta)
+    is_contiguous = conversions_ops.is_contiguous
+    cat_from_tensordict = conversions_ops.cat_from_tensordict
+    stack_from_tensordict = conversions_ops.stack_from_tensordict
+    _leaves_in_order = conversions_ops._leaves_in_order
+    to_h5 = conversions_ops.to_h5
+    to_zarr = conversions_ops.to_zarr
+    to_namedtuple = conversions_ops.to_namedtuple
+    to_struct_array = conversions_ops.to_struct_array
+    to_pytree = conversions_ops.to_pytree
+    tolist = conversions_ops.tolist
+    type = conversions_ops.type
+    float16 = conversions_ops.float16
+    float32 = conversions_ops.float32
+    float64 = conversions_ops.float64
+    int8 = conversions_ops.int8
+    int16 = conversions_ops.int16
+    int32 = conversions_ops.int32
+    int64 = conversions_ops.int64
+    uint8 = conversions_ops.uint8
+    uint16 = conversions_ops.uint16
+    uint32 = conversions_ops.uint32
+    uint64 = conversions_ops.uint64
+    complex32 = conversions_ops.complex32
+    complex64 = conversions_ops.complex64
+    complex128 = conversions_ops.complex128
+
+    # ------------------------------------------------------------------ ptd.core.devices
+    _leaf_devices = devices_ops._leaf_devices
+    _set_device_tree = devices_ops._set_device_tree
+    auto_device_ = devices_ops.auto_device_
+    clear_device_ = devices_ops.clear_device_
+    is_shared = devices_ops.is_shared
+    share_memory_ = devices_ops.share_memory_
+
+    # ------------------------------------------------------------------ ptd.core.keymoves
+    rename_keys = keymoves_ops.rename_keys
+    set_non_tensor = keymoves_ops.set_non_tensor
+
+    # ------------------------------------------------------------------ ptd.core.attrs
+    attrs = attrs_ops.attrs
+
+    # ------------------------------------------------------------------ ptd.core.packing
+    pack = packing_ops.pack
+
+    # ------------------------------------------------------------------ ptd.core.factories
+    from_dataclass = classmethod(factories_ops.from_dataclass)
+    from_list = classmethod(factories_ops.from_list)
+    fromkeys = classmethod(factories_ops.fromkeys)
+    from_dict = classmethod(factories_ops.from_dict)
+    from_dict_instance = factories_ops.from_dict_instance
+    from_any = classmethod(factories_ops.from_any)
+    from_tuple = classmethod(factories_ops.from_tuple)
+    from_namedtuple = classmethod(factories_ops.from_namedtuple)
+    from_struct_array = classmethod(factories_ops.from_struct_array)
+    from_pytree = classmethod(factories_ops.from_pytree)
+    from_h5 = classmethod(factories_ops.from_h5)
+    from_zarr = classmethod(factories_ops.from_zarr)
+    from_schema = classmethod(factories_ops.from_schema)
+
+    # ------------------------------------------------------------------ ptd.core.statedict
+    state_dict = statedict_ops.state_dict
+    load_state_dict = statedict_ops.load_state_dict
+    _is_empty_nested = statedict_ops._is_empty_nested
+    _load_level = statedict_ops._load_level
+    data_ptr = statedict_ops.data_ptr
+    _leaf_data_ptr = statedict_ops._leaf_data_ptr
+    _has_non_tensor = property(statedict_ops._has_non_tensor)
+
+    # ------------------------------------------------------------------ ptd.core.memmap_api
+    memmap = memmap_api_ops.memmap
+    save = memmap_api_ops.save
+    dumps = memmap_api_ops.dumps
+    memmap_ = memmap_api_ops.memmap_
+    memmap_like = memmap_api_ops.memmap_like
+    load_memmap = classmethod(memmap_api_ops.load_memmap)
+    load = classmethod(memmap_api_ops.load)
+    load_memmap_ = memmap_api_ops.load_memmap_
+    load_ = memmap_api_ops.load_
+    memmap_refresh_ = memmap_api_ops.memmap_refresh_
+    is_memmap = memmap_api_ops.is_memmap
+    saved_path = property(memmap_api_ops.saved_path)
+    make_memmap = memmap_api_ops.make_memmap
+    make_memmap_from_tensor = memmap_api_ops.make_memmap_from_tensor
+    make_memmap_from_storage = memmap_api_ops.make_memmap_from_storage
+    _mark_memmap = memmap_api_ops._mark_memmap
+
+    # ------------------------------------------------------------------ ptd.core.autograd
+    requires_grad = property(autograd_ops.requires_grad)
+    requires_grad_ = autograd_ops.requires_grad_
+    grad = property(autograd_ops.grad, autograd_ops.set_grad)
+    zero_grad = autograd_ops.zero_grad
+    detach_ = autograd_ops.detach_
+    backward = autograd_ops.backward
+
+    # ------------------------------------------------------------------ ptd.core.checks
+    _check_batch_size = checks_ops._check_batch_size
+    _check_device = checks_ops._check_device
 
 
 def _iter_items(obj: Mapping[Any, Any] | TensorDictBase) -> Iterator[tuple[Any, Any]]:

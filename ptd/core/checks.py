@@ -14,63 +14,61 @@ metadata only, so on a file-backed tensordict they read no data.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from ptd.errors import BatchSizeError, UnsupportedOperationError
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
 
-__all__ = ["ChecksMixin"]
+__all__: list[str] = []
 
 
-class ChecksMixin:
-    """tensordict's private consistency checks, kept for compatibility."""
-
-    def _check_batch_size(self, *, raise_exception: bool = True) -> bool:
-        """True when the leading dims of every entry (nested ones included) are the batch
-        size; otherwise :class:`~ptd.errors.BatchSizeError` (a RuntimeError, as tensordict),
-        or False with ``raise_exception=False``."""
-        td = cast("TensorDictBase", self)
-        bs = tuple(td.batch_size)
-        for key in td._keys_str():
-            meta = td._meta_str(key)
-            if meta.kind == "nested":
-                if not td._get_str(key)._check_batch_size(raise_exception=raise_exception):
-                    return False
-            if tuple(meta.shape[: len(bs)]) != bs:
-                if raise_exception:
-                    raise BatchSizeError(
-                        f"batch size {list(bs)} of {td._location()} does not match key "
-                        f"{key!r} of shape {list(meta.shape)}: the leading dims of every "
-                        "entry must be the batch size"
-                    )
+def _check_batch_size(td: TensorDictBase, *, raise_exception: bool = True) -> bool:
+    """True when the leading dims of every entry (nested ones included) are the batch
+    size; otherwise :class:`~ptd.errors.BatchSizeError` (a RuntimeError, as tensordict),
+    or False with ``raise_exception=False``."""
+    sub = td
+    bs = tuple(sub.batch_size)
+    for key in sub._keys_str():
+        meta = sub._meta_str(key)
+        if meta.kind == "nested":
+            if not sub._get_str(key)._check_batch_size(raise_exception=raise_exception):
                 return False
-        return True
+        if tuple(meta.shape[: len(bs)]) != bs:
+            if raise_exception:
+                raise BatchSizeError(
+                    f"batch size {list(bs)} of {sub._location()} does not match key "
+                    f"{key!r} of shape {list(meta.shape)}: the leading dims of every "
+                    "entry must be the batch size"
+                )
+            return False
+    return True
 
-    def _check_device(self, *, raise_exception: bool = True) -> bool:
-        """True when every tensor leaf is on the tensordict's device (any device when it has
-        none); otherwise RuntimeError, or False with ``raise_exception=False``. A file-backed
-        tensordict reads its leaves onto its device: only its nested levels are checked."""
-        td = cast("TensorDictBase", self)
-        device = td.device
-        for key in td._keys_str():
-            meta = td._meta_str(key)
-            if meta.kind == "nested":
-                sub = td._get_str(key)
-                ok = sub._check_device(raise_exception=raise_exception)
-                found = sub.device
-            elif meta.kind == "tensor" and device is not None and not td._reads_copy():
-                found = td._get_str(key).device
-                ok = True
-            else:
-                continue
-            if ok and device is not None and found != device:
-                if raise_exception:
-                    raise UnsupportedOperationError(
-                        f"key {key!r} of {td._location()} is on {found}, the tensordict on {device}"
-                    )
-                return False
-            if not ok:
-                return False
-        return True
+
+def _check_device(td: TensorDictBase, *, raise_exception: bool = True) -> bool:
+    """True when every tensor leaf is on the tensordict's device (any device when it has
+    none); otherwise RuntimeError, or False with ``raise_exception=False``. A file-backed
+    tensordict reads its leaves onto its device: only its nested levels are checked."""
+    node = td
+    device = node.device
+    for key in node._keys_str():
+        meta = node._meta_str(key)
+        if meta.kind == "nested":
+            sub = node._get_str(key)
+            ok = sub._check_device(raise_exception=raise_exception)
+            found = sub.device
+        elif meta.kind == "tensor" and device is not None and not node._reads_copy():
+            found = node._get_str(key).device
+            ok = True
+        else:
+            continue
+        if ok and device is not None and found != device:
+            if raise_exception:
+                raise UnsupportedOperationError(
+                    f"key {key!r} of {node._location()} is on {found}, the tensordict on {device}"
+                )
+            return False
+        if not ok:
+            return False
+    return True

@@ -20,16 +20,15 @@ tensor(1)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from ptd.core import joining, keysplit
 from ptd.core.batch import infer_batch_size
 from ptd.core.foreign import adopt_non_tensor
-from ptd.core.joining import cat, stack
 from ptd.core.keys import NestedKey, out_key, unravel_key
-from ptd.core.keysplit import split_keys
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.registry import is_tensordict, new_tensordict
 from ptd.errors import ArgumentError, PtdKeyError, PtdTypeError
@@ -37,7 +36,7 @@ from ptd.errors import ArgumentError, PtdKeyError, PtdTypeError
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
 
-__all__ = ["ConstructMixin"]
+__all__: list[str] = []
 
 
 class _NoDefault:
@@ -46,11 +45,6 @@ class _NoDefault:
 
 
 _NO_DEFAULT: Any = _NoDefault()
-
-
-def _td(obj: object) -> TensorDictBase:
-    """A mixin's ``self``: the TensorDictBase it is mixed into."""
-    return cast("TensorDictBase", obj)
 
 
 def _size_arg(size: Sequence[Any]) -> torch.Size:
@@ -142,435 +136,456 @@ def non_tensor_at(
     return NonTensorStack.from_list(rows.tolist(), shape)
 
 
-class ConstructMixin:
-    """Row access, new containers and the ``from_*`` constructors."""
-
-    # ------------------------------------------------------------ rows of one entry
-    def get_at(self, key: NestedKey, index: Any, default: Any = None) -> Any:
-        """``td.get(key)[index]``; on a file-backed tensordict only those rows are read.
-        A missing key returns ``default`` (None, as tensordict 0.15)."""
-        td = _td(self)
-        parts = unravel_key(key)
-        if not td._has(parts):
-            return default
-        if td._reads_copy():
-            try:
-                view = td._index(index)
-            except (IndexError, TypeError, ValueError):
-                view = None
-            if view is not None:
-                return view.get(parts)
-        return td.get(parts)[index]
-
-    def set_at_(
-        self, key: NestedKey, value: Any, index: Any, *, non_blocking: bool = False
-    ) -> TensorDictBase:
-        """Write ``value`` into the rows ``index`` of the existing entry ``key``."""
-        td = _td(self)
-        parts = unravel_key(key)
-        if not td._has(parts):
-            raise PtdKeyError(
-                f'key "{out_key(parts)}" not found in {td._location()} with keys '
-                f"{sorted(map(str, td.keys()))}"
-            )
-        if td._reads_copy():
-            try:
-                view = td._index(index)
-            except (IndexError, TypeError, ValueError):
-                view = None
-            if view is not None:
-                meta = view.leaf_meta(parts)
-                if meta.kind == "tensor" and not is_tensordict(value):
-                    # a scalar or a broadcastable value, as tensor[index] = value takes it
-                    value = torch.as_tensor(value, dtype=meta.dtype).expand(meta.shape)
-                view.set_(parts, value)
-                return td
-            current = td.get(parts)
-            current[index] = value
-            td.set_(parts, current)
-            return td
-        target = td.get(parts)
-        target[index] = value
-        return td
-
-    def update_at_(
-        self,
-        input_dict_or_td: Mapping[Any, Any] | TensorDictBase,
-        idx: Any,
-        clone: bool = False,
-        *,
-        non_blocking: bool = False,
-        keys_to_update: Sequence[NestedKey] | None = None,
-    ) -> TensorDictBase:
-        """``set_at_`` for every leaf of the input (KeyError for a key not in the tensordict)."""
-        td = _td(self)
-        if isinstance(idx, tuple) and not idx:
-            return td.update_(input_dict_or_td, clone=clone)
-        allowed = None if keys_to_update is None else {unravel_key(k) for k in keys_to_update}
-        for parts, value in _leaf_items(input_dict_or_td):
-            if allowed is not None and not any(parts[: len(a)] == a for a in allowed):
-                continue
-            value = adopt_non_tensor(value)
-            if isinstance(value, (NonTensorData, NonTensorStack)):
-                td.set_(parts, non_tensor_at(td.get(parts), value, idx, "/".join(parts)))
-                continue
-            if not isinstance(value, torch.Tensor):
-                raise PtdTypeError(
-                    f"update_at_ takes tensors (or tensordicts of them), got {type(value).__name__}"
-                    f" for key {out_key(parts)!r}"
-                )
-            if clone and isinstance(value, torch.Tensor):
-                value = value.clone()
-            td.set_at_(parts, value, idx)
-        return td
-
-    def copy_at_(
-        self, tensordict: TensorDictBase, idx: Any, non_blocking: bool = False, *, fast: bool = True
-    ) -> TensorDictBase:
-        """Copy ``tensordict`` into the rows ``idx`` (``update_at_`` with every key)."""
-        if fast is None:
-            raise PtdTypeError("copy_at_(..., fast=None) is not supported: pass True or False")
-        return self.update_at_(tensordict, idx)
-
-    # ------------------------------------------------------------ entries
-    def create_nested(self, key: NestedKey) -> TensorDictBase:
-        """Put an empty nested tensordict (of this batch size) at ``key``, replacing what
-        was there."""
-        td = _td(self)
-        node, last = td._walk(unravel_key(key), create=True)
-        node._check_unlocked()
-        if last in node._keys_str():
-            node._del_str(last)
-        node._new_nested(last)
-        return td
-
-    def clear(self) -> TensorDictBase:
-        """Delete every entry (from the file, for a PersistentTensorDict)."""
-        td = _td(self)
-        for key in list(td._keys_str()):
-            td.del_(key)
-        return td
-
-    def popitem(self) -> tuple[NestedKey, Any]:
-        """Remove and return the last (key, value) pair."""
-        td = _td(self)
-        keys = td._keys_str()
-        if not keys:
-            raise PtdKeyError(f"popitem(): {type(td).__name__} is empty")
-        return keys[-1], td.pop(keys[-1])
-
-    def split_keys(
-        self,
-        *key_sets: Any,
-        inplace: bool = False,
-        default: Any = _NO_DEFAULT,
-        strict: bool = True,
-        reproduce_struct: bool = False,
-    ) -> tuple[TensorDictBase, ...]:
-        """One tensordict per key set (a list of keys, a dict ``{key: new_key}`` or a
-        ``fn(key, value) -> bool``), and a last one with the keys no set took. ``inplace``
-        removes the taken keys from this tensordict and returns it last; ``strict=False``
-        skips missing keys (or sets ``default`` for them). See :mod:`ptd.core.keysplit`."""
-        if not strict and default is _NO_DEFAULT:
-            default = None
-        return split_keys(
-            _td(self),
-            key_sets,
-            inplace=inplace,
-            default=default,
-            strict=strict,
-            reproduce_struct=reproduce_struct,
-        )
-
-    def separates(
-        self,
-        *keys: NestedKey,
-        default: Any = _NO_DEFAULT,
-        strict: bool = True,
-        filter_empty: bool = True,
-    ) -> TensorDictBase:
-        """Remove the entries ``keys`` (from the file, for a PersistentTensorDict) and return
-        them in a new in-memory tensordict; a missing key raises unless ``default`` is given or
-        ``strict=False``."""
-        td = _td(self)
-        out = td.empty(recurse=True) if not td._reads_copy() else td.to_tensordict().empty(True)
-        strict = strict and default is _NO_DEFAULT
-        for key in keys:
-            parts = unravel_key(key)
-            if td._has(parts):
-                out.set(parts, td.pop(parts))
-            elif strict:
-                raise PtdKeyError(f"key {out_key(parts)!r} not found in {td._location()}")
-            elif default is not _NO_DEFAULT and default is not None:
-                out.set(parts, default)
-        out.filter_empty_()
-        if filter_empty:
-            td.filter_empty_()
-        return out
-
-    def filter_empty_(self) -> TensorDictBase:
-        """Delete the nested tensordicts that hold no leaf (recursively)."""
-        td = _td(self)
-        for key in list(td._keys_str()):
-            if td._meta_str(key).kind == "nested":
-                sub = td._get_str(key)
-                sub.filter_empty_()
-                if not sub._keys_str():
-                    td.del_(key)
-        return td
-
-    def replace(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        """A shallow copy with some entries replaced (``update`` on a copy: nested
-        tensordicts merge); ``self`` when there is nothing to replace."""
-        td = _td(self)
-        if len(args) > 1:
-            raise ArgumentError(
-                "Only a single argument containing a dictionary-like structure of entries to "
-                f"replace can be passed to replace. Received {len(args)} arguments instead."
-            )
-        entries: dict[Any, Any] = {}
-        if args:
-            entries.update(
-                {k: args[0]._get_str(k) for k in args[0]._keys_str()}
-                if is_tensordict(args[0])
-                else dict(args[0])
-            )
-        entries.update(kwargs)
-        if not entries:
-            return td
-        out = td.to_tensordict() if td._reads_copy() else td.copy()
-        for key, value in entries.items():
-            parts = unravel_key(key)
-            if (
-                out._has(parts)
-                and out.leaf_meta(parts).kind == "nested"
-                and (isinstance(value, Mapping) or is_tensordict(value))
-            ):
-                out.set(parts, out.get(parts).replace(value))
-            else:
-                out.set(parts, value)
-        return out
-
-    def cat_tensors(
-        self, *keys: NestedKey, out_key: NestedKey, dim: int = 0, keep_entries: bool = False
-    ) -> TensorDictBase:
-        """``torch.cat`` of the entries ``keys`` into ``out_key``."""
-        return self._join_tensors(keys, out_key, dim, keep_entries, torch.cat)
-
-    def stack_tensors(
-        self, *keys: NestedKey, out_key: NestedKey, dim: int = 0, keep_entries: bool = False
-    ) -> TensorDictBase:
-        """``torch.stack`` of the entries ``keys`` into ``out_key``."""
-        return self._join_tensors(keys, out_key, dim, keep_entries, torch.stack)
-
-    def _join_tensors(
-        self,
-        keys: Sequence[NestedKey],
-        out_key: NestedKey,
-        dim: int,
-        keep_entries: bool,
-        op: Callable[..., torch.Tensor],
-    ) -> TensorDictBase:
-        td = _td(self)
-        entries = [td.get(k) for k in keys]
-        result = op(entries, dim=dim)
-        if keep_entries:
-            return td.set(out_key, result)
-        deleted = 0
+# ------------------------------------------------------------ rows of one entry
+def get_at(td: TensorDictBase, key: NestedKey, index: Any, default: Any = None) -> Any:
+    """``td.get(key)[index]``; on a file-backed tensordict only those rows are read.
+    A missing key returns ``default`` (None, as tensordict 0.15)."""
+    sub = td
+    parts = unravel_key(key)
+    if not sub._has(parts):
+        return default
+    if sub._reads_copy():
         try:
-            for key in keys:
-                td.del_(key)
-                deleted += 1
-            return td.set(out_key, result)
-        except Exception:
-            for i in reversed(range(deleted)):  # put back what was deleted, parents first
-                td.set(keys[i], entries[i])
-            raise
+            view = sub._index(index)
+        except (IndexError, TypeError, ValueError):
+            view = None
+        if view is not None:
+            return view.get(parts)
+    return sub.get(parts)[index]
 
-    def auto_batch_size_(
-        self, batch_dims: int | None = None, keep_compliant_size: bool = False
-    ) -> TensorDictBase:
-        """Set the batch size to the longest leading shape every entry shares (nested
-        tensordicts first get their own)."""
-        td = _td(self)
-        shapes = []
-        for key in td._keys_str():
-            meta = td._meta_str(key)
-            if meta.kind == "nested":
-                sub = td._get_str(key)
-                if not (keep_compliant_size and batch_dims is not None and sub.ndim == batch_dims):
-                    sub.auto_batch_size_(batch_dims)
-                shapes.append(sub.batch_size)
-            elif meta.kind == "tensor":
-                shapes.append(meta.shape)
-        # both container classes give batch_size a setter
-        td.batch_size = infer_batch_size(shapes, batch_dims)  # type: ignore[misc]
-        return td
 
-    # ------------------------------------------------------------ new containers
-    def empty(
-        self,
-        recurse: bool = False,
-        *,
-        batch_size: Sequence[int] | None = None,
-        device: Any = _NO_DEFAULT,
-        names: Sequence[str | None] | None = None,
-    ) -> TensorDictBase:
-        """An in-memory tensordict with no tensor leaves; ``recurse`` keeps the nested
-        structure (and the non-tensor entries)."""
-        td = _td(self)
-        bs = td.batch_size if batch_size is None else torch.Size(batch_size)
-        out = new_tensordict(
-            {},
-            batch_size=bs,
-            device=td.device if device is _NO_DEFAULT else device,
-            names=names if names is not None or batch_size is not None else td._names,
+def set_at_(
+    td: TensorDictBase, key: NestedKey, value: Any, index: Any, *, non_blocking: bool = False
+) -> TensorDictBase:
+    """Write ``value`` into the rows ``index`` of the existing entry ``key``."""
+    sub = td
+    parts = unravel_key(key)
+    if not sub._has(parts):
+        raise PtdKeyError(
+            f'key "{out_key(parts)}" not found in {sub._location()} with keys '
+            f"{sorted(map(str, sub.keys()))}"
         )
-        if recurse:
-            for key in td._keys_str():
-                meta = td._meta_str(key)
-                if meta.kind == "nested":
-                    sub = td._get_str(key)
-                    extra = list(sub.batch_size[td.ndim :])
-                    out._set_str(key, sub.empty(True, batch_size=list(bs) + extra), inplace=False)
-                elif meta.kind == "non_tensor" and batch_size is None:
-                    out._set_str(key, td._get_str(key), inplace=False)
-        return out
+    if sub._reads_copy():
+        try:
+            view = sub._index(index)
+        except (IndexError, TypeError, ValueError):
+            view = None
+        if view is not None:
+            meta = view.leaf_meta(parts)
+            if meta.kind == "tensor" and not is_tensordict(value):
+                # a scalar or a broadcastable value, as tensor[index] = value takes it
+                value = torch.as_tensor(value, dtype=meta.dtype).expand(meta.shape)
+            view.set_(parts, value)
+            return sub
+        current = sub.get(parts)
+        current[index] = value
+        sub.set_(parts, current)
+        return sub
+    target = sub.get(parts)
+    target[index] = value
+    return sub
 
-    def _new_like(
-        self,
-        size: torch.Size,
-        make: Callable[..., torch.Tensor],
-        dtype: torch.dtype | None,
-        device: Any,
-        requires_grad: bool,
-    ) -> TensorDictBase:
-        td = _td(self)
-        nb = td.ndim
-        kwargs: dict[str, Any] = {"requires_grad": requires_grad}
-        if device is not _NO_DEFAULT:
-            kwargs["device"] = device
 
-        def leaf(t: torch.Tensor) -> torch.Tensor:
-            return make(t, tuple(size) + tuple(t.shape[nb:]), dtype=dtype or t.dtype, **kwargs)
-
-        if device is _NO_DEFAULT:
-            return td.apply(leaf, batch_size=size)
-        return td.apply(leaf, batch_size=size, device=device)
-
-    def new_zeros(
-        self,
-        *size: Any,
-        dtype: torch.dtype | None = None,
-        device: Any = _NO_DEFAULT,
-        requires_grad: bool = False,
-        layout: torch.layout = torch.strided,
-        pin_memory: bool | None = None,
-        empty_lazy: bool = False,
-    ) -> TensorDictBase:
-        """A new tensordict of batch size ``size`` whose leaves are zeros (dtype and
-        feature dims of each leaf kept unless ``dtype``)."""
-        return self._new_like(
-            _size_arg(size), lambda t, s, **kw: t.new_zeros(s, **kw), dtype, device, requires_grad
-        )
-
-    def new_ones(
-        self,
-        *size: Any,
-        dtype: torch.dtype | None = None,
-        device: Any = _NO_DEFAULT,
-        requires_grad: bool = False,
-        layout: torch.layout = torch.strided,
-        pin_memory: bool | None = None,
-        empty_lazy: bool = False,
-    ) -> TensorDictBase:
-        return self._new_like(
-            _size_arg(size), lambda t, s, **kw: t.new_ones(s, **kw), dtype, device, requires_grad
-        )
-
-    def new_empty(
-        self,
-        *size: Any,
-        dtype: torch.dtype | None = None,
-        device: Any = _NO_DEFAULT,
-        requires_grad: bool = False,
-        layout: torch.layout = torch.strided,
-        pin_memory: bool | None = None,
-        empty_lazy: bool = False,
-    ) -> TensorDictBase:
-        return self._new_like(
-            _size_arg(size), lambda t, s, **kw: t.new_empty(s, **kw), dtype, device, requires_grad
-        )
-
-    def new_full(
-        self,
-        size: Sequence[int],
-        fill_value: Any,
-        *,
-        dtype: torch.dtype | None = None,
-        device: Any = _NO_DEFAULT,
-        requires_grad: bool = False,
-        layout: torch.layout = torch.strided,
-        pin_memory: bool | None = None,
-        empty_lazy: bool = False,
-    ) -> TensorDictBase:
-        return self._new_like(
-            torch.Size(size),
-            lambda t, s, **kw: t.new_full(s, fill_value, **kw),
-            dtype,
-            device,
-            requires_grad,
-        )
-
-    def new_tensor(
-        self,
-        data: Any,
-        *,
-        dtype: torch.dtype | None = None,
-        device: Any = _NO_DEFAULT,
-        requires_grad: bool = False,
-        pin_memory: bool | None = None,
-    ) -> TensorDictBase:
-        """Each leaf's ``new_tensor(data)`` (leaf by leaf for a tensordict ``data``): a copy of
-        ``data`` with the leaf's dtype, unless ``dtype``. Like ``Tensor.new_tensor``, a
-        tensor ``data`` warns that ``clone().detach()`` is the recommended way to copy it."""
-        td = _td(self)
-        if is_tensordict(data):
-            shape, data_device = data.batch_size, data.device
-        elif isinstance(data, torch.Tensor):
-            shape, data_device = data.shape, data.device
-        else:
-            as_t = torch.as_tensor(data)
-            shape, data_device = as_t.shape, as_t.device
-        kwargs: dict[str, Any] = {"requires_grad": requires_grad}
-        kwargs["device"] = data_device if device is _NO_DEFAULT else device
-        if dtype is not None:
-            kwargs["dtype"] = dtype
-        if is_tensordict(data):
-            return td.apply(
-                lambda x, y: x.new_tensor(y, **kwargs),
-                data,
-                batch_size=shape,
-                device=kwargs["device"],
+def update_at_(
+    td: TensorDictBase,
+    input_dict_or_td: Mapping[Any, Any] | TensorDictBase,
+    idx: Any,
+    clone: bool = False,
+    *,
+    non_blocking: bool = False,
+    keys_to_update: Sequence[NestedKey] | None = None,
+) -> TensorDictBase:
+    """``set_at_`` for every leaf of the input (KeyError for a key not in the tensordict)."""
+    sub = td
+    if isinstance(idx, tuple) and not idx:
+        return sub.update_(input_dict_or_td, clone=clone)
+    allowed = None if keys_to_update is None else {unravel_key(k) for k in keys_to_update}
+    for parts, value in _leaf_items(input_dict_or_td):
+        if allowed is not None and not any(parts[: len(a)] == a for a in allowed):
+            continue
+        value = adopt_non_tensor(value)
+        if isinstance(value, (NonTensorData, NonTensorStack)):
+            sub.set_(parts, non_tensor_at(sub.get(parts), value, idx, "/".join(parts)))
+            continue
+        if not isinstance(value, torch.Tensor):
+            raise PtdTypeError(
+                f"update_at_ takes tensors (or tensordicts of them), got {type(value).__name__}"
+                f" for key {out_key(parts)!r}"
             )
-        return td.apply(
-            lambda x: x.new_tensor(data, **kwargs), batch_size=shape, device=kwargs["device"]
+        if clone and isinstance(value, torch.Tensor):
+            value = value.clone()
+        sub.set_at_(parts, value, idx)
+    return sub
+
+
+def copy_at_(
+    td: TensorDictBase,
+    tensordict: TensorDictBase,
+    idx: Any,
+    non_blocking: bool = False,
+    *,
+    fast: bool = True,
+) -> TensorDictBase:
+    """Copy ``tensordict`` into the rows ``idx`` (``update_at_`` with every key)."""
+    if fast is None:
+        raise PtdTypeError("copy_at_(..., fast=None) is not supported: pass True or False")
+    return td.update_at_(tensordict, idx)
+
+
+# ------------------------------------------------------------ entries
+def create_nested(td: TensorDictBase, key: NestedKey) -> TensorDictBase:
+    """Put an empty nested tensordict (of this batch size) at ``key``, replacing what
+    was there."""
+    sub = td
+    node, last = sub._walk(unravel_key(key), create=True)
+    node._check_unlocked()
+    if last in node._keys_str():
+        node._del_str(last)
+    node._new_nested(last)
+    return sub
+
+
+def clear(td: TensorDictBase) -> TensorDictBase:
+    """Delete every entry (from the file, for a PersistentTensorDict)."""
+    sub = td
+    for key in list(sub._keys_str()):
+        sub.del_(key)
+    return sub
+
+
+def popitem(td: TensorDictBase) -> tuple[NestedKey, Any]:
+    """Remove and return the last (key, value) pair."""
+    sub = td
+    keys = sub._keys_str()
+    if not keys:
+        raise PtdKeyError(f"popitem(): {type(sub).__name__} is empty")
+    return keys[-1], sub.pop(keys[-1])
+
+
+def split_keys(
+    td: TensorDictBase,
+    *key_sets: Any,
+    inplace: bool = False,
+    default: Any = _NO_DEFAULT,
+    strict: bool = True,
+    reproduce_struct: bool = False,
+) -> tuple[TensorDictBase, ...]:
+    """One tensordict per key set (a list of keys, a dict ``{key: new_key}`` or a
+    ``fn(key, value) -> bool``), and a last one with the keys no set took. ``inplace``
+    removes the taken keys from this tensordict and returns it last; ``strict=False``
+    skips missing keys (or sets ``default`` for them). See :mod:`ptd.core.keysplit`."""
+    if not strict and default is _NO_DEFAULT:
+        default = None
+    return keysplit.split_keys(
+        td,
+        key_sets,
+        inplace=inplace,
+        default=default,
+        strict=strict,
+        reproduce_struct=reproduce_struct,
+    )
+
+
+def separates(
+    td: TensorDictBase,
+    *keys: NestedKey,
+    default: Any = _NO_DEFAULT,
+    strict: bool = True,
+    filter_empty: bool = True,
+) -> TensorDictBase:
+    """Remove the entries ``keys`` (from the file, for a PersistentTensorDict) and return
+    them in a new in-memory tensordict; a missing key raises unless ``default`` is given or
+    ``strict=False``."""
+    sub = td
+    out = sub.empty(recurse=True) if not sub._reads_copy() else sub.to_tensordict().empty(True)
+    strict = strict and default is _NO_DEFAULT
+    for key in keys:
+        parts = unravel_key(key)
+        if sub._has(parts):
+            out.set(parts, sub.pop(parts))
+        elif strict:
+            raise PtdKeyError(f"key {out_key(parts)!r} not found in {sub._location()}")
+        elif default is not _NO_DEFAULT and default is not None:
+            out.set(parts, default)
+    out.filter_empty_()
+    if filter_empty:
+        sub.filter_empty_()
+    return out
+
+
+def filter_empty_(td: TensorDictBase) -> TensorDictBase:
+    """Delete the nested tensordicts that hold no leaf (recursively)."""
+    node = td
+    for key in list(node._keys_str()):
+        if node._meta_str(key).kind == "nested":
+            sub = node._get_str(key)
+            sub.filter_empty_()
+            if not sub._keys_str():
+                node.del_(key)
+    return node
+
+
+def replace(td: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
+    """A shallow copy with some entries replaced (``update`` on a copy: nested
+    tensordicts merge); ``self`` when there is nothing to replace."""
+    sub = td
+    if len(args) > 1:
+        raise ArgumentError(
+            "Only a single argument containing a dictionary-like structure of entries to "
+            f"replace can be passed to replace. Received {len(args)} arguments instead."
         )
+    entries: dict[Any, Any] = {}
+    if args:
+        entries.update(
+            {k: args[0]._get_str(k) for k in args[0]._keys_str()}
+            if is_tensordict(args[0])
+            else dict(args[0])
+        )
+    entries.update(kwargs)
+    if not entries:
+        return sub
+    out = sub.to_tensordict() if sub._reads_copy() else sub.copy()
+    for key, value in entries.items():
+        parts = unravel_key(key)
+        if (
+            out._has(parts)
+            and out.leaf_meta(parts).kind == "nested"
+            and (isinstance(value, Mapping) or is_tensordict(value))
+        ):
+            out.set(parts, out.get(parts).replace(value))
+        else:
+            out.set(parts, value)
+    return out
 
-    # ------------------------------------------------------------ stack / cat as methods
-    @staticmethod
-    def stack(input: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None) -> Any:
-        """``torch.stack`` of tensordicts (also as ``TensorDict.stack``)."""
-        return stack(input, dim, out=out)
 
-    @staticmethod
-    def maybe_dense_stack(
-        input: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None, **kwargs: Any
-    ) -> Any:
-        """ptd has no lazy stacks: the same as :meth:`stack`."""
-        return stack(input, dim, out=out)
+def cat_tensors(
+    td: TensorDictBase,
+    *keys: NestedKey,
+    out_key: NestedKey,
+    dim: int = 0,
+    keep_entries: bool = False,
+) -> TensorDictBase:
+    """``torch.cat`` of the entries ``keys`` into ``out_key``."""
+    return td._join_tensors(keys, out_key, dim, keep_entries, torch.cat)
 
-    @staticmethod
-    def cat(input: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None) -> Any:
-        """``torch.cat`` of tensordicts (also as ``TensorDict.cat``)."""
-        return cat(input, dim, out=out)
+
+def stack_tensors(
+    td: TensorDictBase,
+    *keys: NestedKey,
+    out_key: NestedKey,
+    dim: int = 0,
+    keep_entries: bool = False,
+) -> TensorDictBase:
+    """``torch.stack`` of the entries ``keys`` into ``out_key``."""
+    return td._join_tensors(keys, out_key, dim, keep_entries, torch.stack)
+
+
+def _join_tensors(
+    td: TensorDictBase,
+    keys: Sequence[NestedKey],
+    out_key: NestedKey,
+    dim: int,
+    keep_entries: bool,
+    op: Callable[..., torch.Tensor],
+) -> TensorDictBase:
+    sub = td
+    entries = [sub.get(k) for k in keys]
+    result = op(entries, dim=dim)
+    if keep_entries:
+        return sub.set(out_key, result)
+    deleted = 0
+    try:
+        for key in keys:
+            sub.del_(key)
+            deleted += 1
+        return sub.set(out_key, result)
+    except Exception:
+        for i in reversed(range(deleted)):  # put back what was deleted, parents first
+            sub.set(keys[i], entries[i])
+        raise
+
+
+def auto_batch_size_(
+    td: TensorDictBase, batch_dims: int | None = None, keep_compliant_size: bool = False
+) -> TensorDictBase:
+    """Set the batch size to the longest leading shape every entry shares (nested
+    tensordicts first get their own)."""
+    node = td
+    shapes = []
+    for key in node._keys_str():
+        meta = node._meta_str(key)
+        if meta.kind == "nested":
+            sub = node._get_str(key)
+            if not (keep_compliant_size and batch_dims is not None and sub.ndim == batch_dims):
+                sub.auto_batch_size_(batch_dims)
+            shapes.append(sub.batch_size)
+        elif meta.kind == "tensor":
+            shapes.append(meta.shape)
+    # both container classes give batch_size a setter
+    node.batch_size = infer_batch_size(shapes, batch_dims)  # type: ignore[misc]
+    return node
+
+
+# ------------------------------------------------------------ new containers
+def empty(
+    td: TensorDictBase,
+    recurse: bool = False,
+    *,
+    batch_size: Sequence[int] | None = None,
+    device: Any = _NO_DEFAULT,
+    names: Sequence[str | None] | None = None,
+) -> TensorDictBase:
+    """An in-memory tensordict with no tensor leaves; ``recurse`` keeps the nested
+    structure (and the non-tensor entries)."""
+    node = td
+    bs = node.batch_size if batch_size is None else torch.Size(batch_size)
+    out = new_tensordict(
+        {},
+        batch_size=bs,
+        device=node.device if device is _NO_DEFAULT else device,
+        names=names if names is not None or batch_size is not None else node._names,
+    )
+    if recurse:
+        for key in node._keys_str():
+            meta = node._meta_str(key)
+            if meta.kind == "nested":
+                sub = node._get_str(key)
+                extra = list(sub.batch_size[node.ndim :])
+                out._set_str(key, sub.empty(True, batch_size=list(bs) + extra), inplace=False)
+            elif meta.kind == "non_tensor" and batch_size is None:
+                out._set_str(key, node._get_str(key), inplace=False)
+    return out
+
+
+def _new_like(
+    td: TensorDictBase,
+    size: torch.Size,
+    make: Callable[..., torch.Tensor],
+    dtype: torch.dtype | None,
+    device: Any,
+    requires_grad: bool,
+) -> TensorDictBase:
+    sub = td
+    nb = sub.ndim
+    kwargs: dict[str, Any] = {"requires_grad": requires_grad}
+    if device is not _NO_DEFAULT:
+        kwargs["device"] = device
+
+    def leaf(t: torch.Tensor) -> torch.Tensor:
+        return make(t, tuple(size) + tuple(t.shape[nb:]), dtype=dtype or t.dtype, **kwargs)
+
+    if device is _NO_DEFAULT:
+        return sub.apply(leaf, batch_size=size)
+    return sub.apply(leaf, batch_size=size, device=device)
+
+
+def new_zeros(
+    td: TensorDictBase,
+    *size: Any,
+    dtype: torch.dtype | None = None,
+    device: Any = _NO_DEFAULT,
+    requires_grad: bool = False,
+    layout: torch.layout = torch.strided,
+    pin_memory: bool | None = None,
+    empty_lazy: bool = False,
+) -> TensorDictBase:
+    """A new tensordict of batch size ``size`` whose leaves are zeros (dtype and
+    feature dims of each leaf kept unless ``dtype``)."""
+    return td._new_like(
+        _size_arg(size), lambda t, s, **kw: t.new_zeros(s, **kw), dtype, device, requires_grad
+    )
+
+
+def new_ones(
+    td: TensorDictBase,
+    *size: Any,
+    dtype: torch.dtype | None = None,
+    device: Any = _NO_DEFAULT,
+    requires_grad: bool = False,
+    layout: torch.layout = torch.strided,
+    pin_memory: bool | None = None,
+    empty_lazy: bool = False,
+) -> TensorDictBase:
+    return td._new_like(
+        _size_arg(size), lambda t, s, **kw: t.new_ones(s, **kw), dtype, device, requires_grad
+    )
+
+
+def new_empty(
+    td: TensorDictBase,
+    *size: Any,
+    dtype: torch.dtype | None = None,
+    device: Any = _NO_DEFAULT,
+    requires_grad: bool = False,
+    layout: torch.layout = torch.strided,
+    pin_memory: bool | None = None,
+    empty_lazy: bool = False,
+) -> TensorDictBase:
+    return td._new_like(
+        _size_arg(size), lambda t, s, **kw: t.new_empty(s, **kw), dtype, device, requires_grad
+    )
+
+
+def new_full(
+    td: TensorDictBase,
+    size: Sequence[int],
+    fill_value: Any,
+    *,
+    dtype: torch.dtype | None = None,
+    device: Any = _NO_DEFAULT,
+    requires_grad: bool = False,
+    layout: torch.layout = torch.strided,
+    pin_memory: bool | None = None,
+    empty_lazy: bool = False,
+) -> TensorDictBase:
+    return td._new_like(
+        torch.Size(size),
+        lambda t, s, **kw: t.new_full(s, fill_value, **kw),
+        dtype,
+        device,
+        requires_grad,
+    )
+
+
+def new_tensor(
+    td: TensorDictBase,
+    data: Any,
+    *,
+    dtype: torch.dtype | None = None,
+    device: Any = _NO_DEFAULT,
+    requires_grad: bool = False,
+    pin_memory: bool | None = None,
+) -> TensorDictBase:
+    """Each leaf's ``new_tensor(data)`` (leaf by leaf for a tensordict ``data``): a copy of
+    ``data`` with the leaf's dtype, unless ``dtype``. Like ``Tensor.new_tensor``, a
+    tensor ``data`` warns that ``clone().detach()`` is the recommended way to copy it."""
+    sub = td
+    if is_tensordict(data):
+        shape, data_device = data.batch_size, data.device
+    elif isinstance(data, torch.Tensor):
+        shape, data_device = data.shape, data.device
+    else:
+        as_t = torch.as_tensor(data)
+        shape, data_device = as_t.shape, as_t.device
+    kwargs: dict[str, Any] = {"requires_grad": requires_grad}
+    kwargs["device"] = data_device if device is _NO_DEFAULT else device
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    if is_tensordict(data):
+        return sub.apply(
+            lambda x, y: x.new_tensor(y, **kwargs),
+            data,
+            batch_size=shape,
+            device=kwargs["device"],
+        )
+    return sub.apply(
+        lambda x: x.new_tensor(data, **kwargs), batch_size=shape, device=kwargs["device"]
+    )
+
+
+# ------------------------------------------------------------ stack / cat as methods
+def maybe_dense_stack(
+    input: Sequence[TensorDictBase], dim: int = 0, *, out: Any = None, **kwargs: Any
+) -> Any:
+    """ptd has no lazy stacks: the same as :meth:`stack`."""
+    return joining.stack(input, dim, out=out)

@@ -31,7 +31,7 @@ from ptd.errors import UnsupportedOperationError
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
 
-__all__ = ["DevicesMixin"]
+__all__: list[str] = []
 
 
 def _containers(td: Any) -> list[Any]:
@@ -42,73 +42,72 @@ def _containers(td: Any) -> list[Any]:
     return out
 
 
-class DevicesMixin:
-    """Mixed into :class:`ptd.TensorDictBase`."""
+def _leaf_devices(td: TensorDictBase) -> set[torch.device]:
+    """The devices of the tensor leaves; a file-backed store reads none of them: they
+    come out on its device, or the CPU."""
+    if td._setitem_inplace:
+        has_leaf = any(
+            td.leaf_meta(k).kind == "tensor" for k in td.keys(include_nested=True, leaves_only=True)
+        )
+        return {td.device or torch.device("cpu")} if has_leaf else set()
+    found: set[torch.device] = set()
+    for sub in _containers(td):
+        for key in sub._keys_str():
+            value = sub._get_str(key)
+            if isinstance(value, torch.Tensor):
+                found.add(value.device)
+    return found
 
-    _is_shared: bool = False
 
-    def _leaf_devices(self: Any) -> set[torch.device]:
-        """The devices of the tensor leaves; a file-backed store reads none of them: they
-        come out on its device, or the CPU."""
-        if self._setitem_inplace:
-            has_leaf = any(
-                self.leaf_meta(k).kind == "tensor"
-                for k in self.keys(include_nested=True, leaves_only=True)
-            )
-            return {self.device or torch.device("cpu")} if has_leaf else set()
-        found: set[torch.device] = set()
-        for td in _containers(self):
-            for key in td._keys_str():
-                value = td._get_str(key)
-                if isinstance(value, torch.Tensor):
-                    found.add(value.device)
-        return found
+def _set_device_tree(td: TensorDictBase, device: torch.device | None) -> None:
+    for sub in _containers(td):
+        sub._device = device
 
-    def _set_device_tree(self: Any, device: torch.device | None) -> None:
-        for td in _containers(self):
-            td._device = device
 
-    def auto_device_(self: Any) -> TensorDictBase:
-        """Set the device of this tensordict and every nested one to the device its tensor
-        leaves share; with no leaf, or leaves on several devices, to ``None``. Nothing is
-        moved. Returns ``self``."""
-        devices = self._leaf_devices()
-        self._set_device_tree(devices.pop() if len(devices) == 1 else None)
-        return self  # type: ignore[no-any-return]
+def auto_device_(td: TensorDictBase) -> TensorDictBase:
+    """Set the device of this tensordict and every nested one to the device its tensor
+    leaves share; with no leaf, or leaves on several devices, to ``None``. Nothing is
+    moved. Returns ``self``."""
+    devices = td._leaf_devices()
+    td._set_device_tree(devices.pop() if len(devices) == 1 else None)
+    return td  # type: ignore[no-any-return]
 
-    def clear_device_(self: Any) -> TensorDictBase:
-        """Set the device of this tensordict and every nested one to ``None`` (the leaves stay
-        where they are, and new ones can be on any device). Returns ``self``."""
-        self._set_device_tree(None)
-        return self  # type: ignore[no-any-return]
 
-    def is_shared(self: Any) -> bool:
-        """Whether :meth:`share_memory_` put this tensordict in shared memory (and it has not
-        been unlocked since); a tensordict built from shared tensors is not marked."""
-        device = self.device
-        if device is not None and device.type == "cuda" and not self.is_memmap():
-            return True
-        return bool(self.__dict__.get("_is_shared", False))
+def clear_device_(td: TensorDictBase) -> TensorDictBase:
+    """Set the device of this tensordict and every nested one to ``None`` (the leaves stay
+    where they are, and new ones can be on any device). Returns ``self``."""
+    td._set_device_tree(None)
+    return td  # type: ignore[no-any-return]
 
-    def share_memory_(self: Any) -> TensorDictBase:
-        """Move the storage of every tensor leaf to shared memory (in place: the tensors stay
-        the same objects), mark the tensordict and the nested ones as shared and lock it.
-        Returns ``self``. A memory-mapped tensordict raises
-        :class:`~ptd.errors.UnsupportedOperationError` (a RuntimeError); one on a CUDA device
-        is left as it is (CUDA tensors are shared already)."""
-        if self.is_memmap():
-            raise UnsupportedOperationError(
-                "memmap and shared memory are mutually exclusive features: this tensordict is "
-                "memory-mapped"
-            )
-        device = self.device
-        if device is not None and device.type == "cuda":
-            return self  # type: ignore[no-any-return]
-        for td in _containers(self):
-            for key in td._keys_str():
-                value = td._get_str(key)
-                if isinstance(value, torch.Tensor):
-                    value.share_memory_()
-            td._is_shared = True
-        self.lock_()
-        return self  # type: ignore[no-any-return]
+
+def is_shared(td: TensorDictBase) -> bool:
+    """Whether :meth:`share_memory_` put this tensordict in shared memory (and it has not
+    been unlocked since); a tensordict built from shared tensors is not marked."""
+    device = td.device
+    if device is not None and device.type == "cuda" and not td.is_memmap():
+        return True
+    return bool(td.__dict__.get("_is_shared", False))
+
+
+def share_memory_(td: TensorDictBase) -> TensorDictBase:
+    """Move the storage of every tensor leaf to shared memory (in place: the tensors stay
+    the same objects), mark the tensordict and the nested ones as shared and lock it.
+    Returns ``self``. A memory-mapped tensordict raises
+    :class:`~ptd.errors.UnsupportedOperationError` (a RuntimeError); one on a CUDA device
+    is left as it is (CUDA tensors are shared already)."""
+    if td.is_memmap():
+        raise UnsupportedOperationError(
+            "memmap and shared memory are mutually exclusive features: this tensordict is "
+            "memory-mapped"
+        )
+    device = td.device
+    if device is not None and device.type == "cuda":
+        return td  # type: ignore[no-any-return]
+    for sub in _containers(td):
+        for key in sub._keys_str():
+            value = sub._get_str(key)
+            if isinstance(value, torch.Tensor):
+                value.share_memory_()
+        sub._is_shared = True
+    td.lock_()
+    return td  # type: ignore[no-any-return]

@@ -28,7 +28,7 @@ from ptd.errors import ArgumentError, InvalidKeyError, KeyTypeError, PtdKeyError
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
 
-__all__ = ["KeyMovesMixin"]
+__all__: list[str] = []
 
 Parts = tuple[str, ...]
 
@@ -79,89 +79,85 @@ def _kind(td: Any, parts: Parts) -> str | None:
     return None
 
 
-class KeyMovesMixin:
-    """Mixed into :class:`ptd.TensorDictBase`."""
+def rename_keys(
+    td: TensorDictBase, mapping: Mapping[NestedKey, NestedKey], *, strict: bool = True
+) -> TensorDictBase:
+    """A new tensordict with the keys renamed as ``mapping`` says (old key -> new key,
+    either side nested); ``self`` is left as it is and the result shares its leaves.
 
-    def rename_keys(
-        self: Any, mapping: Mapping[NestedKey, NestedKey], *, strict: bool = True
-    ) -> TensorDictBase:
-        """A new tensordict with the keys renamed as ``mapping`` says (old key -> new key,
-        either side nested); ``self`` is left as it is and the result shares its leaves.
+    Every source is read before any destination is written, so swaps and chains work. A
+    nested tensordict that the renaming empties is removed. The result is not locked.
 
-        Every source is read before any destination is written, so swaps and chains work. A
-        nested tensordict that the renaming empties is removed. The result is not locked.
-
-        Raises:
-            KeyError: a source is missing (``strict=True``), or a key is empty.
-            ValueError: two sources have one destination, a source lies inside another
-                source (or a destination inside another destination), or a destination is
-                present (or runs through a leaf) and is not renamed away.
-        """
-        pairs = [(_parts(src), _parts(dst)) for src, dst in mapping.items()]
-        _check_pairs(pairs)
-        kept = []
-        for src, dst in pairs:
-            if _kind(self, src) is not None:
-                kept.append((src, dst))
-            elif strict:
-                raise PtdKeyError(
-                    f"rename_keys: key {out_key(src)!r} not found (keys: {sorted(self.keys())})"
-                )
-        sources = [src for src, _ in kept]
-
-        def moved(parts: Parts) -> bool:
-            return any(parts[: len(s)] == s for s in sources)
-
-        for _, dst in kept:
-            for n in range(1, len(dst) + 1):
-                kind = _kind(self, dst[:n])
-                if kind is None or moved(dst[:n]):
-                    continue
-                if n == len(dst):
-                    raise ArgumentError(
-                        f"rename_keys: the destination {out_key(dst)!r} is already present and "
-                        "is not renamed away"
-                    )
-                if kind != "nested":
-                    raise ArgumentError(
-                        f"rename_keys: the destination {out_key(dst)!r} runs through the entry "
-                        f"{out_key(dst[:n])!r}, which is not a tensordict"
-                    )
-        out = self.clone(False)
-        values = [(dst, out.get(out_key(src))) for src, dst in kept]
-        for src in sources:
-            out.del_(out_key(src))
-        for dst, value in values:
-            out.set(out_key(dst), value)
-        parents = sorted({s[:n] for s in sources for n in range(1, len(s))}, key=len, reverse=True)
-        for parent in parents:
-            if _kind(out, parent) == "nested" and not out.get(out_key(parent))._keys_str():
-                out.del_(out_key(parent))
-        return out  # type: ignore[no-any-return]
-
-    def set_non_tensor(self: Any, key: NestedKey, value: Any) -> TensorDictBase:
-        """Store ``value`` as non-tensor data at ``key`` (a number too, unlike :meth:`set`),
-        wrapped in a :class:`~ptd.NonTensorData` of the batch size and device of the
-        tensordict that holds it; the missing nested tensordicts of a tuple key are created.
-        ``td[key]`` then gives ``value`` back. Returns ``self``. A locked tensordict raises
-        :class:`~ptd.errors.LockedError` (a RuntimeError)."""
-        if not isinstance(key, str | tuple):
-            raise KeyTypeError(
-                f"set_non_tensor: key should be a str or a tuple of str, got {key!r}"
+    Raises:
+        KeyError: a source is missing (``strict=True``), or a key is empty.
+        ValueError: two sources have one destination, a source lies inside another
+            source (or a destination inside another destination), or a destination is
+            present (or runs through a leaf) and is not renamed away.
+    """
+    pairs = [(_parts(src), _parts(dst)) for src, dst in mapping.items()]
+    _check_pairs(pairs)
+    kept = []
+    for src, dst in pairs:
+        if _kind(td, src) is not None:
+            kept.append((src, dst))
+        elif strict:
+            raise PtdKeyError(
+                f"rename_keys: key {out_key(src)!r} not found (keys: {sorted(td.keys())})"
             )
-        parts = _parts(key)
-        node: Any = self
-        for part in parts[:-1]:
-            node._check_unlocked()
-            if part not in node._keys_str():
-                node = node._new_nested(part)
+    sources = [src for src, _ in kept]
+
+    def moved(parts: Parts) -> bool:
+        return any(parts[: len(s)] == s for s in sources)
+
+    for _, dst in kept:
+        for n in range(1, len(dst) + 1):
+            kind = _kind(td, dst[:n])
+            if kind is None or moved(dst[:n]):
                 continue
-            if node._meta_str(part).kind != "nested":
-                raise PtdTypeError(
-                    f"set_non_tensor: key {part!r} of {out_key(parts)!r} is a leaf, not a "
-                    "nested tensordict"
+            if n == len(dst):
+                raise ArgumentError(
+                    f"rename_keys: the destination {out_key(dst)!r} is already present and "
+                    "is not renamed away"
                 )
-            node = node._get_str(part)
+            if kind != "nested":
+                raise ArgumentError(
+                    f"rename_keys: the destination {out_key(dst)!r} runs through the entry "
+                    f"{out_key(dst[:n])!r}, which is not a tensordict"
+                )
+    out = td.clone(False)
+    values = [(dst, out.get(out_key(src))) for src, dst in kept]
+    for src in sources:
+        out.del_(out_key(src))
+    for dst, value in values:
+        out.set(out_key(dst), value)
+    parents = sorted({s[:n] for s in sources for n in range(1, len(s))}, key=len, reverse=True)
+    for parent in parents:
+        if _kind(out, parent) == "nested" and not out.get(out_key(parent))._keys_str():
+            out.del_(out_key(parent))
+    return out  # type: ignore[no-any-return]
+
+
+def set_non_tensor(td: TensorDictBase, key: NestedKey, value: Any) -> TensorDictBase:
+    """Store ``value`` as non-tensor data at ``key`` (a number too, unlike :meth:`set`),
+    wrapped in a :class:`~ptd.NonTensorData` of the batch size and device of the
+    tensordict that holds it; the missing nested tensordicts of a tuple key are created.
+    ``td[key]`` then gives ``value`` back. Returns ``self``. A locked tensordict raises
+    :class:`~ptd.errors.LockedError` (a RuntimeError)."""
+    if not isinstance(key, str | tuple):
+        raise KeyTypeError(f"set_non_tensor: key should be a str or a tuple of str, got {key!r}")
+    parts = _parts(key)
+    node: Any = td
+    for part in parts[:-1]:
         node._check_unlocked()
-        node.set(parts[-1], NonTensorData(value, node.batch_size, node.device))
-        return self  # type: ignore[no-any-return]
+        if part not in node._keys_str():
+            node = node._new_nested(part)
+            continue
+        if node._meta_str(part).kind != "nested":
+            raise PtdTypeError(
+                f"set_non_tensor: key {part!r} of {out_key(parts)!r} is a leaf, not a "
+                "nested tensordict"
+            )
+        node = node._get_str(part)
+    node._check_unlocked()
+    node.set(parts[-1], NonTensorData(value, node.batch_size, node.device))
+    return td  # type: ignore[no-any-return]

@@ -9,6 +9,8 @@ object (a weak reference); ``__enter__`` remembers that record, and ``__exit__``
 method's inverse (:data:`REVERSE`, one function per method name).
 
 >>> import torch
+
+
 >>> from ptd import TensorDict
 >>> td = TensorDict({"a": torch.zeros(2, 3)}, batch_size=[2, 3])
 >>> with td.permute(1, 0) as t:
@@ -41,13 +43,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import torch
 
+from ptd.core.registry import is_tensordict
+
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
 
 __all__ = [
     "user_stacklevel",
     "last_op",
-    "LastOpMixin",
     "REVERSE",
     "entered_from_call",
     "caller_site",
@@ -122,7 +125,7 @@ def last_op(track: str | None = None) -> Callable[[F], F]:
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
             before = getattr(self, track) if track is not None else None
             out = func(self, *args, **kwargs)
-            if out is None or not isinstance(out, LastOpMixin):
+            if out is None or not is_tensordict(out):
                 return out
             changed = track is None or getattr(self, track) != before
             out._last_op = (name, args, kwargs, weakref.ref(self)) if changed else None
@@ -134,42 +137,36 @@ def last_op(track: str | None = None) -> Callable[[F], F]:
     return wrap
 
 
-class LastOpMixin:
-    """``__enter__``/``__exit__`` that undo the last marked op (tensordict's semantics)."""
+def _push_last_op(td: TensorDictBase, value: Any) -> None:
+    if td._last_op_queue is None:
+        td._last_op_queue = []
+    td._last_op_queue.append(value)
 
-    #: (method name, args, kwargs, weak reference to the object it was called on)
-    _last_op: tuple[str, tuple[Any, ...], dict[str, Any], Any] | None = None
-    #: where the last marked method was called from (see :func:`entered_from_call`)
-    _last_call: Site | None = None
-    _last_op_queue: list[Any] | None = None
 
-    def _push_last_op(self, value: Any) -> None:
-        if self._last_op_queue is None:
-            self._last_op_queue = []
-        self._last_op_queue.append(value)
+def enter(td: TensorDictBase) -> Any:
+    td._push_last_op(td._last_op)
+    return td
 
-    def __enter__(self) -> Any:
-        self._push_last_op(self._last_op)
-        return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        assert self._last_op_queue is not None
-        op = self._last_op_queue.pop()
-        return self._undo(op, exc_type)
+def exit_operator(td: TensorDictBase, exc_type: Any, exc: Any, tb: Any) -> bool:
+    assert td._last_op_queue is not None
+    op = td._last_op_queue.pop()
+    return td._undo(op, exc_type)
 
-    def _undo(self, op: Any, exc_type: Any) -> bool:
-        if op is None:
-            return False
-        name, args, kwargs, ref = op
-        origin = ref()
-        if exc_type is not None and issubclass(exc_type, Exception):
-            if name in _UNDO_ON_ERROR and origin is not None:
-                REVERSE[name](self, args, kwargs, origin)
-            return False
-        if origin is None and name not in _UNDO_ON_ERROR:
-            return False
-        REVERSE[name](self, args, kwargs, origin)
+
+def _undo(td: TensorDictBase, op: Any, exc_type: Any) -> bool:
+    if op is None:
         return False
+    name, args, kwargs, ref = op
+    origin = ref()
+    if exc_type is not None and issubclass(exc_type, Exception):
+        if name in _UNDO_ON_ERROR and origin is not None:
+            REVERSE[name](td, args, kwargs, origin)
+        return False
+    if origin is None and name not in _UNDO_ON_ERROR:
+        return False
+    REVERSE[name](td, args, kwargs, origin)
+    return False
 
 
 # ------------------------------------------------------------------------------ inverses

@@ -31,12 +31,16 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ptd.core.registry import lookup
 from ptd.errors import ArgumentError, UnsupportedOperationError
 
-__all__ = ["MemmapMixin"]
+if TYPE_CHECKING:
+    from ptd.core.base import TensorDictBase
+
+
+__all__: list[str] = []
 
 
 def _check_robust_key(robust_key: Any) -> None:
@@ -47,266 +51,272 @@ def _check_robust_key(robust_key: Any) -> None:
         )
 
 
-class MemmapMixin:
-    """Save to and load from memmap directories and ``.tdz`` archives."""
+def memmap(
+    td: TensorDictBase,
+    prefix: str | os.PathLike[str] | None = None,
+    copy_existing: bool = False,
+    *,
+    num_threads: int = 0,
+    return_early: bool = False,
+    share_non_tensor: bool = False,
+    existsok: bool = True,
+    robust_key: bool | None = True,
+    archive: bool | None = None,
+    compression: str | int | None = None,
+    atomic: bool = False,
+    overwrite: bool | None = None,
+    progress: Any = None,
+) -> Any:
+    """Write every entry to the memmap directory ``prefix`` (tensordict 0.15's layout; a
+    temporary one when None; a zip archive for a ``.tdz`` prefix or ``archive=True``) and
+    return a locked TensorDict whose leaves are mapped from the files.
 
-    _is_memmap: bool = False
-    _memmap_prefix: str | None = None
+    ``existsok=False`` refuses an existing non-empty prefix (FileExistsError, also a
+    RuntimeError as in tensordict); ``num_threads`` > 1 writes the files on threads, and with
+    ``return_early`` returns a future (``.result()``). ``overwrite`` is ptd's older name of
+    ``existsok``; ``progress`` is called with the bytes of each slab written.
+    """
+    _check_robust_key(robust_key)
+    return lookup("memmap_tensordict")(
+        td,
+        prefix,
+        overwrite=existsok if overwrite is None else overwrite,
+        progress=progress,
+        num_threads=num_threads,
+        return_early=return_early,
+        archive=archive,
+        compression=compression,
+    )
 
-    def memmap(
-        self,
-        prefix: str | os.PathLike[str] | None = None,
-        copy_existing: bool = False,
-        *,
-        num_threads: int = 0,
-        return_early: bool = False,
-        share_non_tensor: bool = False,
-        existsok: bool = True,
-        robust_key: bool | None = True,
-        archive: bool | None = None,
-        compression: str | int | None = None,
-        atomic: bool = False,
-        overwrite: bool | None = None,
-        progress: Any = None,
-    ) -> Any:
-        """Write every entry to the memmap directory ``prefix`` (tensordict 0.15's layout; a
-        temporary one when None; a zip archive for a ``.tdz`` prefix or ``archive=True``) and
-        return a locked TensorDict whose leaves are mapped from the files.
 
-        ``existsok=False`` refuses an existing non-empty prefix (FileExistsError, also a
-        RuntimeError as in tensordict); ``num_threads`` > 1 writes the files on threads, and with
-        ``return_early`` returns a future (``.result()``). ``overwrite`` is ptd's older name of
-        ``existsok``; ``progress`` is called with the bytes of each slab written.
-        """
-        _check_robust_key(robust_key)
-        return lookup("memmap_tensordict")(
-            self,
-            prefix,
-            overwrite=existsok if overwrite is None else overwrite,
-            progress=progress,
-            num_threads=num_threads,
-            return_early=return_early,
-            archive=archive,
-            compression=compression,
+def save(
+    td: TensorDictBase,
+    prefix: str | os.PathLike[str] | None = None,
+    copy_existing: bool = False,
+    *,
+    num_threads: int = 0,
+    return_early: bool = False,
+    share_non_tensor: bool = False,
+    robust_key: bool | None = True,
+    archive: bool | None = None,
+    compression: str | int | None = None,
+    atomic: bool = False,
+) -> Any:
+    """:meth:`memmap` with ``existsok=True``: save to disk, return the mapped copy. Read it
+    back with :meth:`load`."""
+    return td.memmap(
+        prefix,
+        copy_existing,
+        num_threads=num_threads,
+        return_early=return_early,
+        share_non_tensor=share_non_tensor,
+        existsok=True,
+        robust_key=robust_key,
+        archive=archive,
+        compression=compression,
+        atomic=atomic,
+    )
+
+
+dumps = save
+
+
+def memmap_(
+    td: TensorDictBase,
+    prefix: str | os.PathLike[str] | None = None,
+    copy_existing: bool = False,
+    *,
+    num_threads: int = 0,
+    return_early: bool = False,
+    share_non_tensor: bool = False,
+    existsok: bool = True,
+    robust_key: bool | None = True,
+    atomic: bool = False,
+    overwrite: bool | None = None,
+) -> Any:
+    """Like :meth:`memmap`, but swap this tensordict's own leaves for the mapped ones and
+    lock it; returns ``self``. Without ``prefix``, a memory-mapped tensordict is written
+    back to its own directory."""
+    _check_robust_key(robust_key)
+    return lookup("memmap_inplace")(
+        td,
+        prefix,
+        overwrite=existsok if overwrite is None else overwrite,
+        num_threads=num_threads,
+        return_early=return_early,
+    )
+
+
+def memmap_like(
+    td: TensorDictBase,
+    prefix: str | os.PathLike[str] | None = None,
+    copy_existing: bool = False,
+    *,
+    existsok: bool = True,
+    num_threads: int = 0,
+    return_early: bool = False,
+    share_non_tensor: bool = False,
+    robust_key: bool | None = True,
+    archive: bool | None = None,
+) -> Any:
+    """A memory-mapped tensordict with the keys, shapes and dtypes of this one, its tensor
+    leaves zero-filled (sparse files: nothing is read; non-tensor entries are copied).
+    Locked, as :meth:`memmap`'s result. ptd writes a fresh directory: an existing prefix is
+    replaced, its files are not reused."""
+    _check_robust_key(robust_key)
+    return lookup("memmap_tensordict")(
+        td,
+        prefix,
+        overwrite=existsok,
+        num_threads=num_threads,
+        return_early=return_early,
+        like=True,
+        archive=archive,
+    )
+
+
+def load_memmap(
+    cls: type[TensorDictBase],
+    prefix: str | os.PathLike[str],
+    device: Any = None,
+    non_blocking: bool = False,
+    *,
+    out: Any = None,
+    robust_key: bool | None = True,
+    subpath: Any = None,
+    mode: str | None = None,
+    num_threads: int = 0,
+    allow_pickle: bool | None = False,
+) -> Any:
+    """Load a memmap directory or ``.tdz`` archive (ptd's or tensordict 0.15's) as a
+    :class:`ptd.TensorDict` whose leaves are mapped from the files; see
+    :func:`ptd.memmap.methods.load_memmap`. Pickled non-tensors are refused unless
+    ``allow_pickle`` is True (trusted data) or None (load with a FutureWarning)."""
+    return lookup("load_memmap")(
+        prefix,
+        mode=mode,
+        allow_pickle=allow_pickle,
+        device=device,
+        out=out,
+        subpath=subpath,
+    )
+
+
+def load(
+    cls: type[TensorDictBase], prefix: str | os.PathLike[str], *args: Any, **kwargs: Any
+) -> Any:
+    """:meth:`load_memmap` (read what :meth:`save` wrote)."""
+    return cls.load_memmap(prefix, *args, **kwargs)
+
+
+def load_memmap_(
+    td: TensorDictBase,
+    prefix: str | os.PathLike[str],
+    robust_key: bool | None = True,
+    *,
+    allow_pickle: bool | None = False,
+    mode: str | None = None,
+) -> Any:
+    """Load a saved tensordict into this one and return it: nested tensordicts are kept,
+    leaves replaced (a store writes them into its file), keys the saved data lacks
+    removed. A memory-mapped tensordict stays memory-mapped, now to ``prefix``."""
+    was = td.is_memmap()
+    if was:
+        td.unlock_()
+    lookup("load_memmap")(prefix, mode=mode, allow_pickle=allow_pickle, device=td.device, out=td)
+    path = os.path.abspath(os.fspath(prefix))
+    if was and mode != "r" and os.path.isdir(path):
+        td.lock_()
+        td._mark_memmap(path)
+    return td
+
+
+def load_(td: TensorDictBase, prefix: str | os.PathLike[str], *args: Any, **kwargs: Any) -> Any:
+    """Deprecated (as in tensordict 0.15): :meth:`load_memmap_`."""
+    warnings.warn(
+        "TensorDictBase.load_() is deprecated and will be removed in TensorDict 0.17; "
+        "use load_memmap_() instead",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return td.load_memmap_(prefix, *args, **kwargs)
+
+
+def memmap_refresh_(td: TensorDictBase, *, allow_pickle: bool | None = False) -> Any:
+    """Reload a memory-mapped tensordict from its :attr:`saved_path` (after another
+    process changed the files) and return it."""
+    if not td.is_memmap() or td._memmap_prefix is None:
+        raise UnsupportedOperationError(
+            "Cannot refresh a TensorDict that is not memory mapped or has no path associated."
         )
+    return td.load_memmap_(td._memmap_prefix, allow_pickle=allow_pickle)
 
-    def save(
-        self,
-        prefix: str | os.PathLike[str] | None = None,
-        copy_existing: bool = False,
-        *,
-        num_threads: int = 0,
-        return_early: bool = False,
-        share_non_tensor: bool = False,
-        robust_key: bool | None = True,
-        archive: bool | None = None,
-        compression: str | int | None = None,
-        atomic: bool = False,
-    ) -> Any:
-        """:meth:`memmap` with ``existsok=True``: save to disk, return the mapped copy. Read it
-        back with :meth:`load`."""
-        return self.memmap(
-            prefix,
-            copy_existing,
-            num_threads=num_threads,
-            return_early=return_early,
-            share_non_tensor=share_non_tensor,
-            existsok=True,
-            robust_key=robust_key,
-            archive=archive,
-            compression=compression,
-            atomic=atomic,
-        )
 
-    dumps = save
+def is_memmap(td: TensorDictBase) -> bool:
+    """Whether this tensordict is memory-mapped: the result of :meth:`memmap`,
+    :meth:`memmap_like` or :meth:`memmap_` (to a directory), while it stays locked.
+    :meth:`load_memmap`'s result is not (a new entry would not be mapped)."""
+    return bool(td.__dict__.get("_is_memmap")) and bool(td.is_locked)
 
-    def memmap_(
-        self,
-        prefix: str | os.PathLike[str] | None = None,
-        copy_existing: bool = False,
-        *,
-        num_threads: int = 0,
-        return_early: bool = False,
-        share_non_tensor: bool = False,
-        existsok: bool = True,
-        robust_key: bool | None = True,
-        atomic: bool = False,
-        overwrite: bool | None = None,
-    ) -> Any:
-        """Like :meth:`memmap`, but swap this tensordict's own leaves for the mapped ones and
-        lock it; returns ``self``. Without ``prefix``, a memory-mapped tensordict is written
-        back to its own directory."""
-        _check_robust_key(robust_key)
-        return lookup("memmap_inplace")(
-            self,
-            prefix,
-            overwrite=existsok if overwrite is None else overwrite,
-            num_threads=num_threads,
-            return_early=return_early,
-        )
 
-    def memmap_like(
-        self,
-        prefix: str | os.PathLike[str] | None = None,
-        copy_existing: bool = False,
-        *,
-        existsok: bool = True,
-        num_threads: int = 0,
-        return_early: bool = False,
-        share_non_tensor: bool = False,
-        robust_key: bool | None = True,
-        archive: bool | None = None,
-    ) -> Any:
-        """A memory-mapped tensordict with the keys, shapes and dtypes of this one, its tensor
-        leaves zero-filled (sparse files: nothing is read; non-tensor entries are copied).
-        Locked, as :meth:`memmap`'s result. ptd writes a fresh directory: an existing prefix is
-        replaced, its files are not reused."""
-        _check_robust_key(robust_key)
-        return lookup("memmap_tensordict")(
-            self,
-            prefix,
-            overwrite=existsok,
-            num_threads=num_threads,
-            return_early=return_early,
-            like=True,
-            archive=archive,
-        )
+def saved_path(td: TensorDictBase) -> Path:
+    """The directory a memory-mapped tensordict is mapped from (AttributeError otherwise)."""
+    path = td._memmap_prefix
+    if td.is_memmap() and path is not None:
+        return Path(path)
+    raise AttributeError(
+        f"The tensordict has no saved path (memmap={td.is_memmap()}, path={path})."
+    )
 
-    @classmethod
-    def load_memmap(
-        cls,
-        prefix: str | os.PathLike[str],
-        device: Any = None,
-        non_blocking: bool = False,
-        *,
-        out: Any = None,
-        robust_key: bool | None = True,
-        subpath: Any = None,
-        mode: str | None = None,
-        num_threads: int = 0,
-        allow_pickle: bool | None = False,
-    ) -> Any:
-        """Load a memmap directory or ``.tdz`` archive (ptd's or tensordict 0.15's) as a
-        :class:`ptd.TensorDict` whose leaves are mapped from the files; see
-        :func:`ptd.memmap.methods.load_memmap`. Pickled non-tensors are refused unless
-        ``allow_pickle`` is True (trusted data) or None (load with a FutureWarning)."""
-        return lookup("load_memmap")(
-            prefix,
-            mode=mode,
-            allow_pickle=allow_pickle,
-            device=device,
-            out=out,
-            subpath=subpath,
-        )
 
-    @classmethod
-    def load(cls, prefix: str | os.PathLike[str], *args: Any, **kwargs: Any) -> Any:
-        """:meth:`load_memmap` (read what :meth:`save` wrote)."""
-        return cls.load_memmap(prefix, *args, **kwargs)
+def make_memmap(
+    td: TensorDictBase,
+    key: Any,
+    shape: Any,
+    *,
+    dtype: Any = None,
+    robust_key: bool | None = True,
+) -> Any:
+    """Add an uninitialised leaf of ``shape``/``dtype`` (default dtype: torch's) at ``key``
+    of a memory-mapped tensordict, with its file in the tensordict's directory; returns
+    it. Missing nested levels are created; an existing key is refused (RuntimeError)."""
+    _check_robust_key(robust_key)
+    return lookup("make_memmap")(td, key, shape=shape, dtype=dtype)
 
-    def load_memmap_(
-        self: Any,
-        prefix: str | os.PathLike[str],
-        robust_key: bool | None = True,
-        *,
-        allow_pickle: bool | None = False,
-        mode: str | None = None,
-    ) -> Any:
-        """Load a saved tensordict into this one and return it: nested tensordicts are kept,
-        leaves replaced (a store writes them into its file), keys the saved data lacks
-        removed. A memory-mapped tensordict stays memory-mapped, now to ``prefix``."""
-        was = self.is_memmap()
-        if was:
-            self.unlock_()
-        lookup("load_memmap")(
-            prefix, mode=mode, allow_pickle=allow_pickle, device=self.device, out=self
-        )
-        path = os.path.abspath(os.fspath(prefix))
-        if was and mode != "r" and os.path.isdir(path):
-            self.lock_()
-            self._mark_memmap(path)
-        return self
 
-    def load_(self, prefix: str | os.PathLike[str], *args: Any, **kwargs: Any) -> Any:
-        """Deprecated (as in tensordict 0.15): :meth:`load_memmap_`."""
-        warnings.warn(
-            "TensorDictBase.load_() is deprecated and will be removed in TensorDict 0.17; "
-            "use load_memmap_() instead",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self.load_memmap_(prefix, *args, **kwargs)
+def make_memmap_from_tensor(
+    td: TensorDictBase,
+    key: Any,
+    tensor: Any,
+    *,
+    copy_data: bool = True,
+    existsok: bool = True,
+    robust_key: bool | None = True,
+) -> Any:
+    """Like :meth:`make_memmap`, with the shape and dtype of ``tensor`` and (``copy_data``)
+    its values."""
+    _check_robust_key(robust_key)
+    if not copy_data:
+        return lookup("make_memmap")(td, key, shape=tensor.shape, dtype=tensor.dtype)
+    return lookup("make_memmap")(td, key, tensor=tensor)
 
-    def memmap_refresh_(self: Any, *, allow_pickle: bool | None = False) -> Any:
-        """Reload a memory-mapped tensordict from its :attr:`saved_path` (after another
-        process changed the files) and return it."""
-        if not self.is_memmap() or self._memmap_prefix is None:
-            raise UnsupportedOperationError(
-                "Cannot refresh a TensorDict that is not memory mapped or has no path associated."
-            )
-        return self.load_memmap_(self._memmap_prefix, allow_pickle=allow_pickle)
 
-    def is_memmap(self: Any) -> bool:
-        """Whether this tensordict is memory-mapped: the result of :meth:`memmap`,
-        :meth:`memmap_like` or :meth:`memmap_` (to a directory), while it stays locked.
-        :meth:`load_memmap`'s result is not (a new entry would not be mapped)."""
-        return bool(self.__dict__.get("_is_memmap")) and bool(self.is_locked)
+def make_memmap_from_storage(
+    td: TensorDictBase,
+    key: Any,
+    storage: Any,
+    shape: Any,
+    *,
+    dtype: Any = None,
+    robust_key: bool | None = True,
+) -> Any:
+    """Like :meth:`make_memmap_from_tensor`, from the bytes of an untyped ``storage`` viewed
+    as ``dtype`` and ``shape``. ptd copies them into the tensordict's directory (tensordict
+    maps the storage's own file when it has one)."""
+    _check_robust_key(robust_key)
+    return lookup("make_memmap")(td, key, shape=shape, dtype=dtype, storage=storage)
 
-    @property
-    def saved_path(self: Any) -> Path:
-        """The directory a memory-mapped tensordict is mapped from (AttributeError otherwise)."""
-        path = self._memmap_prefix
-        if self.is_memmap() and path is not None:
-            return Path(path)
-        raise AttributeError(
-            f"The tensordict has no saved path (memmap={self.is_memmap()}, path={path})."
-        )
 
-    def make_memmap(
-        self,
-        key: Any,
-        shape: Any,
-        *,
-        dtype: Any = None,
-        robust_key: bool | None = True,
-    ) -> Any:
-        """Add an uninitialised leaf of ``shape``/``dtype`` (default dtype: torch's) at ``key``
-        of a memory-mapped tensordict, with its file in the tensordict's directory; returns
-        it. Missing nested levels are created; an existing key is refused (RuntimeError)."""
-        _check_robust_key(robust_key)
-        return lookup("make_memmap")(self, key, shape=shape, dtype=dtype)
-
-    def make_memmap_from_tensor(
-        self,
-        key: Any,
-        tensor: Any,
-        *,
-        copy_data: bool = True,
-        existsok: bool = True,
-        robust_key: bool | None = True,
-    ) -> Any:
-        """Like :meth:`make_memmap`, with the shape and dtype of ``tensor`` and (``copy_data``)
-        its values."""
-        _check_robust_key(robust_key)
-        if not copy_data:
-            return lookup("make_memmap")(self, key, shape=tensor.shape, dtype=tensor.dtype)
-        return lookup("make_memmap")(self, key, tensor=tensor)
-
-    def make_memmap_from_storage(
-        self,
-        key: Any,
-        storage: Any,
-        shape: Any,
-        *,
-        dtype: Any = None,
-        robust_key: bool | None = True,
-    ) -> Any:
-        """Like :meth:`make_memmap_from_tensor`, from the bytes of an untyped ``storage`` viewed
-        as ``dtype`` and ``shape``. ptd copies them into the tensordict's directory (tensordict
-        maps the storage's own file when it has one)."""
-        _check_robust_key(robust_key)
-        return lookup("make_memmap")(self, key, shape=shape, dtype=dtype, storage=storage)
-
-    def _mark_memmap(self: Any, path: str | None) -> None:
-        self._is_memmap = True
-        self._memmap_prefix = path
+def _mark_memmap(td: TensorDictBase, path: str | None) -> None:
+    td._is_memmap = True
+    td._memmap_prefix = path

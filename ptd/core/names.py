@@ -15,92 +15,100 @@ indexing maps names through the index, ``refine_names`` names unnamed dims in pl
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ptd.errors import PtdValueError, UnsupportedOperationError
 
-__all__ = ["NamesMixin"]
+if TYPE_CHECKING:
+    from ptd.core.base import TensorDictBase
 
 
-class NamesMixin:
-    """``names`` (settable), ``refine_names``, ``rename``, ``rename_``."""
+__all__: list[str] = []
 
-    @property
-    def names(self: Any) -> list[str | None]:
-        """The names of the batch dims (None for an unnamed dim)."""
-        names = self._names
-        return list(names) if names is not None else [None] * self.ndim
 
-    @names.setter
-    def names(self: Any, value: Sequence[str | None] | None) -> None:
-        self._set_names(self._check_names(value))
+def names(td: TensorDictBase) -> list[str | None]:
+    """The names of the batch dims (None for an unnamed dim)."""
+    names = td._names
+    return list(names) if names is not None else [None] * td.ndim
 
-    def _check_names(self: Any, value: Sequence[str | None] | None) -> list[str | None] | None:
-        if value is None:
+
+def set_names(td: TensorDictBase, value: Sequence[str | None] | None) -> None:
+    td._set_names(td._check_names(value))
+
+
+def _check_names(td: TensorDictBase, value: Sequence[str | None] | None) -> list[str | None] | None:
+    if value is None:
+        return None
+    names = list(value)
+    if len(names) != td.ndim:
+        raise PtdValueError(
+            "the length of the dimension names must equate the tensordict batch_dims "
+            f"attribute. Got {names} for batch_dims {td.ndim}."
+        )
+    named = [n for n in names if n is not None]
+    if len(set(named)) != len(named):
+        raise PtdValueError(f"Some dimension names are non-unique: {names}.")
+    return None if not named else names
+
+
+def _set_names(td: TensorDictBase, names: list[str | None] | None) -> None:
+    """Store validated names (None: no names) on this tensordict and its nested ones."""
+    td._names = names
+    for sub in td._nested_containers():
+        extra = sub.ndim - td.ndim
+        sub._set_names(None if names is None else names + [None] * extra)
+
+
+def refine_names(td: TensorDictBase, *names: Any) -> Any:
+    """Name the unnamed batch dims, in place, as :meth:`torch.Tensor.refine_names` does:
+    ``...`` stands for the dims not listed, None keeps a dim's name, and a dim already
+    named differently raises RuntimeError. Returns ``self``."""
+    given = list(names)
+    if any(n is Ellipsis for n in given):
+        pos = given.index(Ellipsis)
+        fill = td.ndim - (len(given) - 1)
+        given[pos : pos + 1] = td.names[pos : pos + fill] if fill > 0 else []
+    if len(given) != td.ndim:
+        raise PtdValueError(
+            f"refine_names got {len(given)} names for {td.ndim} batch dims: {list(names)}"
+        )
+    current = td.names
+    new: list[str | None] = []
+    for old, want in zip(current, given, strict=True):
+        if old is not None and want is not None and old != want:
+            raise UnsupportedOperationError(
+                f"refine_names: cannot coerce TensorDict names {current} with {given}."
+            )
+        new.append(old if want is None else want)
+    td.names = new
+    return td
+
+
+def _renamed(
+    td: TensorDictBase, names: tuple[Any, ...], rename_map: dict[str, str]
+) -> list[Any] | None:
+    if names and rename_map:
+        raise PtdValueError("Passed both a name map and a name list. Only one is accepted.")
+    if names:
+        if len(names) == 1 and names[0] is None:
             return None
-        names = list(value)
-        if len(names) != self.ndim:
-            raise PtdValueError(
-                "the length of the dimension names must equate the tensordict batch_dims "
-                f"attribute. Got {names} for batch_dims {self.ndim}."
-            )
-        named = [n for n in names if n is not None]
-        if len(set(named)) != len(named):
-            raise PtdValueError(f"Some dimension names are non-unique: {names}.")
-        return None if not named else names
+        return list(names)
+    current = td.names
+    missing = [k for k in rename_map if k not in current]
+    if missing:
+        raise PtdValueError(f"Some names to be renamed were not part of the names: {missing}")
+    return [rename_map.get(n, n) if n is not None else None for n in current]
 
-    def _set_names(self: Any, names: list[str | None] | None) -> None:
-        """Store validated names (None: no names) on this tensordict and its nested ones."""
-        self._names = names
-        for sub in self._nested_containers():
-            extra = sub.ndim - self.ndim
-            sub._set_names(None if names is None else names + [None] * extra)
 
-    def refine_names(self: Any, *names: Any) -> Any:
-        """Name the unnamed batch dims, in place, as :meth:`torch.Tensor.refine_names` does:
-        ``...`` stands for the dims not listed, None keeps a dim's name, and a dim already
-        named differently raises RuntimeError. Returns ``self``."""
-        given = list(names)
-        if any(n is Ellipsis for n in given):
-            pos = given.index(Ellipsis)
-            fill = self.ndim - (len(given) - 1)
-            given[pos : pos + 1] = self.names[pos : pos + fill] if fill > 0 else []
-        if len(given) != self.ndim:
-            raise PtdValueError(
-                f"refine_names got {len(given)} names for {self.ndim} batch dims: {list(names)}"
-            )
-        current = self.names
-        new: list[str | None] = []
-        for old, want in zip(current, given, strict=True):
-            if old is not None and want is not None and old != want:
-                raise UnsupportedOperationError(
-                    f"refine_names: cannot coerce TensorDict names {current} with {given}."
-                )
-            new.append(old if want is None else want)
-        self.names = new
-        return self
+def rename(td: TensorDictBase, *names: Any, **rename_map: str) -> Any:
+    """A shallow copy with new dim names: all of them (``rename("t", None)``; ``rename(None)``
+    drops them) or some, by keyword (``rename(t="time")``)."""
+    out = td.clone(recurse=False)
+    out.names = td._renamed(names, rename_map)
+    return out
 
-    def _renamed(self: Any, names: tuple[Any, ...], rename_map: dict[str, str]) -> list[Any] | None:
-        if names and rename_map:
-            raise PtdValueError("Passed both a name map and a name list. Only one is accepted.")
-        if names:
-            if len(names) == 1 and names[0] is None:
-                return None
-            return list(names)
-        current = self.names
-        missing = [k for k in rename_map if k not in current]
-        if missing:
-            raise PtdValueError(f"Some names to be renamed were not part of the names: {missing}")
-        return [rename_map.get(n, n) if n is not None else None for n in current]
 
-    def rename(self: Any, *names: Any, **rename_map: str) -> Any:
-        """A shallow copy with new dim names: all of them (``rename("t", None)``; ``rename(None)``
-        drops them) or some, by keyword (``rename(t="time")``)."""
-        out = self.clone(recurse=False)
-        out.names = self._renamed(names, rename_map)
-        return out
-
-    def rename_(self: Any, *names: Any, **rename_map: str) -> Any:
-        """:meth:`rename` in place; returns ``self``."""
-        self.names = self._renamed(names, rename_map)
-        return self
+def rename_(td: TensorDictBase, *names: Any, **rename_map: str) -> Any:
+    """:meth:`rename` in place; returns ``self``."""
+    td.names = td._renamed(names, rename_map)
+    return td

@@ -13,7 +13,7 @@ import numbers
 import operator
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -27,176 +27,189 @@ from ptd.errors import PtdKeyError
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
-    from ptd.core.protocols import OpsHost
 
-__all__ = ["OpsMixin", "ShapeMixin", "stack", "cat", "parse_to"]
+__all__ = ["stack", "cat", "parse_to"]
 
 
-class OpsMixin:
-    """Comparisons, casts and fills (elementwise math: :mod:`ptd.core.pointwise`; reductions:
-    :mod:`ptd.core.reductions`)."""
+def _compare(
+    td: TensorDictBase, other: Any, op: Callable[[Any, Any], Any], default: builtins.bool = False
+) -> TensorDictBase | builtins.bool:
+    """Leaf-wise comparison, as tensordict's: ``other`` is a tensordict or a dict with the
+    same keys (KeyError otherwise), a tensor (aligned with the batch dims of each leaf, its
+    shape broadcast with the batch size) or a number. Any other ``other`` (None, a str...)
+    gives ``default`` (False for ``==``, True for ``!=``), with a FutureWarning for the
+    ordering comparisons. Non-tensor entries give a bool tensor of the batch shape.
 
-    def _compare(
-        self: OpsHost, other: Any, op: Callable[[Any, Any], Any], default: builtins.bool = False
-    ) -> TensorDictBase | builtins.bool:
-        """Leaf-wise comparison, as tensordict's: ``other`` is a tensordict or a dict with the
-        same keys (KeyError otherwise), a tensor (aligned with the batch dims of each leaf, its
-        shape broadcast with the batch size) or a number. Any other ``other`` (None, a str...)
-        gives ``default`` (False for ``==``, True for ``!=``), with a FutureWarning for the
-        ordering comparisons. Non-tensor entries give a bool tensor of the batch shape.
-
-        >>> import torch
-        >>> from ptd import TensorDict
-        >>> td = TensorDict({"a": torch.tensor([1.0, 2.0])}, batch_size=[2])
-        >>> (td == {"a": torch.tensor([1.0, 0.0])})["a"]
-        tensor([ True, False])
-        >>> td == "z", td != None
-        (False, True)
-        """
-        if isinstance(other, torch.Tensor) and other.ndim:
-            shape = torch.broadcast_shapes(tuple(self.batch_size), tuple(other.shape))
-            me = self if shape == tuple(self.batch_size) else self._detached_copy().expand(shape)
-            wide = other.expand(shape)
-            return me.apply(lambda t: op(t, _expand_right(wide, t)))
-        if is_tensordict(other) and other.ndim and other.batch_size != self.batch_size:
-            shape = torch.broadcast_shapes(tuple(self.batch_size), tuple(other.batch_size))
-            me = self if shape == tuple(self.batch_size) else self._detached_copy().expand(shape)
-            them = (
-                other if shape == tuple(other.batch_size) else other._detached_copy().expand(shape)
+    >>> import torch
+    >>> from ptd import TensorDict
+    >>> td = TensorDict({"a": torch.tensor([1.0, 2.0])}, batch_size=[2])
+    >>> (td == {"a": torch.tensor([1.0, 0.0])})["a"]
+    tensor([ True, False])
+    >>> td == "z", td != None
+    (False, True)
+    """
+    if isinstance(other, torch.Tensor) and other.ndim:
+        shape = torch.broadcast_shapes(tuple(td.batch_size), tuple(other.shape))
+        me = td if shape == tuple(td.batch_size) else td._detached_copy().expand(shape)
+        wide = other.expand(shape)
+        return me.apply(lambda t: op(t, _expand_right(wide, t)))
+    if is_tensordict(other) and other.ndim and other.batch_size != td.batch_size:
+        shape = torch.broadcast_shapes(tuple(td.batch_size), tuple(other.batch_size))
+        me = td if shape == tuple(td.batch_size) else td._detached_copy().expand(shape)
+        them = other if shape == tuple(other.batch_size) else other._detached_copy().expand(shape)
+        return me._compare(them, op, default)
+    if isinstance(other, Mapping) and not is_tensordict(other):
+        other = new_tensordict(dict(other), batch_size=[])
+    if is_tensordict(other):
+        mine, theirs = set(td._keys_str()), set(other._keys_str())
+        if mine != theirs:
+            raise PtdKeyError(
+                f"keys in {td._location()} and the other tensordict mismatch, got "
+                f"{sorted(mine)} and {sorted(theirs)}"
             )
-            return me._compare(them, op, default)
-        if isinstance(other, Mapping) and not is_tensordict(other):
-            other = new_tensordict(dict(other), batch_size=[])
-        if is_tensordict(other):
-            mine, theirs = set(self._keys_str()), set(other._keys_str())
-            if mine != theirs:
-                raise PtdKeyError(
-                    f"keys in {self._location()} and the other tensordict mismatch, got "
-                    f"{sorted(mine)} and {sorted(theirs)}"
-                )
-        elif not isinstance(other, (numbers.Number, torch.Tensor, np.ndarray, np.generic)):
-            if op not in (operator.eq, operator.ne):
-                warnings.warn(
-                    f"Comparing a tensordict with an object of type {type(other).__name__} gives "
-                    f"{default}. Starting with TensorDict 0.17, this will raise a TypeError.",
-                    FutureWarning,
-                    stacklevel=user_stacklevel(),
-                )
-            return default
-        out = new_tensordict({}, batch_size=self.batch_size, device=self.device)
-        for key in self._keys_str():
-            value = self._get_str(key)
-            operand = other._get_str(key) if is_tensordict(other) else other
-            if is_tensordict(value):
-                out._set_str(key, value._compare(operand, op, default), inplace=False)
-            elif isinstance(value, torch.Tensor):
-                out._set_str(key, op(value, operand), inplace=False)
-            else:
-                if isinstance(operand, NonTensorData):
-                    operand = operand.data
-                data = value.data if isinstance(value, NonTensorData) else value
-                eq = data == operand
-                flag = builtins.bool(eq) if op is operator.eq else not builtins.bool(eq)
-                out._set_str(key, torch.full(tuple(self.batch_size), flag), inplace=False)
-        return out
+    elif not isinstance(other, (numbers.Number, torch.Tensor, np.ndarray, np.generic)):
+        if op not in (operator.eq, operator.ne):
+            warnings.warn(
+                f"Comparing a tensordict with an object of type {type(other).__name__} gives "
+                f"{default}. Starting with TensorDict 0.17, this will raise a TypeError.",
+                FutureWarning,
+                stacklevel=user_stacklevel(),
+            )
+        return default
+    out = new_tensordict({}, batch_size=td.batch_size, device=td.device)
+    for key in td._keys_str():
+        value = td._get_str(key)
+        operand = other._get_str(key) if is_tensordict(other) else other
+        if is_tensordict(value):
+            out._set_str(key, value._compare(operand, op, default), inplace=False)
+        elif isinstance(value, torch.Tensor):
+            out._set_str(key, op(value, operand), inplace=False)
+        else:
+            if isinstance(operand, NonTensorData):
+                operand = operand.data
+            data = value.data if isinstance(value, NonTensorData) else value
+            eq = data == operand
+            flag = builtins.bool(eq) if op is operator.eq else not builtins.bool(eq)
+            out._set_str(key, torch.full(tuple(td.batch_size), flag), inplace=False)
+    return out
 
-    def _detached_copy(self: OpsHost) -> TensorDictBase:
-        """An in-memory copy when this is file-backed (shape ops need one), else self."""
-        return self._detached(cast("TensorDictBase", self))
 
-    def __eq__(self: OpsHost, other: object) -> TensorDictBase | builtins.bool:  # type: ignore[override]
-        return self._compare(other, operator.eq, False)
+def _detached_copy(td: TensorDictBase) -> TensorDictBase:
+    """An in-memory copy when this is file-backed (shape ops need one), else self."""
+    return td._detached(td)
 
-    def __ne__(self: OpsHost, other: object) -> TensorDictBase | builtins.bool:  # type: ignore[override]
-        return self._compare(other, operator.ne, True)
 
-    def __lt__(self: OpsHost, other: Any) -> TensorDictBase | builtins.bool:
-        return self._compare(other, operator.lt, False)
+def eq(td: TensorDictBase, other: object) -> TensorDictBase | builtins.bool:
+    return td._compare(other, operator.eq, False)
 
-    def __le__(self: OpsHost, other: Any) -> TensorDictBase | builtins.bool:
-        return self._compare(other, operator.le, False)
 
-    def __gt__(self: OpsHost, other: Any) -> TensorDictBase | builtins.bool:
-        return self._compare(other, operator.gt, False)
+def ne(td: TensorDictBase, other: object) -> TensorDictBase | builtins.bool:
+    return td._compare(other, operator.ne, True)
 
-    def __ge__(self: OpsHost, other: Any) -> TensorDictBase | builtins.bool:
-        return self._compare(other, operator.ge, False)
 
-    __hash__ = None  # type: ignore[assignment]
+def lt(td: TensorDictBase, other: Any) -> TensorDictBase | builtins.bool:
+    return td._compare(other, operator.lt, False)
 
-    # --- dtype / device --------------------------------------------------------------------
-    @last_op()
-    def to(self: OpsHost, *args: Any, **kwargs: Any) -> TensorDictBase:
-        """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)``, keywords, or
-        ``to(attrs)`` with the result of :meth:`attrs` (a cast leaf by leaf)."""
-        if len(args) == 1 and not kwargs and is_attrs(args[0]):
-            return to_attrs(cast("TensorDictBase", self), args[0])
-        device, dtype = parse_to(args, kwargs)
-        out = cast("TensorDictBase", self)  # a mixin's self is the TensorDictBase it is mixed into
-        if dtype is not None:
-            out = out.apply(lambda t: t.to(dtype))
-        if device is not None:
-            out = out._to_device(device)
-        return out
 
-    def _to_device(self: OpsHost, device: torch.device) -> TensorDictBase:
-        return self.apply(lambda t: t.to(device), device=device)
+def le(td: TensorDictBase, other: Any) -> TensorDictBase | builtins.bool:
+    return td._compare(other, operator.le, False)
 
-    def float(self: OpsHost) -> TensorDictBase:
-        return self.to(torch.float32)
 
-    def double(self: OpsHost) -> TensorDictBase:
-        return self.to(torch.float64)
+def gt(td: TensorDictBase, other: Any) -> TensorDictBase | builtins.bool:
+    return td._compare(other, operator.gt, False)
 
-    def half(self: OpsHost) -> TensorDictBase:
-        return self.to(torch.float16)
 
-    def bfloat16(self: OpsHost) -> TensorDictBase:
-        return self.to(torch.bfloat16)
+def ge(td: TensorDictBase, other: Any) -> TensorDictBase | builtins.bool:
+    return td._compare(other, operator.ge, False)
 
-    def int(self: OpsHost) -> TensorDictBase:
-        return self.to(torch.int32)
 
-    def bool(self: OpsHost) -> TensorDictBase:
-        return self.to(torch.bool)
+# --- dtype / device --------------------------------------------------------------------
+@last_op()
+def to(td: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
+    """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)``, keywords, or
+    ``to(attrs)`` with the result of :meth:`attrs` (a cast leaf by leaf)."""
+    if len(args) == 1 and not kwargs and is_attrs(args[0]):
+        return to_attrs(td, args[0])
+    device, dtype = parse_to(args, kwargs)
+    out = td  # a mixin's self is the TensorDictBase it is mixed into
+    if dtype is not None:
+        out = out.apply(lambda t: t.to(dtype))
+    if device is not None:
+        out = out._to_device(device)
+    return out
 
-    def cpu(self: OpsHost) -> TensorDictBase:
-        return self.to("cpu")
 
-    def detach(self: OpsHost) -> TensorDictBase:
-        return self.apply(lambda t: t.detach())
+def _to_device(td: TensorDictBase, device: torch.device) -> TensorDictBase:
+    return td.apply(lambda t: t.to(device), device=device)
 
-    def contiguous(self: OpsHost) -> TensorDictBase:
-        return self.apply(lambda t: t.contiguous())
 
-    # --- in place --------------------------------------------------------------------------
-    def zero_(self: OpsHost) -> TensorDictBase:
-        return self._map_inplace(lambda t, o: torch.zeros_like(t))
+def float(td: TensorDictBase) -> TensorDictBase:
+    return td.to(torch.float32)
 
-    def fill_(self: OpsHost, key: Any, value: builtins.float | builtins.bool) -> TensorDictBase:
-        """Fill the entry ``key`` (every leaf, for a nested entry) with ``value``."""
 
-        parts = unravel_key(key)
-        target = self._get_strict(parts)
-        if is_tensordict(target):
-            target._map_inplace(lambda t, o: torch.full_like(t, value))
-        elif isinstance(target, torch.Tensor):
-            self.set_(parts, torch.full_like(target, value))
-        return cast("TensorDictBase", self)  # a mixin's self is the TensorDictBase it is mixed into
+def double(td: TensorDictBase) -> TensorDictBase:
+    return td.to(torch.float64)
 
-    def masked_fill_(
-        self: OpsHost, mask: torch.Tensor, value: builtins.float | builtins.bool
-    ) -> TensorDictBase:
-        def fill(t: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-            m = m.reshape(tuple(m.shape) + (1,) * (t.ndim - m.ndim))
-            return t.masked_fill(m, value)
 
-        return self._map_inplace(fill, mask)
+def half(td: TensorDictBase) -> TensorDictBase:
+    return td.to(torch.float16)
 
-    def copy_(
-        self: OpsHost, other: TensorDictBase, non_blocking: builtins.bool = False
-    ) -> TensorDictBase:
-        return self.update_(other)
+
+def bfloat16(td: TensorDictBase) -> TensorDictBase:
+    return td.to(torch.bfloat16)
+
+
+def int(td: TensorDictBase) -> TensorDictBase:
+    return td.to(torch.int32)
+
+
+def bool(td: TensorDictBase) -> TensorDictBase:
+    return td.to(torch.bool)
+
+
+def cpu(td: TensorDictBase) -> TensorDictBase:
+    return td.to("cpu")
+
+
+def detach(td: TensorDictBase) -> TensorDictBase:
+    return td.apply(lambda t: t.detach())
+
+
+def contiguous(td: TensorDictBase) -> TensorDictBase:
+    return td.apply(lambda t: t.contiguous())
+
+
+# --- in place --------------------------------------------------------------------------
+def zero_(td: TensorDictBase) -> TensorDictBase:
+    return td._map_inplace(lambda t, o: torch.zeros_like(t))
+
+
+def fill_(td: TensorDictBase, key: Any, value: builtins.float | builtins.bool) -> TensorDictBase:
+    """Fill the entry ``key`` (every leaf, for a nested entry) with ``value``."""
+
+    parts = unravel_key(key)
+    target = td._get_strict(parts)
+    if is_tensordict(target):
+        target._map_inplace(lambda t, o: torch.full_like(t, value))
+    elif isinstance(target, torch.Tensor):
+        td.set_(parts, torch.full_like(target, value))
+    return td  # a mixin's self is the TensorDictBase it is mixed into
+
+
+def masked_fill_(
+    td: TensorDictBase, mask: torch.Tensor, value: builtins.float | builtins.bool
+) -> TensorDictBase:
+    def fill(t: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        m = m.reshape(tuple(m.shape) + (1,) * (t.ndim - m.ndim))
+        return t.masked_fill(m, value)
+
+    return td._map_inplace(fill, mask)
+
+
+def copy_(
+    td: TensorDictBase, other: TensorDictBase, non_blocking: builtins.bool = False
+) -> TensorDictBase:
+    return td.update_(other)
 
 
 def _expand_right(other: torch.Tensor, leaf: torch.Tensor) -> torch.Tensor:
@@ -226,4 +239,3 @@ def parse_to(
 # ------------------------------------------------------------------------------------------
 from ptd.core.joining import cat, stack  # noqa: E402
 from ptd.core.rows import flat_list as _flat_list  # noqa: E402, F401
-from ptd.core.shape import ShapeMixin  # noqa: E402

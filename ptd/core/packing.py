@@ -39,7 +39,7 @@ from ptd.errors import (
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
 
-__all__ = ["PackLayout", "PackMixin"]
+__all__ = ["PackLayout"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,83 +96,80 @@ class PackLayout:
         return out
 
 
-class PackMixin:
-    """Mixed into :class:`ptd.TensorDictBase`."""
-
-    def pack(
-        self: Any, dim: int = -1, *, layout: PackLayout | None = None
-    ) -> tuple[torch.Tensor, PackLayout]:
-        """All the tensor leaves in one contiguous tensor of shape ``(*batch_size, F)`` (for
-        ``dim=-1``; ``dim`` places the feature dim as :func:`torch.stack` would), and its
-        :class:`PackLayout`. The leaves must share one dtype (else ``TypeError``) and device;
-        non-tensor entries raise ``TypeError`` (drop them with
-        :meth:`filter_non_tensor_data`). With ``layout=``, the columns follow its keys and a
-        missing or extra leaf raises ``KeyError``, another feature shape or dim ``ValueError``.
-        """
-        batch = self.batch_size
-        nb = len(batch)
-        if not -nb - 1 <= dim <= nb:
-            raise PtdIndexError(
-                f"pack: dim {dim} is out of range for a tensordict with {nb} batch dims"
-            )
-        pos = dim + nb + 1 if dim < 0 else dim
-        leaves: dict[NestedKey, torch.Tensor] = {}
-        nested: list[tuple[NestedKey, torch.Size, Any]] = []
-        for key in self.keys(True, False, sort=True):
-            meta = self.leaf_meta(key)
-            if meta.kind == "non_tensor":
-                raise PtdTypeError(
-                    f"pack: cannot pack the non-tensor entry {key!r}; drop the non-tensor "
-                    "entries with filter_non_tensor_data() first"
-                )
-            if meta.kind == "nested":
-                nested.append((key, torch.Size(meta.shape[nb:]), None))
-            else:
-                leaves[key] = self.get(key)
-        if layout is not None:
-            lpos = layout.dim + nb + 1 if layout.dim < 0 else layout.dim
-            if lpos != pos:
-                raise ArgumentError(
-                    f"pack: cannot pack along dim {dim} with a layout packed along {layout.dim}"
-                )
-            if set(leaves) != set(layout.keys):
-                raise KeysMismatchError(
-                    "pack: the leaves differ from the keys of the layout: "
-                    f"{sorted(leaves, key=str)} vs {sorted(layout.keys, key=str)}"
-                )
-            leaves = {key: leaves[key] for key in layout.keys}
-        shapes = tuple(v.shape[nb:] for v in leaves.values())
-        if layout is not None and shapes != layout.shapes:
-            raise ArgumentError(
-                f"pack: the feature shapes of the leaves differ from the layout's: {shapes} "
-                f"vs {layout.shapes}"
-            )
-        parts = []
-        first: torch.Tensor | None = None
-        for key, value in leaves.items():
-            if first is None:
-                first = value
-            elif value.dtype != first.dtype:
-                raise PtdTypeError(
-                    f"pack: cannot pack leaves of different dtypes: {first.dtype} and "
-                    f"{value.dtype} at {key!r}; cast the tensordict first, e.g. with float()"
-                )
-            elif value.device != first.device:
-                raise UnsupportedOperationError(
-                    f"pack: cannot pack leaves on different devices: {first.device} and "
-                    f"{value.device} at {key!r}"
-                )
-            value = value.flatten(nb) if value.ndim > nb else value.unsqueeze(-1)
-            parts.append(value.movedim(-1, pos) if pos != nb else value)
-        if parts:
-            flat = torch.cat(parts, pos).contiguous()
-        else:
-            flat = torch.empty((*batch[:pos], 0, *batch[pos:]), device=self.device)
-        out_layout = PackLayout(
-            keys=tuple(leaves),
-            shapes=shapes,
-            dim=pos - nb - 1,
-            nested=tuple(nested),
-            device=self.device,
+def pack(
+    td: TensorDictBase, dim: int = -1, *, layout: PackLayout | None = None
+) -> tuple[torch.Tensor, PackLayout]:
+    """All the tensor leaves in one contiguous tensor of shape ``(*batch_size, F)`` (for
+    ``dim=-1``; ``dim`` places the feature dim as :func:`torch.stack` would), and its
+    :class:`PackLayout`. The leaves must share one dtype (else ``TypeError``) and device;
+    non-tensor entries raise ``TypeError`` (drop them with
+    :meth:`filter_non_tensor_data`). With ``layout=``, the columns follow its keys and a
+    missing or extra leaf raises ``KeyError``, another feature shape or dim ``ValueError``.
+    """
+    batch = td.batch_size
+    nb = len(batch)
+    if not -nb - 1 <= dim <= nb:
+        raise PtdIndexError(
+            f"pack: dim {dim} is out of range for a tensordict with {nb} batch dims"
         )
-        return flat, out_layout
+    pos = dim + nb + 1 if dim < 0 else dim
+    leaves: dict[NestedKey, torch.Tensor] = {}
+    nested: list[tuple[NestedKey, torch.Size, Any]] = []
+    for key in td.keys(True, False, sort=True):
+        meta = td.leaf_meta(key)
+        if meta.kind == "non_tensor":
+            raise PtdTypeError(
+                f"pack: cannot pack the non-tensor entry {key!r}; drop the non-tensor "
+                "entries with filter_non_tensor_data() first"
+            )
+        if meta.kind == "nested":
+            nested.append((key, torch.Size(meta.shape[nb:]), None))
+        else:
+            leaves[key] = td.get(key)
+    if layout is not None:
+        lpos = layout.dim + nb + 1 if layout.dim < 0 else layout.dim
+        if lpos != pos:
+            raise ArgumentError(
+                f"pack: cannot pack along dim {dim} with a layout packed along {layout.dim}"
+            )
+        if set(leaves) != set(layout.keys):
+            raise KeysMismatchError(
+                "pack: the leaves differ from the keys of the layout: "
+                f"{sorted(leaves, key=str)} vs {sorted(layout.keys, key=str)}"
+            )
+        leaves = {key: leaves[key] for key in layout.keys}
+    shapes = tuple(v.shape[nb:] for v in leaves.values())
+    if layout is not None and shapes != layout.shapes:
+        raise ArgumentError(
+            f"pack: the feature shapes of the leaves differ from the layout's: {shapes} "
+            f"vs {layout.shapes}"
+        )
+    parts = []
+    first: torch.Tensor | None = None
+    for key, value in leaves.items():
+        if first is None:
+            first = value
+        elif value.dtype != first.dtype:
+            raise PtdTypeError(
+                f"pack: cannot pack leaves of different dtypes: {first.dtype} and "
+                f"{value.dtype} at {key!r}; cast the tensordict first, e.g. with float()"
+            )
+        elif value.device != first.device:
+            raise UnsupportedOperationError(
+                f"pack: cannot pack leaves on different devices: {first.device} and "
+                f"{value.device} at {key!r}"
+            )
+        value = value.flatten(nb) if value.ndim > nb else value.unsqueeze(-1)
+        parts.append(value.movedim(-1, pos) if pos != nb else value)
+    if parts:
+        flat = torch.cat(parts, pos).contiguous()
+    else:
+        flat = torch.empty((*batch[:pos], 0, *batch[pos:]), device=td.device)
+    out_layout = PackLayout(
+        keys=tuple(leaves),
+        shapes=shapes,
+        dim=pos - nb - 1,
+        nested=tuple(nested),
+        device=td.device,
+    )
+    return flat, out_layout

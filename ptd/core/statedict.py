@@ -26,7 +26,7 @@ True
 from __future__ import annotations
 
 import collections
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -34,7 +34,11 @@ from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.registry import new_tensordict
 from ptd.errors import ArgumentError, PtdKeyError, PtdTypeError, UnsupportedOperationError
 
-__all__ = ["StateDictMixin"]
+if TYPE_CHECKING:
+    from ptd.core.base import TensorDictBase
+
+
+__all__: list[str] = []
 
 _NON_TENSOR = "_non_tensor"
 
@@ -94,150 +98,150 @@ def _is_empty_level(item: Any) -> bool:
     return isinstance(item, dict) and all(_is_empty_level(v) for v in item.values())
 
 
-class StateDictMixin:
-    """``state_dict``, ``load_state_dict``, ``data_ptr`` and tensordict's ``_has_non_tensor``."""
-
-    def state_dict(
-        self: Any,
-        destination: Any = None,
-        prefix: str = "",
-        keep_vars: bool = False,
-        flatten: bool = True,
-    ) -> collections.OrderedDict[str, Any]:
-        """The tensor leaves in an ``OrderedDict`` (``"."``-joined keys unless
-        ``flatten=False``), detached unless ``keep_vars``; batch size and device of each level
-        in its ``_metadata``. Two entries whose flat keys collide raise a KeyError (use
-        ``flatten=False``)."""
-        if destination is None:
-            destination = collections.OrderedDict()
-        meta = _metadata_of(destination)
-        level_key = prefix[:-1] if prefix.endswith(".") else prefix
-        meta[level_key] = {"batch_size": self.batch_size, "device": self.device}
-        for key in self._keys_str():
-            kind = self._meta_str(key).kind
-            full = prefix + key
-            if kind == "tensor":
-                value = self._get_str(key)
-                if full in destination:
-                    raise PtdKeyError(
-                        f"state_dict: the key {full!r} of {self._location()} collides with "
-                        "another entry in the flat state dict; use state_dict(flatten=False)"
-                    )
-                destination[full] = value if keep_vars else value.detach()
-            elif kind == "nested":
-                sub = self._get_str(key)
-                if flatten:
-                    if full in meta:
-                        raise PtdKeyError(
-                            f"state_dict: the nested key {full!r} of {self._location()} collides "
-                            "with another level in the flat state dict; use "
-                            "state_dict(flatten=False)"
-                        )
-                    sub.state_dict(destination, full + ".", keep_vars, True)
-                else:
-                    destination[full] = sub.state_dict(keep_vars=keep_vars, flatten=False)
-            else:
-                level = {"batch_size": self.batch_size, "device": self.device}
-                _non_tensor_meta(self._get_str(key), level)
-                if flatten:
-                    meta[full] = level
-                else:
-                    child: collections.OrderedDict[str, Any] = collections.OrderedDict()
-                    child._metadata = collections.OrderedDict({"": level})  # type: ignore[attr-defined]
-                    destination[full] = child
-        return destination  # type: ignore[no-any-return]
-
-    def load_state_dict(
-        self: Any,
-        state_dict: Any,
-        strict: bool = True,
-        assign: bool = False,
-        from_flatten: bool | None = None,
-    ) -> Any:
-        """Read a state dict (flat, nested, or tensordict's legacy ``__batch_size`` form) into
-        this tensordict and return it: values are written in place (``assign=False``) or replace
-        the leaves (``assign=True``). With ``strict``, key sets that differ (empty levels aside)
-        raise a RuntimeError."""
-        meta = getattr(state_dict, "_metadata", None)
-        if from_flatten is None:
-            from_flatten = meta is not None and set(state_dict) != set(self._keys_str())
-        if from_flatten:
-            state_dict = _unflatten(state_dict)
-            meta = state_dict._metadata
-        entries = dict(state_dict)
-        level = (meta or {}).get("", None)
-        if level is not None:
-            batch_size, device = level.get("batch_size", self.batch_size), level.get("device")
-        elif "__batch_size" in entries:
-            batch_size, device = entries.pop("__batch_size"), entries.pop("__device", None)
-        else:
-            batch_size, device = self.batch_size, None
-        mine = set(self._keys_str())
-        if strict and set(entries) != mine:
-            extra_td = {k for k in mine - set(entries) if not self._is_empty_nested(k)}
-            extra_sd = {k for k in set(entries) - mine if not _is_empty_level(entries[k])}
-            if extra_td or extra_sd:
-                raise ArgumentError(
-                    "Cannot load state-dict because the key sets don't match: got state_dict "
-                    f"extra keys \n{set(entries) - mine}\n and tensordict extra keys\n"
-                    f"{mine - set(entries)}\n"
+def state_dict(
+    td: TensorDictBase,
+    destination: Any = None,
+    prefix: str = "",
+    keep_vars: bool = False,
+    flatten: bool = True,
+) -> collections.OrderedDict[str, Any]:
+    """The tensor leaves in an ``OrderedDict`` (``"."``-joined keys unless
+    ``flatten=False``), detached unless ``keep_vars``; batch size and device of each level
+    in its ``_metadata``. Two entries whose flat keys collide raise a KeyError (use
+    ``flatten=False``)."""
+    if destination is None:
+        destination = collections.OrderedDict()
+    meta = _metadata_of(destination)
+    level_key = prefix[:-1] if prefix.endswith(".") else prefix
+    meta[level_key] = {"batch_size": td.batch_size, "device": td.device}
+    for key in td._keys_str():
+        kind = td._meta_str(key).kind
+        full = prefix + key
+        if kind == "tensor":
+            value = td._get_str(key)
+            if full in destination:
+                raise PtdKeyError(
+                    f"state_dict: the key {full!r} of {td._location()} collides with "
+                    "another entry in the flat state dict; use state_dict(flatten=False)"
                 )
-        if device is not None and self.device is not None and torch.device(device) != self.device:
-            raise UnsupportedOperationError(
-                "Loading data from another device is not yet supported."
+            destination[full] = value if keep_vars else value.detach()
+        elif kind == "nested":
+            sub = td._get_str(key)
+            if flatten:
+                if full in meta:
+                    raise PtdKeyError(
+                        f"state_dict: the nested key {full!r} of {td._location()} collides "
+                        "with another level in the flat state dict; use "
+                        "state_dict(flatten=False)"
+                    )
+                sub.state_dict(destination, full + ".", keep_vars, True)
+            else:
+                destination[full] = sub.state_dict(keep_vars=keep_vars, flatten=False)
+        else:
+            level = {"batch_size": td.batch_size, "device": td.device}
+            _non_tensor_meta(td._get_str(key), level)
+            if flatten:
+                meta[full] = level
+            else:
+                child: collections.OrderedDict[str, Any] = collections.OrderedDict()
+                child._metadata = collections.OrderedDict({"": level})  # type: ignore[attr-defined]
+                destination[full] = child
+    return destination  # type: ignore[no-any-return]
+
+
+def load_state_dict(
+    td: TensorDictBase,
+    state_dict: Any,
+    strict: bool = True,
+    assign: bool = False,
+    from_flatten: bool | None = None,
+) -> Any:
+    """Read a state dict (flat, nested, or tensordict's legacy ``__batch_size`` form) into
+    this tensordict and return it: values are written in place (``assign=False``) or replace
+    the leaves (``assign=True``). With ``strict``, key sets that differ (empty levels aside)
+    raise a RuntimeError."""
+    meta = getattr(state_dict, "_metadata", None)
+    if from_flatten is None:
+        from_flatten = meta is not None and set(state_dict) != set(td._keys_str())
+    if from_flatten:
+        state_dict = _unflatten(state_dict)
+        meta = state_dict._metadata
+    entries = dict(state_dict)
+    level = (meta or {}).get("", None)
+    if level is not None:
+        batch_size, device = level.get("batch_size", td.batch_size), level.get("device")
+    elif "__batch_size" in entries:
+        batch_size, device = entries.pop("__batch_size"), entries.pop("__device", None)
+    else:
+        batch_size, device = td.batch_size, None
+    mine = set(td._keys_str())
+    if strict and set(entries) != mine:
+        extra_td = {k for k in mine - set(entries) if not td._is_empty_nested(k)}
+        extra_sd = {k for k in set(entries) - mine if not _is_empty_level(entries[k])}
+        if extra_td or extra_sd:
+            raise ArgumentError(
+                "Cannot load state-dict because the key sets don't match: got state_dict "
+                f"extra keys \n{set(entries) - mine}\n and tensordict extra keys\n"
+                f"{mine - set(entries)}\n"
             )
-        if torch.Size(batch_size) != self.batch_size:
-            self.batch_size = batch_size
-        for key, item in entries.items():
-            if isinstance(item, dict):
-                self._load_level(key, item, strict, assign)
-            else:
-                self.set(key, item, inplace=not assign)
-        return self
+    if device is not None and td.device is not None and torch.device(device) != td.device:
+        raise UnsupportedOperationError("Loading data from another device is not yet supported.")
+    if torch.Size(batch_size) != td.batch_size:
+        td.batch_size = batch_size
+    for key, item in entries.items():
+        if isinstance(item, dict):
+            td._load_level(key, item, strict, assign)
+        else:
+            td.set(key, item, inplace=not assign)
+    return td
 
-    def _is_empty_nested(self: Any, key: str) -> bool:
-        return bool(self._meta_str(key).kind == "nested" and self._get_str(key).is_empty())
 
-    def _load_level(self: Any, key: str, item: Any, strict: bool, assign: bool) -> None:
-        level = (getattr(item, "_metadata", None) or {}).get("", {})
-        payload = level.get(_NON_TENSOR)
-        if payload is not None:
-            data = payload.get("data")
-            value: Any
-            if level.get("_type") == "NonTensorStack":
-                value = NonTensorStack.from_list(data, self.batch_size)
-            else:
-                value = NonTensorData(data, self.batch_size)
-            self.set(key, value)
-            return
-        exists = key in self._keys_str() and self._meta_str(key).kind == "nested"
-        if not exists:
-            self.set(key, self.empty())
-        self._get_str(key).load_state_dict(item, strict=strict, assign=assign, from_flatten=False)
+def _is_empty_nested(td: TensorDictBase, key: str) -> bool:
+    return bool(td._meta_str(key).kind == "nested" and td._get_str(key).is_empty())
 
-    def data_ptr(self: Any, *, storage: bool = False) -> Any:
-        """A TensorDict (batch size ``[]``) of the ``data_ptr()`` of each tensor leaf (of its
-        untyped storage with ``storage=True``), nested as this one. Leaves of a
-        PersistentTensorDict have no memory address until read: their entries are 0 (no data
-        is read)."""
-        out = new_tensordict({}, batch_size=[], device="cpu")
-        for key in self._keys_str():
-            kind = self._meta_str(key).kind
-            if kind == "nested":
-                sub = self._get_str(key).data_ptr(storage=storage)
-                if not sub.is_empty():  # a level without tensors has no pointer to give
-                    out._set_str(key, sub, inplace=False)
-            elif kind == "tensor":
-                ptr = self._leaf_data_ptr(key, storage)
-                out._set_str(key, torch.tensor(ptr, dtype=torch.int64), inplace=False)
-        return out
 
-    def _leaf_data_ptr(self: Any, key: str, storage: bool) -> int:
-        value = self._get_str(key)
-        return int(value.untyped_storage().data_ptr() if storage else value.data_ptr())
+def _load_level(td: TensorDictBase, key: str, item: Any, strict: bool, assign: bool) -> None:
+    level = (getattr(item, "_metadata", None) or {}).get("", {})
+    payload = level.get(_NON_TENSOR)
+    if payload is not None:
+        data = payload.get("data")
+        value: Any
+        if level.get("_type") == "NonTensorStack":
+            value = NonTensorStack.from_list(data, td.batch_size)
+        else:
+            value = NonTensorData(data, td.batch_size)
+        td.set(key, value)
+        return
+    exists = key in td._keys_str() and td._meta_str(key).kind == "nested"
+    if not exists:
+        td.set(key, td.empty())
+    td._get_str(key).load_state_dict(item, strict=strict, assign=assign, from_flatten=False)
 
-    @property
-    def _has_non_tensor(self: Any) -> bool:
-        """Compatibility with tensordict's private helper of the same name, which its own tests
-        call: whether a non-tensor entry is held at any depth (read from metadata only)."""
-        return any(meta.kind == "non_tensor" for _, meta in self._metas(True))
+
+def data_ptr(td: TensorDictBase, *, storage: bool = False) -> Any:
+    """A TensorDict (batch size ``[]``) of the ``data_ptr()`` of each tensor leaf (of its
+    untyped storage with ``storage=True``), nested as this one. Leaves of a
+    PersistentTensorDict have no memory address until read: their entries are 0 (no data
+    is read)."""
+    out = new_tensordict({}, batch_size=[], device="cpu")
+    for key in td._keys_str():
+        kind = td._meta_str(key).kind
+        if kind == "nested":
+            sub = td._get_str(key).data_ptr(storage=storage)
+            if not sub.is_empty():  # a level without tensors has no pointer to give
+                out._set_str(key, sub, inplace=False)
+        elif kind == "tensor":
+            ptr = td._leaf_data_ptr(key, storage)
+            out._set_str(key, torch.tensor(ptr, dtype=torch.int64), inplace=False)
+    return out
+
+
+def _leaf_data_ptr(td: TensorDictBase, key: str, storage: bool) -> int:
+    value = td._get_str(key)
+    return int(value.untyped_storage().data_ptr() if storage else value.data_ptr())
+
+
+def _has_non_tensor(td: TensorDictBase) -> bool:
+    """Compatibility with tensordict's private helper of the same name, which its own tests
+    call: whether a non-tensor entry is held at any depth (read from metadata only)."""
+    return any(meta.kind == "non_tensor" for _, meta in td._metas(True))

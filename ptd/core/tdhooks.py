@@ -31,7 +31,7 @@ from ptd.errors import ArgumentError, NotSupportedError
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
 
-__all__ = ["REQUIRED", "wants_default", "TensordictHooksMixin"]
+__all__ = ["REQUIRED", "wants_default"]
 
 
 class _Required:
@@ -51,20 +51,20 @@ def wants_default(default: Any) -> bool:
     return default is not REQUIRED and type(default).__name__ != "_NoDefault"
 
 
-class TensordictHooksMixin:
-    """The private hooks of tensordict's free functions, on :class:`ptd.TensorDictBase`."""
+def _stack_onto_(
+    td: TensorDictBase, list_item: Sequence[TensorDictBase], dim: int
+) -> TensorDictBase:
+    """Write ``torch.stack(list_item, dim)`` into this tensordict, row by row (its leaves
+    keep their storage; a store is written in place) and return it."""
+    from ptd.core.joining import stack
 
-    def _stack_onto_(self, list_item: Sequence[TensorDictBase], dim: int) -> TensorDictBase:
-        """Write ``torch.stack(list_item, dim)`` into this tensordict, row by row (its leaves
-        keep their storage; a store is written in place) and return it."""
-        from ptd.core.joining import stack
+    return stack(list_item, dim, out=td)
 
-        return stack(list_item, dim, out=self)
 
-    def _maybe_names(self: Any) -> list[str | None] | None:
-        """The names of the batch dims, or None when no dim is named."""
-        names = self.names
-        return None if all(n is None for n in names) else list(names)
+def _maybe_names(td: TensorDictBase) -> list[str | None] | None:
+    """The names of the batch dims, or None when no dim is named."""
+    names = td.names
+    return None if all(n is None for n in names) else list(names)
 
 
 def _nn_pad(

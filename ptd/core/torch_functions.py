@@ -33,7 +33,7 @@ from ptd.errors import NotSupportedError, PtdTypeError, PtdValueError
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
 
-__all__ = ["TorchFunctionMixin", "HANDLED_FUNCTIONS"]
+__all__ = ["HANDLED_FUNCTIONS"]
 
 #: torch function -> what ``torch.<function>(td, ...)`` calls
 HANDLED_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {}
@@ -254,14 +254,14 @@ for _loss_fn in (
     _handles(_loss_fn)(_loss(_loss_fn))
 
 
-class TorchFunctionMixin:
-    """``__torch_function__`` for every container: see :data:`HANDLED_FUNCTIONS`."""
-
-    @classmethod
-    def __torch_function__(
-        cls, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
-    ) -> Any:
-        impl = HANDLED_FUNCTIONS.get(func)
-        if impl is None or not all(issubclass(t, (torch.Tensor, TensorDictRoot)) for t in types):
-            return NotImplemented
-        return impl(*args, **(kwargs or {}))
+def torch_function(
+    cls: type[TensorDictBase],
+    func: Any,
+    types: Any,
+    args: Sequence[Any] = (),
+    kwargs: dict[str, Any] | None = None,
+) -> Any:
+    impl = HANDLED_FUNCTIONS.get(func)
+    if impl is None or not all(issubclass(t, (torch.Tensor, TensorDictRoot)) for t in types):
+        return NotImplemented
+    return impl(*args, **(kwargs or {}))
