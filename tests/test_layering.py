@@ -160,3 +160,22 @@ def test_private_names_of_another_package_are_found(
     out = _run(checker, monkeypatch, root, capsys)
     assert "ptd.persistent.p imports the private name ptd.core.ops._helper" in out
     assert "ptd.core.same" not in out
+
+
+def test_the_container_classes_are_plain_classes() -> None:
+    """The method families are functions bound by a table, not mixins: the base class and
+    the store-backed class each have a short MRO, and every public method of a container is
+    a function of :mod:`ptd.ops` or of the container's own module."""
+    from ptd import PersistentTensorDict, TensorDict
+    from ptd.containers.base import TensorDictBase
+
+    assert len(TensorDictBase.__mro__) <= 4, TensorDictBase.__mro__
+    assert len(PersistentTensorDict.__mro__) <= 6, PersistentTensorDict.__mro__
+    assert len(TensorDict.__mro__) <= 5, TensorDict.__mro__
+    for cls in (TensorDict, PersistentTensorDict):
+        for name in dir(cls):
+            fn = getattr(cls, name)
+            module = getattr(fn, "__module__", None) or ""
+            if name.startswith("__") or not callable(fn) or not module.startswith("ptd"):
+                continue
+            assert module.startswith(("ptd.ops.", "ptd.containers.")), (cls, name, module)

@@ -57,7 +57,6 @@ from ptd.errors import (
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
-    from ptd.core.protocols import PointwiseHost
 
 __all__ = ["UNARY_OPS", "INPLACE_UNARY_OPS", "PREDICATES"]
 
@@ -71,22 +70,22 @@ INPLACE_UNARY_OPS = tuple(f"{n}_" for n in UNARY_OPS)
 PREDICATES = ("isfinite", "isnan", "isneginf", "isposinf", "isreal")
 
 
-def _unary(name: str) -> Callable[[Any], TensorDictBase]:
+def _unary(name: str) -> Callable[[TensorDictBase], TensorDictBase]:
     fn = getattr(torch.Tensor, name)
 
-    def method(self: Any) -> TensorDictBase:
-        return cast("PointwiseHost", self)._pointwise(fn)
+    def method(td: TensorDictBase) -> TensorDictBase:
+        return td._pointwise(fn)
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"A new tensordict with ``torch.{name}`` applied to every leaf."
     return method
 
 
-def _unary_inplace(name: str) -> Callable[[Any], TensorDictBase]:
+def _unary_inplace(name: str) -> Callable[[TensorDictBase], TensorDictBase]:
     fn = getattr(torch.Tensor, name)
 
-    def method(self: Any) -> TensorDictBase:
-        return cast("PointwiseHost", self)._inplace(fn)
+    def method(td: TensorDictBase) -> TensorDictBase:
+        return td._inplace(fn)
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"Apply ``torch.Tensor.{name}`` to every leaf in place; returns self."
@@ -676,23 +675,21 @@ def rxor(td: TensorDictBase, other: Any) -> TensorDictBase:
     return td._pointwise(lambda x, y: y ^ x, other)
 
 
-# mypy checks each __iX__ against __X__ bound to the bare mixin class, which is not a
-# PointwiseHost (its self type): the [misc] ignores below are for that check only
-def iadd(td: TensorDictBase, other: Any) -> TensorDictBase:  # type: ignore[misc]
+def iadd(td: TensorDictBase, other: Any) -> TensorDictBase:
     return td.add_(other)
 
 
-def isub(td: TensorDictBase, other: Any) -> TensorDictBase:  # type: ignore[misc]
+def isub(td: TensorDictBase, other: Any) -> TensorDictBase:
     return td.sub_(other)
 
 
-def imul(td: TensorDictBase, other: Any) -> TensorDictBase:  # type: ignore[misc]
+def imul(td: TensorDictBase, other: Any) -> TensorDictBase:
     return td.mul_(other)
 
 
-def itruediv(td: TensorDictBase, other: Any) -> TensorDictBase:  # type: ignore[misc]
+def itruediv(td: TensorDictBase, other: Any) -> TensorDictBase:
     return td.div_(other)
 
 
-def ipow(td: TensorDictBase, other: Any) -> TensorDictBase:  # type: ignore[misc]
+def ipow(td: TensorDictBase, other: Any) -> TensorDictBase:
     return td.pow_(other)

@@ -53,7 +53,6 @@ from ptd.errors import PtdTypeError, PtdValueError, UnsupportedOperationError
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
-    from ptd.core.protocols import ReductionsHost
 
 __all__ = ["LeafOp", "NO_DEFAULT"]
 
@@ -333,7 +332,7 @@ def sum(
     key_transform: Callable[[NestedKey], NestedKey] | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The sum of every leaf (see the module docstring for ``dim``/``keepdim``/``reduce``)."""
-    host = cast("ReductionsHost", td)
+    host = td
     result = host._reduction("sum", dim, keepdim, reduce=reduce, dtype=dtype)
     return _transform(result, key_transform, reduce)
 
@@ -348,7 +347,7 @@ def mean(
     key_transform: Callable[[NestedKey], NestedKey] | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The mean of every leaf (integer leaves need ``dtype``, as in torch)."""
-    host = cast("ReductionsHost", td)
+    host = td
     result = host._reduction("mean", dim, keepdim, reduce=reduce, dtype=dtype)
     return _transform(result, key_transform, reduce)
 
@@ -362,7 +361,7 @@ def nansum(
     reduce: bool | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The sum of every leaf, NaN counted as zero."""
-    host = cast("ReductionsHost", td)
+    host = td
     return host._reduction("nansum", dim, keepdim, reduce=reduce, dtype=dtype)
 
 
@@ -375,7 +374,7 @@ def nanmean(
     reduce: bool | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The mean of every leaf, NaN left out."""
-    host = cast("ReductionsHost", td)
+    host = td
     return host._reduction("nanmean", dim, keepdim, reduce=reduce, dtype=dtype)
 
 
@@ -388,7 +387,7 @@ def prod(
     reduce: bool | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The product of every leaf (one dim at a time, as torch.prod)."""
-    host = cast("ReductionsHost", td)
+    host = td
     result = host._reduction("prod", dim, False, reduce=reduce, tuple_ok=False, dtype=dtype)
     if keepdim:
         d = dim[0] if isinstance(dim, tuple) else dim
@@ -409,7 +408,7 @@ def std(
     key_transform: Callable[[NestedKey], NestedKey] | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The standard deviation of every leaf (``correction=1``: Bessel's)."""
-    host = cast("ReductionsHost", td)
+    host = td
     result = host._reduction("std", dim, keepdim, reduce=reduce, correction=correction)
     return _transform(result, key_transform, reduce)
 
@@ -424,7 +423,7 @@ def var(
     key_transform: Callable[[NestedKey], NestedKey] | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The variance of every leaf (``correction=1``: Bessel's)."""
-    host = cast("ReductionsHost", td)
+    host = td
     result = host._reduction("var", dim, keepdim, reduce=reduce, correction=correction)
     return _transform(result, key_transform, reduce)
 
@@ -440,7 +439,7 @@ def quantile(
     key_transform: Callable[[NestedKey], NestedKey] | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The ``q``-quantiles of every leaf (a 1-d ``q`` adds a leading batch dim)."""
-    host = cast("ReductionsHost", td)
+    host = td
     result = host._reduction(
         "quantile", dim, keepdim, reduce=reduce, q=q, interpolation=interpolation
     )
@@ -452,7 +451,7 @@ def amin(
     td: TensorDictBase, dim: int = NO_DEFAULT, keepdim: bool = False, *, reduce: bool | None = None
 ) -> TensorDictBase | torch.Tensor:
     """The minimum of every leaf, values only."""
-    host = cast("ReductionsHost", td)
+    host = td
     return host._reduction(
         "amin", dim, keepdim, reduce=reduce, tuple_ok=False, call_on_nested=False
     )
@@ -462,7 +461,7 @@ def amax(
     td: TensorDictBase, dim: int = NO_DEFAULT, keepdim: bool = False, *, reduce: bool | None = None
 ) -> TensorDictBase | torch.Tensor:
     """The maximum of every leaf, values only."""
-    host = cast("ReductionsHost", td)
+    host = td
     return host._reduction(
         "amax", dim, keepdim, reduce=reduce, tuple_ok=False, call_on_nested=False
     )
@@ -477,7 +476,7 @@ def min(
     return_indices: bool = True,
 ) -> Any:
     """The minimum of every leaf; with ``dim``, ``(values, indices)`` tensordicts."""
-    return cast("ReductionsHost", td)._extremum("min", dim, keepdim, reduce, return_indices)
+    return td._extremum("min", dim, keepdim, reduce, return_indices)
 
 
 def max(
@@ -489,21 +488,21 @@ def max(
     return_indices: bool = True,
 ) -> Any:
     """The maximum of every leaf; with ``dim``, ``(values, indices)`` tensordicts."""
-    return cast("ReductionsHost", td)._extremum("max", dim, keepdim, reduce, return_indices)
+    return td._extremum("max", dim, keepdim, reduce, return_indices)
 
 
 def cummin(
     td: TensorDictBase, dim: int, *, reduce: bool | None = None, return_indices: bool = True
 ) -> Any:
     """The running minimum along a batch dim: ``(values, indices)`` tensordicts."""
-    return cast("ReductionsHost", td)._extremum("cummin", dim, NO_DEFAULT, reduce, return_indices)
+    return td._extremum("cummin", dim, NO_DEFAULT, reduce, return_indices)
 
 
 def cummax(
     td: TensorDictBase, dim: int, *, reduce: bool | None = None, return_indices: bool = True
 ) -> Any:
     """The running maximum along a batch dim: ``(values, indices)`` tensordicts."""
-    return cast("ReductionsHost", td)._extremum("cummax", dim, NO_DEFAULT, reduce, return_indices)
+    return td._extremum("cummax", dim, NO_DEFAULT, reduce, return_indices)
 
 
 def _extremum(

@@ -23,197 +23,200 @@ from ptd.transfer.slabs import row_slabs, slab_rows
 
 if TYPE_CHECKING:
     from ptd.persistent.persistent_tensordict import PersistentTensorDict
-    from ptd.persistent.protocols import LeafHost
 
-__all__ = ["LeafIOMixin"]
+__all__: list[str] = []
 
 
-class LeafIOMixin:
-    """Leaf reads and writes of :class:`~ptd.persistent.persistent_tensordict.PersistentTensorDict`."""
-
-    def _read_stack_view(
-        self: LeafHost, path: Path, meta: Any, entries: tuple[ix.Entry, ...] | None = None
-    ) -> Any:
-        """The rows of a stack that the view selects. The backend reads only those rows
-        (a JSON/pickle payload is decoded whole, then cut); the view's order and repeats are
-        applied in memory, and its new dims put in."""
-        if entries is None:
-            entries = self._entries_full()
-        if ix.has_new_dims(entries):
-            core = self._read_stack_view(path, meta, ix.stored_entries(entries))
-            return _stack_new_dims(core, entries)
-        foreign = meta.stack_shape is None
-        allow = self._store.allow_pickle
-        stack_ndim = len(meta.shape if foreign else meta.stack_shape)
-        if stack_ndim < len(entries) or any(
-            isinstance(e, ix.Points) and len(e.arrays) > 1 for e in entries
-        ):
-            # a stack shorter than the batch: read it whole and pick (joint index arrays
-            # over several dims are refused by _entry_as_index)
-            payload = self._backend.read_non_tensor(path, (), allow_pickle=allow, as_stack=foreign)
-            full = NonTensorStack.from_list(payload.value, payload.stack_shape)
-            index = tuple(_entry_as_index(e) for e in entries)
-            return _stack_pick(full, index)
-        # variable-length rows have no known size: read a span only when it is dense
-        row = _row_nbytes(meta) if meta.dtype.kind not in "OT" else 1 << 18
-        plan = ix.plan_read(entries, row)
-        payload = self._backend.read_non_tensor(
-            path, plan.selection, allow_pickle=allow, as_stack=foreign
-        )
-        if not payload.is_stack:
-            return NonTensorData(payload.value, ())
-        stack = NonTensorStack.from_list(payload.value, payload.stack_shape)
-        if plan.post is None:
-            return stack
-        return _stack_pick(
-            stack, tuple(slice(None) if p is None else torch.as_tensor(p) for p in plan.post)
-        )
-
-    def _read_leaf(
-        self: LeafHost,
-        path: Path,
-        meta: Any,
-        entries: tuple[ix.Entry, ...] | None = None,
-    ) -> torch.Tensor:
-        if entries is None:
-            entries = self._entries
-            simple = self._simple_selection()
-        else:
-            simple = entries if all(isinstance(e, (int, slice)) for e in entries) else None
-        if simple is None and ix.has_new_dims(entries):
-            # read the stored rows, then put the view's new dims in
-            assert entries is not None
-            core = self._read_leaf(path, meta, ix.stored_entries(entries))
-            return ix.expand_new_dims(core, entries)
-        dtype = dtype_from_str(meta.torch_dtype)
-        be = self._store.backend
-        checked = self._store.tree.memory_checked
-        if path not in checked:
-            _check_leaf_memory(path, meta, entries, be)
-            # a whole-array read that fits says so for every read of this array
-            if nbytes_of(meta.shape, meta.dtype.itemsize) <= physical_memory():
-                checked[path] = True
-        arr: np.ndarray | None
-        if entries is None:
-            arr = be.read(path, ())
-        elif simple is not None:
-            arr = be.read(path, simple)
-        else:
-            vshape = ix.view_shape(entries)
-            if 0 in vshape:
-                feat = tuple(meta.shape[ix.stored_ndim(entries) :])
-                return torch.empty(vshape + feat, dtype=dtype, device=self._device)
-            direct = ix.direct_selection(entries)
-            arr = be.read_direct(path, direct) if direct is not None else None
-            if arr is None:  # sorted, de-duplicated read, then re-ordered
-                plan = ix.plan_read(entries, _row_nbytes(meta))
-                arr = ix.apply_post(be.read(path, plan.selection), plan.post)
-        t = from_storage(arr, meta.attrs, dtype)
-        return t if self._device is None else t.to(self._device)
-
-    def _simple_selection(self: LeafHost) -> tuple[Any, ...] | None:
-        """The view's entries when they are only ints and slices (cached): a direct read."""
-        sel = self.__dict__.get("_simple_sel", False)
-        if sel is False:
-            entries = self._entries
-            sel = (
-                entries
-                if entries is not None and all(isinstance(e, (int, slice)) for e in entries)
-                else None
-            )
-            self._simple_sel = sel
-        return sel
-
-    def _leaf_data_ptr(self: LeafHost, key: str, storage: bool) -> int:
-        """``data_ptr()`` of a stored leaf: it has no memory address until read, so 0 (nothing
-        is read)."""
-        return 0
-
-    def _leaf_view_shape(self: LeafHost, meta: Any) -> tuple[int, ...]:
-        return tuple(self._batch) + tuple(meta.shape[len(self._stored_batch) :])
-
-    def _write_leaf(self: LeafHost, path: Path, meta: Any, value: Any) -> None:
-        """Write ``value`` (tensor or number) into the selected rows of an existing leaf."""
-        key = "/".join(path)
-        dtype = dtype_from_str(meta.torch_dtype)
-        if not isinstance(value, torch.Tensor):
-            value = torch.as_tensor(value)
-        if value.requires_grad:
-            value = value.detach()
-        target = self._leaf_view_shape(meta)
-        try:
-            value = torch.broadcast_to(value.to(dtype), target)
-        except RuntimeError:
-            raise PtdValueError(
-                f"cannot write a value of shape {list(value.shape)} into key {key!r} of "
-                f"{self._backend.location}: the selection has shape {list(target)}. To replace "
-                f"the entry, use set(key, value, inplace=False)."
-            ) from None
-        entries = self._entries
-        if entries is not None and 0 in self._batch:
-            return
-        if ix.has_new_dims(entries):  # the last copy along each new dim is written
-            assert entries is not None
-            value = value[ix.drop_index(entries)]
-            entries = ix.stored_entries(entries)
-        arr, _ = to_storage(value.contiguous(), key)
-        be = self._backend
-        if entries is None:
-            be.write(path, (), arr)
-            return
-        plan = ix.plan_write(entries, _row_nbytes(meta))
-        if not plan.box:
-            if plan.take is not None:
-                arr = np.take(arr, plan.take[1], axis=plan.take[0])
-            be.write(path, plan.selection, arr)
-            return
-        assert plan.post is not None
-        box = be.read(path, plan.selection)
-        be.write(path, plan.selection, ix.box_assign(box, plan.post, arr))
-
-    def _write_non_tensor_rows(self: LeafHost, path: Path, meta: Any, value: Any) -> None:
-        """Rows of a stack through a view: read the stack, change the rows, write it back."""
-        if not self._reads_as_stack(meta):
-            return self._create_after_delete(path, value)
-        payload = self._backend.read_non_tensor(
-            path, (), allow_pickle=self._store.allow_pickle, as_stack=meta.stack_shape is None
-        )
-        grid = payload.value
-        entries = self._entries_full()
-        if ix.has_new_dims(entries):
-            if isinstance(value, NonTensorStack):
-                value = value[ix.drop_index(entries)]
-            entries = ix.stored_entries(entries)
+def _read_stack_view(
+    td: PersistentTensorDict, path: Path, meta: Any, entries: tuple[ix.Entry, ...] | None = None
+) -> Any:
+    """The rows of a stack that the view selects. The backend reads only those rows
+    (a JSON/pickle payload is decoded whole, then cut); the view's order and repeats are
+    applied in memory, and its new dims put in."""
+    if entries is None:
+        entries = td._entries_full()
+    if ix.has_new_dims(entries):
+        core = td._read_stack_view(path, meta, ix.stored_entries(entries))
+        return _stack_new_dims(core, entries)
+    foreign = meta.stack_shape is None
+    allow = td._store.allow_pickle
+    stack_ndim = len(meta.shape if foreign else meta.stack_shape)
+    if stack_ndim < len(entries) or any(
+        isinstance(e, ix.Points) and len(e.arrays) > 1 for e in entries
+    ):
+        # a stack shorter than the batch: read it whole and pick (joint index arrays
+        # over several dims are refused by _entry_as_index)
+        payload = td._backend.read_non_tensor(path, (), allow_pickle=allow, as_stack=foreign)
+        full = NonTensorStack.from_list(payload.value, payload.stack_shape)
         index = tuple(_entry_as_index(e) for e in entries)
-        assign_nested(grid, tuple(payload.stack_shape), index, value)
-        self._backend.write_non_tensor(
-            path, grid, stack_shape=tuple(payload.stack_shape), options=self._store.dataset_kwargs
-        )
-        self._tree.invalidate(path)
+        return _stack_pick(full, index)
+    # variable-length rows have no known size: read a span only when it is dense
+    row = _row_nbytes(meta) if meta.dtype.kind not in "OT" else 1 << 18
+    plan = ix.plan_read(entries, row)
+    payload = td._backend.read_non_tensor(
+        path, plan.selection, allow_pickle=allow, as_stack=foreign
+    )
+    if not payload.is_stack:
+        return NonTensorData(payload.value, ())
+    stack = NonTensorStack.from_list(payload.value, payload.stack_shape)
+    if plan.post is None:
+        return stack
+    return _stack_pick(
+        stack, tuple(slice(None) if p is None else torch.as_tensor(p) for p in plan.post)
+    )
 
-    def _map_inplace(
-        self: LeafHost,
-        fn: Callable[[torch.Tensor, Any], torch.Tensor | None],
-        other: Any = None,
-    ) -> PersistentTensorDict:
-        """Apply ``fn`` leaf by leaf and, for large leaves, slab by slab along the first batch
-        dim, writing each result back: memory stays bounded by the slab size."""
-        for parts, meta in self._tensor_leaf_metas():
-            n = self._batch[0] if self._batch else 0
-            slabs: list[slice | None] = [None]
-            rows = slab_rows(tuple(meta.shape), meta.dtype.itemsize if meta.dtype else 8)
-            if self._batch and n > 1 and rows < n:
-                slabs = list(row_slabs(n, rows))
-            for sl in slabs:
-                view = self if sl is None else self._index(sl)
-                node, last = view._walk(parts)
-                path = node._path + (last,)
-                leaf_meta = node._tree.meta(path)
-                operand = _slab_operand(other, parts, sl, len(meta.shape))
-                result = fn(node._read_leaf(path, leaf_meta), operand)
-                if result is not None:
-                    node._write_leaf(path, leaf_meta, result)
-        return cast("PersistentTensorDict", self)  # the class this is mixed into
+
+def _read_leaf(
+    td: PersistentTensorDict,
+    path: Path,
+    meta: Any,
+    entries: tuple[ix.Entry, ...] | None = None,
+) -> torch.Tensor:
+    if entries is None:
+        entries = td._entries
+        simple = td._simple_selection()
+    else:
+        simple = entries if all(isinstance(e, (int, slice)) for e in entries) else None
+    if simple is None and ix.has_new_dims(entries):
+        # read the stored rows, then put the view's new dims in
+        assert entries is not None
+        core = td._read_leaf(path, meta, ix.stored_entries(entries))
+        return ix.expand_new_dims(core, entries)
+    dtype = dtype_from_str(meta.torch_dtype)
+    be = td._store.backend
+    checked = td._store.tree.memory_checked
+    if path not in checked:
+        _check_leaf_memory(path, meta, entries, be)
+        # a whole-array read that fits says so for every read of this array
+        if nbytes_of(meta.shape, meta.dtype.itemsize) <= physical_memory():
+            checked[path] = True
+    arr: np.ndarray | None
+    if entries is None:
+        arr = be.read(path, ())
+    elif simple is not None:
+        arr = be.read(path, simple)
+    else:
+        vshape = ix.view_shape(entries)
+        if 0 in vshape:
+            feat = tuple(meta.shape[ix.stored_ndim(entries) :])
+            return torch.empty(vshape + feat, dtype=dtype, device=td._device)
+        direct = ix.direct_selection(entries)
+        arr = be.read_direct(path, direct) if direct is not None else None
+        if arr is None:  # sorted, de-duplicated read, then re-ordered
+            plan = ix.plan_read(entries, _row_nbytes(meta))
+            arr = ix.apply_post(be.read(path, plan.selection), plan.post)
+    t = from_storage(arr, meta.attrs, dtype)
+    return t if td._device is None else t.to(td._device)
+
+
+def _simple_selection(td: PersistentTensorDict) -> tuple[Any, ...] | None:
+    """The view's entries when they are only ints and slices (cached): a direct read."""
+    sel = td.__dict__.get("_simple_sel", False)
+    if sel is False:
+        entries = td._entries
+        sel = (
+            entries
+            if entries is not None and all(isinstance(e, (int, slice)) for e in entries)
+            else None
+        )
+        td._simple_sel = sel
+    return sel
+
+
+def _leaf_data_ptr(td: PersistentTensorDict, key: str, storage: bool) -> int:
+    """``data_ptr()`` of a stored leaf: it has no memory address until read, so 0 (nothing
+    is read)."""
+    return 0
+
+
+def _leaf_view_shape(td: PersistentTensorDict, meta: Any) -> tuple[int, ...]:
+    return tuple(td._batch) + tuple(meta.shape[len(td._stored_batch) :])
+
+
+def _write_leaf(td: PersistentTensorDict, path: Path, meta: Any, value: Any) -> None:
+    """Write ``value`` (tensor or number) into the selected rows of an existing leaf."""
+    key = "/".join(path)
+    dtype = dtype_from_str(meta.torch_dtype)
+    if not isinstance(value, torch.Tensor):
+        value = torch.as_tensor(value)
+    if value.requires_grad:
+        value = value.detach()
+    target = td._leaf_view_shape(meta)
+    try:
+        value = torch.broadcast_to(value.to(dtype), target)
+    except RuntimeError:
+        raise PtdValueError(
+            f"cannot write a value of shape {list(value.shape)} into key {key!r} of "
+            f"{td._backend.location}: the selection has shape {list(target)}. To replace "
+            f"the entry, use set(key, value, inplace=False)."
+        ) from None
+    entries = td._entries
+    if entries is not None and 0 in td._batch:
+        return
+    if ix.has_new_dims(entries):  # the last copy along each new dim is written
+        assert entries is not None
+        value = value[ix.drop_index(entries)]
+        entries = ix.stored_entries(entries)
+    arr, _ = to_storage(value.contiguous(), key)
+    be = td._backend
+    if entries is None:
+        be.write(path, (), arr)
+        return
+    plan = ix.plan_write(entries, _row_nbytes(meta))
+    if not plan.box:
+        if plan.take is not None:
+            arr = np.take(arr, plan.take[1], axis=plan.take[0])
+        be.write(path, plan.selection, arr)
+        return
+    assert plan.post is not None
+    box = be.read(path, plan.selection)
+    be.write(path, plan.selection, ix.box_assign(box, plan.post, arr))
+
+
+def _write_non_tensor_rows(td: PersistentTensorDict, path: Path, meta: Any, value: Any) -> None:
+    """Rows of a stack through a view: read the stack, change the rows, write it back."""
+    if not td._reads_as_stack(meta):
+        return td._create_after_delete(path, value)
+    payload = td._backend.read_non_tensor(
+        path, (), allow_pickle=td._store.allow_pickle, as_stack=meta.stack_shape is None
+    )
+    grid = payload.value
+    entries = td._entries_full()
+    if ix.has_new_dims(entries):
+        if isinstance(value, NonTensorStack):
+            value = value[ix.drop_index(entries)]
+        entries = ix.stored_entries(entries)
+    index = tuple(_entry_as_index(e) for e in entries)
+    assign_nested(grid, tuple(payload.stack_shape), index, value)
+    td._backend.write_non_tensor(
+        path, grid, stack_shape=tuple(payload.stack_shape), options=td._store.dataset_kwargs
+    )
+    td._tree.invalidate(path)
+
+
+def _map_inplace(
+    td: PersistentTensorDict,
+    fn: Callable[[torch.Tensor, Any], torch.Tensor | None],
+    other: Any = None,
+) -> PersistentTensorDict:
+    """Apply ``fn`` leaf by leaf and, for large leaves, slab by slab along the first batch
+    dim, writing each result back: memory stays bounded by the slab size."""
+    for parts, meta in td._tensor_leaf_metas():
+        n = td._batch[0] if td._batch else 0
+        slabs: list[slice | None] = [None]
+        rows = slab_rows(tuple(meta.shape), meta.dtype.itemsize if meta.dtype else 8)
+        if td._batch and n > 1 and rows < n:
+            slabs = list(row_slabs(n, rows))
+        for sl in slabs:
+            view = td if sl is None else td._index(sl)
+            node, last = view._walk(parts)
+            path = node._path + (last,)
+            leaf_meta = node._tree.meta(path)
+            operand = _slab_operand(other, parts, sl, len(meta.shape))
+            result = fn(node._read_leaf(path, leaf_meta), operand)
+            if result is not None:
+                node._write_leaf(path, leaf_meta, result)
+    return cast("PersistentTensorDict", td)  # the class this is mixed into
 
 
 def _check_leaf_memory(

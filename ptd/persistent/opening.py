@@ -22,9 +22,8 @@ from ptd.storage.backends.chunk_cache import parse_budget
 
 if TYPE_CHECKING:
     from ptd.persistent.persistent_tensordict import PersistentTensorDict
-    from ptd.persistent.protocols import OpenerClass, PicklingHost
 
-__all__ = ["OpenersMixin", "backend_options", "check_target"]
+__all__ = ["backend_options", "check_target"]
 
 
 def check_target(filename: Any, group: Any, mode: str, modes: Sequence[str]) -> None:
@@ -68,206 +67,204 @@ def backend_options(
     return opts
 
 
-class OpenersMixin:
-    """The class methods that open or create a store, and pickling (which reopens it)."""
+def from_h5(
+    cls: type[PersistentTensorDict],
+    filename: Any,
+    *,
+    mode: str = "r",
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    batch_size: Sequence[int] | None = None,
+    non_tensor_as_stack: bool = False,
+    fast_path: bool | None = None,
+    chunk_cache: int | str | None = None,
+    **kwargs: Any,
+) -> PersistentTensorDict:
+    """Open an HDF5 file; the batch size is the one given, else the recorded one, else
+    the longest leading shape all entries share (``validate_batch_size=False``: a given
+    ``batch_size`` is not checked). ``fast_path``, ``chunk_cache``: see the class doc."""
+    return cls._open_infer(
+        filename,
+        "h5",
+        mode,
+        auto_batch_size,
+        batch_dims,
+        batch_size,
+        non_tensor_as_stack,
+        dict(kwargs, fast_path=fast_path, chunk_cache=chunk_cache),
+        "from_h5",
+    )
 
-    @classmethod
-    def from_h5(
-        cls: OpenerClass,
-        filename: Any,
-        *,
-        mode: str = "r",
-        auto_batch_size: bool = False,
-        batch_dims: int | None = None,
-        batch_size: Sequence[int] | None = None,
-        non_tensor_as_stack: bool = False,
-        fast_path: bool | None = None,
-        chunk_cache: int | str | None = None,
-        **kwargs: Any,
-    ) -> PersistentTensorDict:
-        """Open an HDF5 file; the batch size is the one given, else the recorded one, else
-        the longest leading shape all entries share (``validate_batch_size=False``: a given
-        ``batch_size`` is not checked). ``fast_path``, ``chunk_cache``: see the class doc."""
-        return cls._open_infer(
-            filename,
-            "h5",
-            mode,
-            auto_batch_size,
-            batch_dims,
-            batch_size,
-            non_tensor_as_stack,
-            dict(kwargs, fast_path=fast_path, chunk_cache=chunk_cache),
-            "from_h5",
-        )
 
-    @classmethod
-    def from_zarr(
-        cls: OpenerClass,
-        filename: Any,
-        *,
-        mode: str = "r",
-        auto_batch_size: bool = False,
-        batch_dims: int | None = None,
-        batch_size: Sequence[int] | None = None,
-        non_tensor_as_stack: bool = False,
-        allow_pickle: bool | None = None,
-        fast_path: bool | None = None,
-        chunk_cache: int | str | None = None,
-        **kwargs: Any,
-    ) -> PersistentTensorDict:
-        """Open a Zarr v3 store (path, ``Store`` or ``zarr.Group``), like :meth:`from_h5`."""
-        return cls._open_infer(
-            filename,
-            "zarr",
-            mode,
-            auto_batch_size,
-            batch_dims,
-            batch_size,
-            non_tensor_as_stack,
-            dict(kwargs, allow_pickle=allow_pickle, fast_path=fast_path, chunk_cache=chunk_cache),
-            "from_zarr",
-        )
+def from_zarr(
+    cls: type[PersistentTensorDict],
+    filename: Any,
+    *,
+    mode: str = "r",
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+    batch_size: Sequence[int] | None = None,
+    non_tensor_as_stack: bool = False,
+    allow_pickle: bool | None = None,
+    fast_path: bool | None = None,
+    chunk_cache: int | str | None = None,
+    **kwargs: Any,
+) -> PersistentTensorDict:
+    """Open a Zarr v3 store (path, ``Store`` or ``zarr.Group``), like :meth:`from_h5`."""
+    return cls._open_infer(
+        filename,
+        "zarr",
+        mode,
+        auto_batch_size,
+        batch_dims,
+        batch_size,
+        non_tensor_as_stack,
+        dict(kwargs, allow_pickle=allow_pickle, fast_path=fast_path, chunk_cache=chunk_cache),
+        "from_zarr",
+    )
 
-    @classmethod
-    def _open_infer(
-        cls: OpenerClass,
-        filename: Any,
-        backend: str,
-        mode: str,
-        auto_batch_size: bool,
-        batch_dims: int | None,
-        batch_size: Any,
-        non_tensor_as_stack: bool,
-        kwargs: dict[str, Any],
-        fname: str,
-    ) -> PersistentTensorDict:
-        if auto_batch_size and batch_size is not None:
-            raise PtdTypeError(
-                f"Conflicting batch sizes in {fname}: batch_size and auto_batch_size cannot be both specified."
-            )
-        if batch_dims is not None and not auto_batch_size:
-            warnings.warn(
-                f"{fname} ignores batch_dims={batch_dims} without auto_batch_size=True.",
-                FutureWarning,
-                stacklevel=3,
-            )
-            batch_dims = None
-        # the opener validates (below) unless told not to; the constructor never does here
-        validate = bool(kwargs.pop("validate_batch_size", True))
-        is_group = not isinstance(filename, (str, os.PathLike)) and _looks_like_group(filename)
-        target = {"group": filename} if is_group else {"filename": filename}
-        out = cls(
-            batch_size=[],
-            mode=mode,
-            backend=backend,
-            validate_batch_size=False,
-            non_tensor_as_stack=non_tensor_as_stack,
-            **target,
-            **kwargs,
-        )
-        tree = out._tree
-        try:
-            tree.load_all()
-            if batch_size is None:
-                inferred = tree.infer((), batch_dims, use_attrs=not auto_batch_size)
-                bs = torch.Size(inferred) if inferred is not None else torch.Size([])
-            else:
-                bs = as_batch_size(batch_size)
-            if validate or batch_size is None:
-                tree.validate((), bs, out._backend.location)
-        except BaseException:
-            out.close()
-            raise
-        out._stored_batch = out._batch = bs
-        tree.set_group_batch((), bs)
-        out._names = tree.stored_names((), len(bs))
-        return out
 
-    @classmethod
-    def from_dict(
-        cls: OpenerClass,
-        input_dict: Mapping[str, Any] | TensorDictBase,
-        filename: Any,
-        *,
-        auto_batch_size: bool = False,
-        batch_size: Sequence[int] | None = None,
-        device: Any = None,
-        backend: str = "h5",
-        batch_dims: int | None = None,
-        allow_pickle: bool | None = None,
-        **kwargs: Any,
-    ) -> PersistentTensorDict:
-        """Write a dict or tensordict (a PersistentTensorDict too: it is streamed slab by slab)
-        to a new file or store, and return it open for reading and writing."""
-        get_backend(backend)
-        _check_allow_pickle(allow_pickle)
-        if batch_size is not None and batch_dims is not None:
-            raise ArgumentError("Cannot pass both batch_size and batch_dims to `from_dict`.")
-        bs = batch_size_of(input_dict, batch_size, batch_dims)
-        check_dtypes(input_dict)  # before the file is created: no partial file on failure
-        if isinstance(filename, FsPath):
-            filename = str(filename)
-        out = cls(
-            batch_size=bs,
-            filename=filename,
-            mode="w",
-            backend=backend,
-            device=device,
-            validate_batch_size=False,
-            allow_pickle=True if allow_pickle is None else allow_pickle,
-            **kwargs,
+def _open_infer(
+    cls: type[PersistentTensorDict],
+    filename: Any,
+    backend: str,
+    mode: str,
+    auto_batch_size: bool,
+    batch_dims: int | None,
+    batch_size: Any,
+    non_tensor_as_stack: bool,
+    kwargs: dict[str, Any],
+    fname: str,
+) -> PersistentTensorDict:
+    if auto_batch_size and batch_size is not None:
+        raise PtdTypeError(
+            f"Conflicting batch sizes in {fname}: batch_size and auto_batch_size cannot be both specified."
         )
-        try:
-            write_all(out, input_dict, batch_dims)
-            out._backend.finalize()
-        except BaseException:
-            out.close()
-            raise
-        out._store.mode = "r+"
-        out._store.allow_pickle = allow_pickle if allow_pickle is not None else True
-        return out
+    if batch_dims is not None and not auto_batch_size:
+        warnings.warn(
+            f"{fname} ignores batch_dims={batch_dims} without auto_batch_size=True.",
+            FutureWarning,
+            stacklevel=3,
+        )
+        batch_dims = None
+    # the opener validates (below) unless told not to; the constructor never does here
+    validate = bool(kwargs.pop("validate_batch_size", True))
+    is_group = not isinstance(filename, (str, os.PathLike)) and _looks_like_group(filename)
+    target = {"group": filename} if is_group else {"filename": filename}
+    out = cls(
+        batch_size=[],
+        mode=mode,
+        backend=backend,
+        validate_batch_size=False,
+        non_tensor_as_stack=non_tensor_as_stack,
+        **target,
+        **kwargs,
+    )
+    tree = out._tree
+    try:
+        tree.load_all()
+        if batch_size is None:
+            inferred = tree.infer((), batch_dims, use_attrs=not auto_batch_size)
+            bs = torch.Size(inferred) if inferred is not None else torch.Size([])
+        else:
+            bs = as_batch_size(batch_size)
+        if validate or batch_size is None:
+            tree.validate((), bs, out._backend.location)
+    except BaseException:
+        out.close()
+        raise
+    out._stored_batch = out._batch = bs
+    tree.set_group_batch((), bs)
+    out._names = tree.stored_names((), len(bs))
+    return out
 
-    # ---------------------------------------------------------------- pickling
-    def __getstate__(self: PicklingHost) -> dict[str, Any]:
-        spec = self._store.backend.reopen_spec if not self._store.backend.closed else None
-        if spec is None:
-            raise UnsupportedOperationError(
-                f"cannot pickle a PersistentTensorDict on {self._store.backend.location}: the store "
-                "is closed or cannot be reopened by name (in-memory store or a user's object)"
-            )
-        return {
-            "spec": spec,
-            "backend": self.backend,
-            "mode": self.mode,
-            "path": self._path,
-            "stored_batch": list(self._stored_batch),
-            "entries": self._entries,
-            "device": self._device,
-            "dataset_kwargs": self._store.dataset_kwargs,
-            "allow_pickle": self._store.allow_pickle,
-            "non_tensor_as_stack": self._store.non_tensor_as_stack,
-            "filename": self._store.filename,
-        }
 
-    def __setstate__(self: PicklingHost, state: dict[str, Any]) -> None:
-        be = state["spec"].open()
-        store = _Store(
-            be,
-            filename=state["filename"],
-            mode=state["mode"],
-            backend_name=state["backend"],
-            dataset_kwargs=state["dataset_kwargs"],
-            allow_pickle=state["allow_pickle"],
-            non_tensor_as_stack=state["non_tensor_as_stack"],
+def from_dict(
+    cls: type[PersistentTensorDict],
+    input_dict: Mapping[str, Any] | TensorDictBase,
+    filename: Any,
+    *,
+    auto_batch_size: bool = False,
+    batch_size: Sequence[int] | None = None,
+    device: Any = None,
+    backend: str = "h5",
+    batch_dims: int | None = None,
+    allow_pickle: bool | None = None,
+    **kwargs: Any,
+) -> PersistentTensorDict:
+    """Write a dict or tensordict (a PersistentTensorDict too: it is streamed slab by slab)
+    to a new file or store, and return it open for reading and writing."""
+    get_backend(backend)
+    _check_allow_pickle(allow_pickle)
+    if batch_size is not None and batch_dims is not None:
+        raise ArgumentError("Cannot pass both batch_size and batch_dims to `from_dict`.")
+    bs = batch_size_of(input_dict, batch_size, batch_dims)
+    check_dtypes(input_dict)  # before the file is created: no partial file on failure
+    if isinstance(filename, FsPath):
+        filename = str(filename)
+    out = cls(
+        batch_size=bs,
+        filename=filename,
+        mode="w",
+        backend=backend,
+        device=device,
+        validate_batch_size=False,
+        allow_pickle=True if allow_pickle is None else allow_pickle,
+        **kwargs,
+    )
+    try:
+        write_all(out, input_dict, batch_dims)
+        out._backend.finalize()
+    except BaseException:
+        out.close()
+        raise
+    out._store.mode = "r+"
+    out._store.allow_pickle = allow_pickle if allow_pickle is not None else True
+    return out
+
+
+# ---------------------------------------------------------------- pickling
+def getstate(td: PersistentTensorDict) -> dict[str, Any]:
+    spec = td._store.backend.reopen_spec if not td._store.backend.closed else None
+    if spec is None:
+        raise UnsupportedOperationError(
+            f"cannot pickle a PersistentTensorDict on {td._store.backend.location}: the store "
+            "is closed or cannot be reopened by name (in-memory store or a user's object)"
         )
-        self._init_view(
-            store,
-            state["path"],
-            torch.Size(state["stored_batch"]),
-            state["entries"],
-            state["device"],
-        )
-        store.tree.set_group_batch(state["path"], torch.Size(state["stored_batch"]))
+    return {
+        "spec": spec,
+        "backend": td.backend,
+        "mode": td.mode,
+        "path": td._path,
+        "stored_batch": list(td._stored_batch),
+        "entries": td._entries,
+        "device": td._device,
+        "dataset_kwargs": td._store.dataset_kwargs,
+        "allow_pickle": td._store.allow_pickle,
+        "non_tensor_as_stack": td._store.non_tensor_as_stack,
+        "filename": td._store.filename,
+    }
+
+
+def setstate(td: PersistentTensorDict, state: dict[str, Any]) -> None:
+    be = state["spec"].open()
+    store = _Store(
+        be,
+        filename=state["filename"],
+        mode=state["mode"],
+        backend_name=state["backend"],
+        dataset_kwargs=state["dataset_kwargs"],
+        allow_pickle=state["allow_pickle"],
+        non_tensor_as_stack=state["non_tensor_as_stack"],
+    )
+    td._init_view(
+        store,
+        state["path"],
+        torch.Size(state["stored_batch"]),
+        state["entries"],
+        state["device"],
+    )
+    store.tree.set_group_batch(state["path"], torch.Size(state["stored_batch"]))
 
 
 def _looks_like_group(obj: Any) -> bool:

@@ -43,12 +43,14 @@ from ptd.errors import (
     UnsupportedOperationError,
 )
 from ptd.format.tdmeta import td_meta_attrs
-from ptd.persistent.leaves import LeafIOMixin
-from ptd.persistent.opening import OpenersMixin, backend_options, check_target
-from ptd.persistent.refused import RefusedOpsMixin
-from ptd.persistent.state import StoreStateMixin
-from ptd.persistent.store import StoreBacked, _check_allow_pickle, _key_parts, _Store
-from ptd.persistent.streaming import StreamingMixin
+from ptd.persistent import leaves as leaves_ops
+from ptd.persistent import opening as opening_ops
+from ptd.persistent import refused as refused_ops
+from ptd.persistent import state as state_ops
+from ptd.persistent import store as store_ops
+from ptd.persistent import streaming as streaming_ops
+from ptd.persistent.opening import backend_options, check_target
+from ptd.persistent.store import _check_allow_pickle, _key_parts, _Store
 from ptd.persistent.write import warn_replace as _warn_replace
 from ptd.persistent.write import write_value
 from ptd.storage.backends import get_backend
@@ -62,15 +64,7 @@ _CLOSE: Any = object()
 
 
 # from_dict takes a filename here, unlike the in-memory TensorDictBase.from_dict
-class PersistentTensorDict(  # type: ignore[misc]
-    StoreStateMixin,
-    StreamingMixin,
-    OpenersMixin,
-    LeafIOMixin,
-    RefusedOpsMixin,
-    StoreBacked,
-    TensorDictBase,
-):
+class PersistentTensorDict(TensorDictBase):
     """A tensordict whose entries live in an HDF5 file (``backend="h5"``) or a Zarr v3 store
     (``backend="zarr"``). See the module docstring and the README for the full behaviour.
 
@@ -586,6 +580,83 @@ class PersistentTensorDict(  # type: ignore[misc]
                 " ", "", 1
             )
         return super().__repr__()
+
+    # ------------------------------------------------------------------ what a store is
+    _store: _Store
+    _path: Path
+    #: a tensordict NonTensorStack whose elements are all equal is stored as one value, as
+    #: tensordict writes it (see :func:`ptd.core.foreign.adopt_non_tensor`)
+    _collapse_foreign_stacks = True
+
+    def is_memmap(self) -> bool:
+        """A store is never a memory-mapped tensordict (``memmap()`` makes one)."""
+        return False
+
+    def is_shared(self) -> bool:
+        """A store is never in shared memory."""
+        return False
+
+    # ------------------------------------------------------------------ ptd.persistent.state
+    _stored_names = state_ops._stored_names
+    _names = property(state_ops._names, state_ops._assign_names)  # type: ignore[assignment]
+    _set_names = state_ops._set_names
+    rename = state_ops.rename
+    is_locked = property(state_ops.is_locked, state_ops.set_is_locked)
+    _lock_tree = state_ops._lock_tree
+    _check_can_unlock = state_ops._check_can_unlock
+    _unlock_tree = state_ops._unlock_tree
+
+    # ------------------------------------------------------------------ ptd.persistent.streaming
+    _leaf_slabs = streaming_ops._leaf_slabs
+    _reduce_leaf = streaming_ops._reduce_leaf
+    _inplace = streaming_ops._inplace
+    _reduce_together = streaming_ops._reduce_together
+
+    # ------------------------------------------------------------------ ptd.persistent.opening
+    from_h5 = classmethod(opening_ops.from_h5)
+    from_zarr = classmethod(opening_ops.from_zarr)
+    _open_infer = classmethod(opening_ops._open_infer)
+    from_dict = classmethod(opening_ops.from_dict)  # type: ignore[assignment]  # takes a filename
+    __getstate__ = opening_ops.getstate
+    __setstate__ = opening_ops.setstate
+
+    # ------------------------------------------------------------------ ptd.persistent.leaves
+    _read_stack_view = leaves_ops._read_stack_view
+    _read_leaf = leaves_ops._read_leaf
+    _simple_selection = leaves_ops._simple_selection
+    _leaf_data_ptr = leaves_ops._leaf_data_ptr
+    _leaf_view_shape = leaves_ops._leaf_view_shape
+    _write_leaf = leaves_ops._write_leaf
+    _write_non_tensor_rows = leaves_ops._write_non_tensor_rows
+    _map_inplace = leaves_ops._map_inplace
+
+    # ------------------------------------------------------------------ ptd.persistent.refused
+    view = refused_ops.view
+    permute = refused_ops.refused("permute")
+    transpose = refused_ops.refused("transpose")
+    unsqueeze = refused_ops.refused("unsqueeze")
+    squeeze = refused_ops.squeeze
+    select = refused_ops.refused("select")
+    exclude = refused_ops.refused("exclude")
+    rename_keys = refused_ops.refused("rename_keys")
+    set_non_tensor = refused_ops.set_non_tensor
+    share_memory_ = refused_ops.refused("share_memory_")
+    pin_memory = refused_ops.refused("pin_memory")
+    memmap_ = refused_ops.refused("memmap_")
+    flatten_keys = refused_ops.flatten_keys
+    unflatten_keys = refused_ops.unflatten_keys
+
+    # ------------------------------------------------------------------ ptd.persistent.store
+    filename = property(store_ops.filename)
+    mode = property(store_ops.mode)
+    backend = property(store_ops.backend)
+    file = property(store_ops.file)
+    kwargs = property(store_ops.kwargs)
+    _tree = property(store_ops._tree)
+    _check_open = store_ops._check_open
+    _backend = property(store_ops._backend)
+    _location = store_ops._location
+    close = store_ops.close
 
 
 def _broadcastable(a: Sequence[int], b: Sequence[int]) -> bool:

@@ -8,120 +8,112 @@ at ``to_tensordict()`` (``reshape``, ``flatten``... give an in-memory copy, as t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
 from ptd.core import reshaping
+from ptd.core import transforms as transforms_ops
 from ptd.errors import ArgumentError, NotSupportedError, UnsupportedOperationError
 
 if TYPE_CHECKING:
     from ptd.core.base import TensorDictBase
-    from ptd.persistent.protocols import RefusedHost
+    from ptd.persistent.persistent_tensordict import PersistentTensorDict
 
-__all__ = ["RefusedOpsMixin"]
+__all__ = [
+    "REFUSED",
+    "refused",
+    "view",
+    "squeeze",
+    "set_non_tensor",
+    "flatten_keys",
+    "unflatten_keys",
+]
+
+_FIRST = "Call `to_tensordict()` first."
+
+#: the operations a store refuses outright: name -> (error class, message). Each becomes a
+#: method of PersistentTensorDict through :func:`refused`; the ones that refuse only some
+#: arguments (``view``, ``squeeze``, ``flatten_keys(inplace=True)``...) are functions below.
+REFUSED: dict[str, tuple[type[Exception], str]] = {
+    "permute": (UnsupportedOperationError, f"Cannot call `permute` on a PersistentTensorDict. {_FIRST}"),
+    "transpose": (UnsupportedOperationError, f"Cannot call `transpose` on a PersistentTensorDict. {_FIRST}"),
+    "unsqueeze": (UnsupportedOperationError, f"Cannot call `unsqueeze` on a PersistentTensorDict. {_FIRST}"),
+    "select": (NotSupportedError, "Cannot call select on a PersistentTensorDict. Call to_tensordict() first."),
+    "exclude": (NotSupportedError, "Cannot call exclude on a PersistentTensorDict. Call to_tensordict() first."),
+    "rename_keys": (NotSupportedError, "Cannot call rename_keys on a PersistentTensorDict. Call to_tensordict() first."),
+    "share_memory_": (NotSupportedError, "Cannot call share_memory_ on a PersistentTensorDict. Call `to_tensordict()` first."),
+    "pin_memory": (UnsupportedOperationError, "Cannot pin memory of a PersistentTensorDict. Call to_tensordict() before making this call."),
+    "memmap_": (UnsupportedOperationError, "Cannot build a memmap TensorDict in-place from a PersistentTensorDict. Use `td.memmap()` instead."),
+}  # fmt: skip
 
 
-class RefusedOpsMixin:
-    """Mixed in before :class:`ptd.base.TensorDictBase` by PersistentTensorDict."""
+def refused(name: str) -> Callable[..., NoReturn]:
+    """The method that refuses ``name`` with the error :data:`REFUSED` declares for it."""
+    error, message = REFUSED[name]
 
-    def _refuse(
-        self, name: str, fix: str = "Call `to_tensordict()` first."
-    ) -> UnsupportedOperationError:
-        return UnsupportedOperationError(f"Cannot call `{name}` on a PersistentTensorDict. {fix}")
+    def method(td: PersistentTensorDict, *args: Any, **kwargs: Any) -> NoReturn:
+        raise error(message)
 
-    def is_memmap(self) -> bool:
-        """A store is never a memory-mapped tensordict (``memmap()`` makes one)."""
-        return False
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"Refused on a store: {message}"
+    return method
 
-    def is_shared(self) -> bool:
-        """A store is never in shared memory."""
-        return False
 
-    def view(
-        self: RefusedHost, *shape: Any, size: Any = None, batch_size: Any = None
-    ) -> TensorDictBase:
-        """``view(dtype)`` (an in-memory copy with each leaf viewed, as tensordict) or a view
-        to the same batch size (the store itself); any other shape is refused: ``reshape``
-        gives an in-memory copy."""
-        td = cast("TensorDictBase", self)
-        if len(shape) == 1 and isinstance(shape[0], torch.dtype):
-            return reshaping.view(td, shape, size, batch_size)
-        try:
-            new = reshaping.resolve_shape(reshaping.shape_from_args(shape, size), td.numel())
-        except RuntimeError:
-            new = None
-        if new == td.batch_size:
-            return td
-        raise self._refuse("view", "Call `reshape` or `to_tensordict()` first.")
+def _refuse(name: str, fix: str = _FIRST) -> UnsupportedOperationError:
+    return UnsupportedOperationError(f"Cannot call `{name}` on a PersistentTensorDict. {fix}")
 
-    def permute(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        raise self._refuse("permute")
 
-    def transpose(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        raise self._refuse("transpose")
+def view(
+    td: PersistentTensorDict, *shape: Any, size: Any = None, batch_size: Any = None
+) -> TensorDictBase:
+    """``view(dtype)`` (an in-memory copy with each leaf viewed, as tensordict) or a view
+    to the same batch size (the store itself); any other shape is refused: ``reshape``
+    gives an in-memory copy."""
+    if len(shape) == 1 and isinstance(shape[0], torch.dtype):
+        return reshaping.view(td, shape, size, batch_size)
+    try:
+        new = reshaping.resolve_shape(reshaping.shape_from_args(shape, size), td.numel())
+    except RuntimeError:
+        new = None
+    if new == td.batch_size:
+        return td
+    raise _refuse("view", "Call `reshape` or `to_tensordict()` first.")
 
-    def unsqueeze(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        raise self._refuse("unsqueeze")
 
-    def squeeze(self: RefusedHost, dim: int | None = None) -> TensorDictBase:
-        # self is the PersistentTensorDict (a TensorDictBase) this is mixed into
-        if dim is not None and self._batch and self._batch[self._dim(dim)] != 1:
-            return cast("TensorDictBase", self)
-        if dim is None and 1 not in self._batch:
-            return cast("TensorDictBase", self)
-        raise self._refuse("squeeze")
+def squeeze(td: PersistentTensorDict, dim: int | None = None) -> TensorDictBase:
+    """The store itself when no dim of size 1 would go; refused otherwise."""
+    if dim is not None and td._batch and td._batch[td._dim(dim)] != 1:
+        return td
+    if dim is None and 1 not in td._batch:
+        return td
+    raise _refuse("squeeze")
 
-    def select(self, *keys: Any, **kwargs: Any) -> TensorDictBase:
-        raise NotSupportedError(
-            "Cannot call select on a PersistentTensorDict. Call to_tensordict() first."
-        )
 
-    def exclude(self, *keys: Any, **kwargs: Any) -> TensorDictBase:
-        raise NotSupportedError(
-            "Cannot call exclude on a PersistentTensorDict. Call to_tensordict() first."
-        )
+def set_non_tensor(td: PersistentTensorDict, *args: Any, **kwargs: Any) -> NoReturn:
+    """Refused, as tensordict's ``_NoSetNonTensor`` does (a locked store first says it is
+    locked): ``p.set(key, NonTensorData(value))`` or ``p[key] = value`` writes one."""
+    td._check_unlocked()
+    raise NotSupportedError(
+        "set_non_tensor is not compatible with the tensordict type PersistentTensorDict. "
+        "Write the value with set(key, NonTensorData(value)) or p[key] = value."
+    )
 
-    def rename_keys(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        raise NotSupportedError(
-            "Cannot call rename_keys on a PersistentTensorDict. Call to_tensordict() first."
-        )
 
-    def set_non_tensor(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        """Refused, as tensordict's ``_NoSetNonTensor`` does (a locked store first says it is
-        locked): ``p.set(key, NonTensorData(value))`` or ``p[key] = value`` writes one."""
-        cast("TensorDictBase", self)._check_unlocked()
-        raise NotSupportedError(
-            "set_non_tensor is not compatible with the tensordict type PersistentTensorDict. "
-            "Write the value with set(key, NonTensorData(value)) or p[key] = value."
-        )
+def flatten_keys(
+    td: PersistentTensorDict, separator: str = ".", inplace: bool = False, is_leaf: Any = None
+) -> TensorDictBase:
+    """An in-memory copy whose nested keys are joined by ``separator``."""
+    if inplace:
+        raise ArgumentError("Cannot call flatten_keys in_place with a PersistentTensorDict.")
+    return transforms_ops.flatten_keys(td, separator)
 
-    def share_memory_(self) -> TensorDictBase:
-        raise NotSupportedError(
-            "Cannot call share_memory_ on a PersistentTensorDict. Call `to_tensordict()` first."
-        )
 
-    def pin_memory(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        raise UnsupportedOperationError(
-            "Cannot pin memory of a PersistentTensorDict. Call to_tensordict() before making this call."
-        )
-
-    def memmap_(self, *args: Any, **kwargs: Any) -> TensorDictBase:
-        raise UnsupportedOperationError(
-            "Cannot build a memmap TensorDict in-place from a PersistentTensorDict. Use `td.memmap()` instead."
-        )
-
-    def flatten_keys(
-        self, separator: str = ".", inplace: bool = False, is_leaf: Any = None
-    ) -> TensorDictBase:
-        """An in-memory copy whose nested keys are joined by ``separator``."""
-        if inplace:
-            raise ArgumentError("Cannot call flatten_keys in_place with a PersistentTensorDict.")
-        # TensorDictBase's, next in the class's MRO (mypy sees object after a mixin)
-        return super().flatten_keys(separator)  # type: ignore[misc]
-
-    def unflatten_keys(self, separator: str = ".", inplace: bool = False) -> TensorDictBase:
-        if inplace:
-            raise ArgumentError("Cannot call unflatten_keys in_place with a PersistentTensorDict.")
-        # TensorDictBase's, next in the class's MRO (mypy sees object after a mixin)
-        return super().unflatten_keys(separator)  # type: ignore[misc]
+def unflatten_keys(
+    td: PersistentTensorDict, separator: str = ".", inplace: bool = False
+) -> TensorDictBase:
+    """An in-memory copy whose keys are split at ``separator`` into nested ones."""
+    if inplace:
+        raise ArgumentError("Cannot call unflatten_keys in_place with a PersistentTensorDict.")
+    return transforms_ops.unflatten_keys(td, separator)

@@ -1,6 +1,7 @@
 """The state a PersistentTensorDict shares with its nested groups and views: the open backend,
 its metadata cache, the open options, and what happens to them in a forked process; and
-:class:`StoreBacked`, the attributes a PersistentTensorDict derives from that state.
+:func:`is_store` and the attributes a PersistentTensorDict derives from that state (bound as
+its properties and methods).
 """
 
 from __future__ import annotations
@@ -9,13 +10,17 @@ import os
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from ptd.errors import ClosedStoreError, PtdKeyError, PtdTypeError, UnsupportedOperationError
 from ptd.storage.backends.base import Backend, Path
 from ptd.storage.tree import StoreTree
 
-__all__ = ["StoreBacked", "_Store", "_key_parts", "_check_allow_pickle"]
+if TYPE_CHECKING:
+    from ptd.persistent.persistent_tensordict import PersistentTensorDict
+
+
+__all__ = ["_Store", "_key_parts", "_check_allow_pickle"]
 
 
 #: backends inherited from a parent process: kept referenced (never closed nor collected) in
@@ -40,72 +45,61 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forked)
 
 
-class StoreBacked:
-    """The marker of every store-backed container (PersistentTensorDict and its views), so that
-    modules below the class (``write.py``) can tell one without importing it, and the attributes
-    that such a container derives from its shared :class:`_Store` and its group ``_path``."""
+# ---------------------------------------------------------------- public attributes
+def filename(td: PersistentTensorDict) -> Any:
+    return td._store.filename
 
-    __slots__ = ()
 
-    _store: _Store
-    _path: Path
-    #: a tensordict NonTensorStack whose elements are all equal is stored as one value, as
-    #: tensordict writes it (see :func:`ptd.core.foreign.adopt_non_tensor`)
-    _collapse_foreign_stacks = True
+def mode(td: PersistentTensorDict) -> str:
+    return td._store.mode
 
-    # ---------------------------------------------------------------- public attributes
-    @property
-    def filename(self) -> Any:
-        return self._store.filename
 
-    @property
-    def mode(self) -> str:
-        return self._store.mode
+def backend(td: PersistentTensorDict) -> str:
+    return td._store.backend_name
 
-    @property
-    def backend(self) -> str:
-        return self._store.backend_name
 
-    @property
-    def file(self) -> Any:
-        """The underlying h5py Group/File or zarr Group of this node."""
-        return self._store.backend.raw_group(self._path)
+def file(td: PersistentTensorDict) -> Any:
+    """The underlying h5py Group/File or zarr Group of this node."""
+    return td._store.backend.raw_group(td._path)
 
-    @property
-    def kwargs(self) -> dict[str, Any]:
-        warnings.warn(
-            "PersistentTensorDict.kwargs is deprecated and will be removed in a future release.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self._store.dataset_kwargs
 
-    # ---------------------------------------------------------------- the open store
-    @property
-    def _tree(self) -> StoreTree:
-        return self._store.tree
+def kwargs(td: PersistentTensorDict) -> dict[str, Any]:
+    warnings.warn(
+        "PersistentTensorDict.kwargs is deprecated and will be removed in a future release.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return td._store.dataset_kwargs
 
-    def _check_open(self) -> None:
-        be = self._store.backend
-        if be.closed:
-            raise ClosedStoreError(f"{self._location()}: the store is closed")
 
-    @property
-    def _backend(self) -> Backend:
-        be = self._store.backend
-        if be.closed:
-            raise ClosedStoreError(f"the store {be.location} is closed")
-        return be
+# ---------------------------------------------------------------- the open store
+def _tree(td: PersistentTensorDict) -> StoreTree:
+    return td._store.tree
 
-    def _location(self) -> str:
-        be = self._store.backend
-        where = f"<closed {be.location}>" if be.closed else be.location
-        key = "/".join(self._path)
-        return f"PersistentTensorDict {where}" + (f" (group {key!r})" if key else "")
 
-    def close(self) -> None:
-        """Close the file or store. Afterwards, reading an entry raises KeyError."""
-        self._store.close()
+def _check_open(td: PersistentTensorDict) -> None:
+    be = td._store.backend
+    if be.closed:
+        raise ClosedStoreError(f"{td._location()}: the store is closed")
+
+
+def _backend(td: PersistentTensorDict) -> Backend:
+    be = td._store.backend
+    if be.closed:
+        raise ClosedStoreError(f"the store {be.location} is closed")
+    return be
+
+
+def _location(td: PersistentTensorDict) -> str:
+    be = td._store.backend
+    where = f"<closed {be.location}>" if be.closed else be.location
+    key = "/".join(td._path)
+    return f"PersistentTensorDict {where}" + (f" (group {key!r})" if key else "")
+
+
+def close(td: PersistentTensorDict) -> None:
+    """Close the file or store. Afterwards, reading an entry raises KeyError."""
+    td._store.close()
 
 
 class _Store:
@@ -264,3 +258,8 @@ def _key_parts(parts: tuple[str, ...], where: Callable[[], str]) -> tuple[str, .
 def _check_allow_pickle(value: Any) -> None:
     if value is not None and not isinstance(value, bool):
         raise PtdTypeError("allow_pickle must be a bool or None.")
+
+
+def is_store(obj: object) -> TypeGuard[PersistentTensorDict]:
+    """True for a PersistentTensorDict: a container whose entries live in a store."""
+    return isinstance(getattr(obj, "_store", None), _Store)

@@ -24,14 +24,20 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ptd.core import pointwise as pointwise_ops
+from ptd.core import reductions as reductions_ops
 from ptd.core.leafop import NO_DEFAULT, LeafOp
 from ptd.transfer.slabs import row_slabs, slab_rows
 
-__all__ = ["StreamingMixin"]
+if TYPE_CHECKING:
+    from ptd.persistent.persistent_tensordict import PersistentTensorDict
+
+
+__all__: list[str] = []
 
 _ACCUMULATED = frozenset(
     {
@@ -53,74 +59,78 @@ _ACCUMULATED = frozenset(
 )
 
 
-class StreamingMixin:
-    """Slab-wise leaf reductions of a PersistentTensorDict."""
+def _leaf_slabs(td: PersistentTensorDict, key: str) -> Iterator[tuple[int, torch.Tensor]] | None:
+    """``(first row, rows)`` of the tensor leaf ``key``, one slab at a time; None when the
+    leaf fits in one slab (or has no rows to cut)."""
+    meta = td._meta_str(key)
+    shape = tuple(meta.shape)
+    if not td.batch_size or not shape or shape[0] < 2:
+        return None
+    rows = slab_rows(shape, meta.dtype.itemsize if meta.dtype is not None else 8)
+    if rows >= shape[0]:
+        return None
+    return ((sl.start, td._index(sl)._get_str(key)) for sl in row_slabs(shape[0], rows))
 
-    def _leaf_slabs(self: Any, key: str) -> Iterator[tuple[int, torch.Tensor]] | None:
-        """``(first row, rows)`` of the tensor leaf ``key``, one slab at a time; None when the
-        leaf fits in one slab (or has no rows to cut)."""
-        meta = self._meta_str(key)
-        shape = tuple(meta.shape)
-        if not self.batch_size or not shape or shape[0] < 2:
-            return None
-        rows = slab_rows(shape, meta.dtype.itemsize if meta.dtype is not None else 8)
-        if rows >= shape[0]:
-            return None
-        return ((sl.start, self._index(sl)._get_str(key)) for sl in row_slabs(shape[0], rows))
 
-    def _reduce_leaf(self: Any, key: str, op: LeafOp) -> Any:
-        meta = self._meta_str(key)
-        if meta.dtype is None or meta.dtype.is_complex:
-            return super()._reduce_leaf(key, op)  # type: ignore[misc]
-        slabs = self._leaf_slabs(key)
-        if slabs is None:
-            return super()._reduce_leaf(key, op)  # type: ignore[misc]
-        ndim = len(meta.shape)
-        dims = op.reduced_dims(ndim)
-        if dims is not None and 0 not in dims:
-            return _concat([op(x) for _, x in slabs], op.out_dim0)
-        if op.name not in _ACCUMULATED or (op.name == "norm" and op.dim is not None):
-            return super()._reduce_leaf(key, op)  # type: ignore[misc]
-        keepdim = bool(op.keepdim)
-        if dims is None:
-            flat = ((start, x.reshape(-1)) for start, x in slabs)
-            name = {"min": "amin", "max": "amax"}.get(op.name, op.name)
-            result = _accumulate(LeafOp(name, dim=0, kwargs=op.kwargs), flat, (0,), first_op=op)
-            return result.reshape((1,) * ndim if keepdim else ())
-        return _accumulate(op, slabs, dims, first_op=op)
+def _reduce_leaf(td: PersistentTensorDict, key: str, op: LeafOp) -> Any:
+    meta = td._meta_str(key)
+    if meta.dtype is None or meta.dtype.is_complex:
+        return reductions_ops._reduce_leaf(td, key, op)
+    slabs = td._leaf_slabs(key)
+    if slabs is None:
+        return reductions_ops._reduce_leaf(td, key, op)
+    ndim = len(meta.shape)
+    dims = op.reduced_dims(ndim)
+    if dims is not None and 0 not in dims:
+        return _concat([op(x) for _, x in slabs], op.out_dim0)
+    if op.name not in _ACCUMULATED or (op.name == "norm" and op.dim is not None):
+        return reductions_ops._reduce_leaf(td, key, op)
+    keepdim = bool(op.keepdim)
+    if dims is None:
+        flat = ((start, x.reshape(-1)) for start, x in slabs)
+        name = {"min": "amin", "max": "amax"}.get(op.name, op.name)
+        result = _accumulate(LeafOp(name, dim=0, kwargs=op.kwargs), flat, (0,), first_op=op)
+        return result.reshape((1,) * ndim if keepdim else ())
+    return _accumulate(op, slabs, dims, first_op=op)
 
-    def _inplace(self: Any, fn: Any, *operands: Any) -> Any:
-        """An in-place op on a read-only store fails as any write does, before the dtype
-        checks: the store, not the operands, is what refuses it."""
-        for parts, meta in self._metas(True):
-            if meta.kind == "tensor":
-                self._store.backend._check_writable("/".join(self._path + parts))
-                break
-        return super()._inplace(fn, *operands)  # type: ignore[misc]
 
-    def _reduce_together(self: Any, name: str, dim: Any, keepdim: Any, **kwargs: Any) -> Any:
-        """``reduce=True`` without ``dim``: the slabs of every leaf, flattened and cast to the
-        dtype ``torch.cat`` would give them, go through one running state."""
-        if dim is not NO_DEFAULT or name not in _ACCUMULATED - {"all", "any", "norm"}:
-            return super()._reduce_together(name, dim, keepdim, **kwargs)  # type: ignore[misc]
-        leaves = [(p, m) for p, m in self._metas(True) if m.kind == "tensor"]
-        if not leaves or any(m.dtype is None or m.dtype.is_complex for _, m in leaves):
-            return super()._reduce_together(name, dim, keepdim, **kwargs)  # type: ignore[misc]
-        dtype = functools.reduce(torch.promote_types, [m.dtype for _, m in leaves])
-        flat_name = {"min": "amin", "max": "amax"}.get(name, name)
+def _inplace(td: PersistentTensorDict, fn: Any, *operands: Any) -> Any:
+    """An in-place op on a read-only store fails as any write does, before the dtype
+    checks: the store, not the operands, is what refuses it."""
+    for parts, meta in td._metas(True):
+        if meta.kind == "tensor":
+            td._store.backend._check_writable("/".join(td._path + parts))
+            break
+    return pointwise_ops._inplace(td, fn, *operands)
 
-        def chunks() -> Iterator[tuple[int, torch.Tensor]]:
-            for parts, _ in leaves:
-                node, last = self._walk(parts)
-                slabs = node._leaf_slabs(last)
-                if slabs is None:
-                    yield 0, node._get_str(last).reshape(-1).to(dtype)
-                else:
-                    for start, x in slabs:
-                        yield start, x.reshape(-1).to(dtype)
 
-        first = LeafOp(name, kwargs=kwargs)
-        return _accumulate(LeafOp(flat_name, dim=0, kwargs=kwargs), chunks(), (0,), first_op=first)
+def _reduce_together(
+    td: PersistentTensorDict, name: str, dim: Any, keepdim: Any, **kwargs: Any
+) -> Any:
+    """``reduce=True`` without ``dim``: the slabs of every leaf, flattened and cast to the
+    dtype ``torch.cat`` would give them, go through one running state."""
+    if dim is not NO_DEFAULT or name not in _ACCUMULATED - {"all", "any", "norm"}:
+        return reductions_ops._reduce_together(td, name, dim, keepdim, **kwargs)
+    leaves = [(p, m) for p, m in td._metas(True) if m.kind == "tensor"]
+    if not leaves or any(m.dtype is None or m.dtype.is_complex for _, m in leaves):
+        return reductions_ops._reduce_together(td, name, dim, keepdim, **kwargs)
+    dtype = functools.reduce(
+        torch.promote_types, [m.dtype for _, m in leaves if m.dtype is not None]
+    )
+    flat_name = {"min": "amin", "max": "amax"}.get(name, name)
+
+    def chunks() -> Iterator[tuple[int, torch.Tensor]]:
+        for parts, _ in leaves:
+            node, last = td._walk(parts)
+            slabs = node._leaf_slabs(last)
+            if slabs is None:
+                yield 0, node._get_str(last).reshape(-1).to(dtype)
+            else:
+                for start, x in slabs:
+                    yield start, x.reshape(-1).to(dtype)
+
+    first = LeafOp(name, kwargs=kwargs)
+    return _accumulate(LeafOp(flat_name, dim=0, kwargs=kwargs), chunks(), (0,), first_op=first)
 
 
 def _concat(parts: list[Any], dim: int) -> Any:

@@ -23,7 +23,7 @@ from ptd.core.lastop import user_stacklevel
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.errors import BatchSizeError
 from ptd.format.tdmeta import td_meta_attrs
-from ptd.persistent.store import StoreBacked
+from ptd.persistent.store import is_store
 from ptd.transfer.plan import CHUNK_TARGET
 from ptd.transfer.slabs import slab_rows
 
@@ -129,7 +129,7 @@ def check_dtypes(source: Any, prefix: tuple[str, ...] = ()) -> None:
     ``source`` whose dtype cannot be stored, before anything is written (so that a failing
     ``from_dict`` leaves no partial file behind). A PersistentTensorDict source holds only
     storable dtypes and is not read."""
-    if isinstance(source, StoreBacked):
+    if is_store(source):
         return
     if isinstance(source, TensorDictBase):
         items: Any = ((k, source._get_str(k)) for k in source._keys_str())
@@ -156,9 +156,8 @@ def write_all(
     if names is not None and dst._path == () and len(names) == len(dst.batch_size):
         dst._names = list(names)
         dst._backend.set_attrs((), td_meta_attrs(dst.batch_size, names))
-    if isinstance(source, StoreBacked):
-        # a StoreBacked is a PersistentTensorDict (this module cannot import the class)
-        _copy_group(dst, dst._path, source)  # type: ignore[arg-type]
+    if is_store(source):
+        _copy_group(dst, dst._path, source)
         return
     items = (
         source.items()
@@ -216,8 +215,8 @@ def write_value(dst: PersistentTensorDict, path: Path, value: Any) -> None:
         node = dst._nested_view(path[-1]) if path[:-1] == dst._path else None
         if node is None:
             raise BatchSizeError(f"cannot create nested group {key!r} outside of {dst._location()}")
-        if isinstance(value, StoreBacked):
-            _copy_group(node, path, value)  # type: ignore[arg-type]  # StoreBacked: see above
+        if is_store(value):
+            _copy_group(node, path, value)
         else:
             for k in value._keys_str():
                 node.set(k, value._get_str(k))  # a key holding '/' nests, as at the top level
