@@ -127,7 +127,7 @@ def attrs(
                 value = build(src._get_str(key))
             elif meta.kind != "tensor":
                 value = src._get_str(key)
-            elif src._setitem_inplace:  # a store: from its metadata, reading nothing
+            elif src._leaves.writes_into_entries:  # a store: from its metadata, reading nothing
                 value = TensorAttrs(
                     (src.device or torch.device("cpu")) if "device" in fields else None,
                     meta.dtype if "dtype" in fields else None,

@@ -45,7 +45,7 @@ __all__: list[str] = []
 
 def _no_graph(td: TensorDictBase) -> bool:
     """True when the leaves are read into new tensors (file-backed): no autograd state."""
-    return td._reads_copy()
+    return td._leaves.reads_copy
 
 
 def _leaves(td: TensorDictBase) -> list[tuple[NestedKey, torch.Tensor]]:

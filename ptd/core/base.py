@@ -58,6 +58,7 @@ from ptd.core.foreign import LEAF_PROBE, adopt_non_tensor, foreign_batch_size
 from ptd.core.indexing import is_key_index
 from ptd.core.keys import KeysView, NestedKey, out_key, unravel_key
 from ptd.core.lastop import Site
+from ptd.core.leaf_access import IN_MEMORY, LeafAccess
 from ptd.core.nontensor import NonTensorData, NonTensorStack
 from ptd.core.registry import TensorDictRoot, new_tensordict
 from ptd.core.tdhooks import REQUIRED
@@ -100,10 +101,8 @@ class TensorDictBase(TensorDictRoot):
 
     _is_locked: bool = False
     _names: list[str | None] | None = None
-    #: whether ``td[key] = value`` writes into an existing entry (file-backed) or replaces it
-    _setitem_inplace: bool = False
-    #: whether a foreign NonTensorStack of equal elements is set as one NonTensorData
-    _collapse_foreign_stacks: bool = False
+    #: how the tensor leaves are reached for whole-leaf work (see :mod:`ptd.core.leaf_access`)
+    _leaves: LeafAccess = IN_MEMORY
 
     # ------------------------------------------------------------------ primitives
     @property
@@ -343,7 +342,7 @@ class TensorDictBase(TensorDictRoot):
         """Turn a user value into what the primitives store, and check its batch dims."""
         bs = self.batch_size
         # tensordict's NonTensorData/NonTensorStack
-        value = adopt_non_tensor(value, collapse=self._collapse_foreign_stacks)
+        value = adopt_non_tensor(value, collapse=self._leaves.collapse_foreign_stacks)
         if isinstance(value, TensorDictBase):
             if not fits(value.batch_size, bs):
                 # as tensordict: a copy of it takes our batch size, when its entries fit
@@ -419,7 +418,7 @@ class TensorDictBase(TensorDictRoot):
 
     def __setitem__(self, index: Any, value: Any) -> None:
         if is_key_index(index):
-            self.set(index, value, inplace=self._setitem_inplace)
+            self.set(index, value, inplace=self._leaves.writes_into_entries)
             return
         self._set_at(index, value)
 
@@ -548,11 +547,9 @@ class TensorDictBase(TensorDictRoot):
     _memmap_prefix: str | None = None
 
     # ------------------------------------------------------------------ ptd.core.reductions
-    _reduce_leaf = reductions_ops._reduce_leaf
     _reduce_tree = reductions_ops._reduce_tree
     _names_without = reductions_ops._names_without
     _reduction = reductions_ops._reduction
-    _reduce_together = reductions_ops._reduce_together
     all = reductions_ops.all
     any = reductions_ops.any
     _all_any = reductions_ops._all_any
@@ -703,14 +700,12 @@ class TensorDictBase(TensorDictRoot):
 
     # ------------------------------------------------------------------ ptd.core.transforms
     _tensor_leaves = transforms_ops._tensor_leaves
-    _map_inplace = transforms_ops._map_inplace
     apply_ = transforms_ops.apply_
     apply = transforms_ops.apply
     named_apply = transforms_ops.named_apply
     _apply_rec = transforms_ops._apply_rec
     pin_memory = transforms_ops.pin_memory
     to_tensordict = transforms_ops.to_tensordict
-    _reads_copy = transforms_ops._reads_copy
     to_dict = transforms_ops.to_dict
     numpy = transforms_ops.numpy
     flatten_keys = transforms_ops.flatten_keys
@@ -931,7 +926,6 @@ class TensorDictBase(TensorDictRoot):
     _is_empty_nested = statedict_ops._is_empty_nested
     _load_level = statedict_ops._load_level
     data_ptr = statedict_ops.data_ptr
-    _leaf_data_ptr = statedict_ops._leaf_data_ptr
     _has_non_tensor = property(statedict_ops._has_non_tensor)
 
     # ------------------------------------------------------------------ ptd.core.memmap_api

@@ -58,7 +58,7 @@ def _check_device(td: TensorDictBase, *, raise_exception: bool = True) -> bool:
             sub = node._get_str(key)
             ok = sub._check_device(raise_exception=raise_exception)
             found = sub.device
-        elif meta.kind == "tensor" and device is not None and not node._reads_copy():
+        elif meta.kind == "tensor" and device is not None and not node._leaves.reads_copy:
             found = node._get_str(key).device
             ok = True
         else:

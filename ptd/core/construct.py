@@ -144,7 +144,7 @@ def get_at(td: TensorDictBase, key: NestedKey, index: Any, default: Any = None) 
     parts = unravel_key(key)
     if not sub._has(parts):
         return default
-    if sub._reads_copy():
+    if sub._leaves.reads_copy:
         try:
             view = sub._index(index)
         except (IndexError, TypeError, ValueError):
@@ -165,7 +165,7 @@ def set_at_(
             f'key "{out_key(parts)}" not found in {sub._location()} with keys '
             f"{sorted(map(str, sub.keys()))}"
         )
-    if sub._reads_copy():
+    if sub._leaves.reads_copy:
         try:
             view = sub._index(index)
         except (IndexError, TypeError, ValueError):
@@ -297,7 +297,7 @@ def separates(
     them in a new in-memory tensordict; a missing key raises unless ``default`` is given or
     ``strict=False``."""
     sub = td
-    out = sub.empty(recurse=True) if not sub._reads_copy() else sub.to_tensordict().empty(True)
+    out = sub.empty(recurse=True) if not sub._leaves.reads_copy else sub.to_tensordict().empty(True)
     strict = strict and default is _NO_DEFAULT
     for key in keys:
         parts = unravel_key(key)
@@ -344,7 +344,7 @@ def replace(td: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
     entries.update(kwargs)
     if not entries:
         return sub
-    out = sub.to_tensordict() if sub._reads_copy() else sub.copy()
+    out = sub.to_tensordict() if sub._leaves.reads_copy else sub.copy()
     for key, value in entries.items():
         parts = unravel_key(key)
         if (

@@ -194,7 +194,7 @@ def is_contiguous(td: TensorDictBase) -> bool:
     """True when every leaf is contiguous; a file-backed tensordict, whose leaves are
     made when read, says False (as tensordict)."""
     sub = td
-    if sub._reads_copy():
+    if sub._leaves.reads_copy:
         return False
     return all(t.is_contiguous() for _, t in sub._tensor_leaves())
 
@@ -336,7 +336,7 @@ def type(
     sub = td
     if cast_filter is None:
         return sub.apply(lambda t: t.type(dst_type))
-    out = sub.to_tensordict() if sub._reads_copy() else sub.copy()
+    out = sub.to_tensordict() if sub._leaves.reads_copy else sub.copy()
     for key in list(out.keys(True, True)):
         leaf = out.get(key)
         if cast_filter(key, leaf):

@@ -45,7 +45,7 @@ def _containers(td: Any) -> list[Any]:
 def _leaf_devices(td: TensorDictBase) -> set[torch.device]:
     """The devices of the tensor leaves; a file-backed store reads none of them: they
     come out on its device, or the CPU."""
-    if td._setitem_inplace:
+    if td._leaves.writes_into_entries:
         has_leaf = any(
             td.leaf_meta(k).kind == "tensor" for k in td.keys(include_nested=True, leaves_only=True)
         )

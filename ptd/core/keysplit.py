@@ -72,7 +72,7 @@ def split_keys(
         src = td
     else:
         # a copy of every level (leaves shared; a store is read into memory, as tensordict)
-        src = td.to_tensordict() if td._reads_copy() else td.apply(lambda t: t)
+        src = td.to_tensordict() if td._leaves.reads_copy else td.apply(lambda t: t)
     outs: list[TensorDictBase] = []
     taken: list[Parts] = []
     for key_set in key_sets:
@@ -84,7 +84,7 @@ def split_keys(
         for parts, new in _key_map(key_set, src, taken).items():
             if src._has(parts) and not _under(parts, taken):
                 value = src.get(parts)
-                if inplace and is_tensordict(value) and value._reads_copy():
+                if inplace and is_tensordict(value) and value._leaves.reads_copy:
                     value = value.to_tensordict()  # it leaves the store
                 out.set(new, value)
                 taken.append(parts)

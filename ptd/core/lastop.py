@@ -176,7 +176,7 @@ def _write_back(out: TensorDictBase, value: TensorDictBase) -> Any:
     replacing every stored array would rewrite the whole store."""
     if out.is_locked:
         return out.update_(value)
-    return out.update(value, inplace=getattr(out, "_setitem_inplace", False))
+    return out.update(value, inplace=out._leaves.writes_into_entries)
 
 
 def _rev_lock(res: Any, args: Any, kwargs: Any, out: Any) -> Any:

@@ -181,7 +181,7 @@ def contiguous(td: TensorDictBase) -> TensorDictBase:
 
 # --- in place --------------------------------------------------------------------------
 def zero_(td: TensorDictBase) -> TensorDictBase:
-    return td._map_inplace(lambda t, o: torch.zeros_like(t))
+    return td._leaves.map_inplace(td, lambda t, o: torch.zeros_like(t))
 
 
 def fill_(td: TensorDictBase, key: Any, value: builtins.float | builtins.bool) -> TensorDictBase:
@@ -190,7 +190,7 @@ def fill_(td: TensorDictBase, key: Any, value: builtins.float | builtins.bool) -
     parts = unravel_key(key)
     target = td._get_strict(parts)
     if is_tensordict(target):
-        target._map_inplace(lambda t, o: torch.full_like(t, value))
+        target._leaves.map_inplace(target, lambda t, o: torch.full_like(t, value))
     elif isinstance(target, torch.Tensor):
         td.set_(parts, torch.full_like(target, value))
     return td  # a mixin's self is the TensorDictBase it is mixed into
@@ -203,7 +203,7 @@ def masked_fill_(
         m = m.reshape(tuple(m.shape) + (1,) * (t.ndim - m.ndim))
         return t.masked_fill(m, value)
 
-    return td._map_inplace(fill, mask)
+    return td._leaves.map_inplace(td, fill, mask)
 
 
 def copy_(

@@ -152,6 +152,7 @@ def _pointwise(
 def _inplace(td: TensorDictBase, fn: Callable[..., Any], *operands: Any) -> TensorDictBase:
     """Apply ``fn(leaf, *operand leaves)`` (a torch in-place method) to every leaf and
     write the result back; leaves and operands are checked for dtypes first."""
+    td._leaves.check_writable(td)
     _, ops = td._operands(operands, inplace=True)
     leaves = [(p, m) for p, m in td._metas(True) if m.kind == "tensor"]
     for o in ops:
@@ -169,7 +170,7 @@ def _inplace(td: TensorDictBase, fn: Callable[..., Any], *operands: Any) -> Tens
     def leaf_fn(t: torch.Tensor, o: Any) -> torch.Tensor:
         return cast(torch.Tensor, fn(t, *o))
 
-    return td._map_inplace(leaf_fn, packed)
+    return td._leaves.map_inplace(td, leaf_fn, packed)
 
 
 # ------------------------------------------------------------------ unary
@@ -517,7 +518,7 @@ def where(
     the batch dims. A tensordict ``other`` is paired by key; a key that only one side has
     takes ``pad`` on the other (KeyError without ``pad``)."""
     me = td
-    if is_tensordict(out) and out._reads_copy():
+    if is_tensordict(out) and out._leaves.reads_copy:
         raise UnsupportedOperationError(
             "Cannot use a persistent tensordict as output of torch.where."
         )

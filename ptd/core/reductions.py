@@ -13,7 +13,7 @@ into it, with tensordict 0.15's signatures and results:
 ``min``/``max``/``cummin``/``cummax`` with a ``dim`` return ``torch.return_types`` named tuples
 of two tensordicts (``values``, ``indices``), as torch does for a tensor.
 
-Each tensor leaf goes through :meth:`ReductionsMixin._reduce_leaf` with a :class:`LeafOp` that
+Each tensor leaf goes through :meth:`LeafAccess.reduce <ptd.core.leaf_access.LeafAccess.reduce>` with a :class:`LeafOp` that
 describes the operation: a file-backed class overrides it to read the leaf in row slabs
 (:mod:`ptd.persistent.streaming`).
 
@@ -62,12 +62,6 @@ def _check_feature_keepdim(keepdim: Any) -> None:
         raise PtdTypeError("dim='feature' is incompatible with keepdim=True.")
 
 
-# ------------------------------------------------------------------ hooks
-def _reduce_leaf(td: TensorDictBase, key: str, op: LeafOp) -> Any:
-    """``op`` applied to the tensor leaf ``key`` (file-backed classes stream it)."""
-    return op(td._get_str(key))
-
-
 def _reduce_tree(
     td: TensorDictBase,
     op: LeafOp,
@@ -93,7 +87,7 @@ def _reduce_tree(
             sub = td._get_str(key)
             value = nested(sub) if nested is not None else sub._reduce_tree(op, bs, None)
         elif meta.kind == "tensor":
-            value = td._reduce_leaf(key, op)
+            value = td._leaves.reduce(td, key, op)
         else:
             if pair:
                 continue
@@ -135,7 +129,7 @@ def _reduction(
     if dim is None and not keepdim:
         dim = NO_DEFAULT
     if reduce:
-        return td._reduce_together(name, dim, keepdim, **kwargs)
+        return td._leaves.reduce_together(td, name, dim, keepdim, **kwargs)
     q_dims: list[int] = []
     q = kwargs.get("q")
     if isinstance(q, torch.Tensor) and q.ndim == 1:
@@ -236,7 +230,9 @@ def _reduction(
     return result
 
 
-def _reduce_together(td: TensorDictBase, name: str, dim: Any, keepdim: Any, **kwargs: Any) -> Any:
+def reduce_concatenated(
+    td: TensorDictBase, name: str, dim: Any, keepdim: Any, **kwargs: Any
+) -> Any:
     """``reduce=True``: the leaves reduced together into one tensor."""
     leaves = [t for _, t in td._tensor_leaves()]
     if not leaves:
@@ -312,7 +308,7 @@ def _all_any(td: TensorDictBase, name: str, dim: int | None) -> bool | TensorDic
     want = name == "all"
     for parts, _ in td._tensor_leaf_keys():
         node, last = td._walk(parts)
-        if bool(node._reduce_leaf(last, LeafOp(name))) != want:
+        if bool(node._leaves.reduce(node, last, LeafOp(name))) != want:
             return not want
     return want
 

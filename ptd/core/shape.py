@@ -105,7 +105,7 @@ def _dim(td: TensorDictBase, dim: int, extra: int = 0) -> int:
 def _rebind(td: TensorDictBase, result: TensorDictBase) -> TensorDictBase:
     """Make this tensordict hold ``result``'s entries and batch size (nested tensordicts
     keep their identity): the ``inplace=True`` of the shape ops, in memory only."""
-    if td._reads_copy():
+    if td._leaves.reads_copy:
         raise NotSupportedError(
             "An in-place shape operation that changes the batch size is not supported on "
             f"{type(td).__name__}: call `to_tensordict()` first, or use inplace=False."

@@ -231,14 +231,9 @@ def data_ptr(td: TensorDictBase, *, storage: bool = False) -> Any:
             if not sub.is_empty():  # a level without tensors has no pointer to give
                 out._set_str(key, sub, inplace=False)
         elif kind == "tensor":
-            ptr = td._leaf_data_ptr(key, storage)
+            ptr = td._leaves.data_ptr(td, key, storage)
             out._set_str(key, torch.tensor(ptr, dtype=torch.int64), inplace=False)
     return out
-
-
-def _leaf_data_ptr(td: TensorDictBase, key: str, storage: bool) -> int:
-    value = td._get_str(key)
-    return int(value.untyped_storage().data_ptr() if storage else value.data_ptr())
 
 
 def _has_non_tensor(td: TensorDictBase) -> bool:

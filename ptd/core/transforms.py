@@ -35,28 +35,10 @@ def _tensor_leaves(td: TensorDictBase) -> Iterator[tuple[tuple[str, ...], torch.
         yield unravel_key(key), td.get(key)
 
 
-def _map_inplace(
-    td: TensorDictBase,
-    fn: Callable[[torch.Tensor, Any], torch.Tensor | None],
-    other: Any = None,
-) -> TensorDictBase:
-    """Replace every tensor leaf ``t`` by ``fn(t, o)`` in place (same dtype and shape),
-    where ``o`` is ``other``'s matching leaf (``other`` may be a tensordict, a tensor, a
-    number, None, or a tuple of those).
-
-    File-backed tensordicts override this to stream row slabs.
-    """
-    for parts, tensor in td._tensor_leaves():
-        result = fn(tensor, pick_operand(other, parts, None))
-        if result is not None:
-            td.set_(parts, result)
-    return td
-
-
 def apply_(td: TensorDictBase, fn: Callable[..., torch.Tensor], *others: Any) -> TensorDictBase:
     """Apply ``fn`` to every tensor leaf and write the result back in place; ``others``
     (tensordicts, dicts, tensors or numbers) give ``fn`` the matching entry."""
-    return td._map_inplace(lambda t, o: fn(t, *o), tuple(others))
+    return td._leaves.map_inplace(td, lambda t, o: fn(t, *o), tuple(others))
 
 
 def apply(
@@ -168,7 +150,7 @@ def _apply_rec(
 ) -> Any:  # a TensorDictBase, or None (filter_empty)
     if inplace and not named and not call_on_nested and out is None and default is _NO_DEFAULT:
         # the streaming path (file-backed tensordicts write row slabs)
-        return td._map_inplace(lambda t, o: fn(t, *o), tuple(others))
+        return td._leaves.map_inplace(td, lambda t, o: fn(t, *o), tuple(others))
     me = td
     was_locked = me.is_locked
     out_bs = td.batch_size if batch_size is None else as_batch_size(batch_size)
@@ -268,15 +250,10 @@ def to_tensordict(td: TensorDictBase, *, retain_none: bool | None = None) -> Ten
         value = td._get_str(key)
         if is_tensordict(value):
             value = value.to_tensordict()
-        elif isinstance(value, torch.Tensor) and not td._reads_copy():
+        elif isinstance(value, torch.Tensor) and not td._leaves.reads_copy:
             value = value.clone()
         out._set_str(key, value, inplace=False)
     return out
-
-
-def _reads_copy(td: TensorDictBase) -> bool:
-    """True when ``_get_str`` already returns a fresh tensor (file-backed)."""
-    return False
 
 
 def to_dict(
@@ -463,7 +440,7 @@ def _same_array(out: Any, key: str, value: Any) -> bool:
     """Whether ``apply(out=...)`` writes ``value`` into ``out``'s entry ``key`` in place: only
     for a file-backed ``out`` whose array has the value's shape and dtype (or whose
     non-tensor entry gets a non-tensor)."""
-    if not out._setitem_inplace or key not in out._keys_str():
+    if not out._leaves.writes_into_entries or key not in out._keys_str():
         return False
     meta = out._meta_str(key)
     if not isinstance(value, torch.Tensor):

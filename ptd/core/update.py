@@ -81,7 +81,7 @@ def update(
             td._replace_batch_size_for(input_dict_or_td)
     for key, value in _iter_items(input_dict_or_td):
         # a tensordict NonTensorStack is a Mapping: never taken for a nested tensordict
-        value = adopt_non_tensor(value, collapse=td._collapse_foreign_stacks)
+        value = adopt_non_tensor(value, collapse=td._leaves.collapse_foreign_stacks)
         parts = unravel_key(key)
         first, rest = parts[0], parts[1:]
         if allowed is not None and not any(k[0] == first for k in allowed):

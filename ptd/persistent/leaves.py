@@ -5,8 +5,7 @@ leaves stream row slabs (:mod:`ptd.transfer.slabs`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -19,7 +18,6 @@ from ptd.core.transforms import pick_operand
 from ptd.errors import PtdValueError, UnsupportedOperationError
 from ptd.storage.backends.base import Backend, Path
 from ptd.storage.limits import check_chunks, check_read, nbytes_of, physical_memory
-from ptd.transfer.slabs import row_slabs, slab_rows
 
 if TYPE_CHECKING:
     from ptd.persistent.persistent_tensordict import PersistentTensorDict
@@ -123,12 +121,6 @@ def _simple_selection(td: PersistentTensorDict) -> tuple[Any, ...] | None:
     return sel
 
 
-def _leaf_data_ptr(td: PersistentTensorDict, key: str, storage: bool) -> int:
-    """``data_ptr()`` of a stored leaf: it has no memory address until read, so 0 (nothing
-    is read)."""
-    return 0
-
-
 def _leaf_view_shape(td: PersistentTensorDict, meta: Any) -> tuple[int, ...]:
     return tuple(td._batch) + tuple(meta.shape[len(td._stored_batch) :])
 
@@ -194,31 +186,6 @@ def _write_non_tensor_rows(td: PersistentTensorDict, path: Path, meta: Any, valu
     td._tree.invalidate(path)
 
 
-def _map_inplace(
-    td: PersistentTensorDict,
-    fn: Callable[[torch.Tensor, Any], torch.Tensor | None],
-    other: Any = None,
-) -> PersistentTensorDict:
-    """Apply ``fn`` leaf by leaf and, for large leaves, slab by slab along the first batch
-    dim, writing each result back: memory stays bounded by the slab size."""
-    for parts, meta in td._tensor_leaf_metas():
-        n = td._batch[0] if td._batch else 0
-        slabs: list[slice | None] = [None]
-        rows = slab_rows(tuple(meta.shape), meta.dtype.itemsize if meta.dtype else 8)
-        if td._batch and n > 1 and rows < n:
-            slabs = list(row_slabs(n, rows))
-        for sl in slabs:
-            view = td if sl is None else td._index(sl)
-            node, last = view._walk(parts)
-            path = node._path + (last,)
-            leaf_meta = node._tree.meta(path)
-            operand = _slab_operand(other, parts, sl, len(meta.shape))
-            result = fn(node._read_leaf(path, leaf_meta), operand)
-            if result is not None:
-                node._write_leaf(path, leaf_meta, result)
-    return cast("PersistentTensorDict", td)  # the class this is mixed into
-
-
 def _check_leaf_memory(
     path: Path, meta: Any, entries: tuple[ix.Entry, ...] | None, be: Backend
 ) -> None:
@@ -236,12 +203,12 @@ def _check_leaf_memory(
         check_read(nbytes_of(shape, itemsize), f"key {'/'.join(path)!r} of {be.location}")
 
 
-def _slab_operand(other: Any, parts: tuple[str, ...], rows: slice | None, leaf_ndim: int) -> Any:
+def slab_operand(other: Any, parts: tuple[str, ...], rows: slice | None, leaf_ndim: int) -> Any:
     """The operand of leaf ``parts`` for the slab ``rows``: a tensordict's matching leaf cut to
     the rows, a plain tensor that carries the batch dims (full leaf ndim) cut to the rows, and
     anything else as it is (each cut once: a leaf taken from a tensordict is not cut again)."""
     if isinstance(other, tuple):
-        return tuple(_slab_operand(o, parts, rows, leaf_ndim) for o in other)
+        return tuple(slab_operand(o, parts, rows, leaf_ndim) for o in other)
     if rows is not None and isinstance(other, torch.Tensor) and other.ndim == leaf_ndim > 0:
         return other[rows]
     return pick_operand(other, parts, rows)

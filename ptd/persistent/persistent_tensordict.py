@@ -48,9 +48,9 @@ from ptd.persistent import opening as opening_ops
 from ptd.persistent import refused as refused_ops
 from ptd.persistent import state as state_ops
 from ptd.persistent import store as store_ops
-from ptd.persistent import streaming as streaming_ops
 from ptd.persistent.opening import backend_options, check_target
 from ptd.persistent.store import _check_allow_pickle, _key_parts, _Store
+from ptd.persistent.streaming import STREAMED
 from ptd.persistent.write import warn_replace as _warn_replace
 from ptd.persistent.write import write_value
 from ptd.storage.backends import get_backend
@@ -97,7 +97,9 @@ class PersistentTensorDict(TensorDictBase):
             entry is created.
     """
 
-    _setitem_inplace = True
+    #: reads give new tensors, writes go into the stored entries, whole-leaf work streams
+    #: row slabs (:class:`ptd.persistent.streaming.StreamedLeaves`)
+    _leaves = STREAMED
     #: the view's entries when they are only ints and slices, cached by ``_simple_selection``
     _simple_sel: tuple[ix.Entry, ...] | None
 
@@ -493,9 +495,6 @@ class PersistentTensorDict(TensorDictBase):
     def _tensor_leaf_metas(self) -> list[tuple[tuple[str, ...], EntryMeta]]:
         return [(p, m) for p, m in self._metas(True) if m.kind == "tensor"]
 
-    def _reads_copy(self) -> bool:
-        return True
-
     def _detached(self, value: TensorDictBase) -> TensorDictBase:
         return value.to_tensordict() if isinstance(value, PersistentTensorDict) else value
 
@@ -584,9 +583,6 @@ class PersistentTensorDict(TensorDictBase):
     # ------------------------------------------------------------------ what a store is
     _store: _Store
     _path: Path
-    #: a tensordict NonTensorStack whose elements are all equal is stored as one value, as
-    #: tensordict writes it (see :func:`ptd.core.foreign.adopt_non_tensor`)
-    _collapse_foreign_stacks = True
 
     def is_memmap(self) -> bool:
         """A store is never a memory-mapped tensordict (``memmap()`` makes one)."""
@@ -607,10 +603,6 @@ class PersistentTensorDict(TensorDictBase):
     _unlock_tree = state_ops._unlock_tree
 
     # ------------------------------------------------------------------ ptd.persistent.streaming
-    _leaf_slabs = streaming_ops._leaf_slabs
-    _reduce_leaf = streaming_ops._reduce_leaf
-    _inplace = streaming_ops._inplace
-    _reduce_together = streaming_ops._reduce_together
 
     # ------------------------------------------------------------------ ptd.persistent.opening
     from_h5 = classmethod(opening_ops.from_h5)
@@ -624,11 +616,9 @@ class PersistentTensorDict(TensorDictBase):
     _read_stack_view = leaves_ops._read_stack_view
     _read_leaf = leaves_ops._read_leaf
     _simple_selection = leaves_ops._simple_selection
-    _leaf_data_ptr = leaves_ops._leaf_data_ptr
     _leaf_view_shape = leaves_ops._leaf_view_shape
     _write_leaf = leaves_ops._write_leaf
     _write_non_tensor_rows = leaves_ops._write_non_tensor_rows
-    _map_inplace = leaves_ops._map_inplace
 
     # ------------------------------------------------------------------ ptd.persistent.refused
     view = refused_ops.view

@@ -1,8 +1,9 @@
 """Reductions of a PersistentTensorDict that read each leaf in row slabs.
 
-:class:`~ptd.core.reductions.ReductionsMixin` hands every tensor leaf to ``_reduce_leaf``
-with a :class:`~ptd.core.reductions.LeafOp`. For a leaf larger than one slab
-(:func:`ptd.transfer.slabs.slab_rows`), this mixin never reads it whole:
+:class:`StreamedLeaves` is the :class:`~ptd.core.leaf_access.LeafAccess` of every
+PersistentTensorDict: the reductions hand it each tensor leaf with a
+:class:`~ptd.core.leafop.LeafOp`. For a leaf larger than one slab
+(:func:`ptd.transfer.slabs.slab_rows`), it never reads it whole:
 
 - an op that leaves the first dim alone (``sum(dim=1)``, ``dim="feature"``, ``softmax(1)``,
   ``cummax(1)``...) runs slab by slab and the results are concatenated;
@@ -16,7 +17,7 @@ with a :class:`~ptd.core.reductions.LeafOp`. For a leaf larger than one slab
 ``reduce=True`` without ``dim`` streams the same way over the slabs of every leaf. Sums and
 means accumulate in float64 (int64 for integers) and are cast to torch's result dtype at the
 end, so they may differ from an in-memory reduction by float rounding only. In-place
-elementwise ops stream through ``_map_inplace`` (:mod:`ptd.persistent.leaves`).
+elementwise ops stream through :meth:`StreamedLeaves.map_inplace`.
 """
 
 from __future__ import annotations
@@ -24,20 +25,21 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from ptd.core import pointwise as pointwise_ops
-from ptd.core import reductions as reductions_ops
+from ptd.core.leaf_access import LeafAccess, LeafMap
 from ptd.core.leafop import NO_DEFAULT, LeafOp
+from ptd.persistent.leaves import slab_operand
 from ptd.transfer.slabs import row_slabs, slab_rows
 
 if TYPE_CHECKING:
+    from ptd.core.base import TensorDictBase
     from ptd.persistent.persistent_tensordict import PersistentTensorDict
 
 
-__all__: list[str] = []
+__all__ = ["StreamedLeaves", "STREAMED"]
 
 _ACCUMULATED = frozenset(
     {
@@ -59,78 +61,114 @@ _ACCUMULATED = frozenset(
 )
 
 
-def _leaf_slabs(td: PersistentTensorDict, key: str) -> Iterator[tuple[int, torch.Tensor]] | None:
-    """``(first row, rows)`` of the tensor leaf ``key``, one slab at a time; None when the
-    leaf fits in one slab (or has no rows to cut)."""
-    meta = td._meta_str(key)
-    shape = tuple(meta.shape)
-    if not td.batch_size or not shape or shape[0] < 2:
-        return None
-    rows = slab_rows(shape, meta.dtype.itemsize if meta.dtype is not None else 8)
-    if rows >= shape[0]:
-        return None
-    return ((sl.start, td._index(sl)._get_str(key)) for sl in row_slabs(shape[0], rows))
+class StreamedLeaves(LeafAccess):
+    """The leaves of a store: read into new tensors, written back into the stored entries,
+    and for whole-leaf work cut into row slabs (:func:`ptd.transfer.slabs.slab_rows`)."""
+
+    reads_copy = True
+    writes_into_entries = True
+    #: a tensordict NonTensorStack whose elements are all equal is stored as one value, as
+    #: tensordict writes it (see :func:`ptd.core.foreign.adopt_non_tensor`)
+    collapse_foreign_stacks = True
+
+    def slabs(self, td: TensorDictBase, key: str) -> Iterator[tuple[int, torch.Tensor]] | None:
+        """``(first row, rows)`` of the tensor leaf ``key``, one slab at a time; None when
+        the leaf fits in one slab (or has no rows to cut)."""
+        meta = td._meta_str(key)
+        shape = tuple(meta.shape)
+        if not td.batch_size or not shape or shape[0] < 2:
+            return None
+        rows = slab_rows(shape, meta.dtype.itemsize if meta.dtype is not None else 8)
+        if rows >= shape[0]:
+            return None
+        return ((sl.start, td._index(sl)._get_str(key)) for sl in row_slabs(shape[0], rows))
+
+    def reduce(self, td: TensorDictBase, key: str, op: LeafOp) -> Any:
+        meta = td._meta_str(key)
+        if meta.dtype is None or meta.dtype.is_complex:
+            return super().reduce(td, key, op)
+        slabs = self.slabs(td, key)
+        if slabs is None:
+            return super().reduce(td, key, op)
+        ndim = len(meta.shape)
+        dims = op.reduced_dims(ndim)
+        if dims is not None and 0 not in dims:
+            return _concat([op(x) for _, x in slabs], op.out_dim0)
+        if op.name not in _ACCUMULATED or (op.name == "norm" and op.dim is not None):
+            return super().reduce(td, key, op)
+        keepdim = bool(op.keepdim)
+        if dims is None:
+            flat = ((start, x.reshape(-1)) for start, x in slabs)
+            name = {"min": "amin", "max": "amax"}.get(op.name, op.name)
+            result = _accumulate(LeafOp(name, dim=0, kwargs=op.kwargs), flat, (0,), first_op=op)
+            return result.reshape((1,) * ndim if keepdim else ())
+        return _accumulate(op, slabs, dims, first_op=op)
+
+    def check_writable(self, td: TensorDictBase) -> None:
+        """An in-place op on a read-only store fails as any write does, before the dtype
+        checks: the store, not the operands, is what refuses it."""
+        store = cast("PersistentTensorDict", td)
+        for parts, meta in td._metas(True):
+            if meta.kind == "tensor":
+                store._store.backend._check_writable("/".join(store._path + parts))
+                break
+
+    def reduce_together(
+        self, td: TensorDictBase, name: str, dim: Any, keepdim: Any, **kwargs: Any
+    ) -> Any:
+        """``reduce=True`` without ``dim``: the slabs of every leaf, flattened and cast to
+        the dtype ``torch.cat`` would give them, go through one running state."""
+        if dim is not NO_DEFAULT or name not in _ACCUMULATED - {"all", "any", "norm"}:
+            return super().reduce_together(td, name, dim, keepdim, **kwargs)
+        leaves = [(p, m) for p, m in td._metas(True) if m.kind == "tensor"]
+        if not leaves or any(m.dtype is None or m.dtype.is_complex for _, m in leaves):
+            return super().reduce_together(td, name, dim, keepdim, **kwargs)
+        dtype = functools.reduce(
+            torch.promote_types, [m.dtype for _, m in leaves if m.dtype is not None]
+        )
+        flat_name = {"min": "amin", "max": "amax"}.get(name, name)
+
+        def chunks() -> Iterator[tuple[int, torch.Tensor]]:
+            for parts, _ in leaves:
+                node, last = td._walk(parts)
+                slabs = self.slabs(node, last)
+                if slabs is None:
+                    yield 0, node._get_str(last).reshape(-1).to(dtype)
+                else:
+                    for start, x in slabs:
+                        yield start, x.reshape(-1).to(dtype)
+
+        first = LeafOp(name, kwargs=kwargs)
+        return _accumulate(LeafOp(flat_name, dim=0, kwargs=kwargs), chunks(), (0,), first_op=first)
+
+    def map_inplace(self, td: TensorDictBase, fn: LeafMap, other: Any = None) -> TensorDictBase:
+        """Apply ``fn`` leaf by leaf and, for large leaves, slab by slab along the first
+        batch dim, writing each result back: memory stays bounded by the slab size."""
+        store = cast("PersistentTensorDict", td)
+        for parts, meta in store._tensor_leaf_metas():
+            n = store._batch[0] if store._batch else 0
+            slabs: list[slice | None] = [None]
+            rows = slab_rows(tuple(meta.shape), meta.dtype.itemsize if meta.dtype else 8)
+            if store._batch and n > 1 and rows < n:
+                slabs = list(row_slabs(n, rows))
+            for sl in slabs:
+                view = store if sl is None else store._index(sl)
+                node, last = view._walk(parts)
+                path = node._path + (last,)
+                leaf_meta = node._tree.meta(path)
+                operand = slab_operand(other, parts, sl, len(meta.shape))
+                result = fn(node._read_leaf(path, leaf_meta), operand)
+                if result is not None:
+                    node._write_leaf(path, leaf_meta, result)
+        return td
+
+    def data_ptr(self, td: TensorDictBase, key: str, storage: bool) -> int:
+        """A stored leaf has no memory address until read: 0 (nothing is read)."""
+        return 0
 
 
-def _reduce_leaf(td: PersistentTensorDict, key: str, op: LeafOp) -> Any:
-    meta = td._meta_str(key)
-    if meta.dtype is None or meta.dtype.is_complex:
-        return reductions_ops._reduce_leaf(td, key, op)
-    slabs = td._leaf_slabs(key)
-    if slabs is None:
-        return reductions_ops._reduce_leaf(td, key, op)
-    ndim = len(meta.shape)
-    dims = op.reduced_dims(ndim)
-    if dims is not None and 0 not in dims:
-        return _concat([op(x) for _, x in slabs], op.out_dim0)
-    if op.name not in _ACCUMULATED or (op.name == "norm" and op.dim is not None):
-        return reductions_ops._reduce_leaf(td, key, op)
-    keepdim = bool(op.keepdim)
-    if dims is None:
-        flat = ((start, x.reshape(-1)) for start, x in slabs)
-        name = {"min": "amin", "max": "amax"}.get(op.name, op.name)
-        result = _accumulate(LeafOp(name, dim=0, kwargs=op.kwargs), flat, (0,), first_op=op)
-        return result.reshape((1,) * ndim if keepdim else ())
-    return _accumulate(op, slabs, dims, first_op=op)
-
-
-def _inplace(td: PersistentTensorDict, fn: Any, *operands: Any) -> Any:
-    """An in-place op on a read-only store fails as any write does, before the dtype
-    checks: the store, not the operands, is what refuses it."""
-    for parts, meta in td._metas(True):
-        if meta.kind == "tensor":
-            td._store.backend._check_writable("/".join(td._path + parts))
-            break
-    return pointwise_ops._inplace(td, fn, *operands)
-
-
-def _reduce_together(
-    td: PersistentTensorDict, name: str, dim: Any, keepdim: Any, **kwargs: Any
-) -> Any:
-    """``reduce=True`` without ``dim``: the slabs of every leaf, flattened and cast to the
-    dtype ``torch.cat`` would give them, go through one running state."""
-    if dim is not NO_DEFAULT or name not in _ACCUMULATED - {"all", "any", "norm"}:
-        return reductions_ops._reduce_together(td, name, dim, keepdim, **kwargs)
-    leaves = [(p, m) for p, m in td._metas(True) if m.kind == "tensor"]
-    if not leaves or any(m.dtype is None or m.dtype.is_complex for _, m in leaves):
-        return reductions_ops._reduce_together(td, name, dim, keepdim, **kwargs)
-    dtype = functools.reduce(
-        torch.promote_types, [m.dtype for _, m in leaves if m.dtype is not None]
-    )
-    flat_name = {"min": "amin", "max": "amax"}.get(name, name)
-
-    def chunks() -> Iterator[tuple[int, torch.Tensor]]:
-        for parts, _ in leaves:
-            node, last = td._walk(parts)
-            slabs = node._leaf_slabs(last)
-            if slabs is None:
-                yield 0, node._get_str(last).reshape(-1).to(dtype)
-            else:
-                for start, x in slabs:
-                    yield start, x.reshape(-1).to(dtype)
-
-    first = LeafOp(name, kwargs=kwargs)
-    return _accumulate(LeafOp(flat_name, dim=0, kwargs=kwargs), chunks(), (0,), first_op=first)
+#: the one instance every PersistentTensorDict shares (it holds no state)
+STREAMED = StreamedLeaves()
 
 
 def _concat(parts: list[Any], dim: int) -> Any:
