@@ -11,7 +11,7 @@ Part 1 (``--nodes``, default 10,000): an HDF5 file with that many small float32 
     zarr -> h5  the zarr store ptd wrote, back to h5. ptd: ``ptd.convert``. plain: zarr-python
                 ``members(max_depth=None)`` + h5py create_dataset of each array's data.
     inspect     ``ptd.info(src)`` (what ``ptd inspect`` runs) and ``ptd.validate(src)``.
-    memmap      ``ptd.memmap.export_memmap(src, dir)``. plain: a ``visititems`` walk writing
+    memmap      ``ptd.containers.memmap.export_memmap(src, dir)``. plain: a ``visititems`` walk writing
                 each dataset's bytes to a file and one ``meta.json`` per group.
     validate    ``ptd.validate(src, data=True)`` (``ptd validate --data``). plain: a walk
       --data    reading every dataset and checking ``np.isfinite(...).all()``.
@@ -100,7 +100,7 @@ def run_once(dst):
                     g.create_dataset(name, data=node[...])
     elif what == "ptd-memmap":
         import ptd
-        ptd.memmap.export_memmap(src, dst)
+        ptd.containers.memmap.export_memmap(src, dst)
     elif what == "plain-memmap":
         # what a user's script does: each dataset's bytes to a file, one meta.json per group
         import h5py, numpy as np

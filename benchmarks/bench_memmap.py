@@ -198,8 +198,8 @@ def child_main(kind: str, src: str, dst: str, backend: str) -> None:
     import zarr  # noqa: F401
 
     if kind == "ptd":
-        import ptd.memmap
-        import ptd.persistent.persistent_tensordict  # noqa: F401
+        import ptd.containers.memmap
+        import ptd.containers.persistent.persistent_tensordict  # noqa: F401
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     nbytes = (child_ptd if kind == "ptd" else child_plain)(src, dst, backend)

@@ -23,13 +23,13 @@ from ptd.errors import PtdError
 
 #: public name -> the module that defines it
 _PUBLIC: dict[str, str] = {
-    "TensorDict": "ptd.core.tensordict",
-    "TensorDictBase": "ptd.core.base",
-    "EntryMeta": "ptd.core.base",
-    "is_leaf_nontensor": "ptd.core.base",
-    "NonTensorData": "ptd.core.nontensor",
-    "NonTensorStack": "ptd.core.nontensor",
-    "PersistentTensorDict": "ptd.persistent.persistent_tensordict",
+    "TensorDict": "ptd.containers.tensordict",
+    "TensorDictBase": "ptd.containers.base",
+    "EntryMeta": "ptd.containers.base",
+    "is_leaf_nontensor": "ptd.containers.base",
+    "NonTensorData": "ptd.ops.nontensor",
+    "NonTensorStack": "ptd.ops.nontensor",
+    "PersistentTensorDict": "ptd.containers.persistent.persistent_tensordict",
     "convert": "ptd.transfer.convert",
     "ConvertResult": "ptd.transfer.options",
     "ConvertOptions": "ptd.transfer.options",
@@ -48,7 +48,7 @@ _PUBLIC: dict[str, str] = {
 }
 
 #: subpackages reachable as attributes (``ptd.memmap``, ``ptd.data``), imported on first use
-_SUBPACKAGES = ("memmap", "data")
+_SUBPACKAGES: dict[str, str] = {"memmap": "ptd.containers.memmap", "data": "ptd.data"}
 
 #: the names of ``_PUBLIC`` and the eager ones, written out so that linters and type checkers
 #: see the exports of the ``if TYPE_CHECKING:`` block below
@@ -82,12 +82,13 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from ptd import data, memmap
-    from ptd.core.base import EntryMeta, TensorDictBase, is_leaf_nontensor
-    from ptd.core.nontensor import NonTensorData, NonTensorStack
-    from ptd.core.tensordict import TensorDict
+    from ptd import data
+    from ptd.containers import memmap
+    from ptd.containers.base import EntryMeta, TensorDictBase, is_leaf_nontensor
+    from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
+    from ptd.containers.tensordict import TensorDict
     from ptd.format.tdmeta import TdMeta
-    from ptd.persistent.persistent_tensordict import PersistentTensorDict
+    from ptd.ops.nontensor import NonTensorData, NonTensorStack
     from ptd.report.diff import DiffReport, diff
     from ptd.report.info import StoreInfo, info
     from ptd.report.validate import ValidationReport, validate
@@ -103,7 +104,7 @@ def __getattr__(name: str) -> Any:
     module = _PUBLIC.get(name)
     if module is None:
         if name in _SUBPACKAGES:
-            return importlib.import_module(f"ptd.{name}")
+            return importlib.import_module(_SUBPACKAGES[name])
         raise AttributeError(f"module 'ptd' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip this function

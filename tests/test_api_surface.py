@@ -1,5 +1,5 @@
 """The public surface of ptd.TensorDictBase against tensordict 0.15.3's, through the table in
-ptd/core/api.py: a name tensordict adds, or one ptd gains or loses without the table saying so,
+ptd/ops/api.py: a name tensordict adds, or one ptd gains or loses without the table saying so,
 fails here."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import ptd
-from ptd.core import api
+from ptd.containers import api
 
 
 def _public(cls: type) -> set[str]:
@@ -36,7 +36,7 @@ def test_table_is_consistent() -> None:
 
 def test_every_tensordict_name_is_listed() -> None:
     """The table covers tensordict's TensorDictBase exactly: a name tensordict adds (or drops)
-    fails until it is classified in ptd/core/api.py."""
+    fails until it is classified in ptd/ops/api.py."""
     tensordict = pytest.importorskip("tensordict")
     names = _public(tensordict.TensorDictBase)
     assert sorted(names - api.all_names()) == [], f"unlisted (tensordict {tensordict.__version__})"
@@ -66,7 +66,7 @@ def test_implemented(name: str) -> None:
 
 
 def test_gaps_are_still_missing() -> None:
-    """A name listed as a gap that ptd now has: move it out of GAPS in ptd/core/api.py (both
+    """A name listed as a gap that ptd now has: move it out of GAPS in ptd/ops/api.py (both
     lists are empty today: every method of tensordict's TensorDictBase is there)."""
     filled = [n for n in sorted(api.GAPS | api.DUNDER_GAPS) if hasattr(ptd.TensorDictBase, n)]
     assert not filled
@@ -74,7 +74,7 @@ def test_gaps_are_still_missing() -> None:
 
 @pytest.mark.parametrize("name", sorted(api.OUT_OF_SCOPE))
 def test_out_of_scope_is_absent(name: str) -> None:
-    """An out-of-scope name that ptd now has: reclassify it in ptd/core/api.py."""
+    """An out-of-scope name that ptd now has: reclassify it in ptd/ops/api.py."""
     assert not hasattr(ptd.TensorDictBase, name)
 
 

@@ -1,4 +1,4 @@
-"""Autograd over tensordicts (ptd/core/autograd.py) and the compat checks of ptd/core/checks.py.
+"""Autograd over tensordicts (ptd/ops/autograd.py) and the compat checks of ptd/ops/checks.py.
 
 In memory: gradients flow through the leaves of a ptd.TensorDict, including the in-memory
 copies a PersistentTensorDict returns (``to_tensordict()``, ``float()``). On a store (h5 and

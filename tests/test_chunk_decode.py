@@ -25,8 +25,8 @@ import torch
 import zarr
 
 from ptd import PersistentTensorDict
-from ptd.core.dtypes import to_storage
 from ptd.errors import PtdError, PtdValueError
+from ptd.ops.dtypes import to_storage
 from ptd.storage.backends import chunk_cache as cc
 from ptd.storage.backends import chunk_read as cr
 from ptd.storage.backends.h5_chunks import fletcher32_ok, unshuffle

@@ -5,7 +5,7 @@ compared as data: values, dtypes, batch sizes, keys; for exceptions, the builtin
 caller catches. In-place methods also compare the object after the call.
 
 The cases are in tests/diff_cases.py; deliberate differences in
-``ptd.core.api.KNOWN_DIFFERENCES`` (strict xfail: a difference that goes away fails until the
+``ptd.containers.api.KNOWN_DIFFERENCES`` (strict xfail: a difference that goes away fails until the
 table is updated).
 """
 
@@ -24,7 +24,7 @@ from diff_cases import CASES, Case
 from diff_support import KINDS, Ctx, assert_outcomes, build, call, libs
 
 import ptd
-from ptd.core import api
+from ptd.containers import api
 
 pytestmark = pytest.mark.interop
 
@@ -47,7 +47,7 @@ def _marks(case: Case, kind: str, container: str) -> list[pytest.MarkDecorator]:
         filled = hasattr(cls, name)
         if filled or (name, container) in _GAP_AGREES:
             return []  # a gap of the base class that this subclass fills: must agree
-        return [pytest.mark.xfail(reason=f"{name}: a gap (ptd/core/api.py GAPS)", strict=True)]
+        return [pytest.mark.xfail(reason=f"{name}: a gap (ptd/ops/api.py GAPS)", strict=True)]
     return []
 
 

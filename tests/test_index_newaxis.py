@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from test_indexing import check_selection, index_for, orth_read, to_numpy_index
 
 from ptd import NonTensorStack, TensorDict
-from ptd.core import indexing as ix
 from ptd.errors import (
     BatchSizeError,
     PtdError,
@@ -29,6 +28,7 @@ from ptd.errors import (
     PtdValueError,
     UnsupportedOperationError,
 )
+from ptd.ops import indexing as ix
 
 # --------------------------------------------------------------------------------------------
 # helpers

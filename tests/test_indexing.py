@@ -15,8 +15,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ptd.core import indexing as ix
 from ptd.errors import PtdError, PtdIndexError
+from ptd.ops import indexing as ix
 
 SETTINGS = settings(
     max_examples=200,

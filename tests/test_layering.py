@@ -36,10 +36,7 @@ def test_the_package_is_layered(checker: ModuleType, capsys: pytest.CaptureFixtu
     assert "0 problem(s)" in out.strip().splitlines()[-1]
     # the imports by name that remain are declared, and said on every run
     declared = [ln for ln in out.splitlines() if ln.startswith("declared: ")]
-    assert {ln.split(":")[1].strip() for ln in declared} == {
-        "ptd/core/registry.py",
-        "ptd/storage/backends/__init__.py",
-    }
+    assert {ln.split(":")[1].strip() for ln in declared} == {"ptd/storage/backends/__init__.py"}
 
 
 def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -73,12 +70,12 @@ def test_a_cycle_through_a_function_level_import_is_found(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     root = _fake_tree(tmp_path, {
-        "ptd/core/__init__.py": "",
-        "ptd/core/a.py": "from ptd.core import b\n",
-        "ptd/core/b.py": "def f():\n    from ptd.core.a import x\n",
+        "ptd/ops/__init__.py": "",
+        "ptd/ops/a.py": "from ptd.ops import b\n",
+        "ptd/ops/b.py": "def f():\n    from ptd.ops.a import x\n",
     })  # fmt: skip
     out = _run(checker, monkeypatch, root, capsys)
-    assert "import cycle: ptd.core.a <-> ptd.core.b" in out
+    assert "import cycle: ptd.ops.a <-> ptd.ops.b" in out
 
 
 def test_type_checking_imports_do_not_count(
@@ -88,9 +85,9 @@ def test_type_checking_imports_do_not_count(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     root = _fake_tree(tmp_path, {
-        "ptd/core/__init__.py": "",
-        "ptd/core/a.py": "from ptd.core import b\n",
-        "ptd/core/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ptd.core.a import x\n",
+        "ptd/ops/__init__.py": "",
+        "ptd/ops/a.py": "from ptd.ops import b\n",
+        "ptd/ops/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ptd.ops.a import x\n",
         "ptd/format/__init__.py": "",
         "ptd/format/bad.py": "import torch\n",  # one real problem, so that main() reports
     })  # fmt: skip
@@ -106,16 +103,19 @@ def test_upward_imports_and_third_party_rules_are_found(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     root = _fake_tree(tmp_path, {
-        "ptd/core/__init__.py": "",
-        "ptd/core/x.py": "def f():\n    from ptd.persistent import y\n",
-        "ptd/persistent/__init__.py": "",
-        "ptd/persistent/y.py": "import h5py\n",
+        "ptd/ops/__init__.py": "",
+        "ptd/ops/x.py": "def f():\n    from ptd.containers.persistent import y\n",
+        "ptd/containers/persistent/__init__.py": "",
+        "ptd/containers/persistent/y.py": "import h5py\n",
         "ptd/report/__init__.py": "",
         "ptd/report/r.py": "import rich\n" + "x = 1\n" * 601,
     })  # fmt: skip
     out = _run(checker, monkeypatch, root, capsys)
-    assert "ptd.core.x (layer ptd.core) imports ptd.persistent.y (layer ptd.persistent)" in out
-    assert "ptd.persistent.y imports h5py" in out
+    assert (
+        "ptd.ops.x (layer ptd.ops) imports ptd.containers.persistent.y (layer ptd.containers)"
+        in out
+    )
+    assert "ptd.containers.persistent.y imports h5py" in out
     assert "ptd.report.r imports rich" in out
     assert "lines" not in out  # no line cap: a long module is not a problem
 
@@ -128,18 +128,18 @@ def test_imports_by_name_are_found(
 ) -> None:
     root = _fake_tree(tmp_path, {
         "ptd/__init__.py": "import importlib\ndef __getattr__(n):\n    return importlib.import_module(f'ptd.{n}')\n",
-        "ptd/core/__init__.py": "",
-        "ptd/core/a.py": "import importlib\nm = importlib.import_module('ptd.memmap.w')\n",
-        "ptd/core/b.py": "from importlib import import_module\ndef f(n):\n    return import_module(n)\n",
-        "ptd/core/c.py": "import sys\nw = sys.modules.get('ptd.persistent.x')\nt = sys.modules.get('torch')\n",
-        "ptd/core/d.py": "import sys\nw = sys.modules['ptd.data']\nv = __import__('ptd.memmap')\n",
+        "ptd/ops/__init__.py": "",
+        "ptd/ops/a.py": "import importlib\nm = importlib.import_module('ptd.containers.memmap.w')\n",
+        "ptd/ops/b.py": "from importlib import import_module\ndef f(n):\n    return import_module(n)\n",
+        "ptd/ops/c.py": "import sys\nw = sys.modules.get('ptd.containers.persistent.x')\nt = sys.modules.get('torch')\n",
+        "ptd/ops/d.py": "import sys\nw = sys.modules['ptd.data']\nv = __import__('ptd.containers.memmap')\n",
     })  # fmt: skip
     out = _run(checker, monkeypatch, root, capsys)
-    assert "ptd/core/a.py:2: ptd.core.a imports ptd.memmap.w by name" in out
-    assert "ptd/core/b.py:3: ptd.core.b imports a computed name by name" in out
-    assert "ptd/core/c.py:2: ptd.core.c imports ptd.persistent.x by name" in out
-    assert "ptd/core/d.py:2: ptd.core.d imports ptd.data by name" in out
-    assert "ptd/core/d.py:3: ptd.core.d imports ptd.memmap by name" in out
+    assert "ptd/ops/a.py:2: ptd.ops.a imports ptd.containers.memmap.w by name" in out
+    assert "ptd/ops/b.py:3: ptd.ops.b imports a computed name by name" in out
+    assert "ptd/ops/c.py:2: ptd.ops.c imports ptd.containers.persistent.x by name" in out
+    assert "ptd/ops/d.py:2: ptd.ops.d imports ptd.data by name" in out
+    assert "ptd/ops/d.py:3: ptd.ops.d imports ptd.containers.memmap by name" in out
     assert "torch by name" not in out  # a third-party module looked up: not a hidden edge
     assert "ptd/__init__.py" not in out  # the public lazy namespace may
 
@@ -151,15 +151,22 @@ def test_private_names_of_another_package_are_found(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     root = _fake_tree(tmp_path, {
-        "ptd/core/__init__.py": "",
-        "ptd/core/ops.py": "def _helper(): ...\n",
-        "ptd/core/same.py": "from ptd.core.ops import _helper\n",  # its own package: fine
-        "ptd/persistent/__init__.py": "",
-        "ptd/persistent/p.py": "from ptd.core.ops import _helper\n",
+        "ptd/ops/__init__.py": "",
+        "ptd/ops/elementwise.py": "def _helper(): ...\n",
+        "ptd/ops/same.py": "from ptd.ops.elementwise import _helper\n",  # its own package: fine
+        "ptd/containers/__init__.py": "",
+        "ptd/containers/base.py": "def _hook(): ...\n",
+        "ptd/containers/tensordict.py": "from ptd.containers.base import _hook\n",  # fine
+        "ptd/containers/persistent/__init__.py": "",
+        "ptd/containers/persistent/p.py": "from ptd.ops.elementwise import _helper\n",
+        # a subpackage is a package of its own
+        "ptd/containers/persistent/q.py": "from ptd.containers.base import _hook\n",
     })  # fmt: skip
     out = _run(checker, monkeypatch, root, capsys)
-    assert "ptd.persistent.p imports the private name ptd.core.ops._helper" in out
-    assert "ptd.core.same" not in out
+    assert "ptd.containers.persistent.p imports the private name ptd.ops.elementwise._helper" in out
+    assert "ptd.containers.persistent.q imports the private name ptd.containers.base._hook" in out
+    assert "ptd.ops.same" not in out
+    assert "ptd.containers.tensordict " not in out
 
 
 def test_the_container_classes_are_plain_classes() -> None:

@@ -17,6 +17,14 @@ import pytest
 import torch
 
 from ptd import NonTensorData, NonTensorStack, PersistentTensorDict, TensorDict
+from ptd.containers.memmap import (
+    MemmapSummary,
+    decode_key,
+    encode_key,
+    export_memmap,
+    load_memmap,
+    tensor_nbytes,
+)
 from ptd.errors import (
     CorruptStoreError,
     PickleRefusedError,
@@ -26,14 +34,6 @@ from ptd.errors import (
     StoreExistsError,
     StoreNotFoundError,
     UnsupportedDtypeError,
-)
-from ptd.memmap import (
-    MemmapSummary,
-    decode_key,
-    encode_key,
-    export_memmap,
-    load_memmap,
-    tensor_nbytes,
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -1,6 +1,6 @@
-"""The memmap methods with tensordict 0.15's signatures (ptd/core/memmap_api.py,
-ptd/memmap/methods.py, ptd/memmap/archive.py) and the state-dict family
-(ptd/core/statedict.py), on stores of both backends and on TensorDict: round trips that
+"""The memmap methods with tensordict 0.15's signatures (ptd/ops/memmap_api.py,
+ptd/containers/memmap/methods.py, ptd/containers/memmap/archive.py) and the state-dict family
+(ptd/ops/statedict.py), on stores of both backends and on TensorDict: round trips that
 tensordict reads, streaming leaf by leaf, threads, archives, and the error paths."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import torch
 
 import ptd.transfer.slabs
 from ptd import PersistentTensorDict, TensorDict
+from ptd.containers.memmap import MemmapFuture, is_archive
 from ptd.errors import PrefixExistsError, StoreExistsError
-from ptd.memmap import MemmapFuture, is_archive
 
 
 def _same(a: Any, b: Any) -> None:

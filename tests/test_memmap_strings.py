@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 import ptd
 from ptd import NonTensorData, NonTensorStack
-from ptd.memmap import load_memmap
+from ptd.containers.memmap import load_memmap
 from ptd_cli.main import app
 
 DEMOS = [f"demo_{i}" for i in range(18)]
@@ -65,7 +65,7 @@ def exported(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, Path
     ext = request.param
     src = SOURCES[ext](tmp_path / f"robo.{ext}")
     out = tmp_path / "robo.mm"
-    summary = ptd.memmap.export_memmap(src, out)
+    summary = ptd.containers.memmap.export_memmap(src, out)
     assert summary.pickled == 0
     return src, out
 
@@ -143,7 +143,7 @@ def test_batch_column_of_strings_keeps_its_behaviour(tmp_path: Path) -> None:
         f.create_dataset("names", data=np.array([b"a", b"b", b"c", b"d"], dtype="S1"))
         f.create_dataset("short", data=np.array([b"a", b"b"], dtype="S1"))
     out = tmp_path / "col.mm"
-    summary = ptd.memmap.export_memmap(path, out)
+    summary = ptd.containers.memmap.export_memmap(path, out)
     assert summary.pickled == 0
     td = load_memmap(out)
     assert list(td.batch_size) == [4]
@@ -158,7 +158,7 @@ def test_bytes_that_are_not_text_stay_bytes(tmp_path: Path) -> None:
     with h5py.File(path, "w") as f:
         f.create_dataset("raw", data=np.array([b"\xff\x00a", b"ok"], dtype="S3"))
     out = tmp_path / "raw.mm"
-    summary = ptd.memmap.export_memmap(path, out)
+    summary = ptd.containers.memmap.export_memmap(path, out)
     assert summary.pickled == 1  # tensordict holds a stack of bytes as a pickle
     got = load_memmap(out, allow_pickle=True).get("raw")
     assert isinstance(got, NonTensorStack) and got.tolist() == [b"\xff\x00a", b"ok"]

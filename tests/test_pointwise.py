@@ -1,4 +1,4 @@
-"""Elementwise ops (ptd/core/pointwise.py) against tensordict 0.15.3.
+"""Elementwise ops (ptd/ops/pointwise.py) against tensordict 0.15.3.
 
 Out-of-place ops run on ptd and tensordict (in-memory TensorDict; PersistentTensorDict on each
 backend) over generated tensordicts, with numbers, tensordicts, batch-aligned tensors and
@@ -18,7 +18,7 @@ from math_oracle import build, compare, datasets, run, same
 import ptd
 import ptd.transfer.slabs as slabs
 from ptd import PersistentTensorDict, TensorDict
-from ptd.core.pointwise import INPLACE_UNARY_OPS, PREDICATES, UNARY_OPS
+from ptd.ops.pointwise import INPLACE_UNARY_OPS, PREDICATES, UNARY_OPS
 
 tdmod = pytest.importorskip("tensordict")
 pytestmark = pytest.mark.interop

@@ -1,4 +1,4 @@
-"""Reductions (ptd/core/reductions.py, ptd/persistent/streaming.py) against tensordict 0.15.3.
+"""Reductions (ptd/ops/reductions.py, ptd/containers/persistent/streaming.py) against tensordict 0.15.3.
 
 Every call runs on ptd and on tensordict, for an in-memory TensorDict and a PersistentTensorDict
 on each backend, over generated tensordicts (nested with extra batch dims, empty batch, NaN,
@@ -18,7 +18,7 @@ from math_oracle import build, compare, same
 import ptd
 import ptd.transfer.slabs as slabs
 from ptd import PersistentTensorDict, TensorDict
-from ptd.core.leafop import NO_DEFAULT
+from ptd.ops.leafop import NO_DEFAULT
 
 tdmod = pytest.importorskip("tensordict")
 pytestmark = pytest.mark.interop

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from ptd import PersistentTensorDict, TensorDict
-from ptd.core.packing import PackLayout
 from ptd.errors import ArgumentError, LockedError, NotSupportedError, PtdKeyError
+from ptd.ops.packing import PackLayout
 
 
 def _td() -> TensorDict:

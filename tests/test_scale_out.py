@@ -289,7 +289,7 @@ def test_cli_with_urls(s3: S3, h5_src: str, tmp_path: Path) -> None:
     assert r.exit_code == 0 and back.exists(), r.stderr
     r = _invoke("memmap", url, tmp_path / "mm", *s3.cli_options(), "--json")
     assert r.exit_code == 0, r.stderr
-    loaded = ptd.memmap.load_memmap(tmp_path / "mm")
+    loaded = ptd.containers.memmap.load_memmap(tmp_path / "mm")
     with PersistentTensorDict.from_h5(h5_src) as p:
         assert torch.equal(loaded["obs"], p["obs"])
 

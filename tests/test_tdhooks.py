@@ -1,6 +1,6 @@
 """ptd tensordicts handed to tensordict's own free functions (``tensordict.functional.pad``,
 tensordict's ``torch.stack`` with and without ``out=``), through the private hooks ptd gives
-its containers (ptd/core/tdhooks.py); tensordict.TensorDict values keeping their batch size in
+its containers (ptd/ops/tdhooks.py); tensordict.TensorDict values keeping their batch size in
 ``set``/``from_dict``; ``split_keys`` on a store; ``apply(batch_size=)`` on nested entries."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import ptd
-from ptd.core.foreign import foreign_batch_size
-from ptd.core.tdhooks import REQUIRED, wants_default
+from ptd.ops.foreign import foreign_batch_size
+from ptd.ops.tdhooks import REQUIRED, wants_default
 
 tdlib = pytest.importorskip("tensordict")
 from tensordict._torch_func import _stack as td_stack  # noqa: E402

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from oracle import KINDS, assert_same, check, pair, persistent_pair, tdlib
 
 import ptd
-from ptd.core.torch_functions import HANDLED_FUNCTIONS
+from ptd.ops.torch_functions import HANDLED_FUNCTIONS
 
 
 def _mask(t: Any) -> torch.Tensor:

@@ -178,7 +178,9 @@ def test_random_row_bytes_rules() -> None:
 def test_from_dict_zarr_chunks_along_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import ptd.transfer.plan as plan
 
-    monkeypatch.setattr("ptd.persistent.write.CHUNK_TARGET", 1024)  # 32-row chunks of obs
+    monkeypatch.setattr(
+        "ptd.containers.persistent.write.CHUNK_TARGET", 1024
+    )  # 32-row chunks of obs
     assert plan.CHUNK_TARGET == 8 << 20
     p = PersistentTensorDict.from_dict(_data(), tmp_path / "x.zarr", backend="zarr")
     p.close()
@@ -200,7 +202,9 @@ def test_from_dict_of_a_store_streams(
 ) -> None:
     import ptd.transfer.slabs as slabs
 
-    monkeypatch.setattr("ptd.persistent.write.CHUNK_TARGET", 2048)  # 64-row chunks of obs
+    monkeypatch.setattr(
+        "ptd.containers.persistent.write.CHUNK_TARGET", 2048
+    )  # 64-row chunks of obs
     src_path = tmp_path / f"src.{src_backend}"
     PersistentTensorDict.from_dict(_data(), src_path, backend=src_backend, batch_size=[N]).close()
     monkeypatch.setattr(slabs, "SLAB_BYTES", 4096)  # 128 rows of obs per slab

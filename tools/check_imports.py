@@ -15,7 +15,7 @@ time) hide an edge from this check, so they are refused everywhere but in the pu
 what removes it; the declared ones are printed on every run, so they stay in sight.
 
 A ``_private`` name is its package's own: importing one from another package
-(``from ptd.core.ops import _helper`` in ``ptd.persistent``) is refused too.
+(``from ptd.ops.elementwise import _helper`` in ``ptd.containers.persistent``) is refused too.
 """
 
 from __future__ import annotations
@@ -28,33 +28,31 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("ptd", "ptd_cli")
 
 #: layer -> the layers it may import (besides itself); a module's layer is its first two
-#: dotted components (``ptd.core.base`` -> ``ptd.core``), ``ptd`` for ``ptd/__init__.py``
+#: dotted components (``ptd.containers.base`` -> ``ptd.containers``), ``ptd`` for ``ptd/__init__.py``
 LAYERS: dict[str, set[str]] = {
     "ptd.errors": set(),
     "ptd.format": {"ptd.errors"},
     "ptd.storage": {"ptd.errors", "ptd.format"},
     "ptd.report": {"ptd.errors", "ptd.format", "ptd.storage"},
     "ptd.transfer": {"ptd.errors", "ptd.format", "ptd.storage", "ptd.report"},
-    "ptd.core": {"ptd.errors", "ptd.format"},
-    "ptd.persistent": {"ptd.errors", "ptd.format", "ptd.storage", "ptd.core", "ptd.transfer"},
-    "ptd.memmap": {
-        "ptd.errors", "ptd.format", "ptd.storage", "ptd.core", "ptd.persistent", "ptd.transfer",
+    # the method families: typed functions on the container interface (no storage, no classes
+    # of ptd.containers at run time)
+    "ptd.ops": {"ptd.errors", "ptd.format"},
+    # base, tensordict, persistent/, memmap/: the classes, and what a store-backed or a
+    # memory-mapped container needs of the storage and transfer layers
+    "ptd.containers": {
+        "ptd.errors", "ptd.format", "ptd.storage", "ptd.report", "ptd.transfer", "ptd.ops",
     },
-    "ptd.data": {"ptd.errors", "ptd.format", "ptd.storage", "ptd.core", "ptd.persistent"},
+    "ptd.data": {"ptd.errors", "ptd.format", "ptd.storage", "ptd.ops", "ptd.containers"},
     "ptd": {"ptd.errors"},  # everything else by name, lazily (PEP 562)
-    "ptd_cli": {"ptd", "ptd.errors", "ptd.report", "ptd.transfer", "ptd.memmap", "ptd.storage",
-                "ptd.format"},
+    "ptd_cli": {"ptd", "ptd.errors", "ptd.report", "ptd.transfer", "ptd.containers",
+                "ptd.storage", "ptd.format"},
     # the one exception to "the library never imports ptd_cli": `python -m ptd` starts the
     # command line (ptd/__main__.py runs only as a script; nothing in ptd imports it)
     "ptd.__main__": {"ptd_cli"},
 }  # fmt: skip
 #: modules allowed to import ptd modules by name, and why (each one is debt, printed every run)
 DYNAMIC_IMPORTS: dict[str, str] = {
-    "ptd.core.registry": (
-        "reaches ptd.memmap and ptd.persistent (layers above ptd.core) for the container "
-        "methods that need them; the containers redesign (issue 23: ptd/ops, ptd/containers) "
-        "removes it"
-    ),
     "ptd.storage.backends": (
         "get_backend imports the backend modules by name; they import ptd.storage.location, "
         "which opens stores through get_backend: a cycle the storage redesign (issue 24: one "
@@ -103,9 +101,15 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
 
 
 def package_of(module: str) -> str:
-    """The package a module belongs to for the private-name rule: ``ptd.core.base`` ->
-    ``ptd.core``; all of ``ptd_cli`` is one package."""
-    return "ptd_cli" if module.split(".")[0] == "ptd_cli" else layer_of(module)
+    """The package a module belongs to for the private-name rule: ``ptd.ops.reductions`` ->
+    ``ptd.ops``, ``ptd.containers.persistent.leaves`` -> ``ptd.containers.persistent`` (a
+    subpackage of a layer is a package of its own); all of ``ptd_cli`` is one package."""
+    if module.split(".")[0] == "ptd_cli":
+        return "ptd_cli"
+    parts = module.split(".")
+    if len(parts) >= 4 or (len(parts) == 3 and (ROOT / Path(*parts) / "__init__.py").exists()):
+        return ".".join(parts[:3])
+    return layer_of(module)
 
 
 def private_imports(path: Path, module: str) -> list[tuple[str, int]]:

@@ -48,12 +48,12 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, get_worker_info
 
-from ptd.core.base import TensorDictBase
+from ptd.containers.base import TensorDictBase
+from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
 from ptd.data.geometry import GROUP_BYTES, LeafGeometry, group_rows, store_leaves
 from ptd.data.rows import select_rows, where_of
 from ptd.data.transport import as_numpy, assemble, put, worker_ring
 from ptd.errors import PtdIndexError, PtdTypeError, PtdValueError
-from ptd.persistent.persistent_tensordict import PersistentTensorDict
 from ptd.storage.location import StoreLocation
 
 __all__ = ["StoreDataset", "collate", "LeftOutWarning"]

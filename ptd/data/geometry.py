@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from ptd.storage.backends.base import ValueKind
 
 if TYPE_CHECKING:
-    from ptd.persistent.persistent_tensordict import PersistentTensorDict
+    from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
 
 __all__ = ["LeafGeometry", "store_leaves", "group_rows", "GROUP_BYTES"]
 

@@ -42,7 +42,7 @@ from ptd.format.shapes import fits
 from ptd.storage.backends.base import NodeKind
 
 if TYPE_CHECKING:
-    from ptd.persistent.persistent_tensordict import PersistentTensorDict
+    from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
     from ptd.storage.tree import StoreTree
 
 __all__ = ["RowLeaves", "select_rows", "resolve_keys", "where_of"]

@@ -16,7 +16,7 @@ worker whose slots are all in flight makes a new one; one that has many in fligh
 that stopped reading) falls back to torch's own transfer.
 
 >>> import torch
->>> from ptd.core.registry import new_tensordict
+>>> from ptd.ops.registry import new_tensordict
 >>> td = new_tensordict({"a": torch.arange(6.0).reshape(3, 2), "b": {"c": torch.ones(3)}},
 ...                     batch_size=[3])
 >>> ring = Ring()
@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ptd.core.base import TensorDictBase, is_leaf_nontensor
-from ptd.core.tensordict import TensorDict
+from ptd.containers.base import TensorDictBase, is_leaf_nontensor
+from ptd.containers.tensordict import TensorDict
 from ptd.errors import PtdValueError
 
 __all__ = ["Ring", "receive", "worker_ring", "leaves", "assemble", "as_numpy", "put"]

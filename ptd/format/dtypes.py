@@ -4,7 +4,7 @@ dtype stores each, without importing torch.
 Most torch dtypes have a numpy twin and are stored as such. Those numpy lacks (bfloat16, the
 float8 family) are stored as unsigned integers of the same width, which keeps every bit, and
 the torch dtype's name is recorded in the ``__ptd_dtype__`` attribute of the array.
-:mod:`ptd.core.dtypes` maps these names to torch dtypes.
+:mod:`ptd.ops.dtypes` maps these names to torch dtypes.
 
 >>> torch_dtype_name(np.dtype("<f4")), torch_dtype_name(np.dtype(">i8"))
 ('float32', 'int64')

@@ -1,7 +1,7 @@
 """The memmap directory format (``docs/format.md`` section 3) without torch: how keys become
 file names, and what kind of node a ``meta.json`` describes.
 
-Both the writer and loader of :mod:`ptd.memmap` (torch) and the read-only storage backend of
+Both the writer and loader of :mod:`ptd.containers.memmap` (torch) and the read-only storage backend of
 memmap directories (:mod:`ptd.storage.backends.memmap_dir`, for ``ptd inspect``/``validate``/
 ``diff``/``convert``) use these.
 

@@ -171,7 +171,7 @@ def _run(console: Any, root: str) -> None:
         console, 5, "export to a tensordict memmap directory", f"ptd memmap {rel(zarr)} {rel(mm)}"
     )
     try:
-        from ptd.memmap import export_memmap
+        from ptd.containers.memmap import export_memmap
     except ImportError:  # pragma: no cover - memmap support absent
         console.print("(memmap export is not available in this version)", markup=False)
     else:

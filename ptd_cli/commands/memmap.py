@@ -21,7 +21,7 @@ from ._progress import byte_progress
 
 SHORT_HELP = "Export a store to a tensordict memory-mapped directory."
 
-HELP = """Export an HDF5 file or Zarr store to a memory-mapped directory in tensordict 0.15's layout (`TensorDict.load_memmap` / `ptd.memmap.load_memmap` read it), streamed leaf by leaf with a progress bar. Written to a temporary sibling and renamed into place on success; an existing non-empty DST is refused unless --overwrite."""
+HELP = """Export an HDF5 file or Zarr store to a memory-mapped directory in tensordict 0.15's layout (`TensorDict.load_memmap` / `ptd.containers.memmap.load_memmap` read it), streamed leaf by leaf with a progress bar. Written to a temporary sibling and renamed into place on success; an existing non-empty DST is refused unless --overwrite."""
 
 
 def memmap(
@@ -51,7 +51,7 @@ def memmap(
     options = parse_storage_options(storage_option)
     with errors_handled(ctx, src, output=dst):
         import ptd
-        from ptd.memmap import export_memmap
+        from ptd.containers.memmap import export_memmap
 
         total = ptd.info(src, storage_options=options).totals.nbytes
         with byte_progress("memmap", total, enabled=not json_) as update:

@@ -20,7 +20,6 @@ import pytest
 import torch
 import zarr
 
-from ptd.core.dtypes import from_storage, to_storage
 from ptd.errors import (
     ClosedStoreError,
     CorruptStoreError,
@@ -35,6 +34,7 @@ from ptd.errors import (
     StoreNotFoundError,
     UnknownBackendError,
 )
+from ptd.ops.dtypes import from_storage, to_storage
 from ptd.storage.backends import BACKENDS, detect_backend, get_backend
 from ptd.storage.backends.base import GUARDED, Backend, NodeKind, ValueKind
 from ptd.storage.location import StoreLocation

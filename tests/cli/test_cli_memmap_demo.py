@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ptd.memmap import load_memmap
+from ptd.containers.memmap import load_memmap
 
 from .conftest import ROWS, assert_one_line_error, plain, read_all, write_ptd
 

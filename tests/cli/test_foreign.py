@@ -130,7 +130,7 @@ def test_convert_keeps_every_tensor_or_names_it(store: Path, to: str, tmp_path: 
 
 @pytest.mark.parametrize("store", STORES, indirect=True)
 def test_memmap_keeps_every_tensor_or_names_it(store: Path, tmp_path: Path) -> None:
-    from ptd.memmap import export_memmap, load_memmap
+    from ptd.containers.memmap import export_memmap, load_memmap
 
     summary = export_memmap(store, tmp_path / "mm", skip_unsupported=True)
     left_out = {item["key"] for item in summary.not_copied}

@@ -35,7 +35,7 @@ def _plain_h5(path: Path) -> Path:
 def exported(tmp_path: Path) -> tuple[Path, Path]:
     src = _plain_h5(tmp_path / "src.h5")
     out = tmp_path / "out.mm"
-    ptd.memmap.export_memmap(src, out)
+    ptd.containers.memmap.export_memmap(src, out)
     return src, out
 
 
@@ -91,7 +91,7 @@ def test_inner_path_into_a_memmap_dir(ptd_cli, exported) -> None:
 
 def test_golden_tensordict_dir_reads_as_torch_loads_it(tmp_path: Path) -> None:
     be = get_backend("memmap").open(GOLDEN)
-    td = ptd.memmap.load_memmap(GOLDEN, allow_pickle=True)
+    td = ptd.containers.memmap.load_memmap(GOLDEN, allow_pickle=True)
     try:
         assert be.get_attrs(())["__tensordict__"]["batch_size"] == [2]
         kinds = dict(be.children(()))
@@ -149,7 +149,7 @@ def test_golden_without_slash_key_converts_whole(tmp_path: Path) -> None:
     back = ptd.PersistentTensorDict.from_h5(dst)
     try:
         assert back["bf16"].dtype == torch.bfloat16
-        assert torch.equal(back["bf16"], ptd.memmap.load_memmap(golden)["bf16"])
+        assert torch.equal(back["bf16"], ptd.containers.memmap.load_memmap(golden)["bf16"])
         assert list(back["stack"]) == ["first", "second"]
     finally:
         back.close()

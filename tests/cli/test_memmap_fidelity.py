@@ -89,7 +89,7 @@ def test_tensordict_reads_the_copy(nwb: Path, tmp_path: Path) -> None:
     """tensordict 0.15 loads the directory: ptd's fields are skipped, escaped keys keep their
     escaped names."""
     out = tmp_path / "out.mm"
-    ptd.memmap.export_memmap(nwb, out)
+    ptd.containers.memmap.export_memmap(nwb, out)
     code = (
         "import sys, torch, tensordict\n"
         "td = tensordict.TensorDict.load_memmap(sys.argv[1])\n"
@@ -105,7 +105,7 @@ def test_tensordict_reads_the_copy(nwb: Path, tmp_path: Path) -> None:
 
 def test_meta_json_layout(nwb: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.mm"
-    ptd.memmap.export_memmap(nwb, out)
+    ptd.containers.memmap.export_memmap(nwb, out)
     with open(out / "acquisition" / "ts" / "meta.json") as f:
         meta = json.load(f)
     assert meta["shape"] == [100]  # tensordict's field, not the key
@@ -117,7 +117,7 @@ def test_meta_json_layout(nwb: Path, tmp_path: Path) -> None:
 
 
 def test_properties_a_memmap_cannot_hold_are_named(nwb: Path, tmp_path: Path) -> None:
-    summary = ptd.memmap.export_memmap(nwb, tmp_path / "out.mm")
+    summary = ptd.containers.memmap.export_memmap(nwb, tmp_path / "out.mm")
     lost = {(i["key"], i["property"]) for i in summary.not_copied if "property" in i}
     if nwb.suffix == ".h5":
         assert lost == {("acquisition/ts/data", "maxshape")}

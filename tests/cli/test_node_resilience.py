@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 import zarr
 
+from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
 from ptd.errors import UnsupportedDtypeError
-from ptd.persistent.persistent_tensordict import PersistentTensorDict
 
 from .conftest import assert_one_line_error
 

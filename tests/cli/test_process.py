@@ -177,8 +177,8 @@ def test_errors_name_the_fix_in_each_ones_own_terms(tmp_path: Path, many: Path) 
 def test_no_temporary_names_in_messages(
     tmp_path: Path, many: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from ptd.containers.memmap import export_memmap, writer
     from ptd.errors import StoreIOError
-    from ptd.memmap import export_memmap, writer
 
     def refused(self: object, src: object, key: str, path: str, *args: object) -> None:
         raise PermissionError(13, "Permission denied", path)  # a file inside the temporary

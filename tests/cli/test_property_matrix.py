@@ -231,7 +231,7 @@ def test_to_memmap_keeps_attributes_and_names_the_rest(
 ) -> None:
     src = h5_src if which == "h5" else zarr_src
     out = tmp_path / "out.mm"
-    summary = ptd.memmap.export_memmap(src, out)
+    summary = ptd.containers.memmap.export_memmap(src, out)
     meta = json.loads((out / "meta.json").read_text())
     key = "labelled" if which == "h5" else "dims"
     assert meta[key]["_ptd_attrs"]["units"] == "volts"

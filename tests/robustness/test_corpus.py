@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import ptd
-from ptd.memmap import export_memmap, load_memmap
+from ptd.containers.memmap import export_memmap, load_memmap
 
 from .conftest import assert_clean_exit, only_ptd_errors, read_everything
 from .corpus import PWNED, Case

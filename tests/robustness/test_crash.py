@@ -25,7 +25,7 @@ import pytest
 import torch
 
 from ptd import PersistentTensorDict, convert
-from ptd.memmap import export_memmap, load_memmap
+from ptd.containers.memmap import export_memmap, load_memmap
 
 from .conftest import env_for_subprocess, python
 

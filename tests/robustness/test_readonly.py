@@ -14,8 +14,8 @@ import torch
 
 import ptd
 from ptd import NonTensorData, NonTensorStack, PersistentTensorDict
+from ptd.containers.memmap import export_memmap
 from ptd.errors import PtdError, ReadOnlyError
-from ptd.memmap import export_memmap
 
 from .conftest import assert_clean_exit, snapshot
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
-import ptd.persistent.store as _store
+import ptd.containers.persistent.store as _store
 from ptd import PersistentTensorDict, TensorDict
 from ptd.errors import ClosedStoreError, UnsupportedOperationError
 

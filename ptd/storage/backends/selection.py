@@ -9,7 +9,7 @@ dimension of the array, each entry being
   entry per selection).
 
 Missing trailing entries mean "everything". Unsorted and repeated indices, bool masks, several
-arrays and so on are reduced to that form by :mod:`ptd.core.indexing`, once for both backends.
+arrays and so on are reduced to that form by :mod:`ptd.ops.indexing`, once for both backends.
 The optional ``Backend.read_direct`` also takes the index array unsorted and with repeats:
 backends that read from memory maps (:mod:`ptd.storage.backends.fast_path`) serve it as one
 fancy index.

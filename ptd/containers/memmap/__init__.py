@@ -1,0 +1,42 @@
+"""Memory-mapped directories in tensordict 0.15's layout: :func:`export_memmap` writes one
+(from a TensorDict or a store, streamed), :func:`load_memmap` maps one back.
+
+See :mod:`ptd.containers.memmap.writer` for the layout and the guarantees.
+"""
+
+from ptd.containers.memmap.archive import is_archive
+from ptd.containers.memmap.loader import decode_key, encode_key
+from ptd.containers.memmap.make import make_memmap
+from ptd.containers.memmap.methods import (
+    MemmapFuture,
+    load_into,
+    load_memmap,
+    memmap_inplace,
+    memmap_tensordict,
+)
+from ptd.containers.memmap.writer import MemmapSummary, export_memmap, tensor_nbytes
+from ptd.ops import registry
+from ptd.transfer.slabs import SLAB_BYTES
+
+__all__ = [
+    "MemmapSummary",
+    "MemmapFuture",
+    "export_memmap",
+    "is_archive",
+    "load_into",
+    "memmap_tensordict",
+    "memmap_inplace",
+    "load_memmap",
+    "tensor_nbytes",
+    "encode_key",
+    "decode_key",
+    "SLAB_BYTES",
+]
+
+# the containers' memmap methods (TensorDict.memmap, PersistentTensorDict.memmap...) find these
+# through the registry: ptd.ops sits below this package and does not import it
+registry.register("memmap_tensordict", memmap_tensordict)
+registry.register("memmap_inplace", memmap_inplace)
+registry.register("load_memmap", load_memmap)
+registry.register("load_into", load_into)
+registry.register("make_memmap", make_memmap)

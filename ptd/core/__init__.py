@@ -1,3 +1,0 @@
-"""The in-memory containers: batch sizes, index arithmetic, the shared base class and its method
-families, :class:`~ptd.core.tensordict.TensorDict` and the non-tensor types. Knows nothing of
-files: storage reaches it only through the primitives a subclass implements."""

@@ -1,1 +1,0 @@
-"""PersistentTensorDict: the containers of :mod:`ptd.core` on a store of :mod:`ptd.storage`."""
