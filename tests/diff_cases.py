@@ -1,4 +1,4 @@
-"""The case table of tests/test_differential.py: (method, args, kwargs) per public method of
+"""The case table of tests/containers/test_differential.py: (method, args, kwargs) per public method of
 TensorDictBase, run on tensordict 0.15.3 and on ptd. Arguments that depend on the side (a
 mask of the batch shape, an in-memory operand, a file name) are ``diff_support.A`` builders."""
 

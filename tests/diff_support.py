@@ -1,4 +1,4 @@
-"""Support for tests/test_differential.py: the generated tensordicts, one builder per library
+"""Support for tests/containers/test_differential.py: the generated tensordicts, one builder per library
 and container, and a comparison of results that looks at values, dtypes, batch sizes, keys
 and exception types (not at classes: a ptd result is compared with tensordict's as data).
 

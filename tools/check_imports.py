@@ -14,8 +14,14 @@ time) hide an edge from this check, so they are refused everywhere but in the pu
 ``ptd/__init__.py`` (PEP 562), except where :data:`DYNAMIC_IMPORTS` declares one, with why and
 what removes it; the declared ones are printed on every run, so they stay in sight.
 
-A ``_private`` name is its package's own: importing one from another package
-(``from ptd.ops.elementwise import _helper`` in ``ptd.containers.persistent``) is refused too.
+A ``_private`` name is its package's own (a subpackage such as ``ptd.containers.persistent`` is
+a package of its own): importing one from another package (``from ptd.ops.elementwise import
+_helper`` in ``ptd.containers.persistent``) is refused, and so is reading ``x._name`` where
+``_name`` is declared by another ptd package and never by the reader's own. The exception is
+the container interface: the private members of ``Container`` in ``ptd/ops/interface.py``
+(``_get_str``, ``_walk``, ``_leaves``...) are the contract between the layers, and any layer
+above ``ptd.ops`` may use them. Uses still waiting for a public way are declared in
+:data:`PRIVATE_ATTRIBUTES`, with why, and printed on every run.
 """
 
 from __future__ import annotations
@@ -59,6 +65,24 @@ DYNAMIC_IMPORTS: dict[str, str] = {
         "backend interface in ptd/storage/api.py) removes"
     ),
 }
+#: private attributes a package reads of another package, and why (each one is debt, printed
+#: on every run, like DYNAMIC_IMPORTS)
+PRIVATE_ATTRIBUTES: dict[str, tuple[frozenset[str], str]] = {
+    "ptd.data": (
+        frozenset({"_path", "_tree", "_store", "_backend", "_entries", "_view", "_device",
+                   "_unchecked"}),
+        "plans chunk-aligned reads from the store behind a PersistentTensorDict (its backend, "
+        "path, selection and structure cache) and builds batches with TensorDict._unchecked; "
+        "the storage redesign (issue 24: one read engine behind ptd/storage/api.py) gives it "
+        "a public read interface",
+    ),
+    "ptd.containers.memmap": (
+        frozenset({"_path", "_tree", "_backend", "_entries", "_read_leaf", "_data"}),
+        "the writer streams a store's leaves through its backend and selection, the loader "
+        "fills TensorDicts through their own dict; issue 24's read interface replaces the "
+        "store half",
+    ),
+}  # fmt: skip
 #: layers that must never import torch (``ptd inspect``/``validate`` run without it)
 TORCH_FREE = {"ptd", "ptd.errors", "ptd.format", "ptd.storage", "ptd.report", "ptd.transfer"}
 #: third-party packages -> the only module prefixes allowed to import them
@@ -125,6 +149,73 @@ def private_imports(path: Path, module: str) -> list[tuple[str, int]]:
         for a in node.names:
             if a.name.startswith("_") and not a.name.startswith("__"):
                 out.append((f"{node.module}.{a.name}", node.lineno))
+    return out
+
+
+#: the module declaring the container interface, whose private names any layer above ptd.ops
+#: may use (``class Container(Protocol)`` in it lists them)
+INTERFACE = ROOT / "ptd" / "ops" / "interface.py"
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def declared_names(tree: ast.AST) -> set[str]:
+    """The private names a module declares: functions and classes, assigned names and
+    attributes (``self._x = ...``), annotated class attributes, imported aliases."""
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            name = n.name
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            name = n.id
+        elif isinstance(n, ast.Attribute) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            name = n.attr
+        elif isinstance(n, ast.alias):
+            name = n.asname or n.name.split(".")[-1]
+        else:
+            continue
+        if _is_private(name):
+            out.add(name)
+    return out
+
+
+def interface_names() -> set[str]:
+    """The private members of ``Container`` in :data:`INTERFACE` (empty without the file)."""
+    if not INTERFACE.exists():
+        return set()
+    for node in ast.parse(INTERFACE.read_text()).body:
+        if isinstance(node, ast.ClassDef) and node.name == "Container":
+            names = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+            names |= {
+                n.target.id
+                for n in node.body
+                if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+            }
+            return {n for n in names if _is_private(n)}
+    return set()
+
+
+def private_attributes(
+    tree: ast.AST, module: str, declared: dict[str, set[str]], interface: set[str]
+) -> list[tuple[str, str, int]]:
+    """(attribute, packages declaring it, line) for every ``x._name`` read in ``module`` whose
+    name its own package never declares but another ptd package does. The container
+    interface's names are allowed in every layer above ``ptd.ops``."""
+    own = declared.get(package_of(module), set())
+    layer = layer_of(module)
+    above_ops = layer == "ptd.ops" or "ptd.ops" in LAYERS.get(layer, set())
+    out: list[tuple[str, str, int]] = []
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)):
+            continue
+        name = n.attr
+        if not _is_private(name) or name in own or (above_ops and name in interface):
+            continue
+        owners = sorted(pkg for pkg, names in declared.items() if name in names)
+        if owners:
+            out.append((name, ", ".join(owners), n.lineno))
     return out
 
 
@@ -207,7 +298,24 @@ def main() -> int:
     graph: dict[str, set[str]] = {m: set() for m in modules}
     problems: list[str] = []
     declared: list[str] = []
+    trees = {mod: ast.parse(path.read_text(), str(path)) for mod, path in modules.items()}
+    by_package: dict[str, set[str]] = {}
+    for mod, tree in trees.items():
+        by_package.setdefault(package_of(mod), set()).update(declared_names(tree))
+    interface = interface_names()
+    private_debt: dict[str, dict[str, str]] = {}
     for mod, path in modules.items():
+        for attr, owners, line in private_attributes(trees[mod], mod, by_package, interface):
+            where = f"{path.relative_to(ROOT)}:{line}"
+            debt = PRIVATE_ATTRIBUTES.get(package_of(mod))
+            if debt is not None and attr in debt[0]:
+                private_debt.setdefault(package_of(mod), {}).setdefault(attr, where)
+                continue
+            problems.append(
+                f"{where}: {mod} reads the private attribute .{attr} of {owners} (give that "
+                "package a public way, add it to the container interface in "
+                "ptd/ops/interface.py, or declare it in PRIVATE_ATTRIBUTES with why)"
+            )
         for name, line in private_imports(path, mod):
             problems.append(
                 f"{path.relative_to(ROOT)}:{line}: {mod} imports the private name {name} of "
@@ -285,9 +393,17 @@ def main() -> int:
         print(p)
     for d in declared:
         print(f"declared: {d}")
+    for pkg, attrs in sorted(private_debt.items()):
+        first = min(attrs.values())
+        names = ", ".join(f".{a}" for a in sorted(attrs))
+        print(
+            f"declared: {first}: {pkg} reads private attributes of other packages: {names} "
+            f"({PRIVATE_ATTRIBUTES[pkg][1]})"
+        )
     print(
         f"{len(modules)} modules, {sum(map(len, graph.values()))} internal imports, "
-        f"{len(problems)} problem(s), {len(declared)} declared import(s) by name"
+        f"{len(problems)} problem(s), {len(declared)} declared import(s) by name, "
+        f"{len(private_debt)} package(s) with declared private attributes"
     )
     return 1 if problems else 0
 

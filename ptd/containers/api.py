@@ -16,7 +16,7 @@ Each name has one status:
 ``GAPS`` names the ``IMPLEMENTED``/``REFUSED`` names that ptd does not have yet: the list
 says where ptd is going, ``GAPS`` what is still missing. ``PTD_ONLY`` lists the public names
 of ``ptd.TensorDictBase`` that tensordict's base class does not have.
-``tests/test_api_surface.py`` checks all of it against ``dir()`` of both classes, so that a
+``tests/containers/test_api_surface.py`` checks all of it against ``dir()`` of both classes, so that a
 name tensordict adds, or one ptd gains or loses, fails a test until it is listed here.
 
 >>> from ptd.containers.api import IMPLEMENTED, REFUSED, OUT_OF_SCOPE, status

@@ -1,7 +1,8 @@
-"""The container methods, written once for every tensordict.
+"""The base class of every container: the primitives, key walking, get/set, the repr, and one
+table binding the method families of :mod:`ptd.ops`.
 
-:class:`TensorDictBase` implements keys, get/set/del, update, nested keys, iteration, apply,
-conversions and the repr in terms of a handful of primitives that a subclass provides:
+:class:`TensorDictBase` implements keys, get/set/del, nested keys, iteration and the repr in
+terms of a handful of primitives that a subclass provides:
 
 ========================  =====================================================================
 ``batch_size``/``device`` properties
@@ -15,8 +16,18 @@ conversions and the repr in terms of a handful of primitives that a subclass pro
 ``_set_at(index, value)`` write a value into the rows selected by ``index``
 ========================  =====================================================================
 
-Arithmetic, comparisons, reductions and shape operations live in :mod:`ptd.ops.elementwise`; apply,
-conversions and key selection in :mod:`ptd.ops.apply`; key helpers in :mod:`ptd.ops.keys`.
+Every other method is a function of :mod:`ptd.ops` bound by the table at the end of the class
+(``sum = reductions_ops.sum``): reductions in :mod:`ptd.ops.reductions`, arithmetic in
+:mod:`ptd.ops.pointwise`, comparisons and casts in :mod:`ptd.ops.elementwise`, batch-shape ops in
+:mod:`ptd.ops.shape`, apply and key selection in :mod:`ptd.ops.apply`, rows and entries in
+:mod:`ptd.ops.entries`, and so on: the table's section headers name the module. How a subclass
+reads and writes whole leaves is its ``_leaves`` strategy (:mod:`ptd.ops.leaf_access`).
+
+>>> import torch
+>>> from ptd import TensorDict
+>>> from ptd.ops import reductions
+>>> TensorDict.sum is reductions.sum and len(TensorDictBase.__mro__)
+3
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -208,7 +219,9 @@ class TensorDictBase(TensorDictRoot):
                     )
                 node = node._get_str(part)
             elif create:
-                node._check_unlocked()
+                locking_ops.check_unlocked(
+                    node,
+                )
                 node = node._new_nested(part)
             else:
                 raise self._missing(out_key(parts))
@@ -416,7 +429,9 @@ class TensorDictBase(TensorDictRoot):
         node, last = self._walk(parts, create=True)
         exists = last in node._keys_str()
         if not (inplace and exists):
-            node._check_unlocked()
+            locking_ops.check_unlocked(
+                node,
+            )
         node._set_str(last, node._convert(last, item), inplace=inplace and exists)
         return self
 
@@ -445,7 +460,9 @@ class TensorDictBase(TensorDictRoot):
         node, last = self._walk(parts)
         if last not in node._keys_str():
             raise self._missing(key)
-        node._check_unlocked()
+        locking_ops.check_unlocked(
+            node,
+        )
         node._del_str(last)
         return self
 
@@ -471,7 +488,9 @@ class TensorDictBase(TensorDictRoot):
     ) -> TensorDictBase:
         """Move an entry to a new key (the target is overwritten unless ``safe``)."""
         old, new = unravel_key(old_key), unravel_key(new_key)
-        self._check_unlocked()
+        locking_ops.check_unlocked(
+            self,
+        )
         if not self._has(old):
             raise PtdKeyError(f"key {old_key!r} not found in {self._location()}")
         if self._has(new):
@@ -539,7 +558,9 @@ class TensorDictBase(TensorDictRoot):
     def __bool__(self) -> bool:
         raise UnsupportedOperationError("Converting a tensordict to boolean value is not permitted")
 
-    # state the method families keep on the instance
+    # ================================================================== the table
+    # every method below is a function of ptd.ops, bound here; the state they keep on the
+    # instance first
     #: (method name, args, kwargs, weak reference to the object it was called on)
     _last_op: tuple[str, tuple[Any, ...], dict[str, Any], Any] | None = None
     #: where the last marked method was called from (see :func:`entered_from_call`)
@@ -551,13 +572,8 @@ class TensorDictBase(TensorDictRoot):
     _memmap_prefix: str | None = None
 
     # ------------------------------------------------------------------ ptd.ops.reductions
-    _reduce_tree = reductions_ops._reduce_tree
-    _names_without = reductions_ops._names_without
-    _reduction = reductions_ops._reduction
     all = reductions_ops.all
     any = reductions_ops.any
-    _all_any = reductions_ops._all_any
-    _tensor_leaf_keys = reductions_ops._tensor_leaf_keys
     sum = reductions_ops.sum
     mean = reductions_ops.mean
     nansum = reductions_ops.nansum
@@ -572,15 +588,11 @@ class TensorDictBase(TensorDictRoot):
     max = reductions_ops.max
     cummin = reductions_ops.cummin
     cummax = reductions_ops.cummax
-    _extremum = reductions_ops._extremum
     logsumexp = reductions_ops.logsumexp
     softmax = reductions_ops.softmax
     norm = reductions_ops.norm
 
     # ------------------------------------------------------------------ ptd.ops.pointwise
-    _operands = pointwise_ops._operands
-    _pointwise = pointwise_ops._pointwise
-    _inplace = pointwise_ops._inplace
     abs = pointwise_ops.abs
     abs_ = pointwise_ops.abs_
     acos = pointwise_ops.acos
@@ -703,11 +715,9 @@ class TensorDictBase(TensorDictRoot):
     __ipow__ = pointwise_ops.ipow
 
     # ------------------------------------------------------------------ ptd.ops.apply
-    _tensor_leaves = apply_ops._tensor_leaves
     apply_ = apply_ops.apply_
     apply = apply_ops.apply
     named_apply = apply_ops.named_apply
-    _apply_rec = apply_ops._apply_rec
     pin_memory = apply_ops.pin_memory
     to_tensordict = apply_ops.to_tensordict
     to_dict = apply_ops.to_dict
@@ -718,38 +728,29 @@ class TensorDictBase(TensorDictRoot):
     exclude = apply_ops.exclude
 
     # ------------------------------------------------------------------ ptd.ops.lastop
-    _push_last_op = lastop_ops._push_last_op
     __enter__ = lastop_ops.enter
     __exit__ = lastop_ops.exit_operator
-    _undo = lastop_ops._undo
 
     # ------------------------------------------------------------------ ptd.ops.locking
     is_locked = property(locking_ops.is_locked, locking_ops.set_is_locked)
-    _nested_containers = locking_ops._nested_containers
     lock_ = locking_ops.lock_
     _lock_tree = locking_ops._lock_tree
     unlock_ = locking_ops.unlock_
     _check_can_unlock = locking_ops._check_can_unlock
     _unlock_tree = locking_ops._unlock_tree
-    _check_unlocked = locking_ops._check_unlocked
 
     # ------------------------------------------------------------------ ptd.ops.names
     names = property(names_ops.names, names_ops.set_names)
-    _check_names = names_ops._check_names
     _set_names = names_ops._set_names
     refine_names = names_ops.refine_names
-    _renamed = names_ops._renamed
     rename = names_ops.rename
     rename_ = names_ops.rename_
 
     # ------------------------------------------------------------------ ptd.ops.update
     update = update_ops.update
-    _replace_batch_size_for = update_ops._replace_batch_size_for
     update_ = update_ops.update_
 
     # ------------------------------------------------------------------ ptd.ops.elementwise
-    _compare = elementwise_ops._compare
-    _detached_copy = elementwise_ops._detached_copy
     __eq__ = elementwise_ops.eq  # type: ignore[assignment]
     __ne__ = elementwise_ops.ne  # type: ignore[assignment]
     __lt__ = elementwise_ops.lt
@@ -773,9 +774,6 @@ class TensorDictBase(TensorDictRoot):
     copy_ = elementwise_ops.copy_
 
     # ------------------------------------------------------------------ ptd.ops.shape
-    _batch_map = shape_ops._batch_map
-    _dim = shape_ops._dim
-    _rebind = shape_ops._rebind
     reshape = shape_ops.reshape
     view = shape_ops.view
     flatten = shape_ops.flatten
@@ -832,10 +830,8 @@ class TensorDictBase(TensorDictRoot):
     replace = entries_ops.replace
     cat_tensors = entries_ops.cat_tensors
     stack_tensors = entries_ops.stack_tensors
-    _join_tensors = entries_ops._join_tensors
     auto_batch_size_ = entries_ops.auto_batch_size_
     empty = entries_ops.empty
-    _new_like = entries_ops._new_like
     new_zeros = entries_ops.new_zeros
     new_ones = entries_ops.new_ones
     new_empty = entries_ops.new_empty
@@ -861,14 +857,12 @@ class TensorDictBase(TensorDictRoot):
     data = property(conversions_ops.data)
     as_tensor = conversions_ops.as_tensor
     filter_non_tensor_data = conversions_ops.filter_non_tensor_data
-    _drop_non_tensor = conversions_ops._drop_non_tensor
     is_cpu = property(conversions_ops.is_cpu)
     is_cuda = property(conversions_ops.is_cuda)
     is_meta = property(conversions_ops.is_meta)
     is_contiguous = conversions_ops.is_contiguous
     cat_from_tensordict = conversions_ops.cat_from_tensordict
     stack_from_tensordict = conversions_ops.stack_from_tensordict
-    _leaves_in_order = conversions_ops._leaves_in_order
     to_h5 = conversions_ops.to_h5
     to_zarr = conversions_ops.to_zarr
     to_namedtuple = conversions_ops.to_namedtuple
@@ -892,8 +886,6 @@ class TensorDictBase(TensorDictRoot):
     complex128 = conversions_ops.complex128
 
     # ------------------------------------------------------------------ ptd.ops.devices
-    _leaf_devices = devices_ops._leaf_devices
-    _set_device_tree = devices_ops._set_device_tree
     auto_device_ = devices_ops.auto_device_
     clear_device_ = devices_ops.clear_device_
     is_shared = devices_ops.is_shared
@@ -927,8 +919,6 @@ class TensorDictBase(TensorDictRoot):
     # ------------------------------------------------------------------ ptd.ops.state_dict
     state_dict = state_dict_ops.state_dict
     load_state_dict = state_dict_ops.load_state_dict
-    _is_empty_nested = state_dict_ops._is_empty_nested
-    _load_level = state_dict_ops._load_level
     data_ptr = state_dict_ops.data_ptr
     _has_non_tensor = property(state_dict_ops._has_non_tensor)
 
@@ -948,7 +938,6 @@ class TensorDictBase(TensorDictRoot):
     make_memmap = memmap_ops.make_memmap
     make_memmap_from_tensor = memmap_ops.make_memmap_from_tensor
     make_memmap_from_storage = memmap_ops.make_memmap_from_storage
-    _mark_memmap = memmap_ops._mark_memmap
 
     # ------------------------------------------------------------------ ptd.ops.autograd
     requires_grad = property(autograd_ops.requires_grad)
@@ -974,3 +963,11 @@ def _iter_items(obj: Mapping[Any, Any] | TensorDictBase) -> Iterator[tuple[Any, 
 def is_leaf_nontensor(cls: type) -> bool:
     """Pass as ``is_leaf=`` to ``keys(leaves_only=True)`` to keep non-tensor entries."""
     return issubclass(cls, (NonTensorData, NonTensorStack)) or not issubclass(cls, TensorDictBase)
+
+
+if TYPE_CHECKING:
+    from ptd.ops.interface import Container
+
+    def _satisfies_the_interface(td: TensorDictBase) -> Container:
+        """For mypy only: every container is a :class:`~ptd.ops.interface.Container`."""
+        return td

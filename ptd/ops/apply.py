@@ -3,8 +3,9 @@
 ``apply``/``apply_``/``named_apply`` map a function over the tensor leaves; ``to_tensordict``,
 ``to_dict`` and ``numpy`` convert; ``flatten_keys``/``unflatten_keys``/``select``/``exclude``
 reshape the key tree. Results are new in-memory TensorDicts (made through
-:func:`ptd.ops.registry.new_tensordict`); file-backed containers override ``_map_inplace`` to
-stream row slabs.
+:func:`ptd.ops.registry.new_tensordict`); in-place forms go through the container's leaf strategy
+(:meth:`LeafAccess.map_inplace <ptd.ops.leaf_access.LeafAccess.map_inplace>`), which a store
+streams in row slabs.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ptd.errors import BatchSizeError, PtdKeyError
+from ptd.ops import locking as locking_ops
 from ptd.ops.batch import as_batch_size, fits
 from ptd.ops.keys import NestedKey, out_key, unravel_key
 from ptd.ops.lastop import last_op
@@ -76,7 +78,8 @@ def apply(
     >>> td.apply(lambda x, y: x + y, {"a": torch.ones(2), "n": {"b": 1}})["n", "b"]
     tensor([2., 2.])
     """
-    return td._apply_rec(
+    return _apply_rec(
+        td,
         fn,
         others,
         named=False,
@@ -112,7 +115,8 @@ def named_apply(
 ) -> Any:  # a TensorDictBase, or None (filter_empty)
     """As :meth:`apply`, with ``fn(key, leaf, *others)``: ``key`` is the leaf's own name, or
     its full nested key (a tuple below the top level) with ``nested_keys=True``."""
-    return td._apply_rec(
+    return _apply_rec(
+        td,
         fn,
         others,
         named=True,
@@ -157,7 +161,9 @@ def _apply_rec(
     if inplace:
         result: TensorDictBase | None = me
     elif out is not None:
-        out._check_unlocked()  # tensordict refuses a locked out up front
+        locking_ops.check_unlocked(
+            out,
+        )  # tensordict refuses a locked out up front
         result = out
     else:
         if names is _NO_DEFAULT:
@@ -177,7 +183,8 @@ def _apply_rec(
             sub_out = None
             if out is not None and key in out._keys_str():
                 sub_out = out._get_str(key)
-            new = value._apply_rec(
+            new = _apply_rec(
+                value,
                 fn,
                 tuple(subs),
                 named=named,
@@ -301,7 +308,9 @@ def flatten_keys(
     """
     if inplace:
         sub = td
-        sub._check_unlocked()
+        locking_ops.check_unlocked(
+            sub,
+        )
         flat = sub.flatten_keys(separator)
         for key in [k for k in sub._keys_str() if is_tensordict(sub._get_str(k))]:
             sub.del_(key)
@@ -332,7 +341,9 @@ def unflatten_keys(
     """
     if inplace:
         sub = td
-        sub._check_unlocked()
+        locking_ops.check_unlocked(
+            sub,
+        )
         moved = [k for k in sub._keys_str() if separator in k]
         values = {k: sub._get_str(k) for k in moved}
         for key in moved:

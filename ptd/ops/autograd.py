@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from ptd.errors import GradientError, PtdKeyError, PtdTypeError, PtdValueError
+from ptd.ops import apply as apply_ops
 from ptd.ops.keys import NestedKey, out_key
 from ptd.ops.registry import is_tensordict, new_tensordict
 from ptd.ops.torch_functions import HANDLED_FUNCTIONS
@@ -49,7 +50,12 @@ def _no_graph(td: TensorDictBase) -> bool:
 
 
 def _leaves(td: TensorDictBase) -> list[tuple[NestedKey, torch.Tensor]]:
-    return [(out_key(parts), t) for parts, t in td._tensor_leaves()]
+    return [
+        (out_key(parts), t)
+        for parts, t in apply_ops._tensor_leaves(
+            td,
+        )
+    ]
 
 
 def _store_message(td: TensorDictBase, what: str) -> str:
@@ -67,7 +73,12 @@ def requires_grad(td: TensorDictBase) -> bool:
     sub = td
     if _no_graph(sub):
         return False
-    return any(t.requires_grad for _, t in sub._tensor_leaves())
+    return any(
+        t.requires_grad
+        for _, t in apply_ops._tensor_leaves(
+            sub,
+        )
+    )
 
 
 def requires_grad_(td: TensorDictBase, requires_grad: bool = True) -> TensorDictBase:
@@ -146,7 +157,9 @@ def zero_grad(td: TensorDictBase, set_to_none: bool = True) -> TensorDictBase:
     sub = td
     if _no_graph(sub):
         return sub
-    for _, t in sub._tensor_leaves():
+    for _, t in apply_ops._tensor_leaves(
+        sub,
+    ):
         if set_to_none:
             t.grad = None
         elif t.grad is not None:
@@ -159,7 +172,9 @@ def detach_(td: TensorDictBase) -> TensorDictBase:
     tensordict holds no graph: it is returned as it is, without reading."""
     sub = td
     if not _no_graph(sub):
-        for _, t in sub._tensor_leaves():
+        for _, t in apply_ops._tensor_leaves(
+            sub,
+        ):
             t.detach_()
     return sub
 

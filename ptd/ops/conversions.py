@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from ptd.errors import PtdTypeError, UnsupportedOperationError
+from ptd.ops import apply as apply_ops
 from ptd.ops.keys import NestedKey, unravel_key
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
 from ptd.ops.registry import is_tensordict, lookup
@@ -158,7 +159,7 @@ def as_tensor(td: TensorDictBase) -> TensorDictBase:
 
 def filter_non_tensor_data(td: TensorDictBase) -> TensorDictBase:
     """A copy without the non-tensor entries (nested ones included)."""
-    return td.apply(lambda t: t, batch_size=None)._drop_non_tensor()
+    return _drop_non_tensor(td.apply(lambda t: t, batch_size=None))
 
 
 def _drop_non_tensor(td: TensorDictBase) -> TensorDictBase:
@@ -168,7 +169,7 @@ def _drop_non_tensor(td: TensorDictBase) -> TensorDictBase:
         if meta.kind == "non_tensor":
             sub._del_str(key)
         elif meta.kind == "nested":
-            sub._get_str(key)._drop_non_tensor()
+            _drop_non_tensor(sub._get_str(key))
     return sub
 
 
@@ -196,7 +197,12 @@ def is_contiguous(td: TensorDictBase) -> bool:
     sub = td
     if sub._leaves.reads_copy:
         return False
-    return all(t.is_contiguous() for _, t in sub._tensor_leaves())
+    return all(
+        t.is_contiguous()
+        for _, t in apply_ops._tensor_leaves(
+            sub,
+        )
+    )
 
 
 # ------------------------------------------------------------ to other containers
@@ -205,14 +211,14 @@ def cat_from_tensordict(
 ) -> torch.Tensor:
     """``torch.cat`` of every tensor leaf (in key order, sorted order, or the order of
     the list ``sorted``)."""
-    return torch.cat(td._leaves_in_order(sorted), dim, out=out)
+    return torch.cat(_leaves_in_order(td, sorted), dim, out=out)
 
 
 def stack_from_tensordict(
     td: TensorDictBase, dim: int = 0, *, sorted: Any = None, out: torch.Tensor | None = None
 ) -> torch.Tensor:
     """``torch.stack`` of every tensor leaf (they must have one shape)."""
-    return torch.stack(td._leaves_in_order(sorted), dim, out=out)
+    return torch.stack(_leaves_in_order(td, sorted), dim, out=out)
 
 
 def _leaves_in_order(td: TensorDictBase, order: Any) -> list[torch.Tensor]:

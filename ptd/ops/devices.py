@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ptd.errors import UnsupportedOperationError
+from ptd.ops import locking as locking_ops
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
@@ -37,7 +38,9 @@ __all__: list[str] = []
 def _containers(td: Any) -> list[Any]:
     """``td`` and every nested tensordict under it."""
     out = [td]
-    for sub in td._nested_containers():
+    for sub in locking_ops.nested_containers(
+        td,
+    ):
         out.extend(_containers(sub))
     return out
 
@@ -68,15 +71,17 @@ def auto_device_(td: TensorDictBase) -> TensorDictBase:
     """Set the device of this tensordict and every nested one to the device its tensor
     leaves share; with no leaf, or leaves on several devices, to ``None``. Nothing is
     moved. Returns ``self``."""
-    devices = td._leaf_devices()
-    td._set_device_tree(devices.pop() if len(devices) == 1 else None)
+    devices = _leaf_devices(
+        td,
+    )
+    _set_device_tree(td, devices.pop() if len(devices) == 1 else None)
     return td  # type: ignore[no-any-return]
 
 
 def clear_device_(td: TensorDictBase) -> TensorDictBase:
     """Set the device of this tensordict and every nested one to ``None`` (the leaves stay
     where they are, and new ones can be on any device). Returns ``self``."""
-    td._set_device_tree(None)
+    _set_device_tree(td, None)
     return td  # type: ignore[no-any-return]
 
 

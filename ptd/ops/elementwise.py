@@ -1,7 +1,7 @@
 """Comparisons, dtype/device casts, fills and batch-shape operations.
 
 Written once, on top of the primitives of :class:`ptd.containers.base.TensorDictBase` (``apply``,
-``_map_inplace``, ``_index``...), and mixed into it. Out-of-place results are in-memory
+``_index``, the leaf strategy...), which binds them as methods. Out-of-place results are in-memory
 :class:`ptd.TensorDict`; in-place methods write through (to the file, for a
 PersistentTensorDict).
 """
@@ -50,14 +50,32 @@ def _compare(
     """
     if isinstance(other, torch.Tensor) and other.ndim:
         shape = torch.broadcast_shapes(tuple(td.batch_size), tuple(other.shape))
-        me = td if shape == tuple(td.batch_size) else td._detached_copy().expand(shape)
+        me = (
+            td
+            if shape == tuple(td.batch_size)
+            else _detached_copy(
+                td,
+            ).expand(shape)
+        )
         wide = other.expand(shape)
         return me.apply(lambda t: op(t, _expand_right(wide, t)))
     if is_tensordict(other) and other.ndim and other.batch_size != td.batch_size:
         shape = torch.broadcast_shapes(tuple(td.batch_size), tuple(other.batch_size))
-        me = td if shape == tuple(td.batch_size) else td._detached_copy().expand(shape)
-        them = other if shape == tuple(other.batch_size) else other._detached_copy().expand(shape)
-        return me._compare(them, op, default)
+        me = (
+            td
+            if shape == tuple(td.batch_size)
+            else _detached_copy(
+                td,
+            ).expand(shape)
+        )
+        them = (
+            other
+            if shape == tuple(other.batch_size)
+            else _detached_copy(
+                other,
+            ).expand(shape)
+        )
+        return _compare(me, them, op, default)
     if isinstance(other, Mapping) and not is_tensordict(other):
         other = new_tensordict(dict(other), batch_size=[])
     if is_tensordict(other):
@@ -81,7 +99,7 @@ def _compare(
         value = td._get_str(key)
         operand = other._get_str(key) if is_tensordict(other) else other
         if is_tensordict(value):
-            out._set_str(key, value._compare(operand, op, default), inplace=False)
+            out._set_str(key, _compare(value, operand, op, default), inplace=False)
         elif isinstance(value, torch.Tensor):
             out._set_str(key, op(value, operand), inplace=False)
         else:
@@ -100,27 +118,27 @@ def _detached_copy(td: TensorDictBase) -> TensorDictBase:
 
 
 def eq(td: TensorDictBase, other: object) -> TensorDictBase | builtins.bool:
-    return td._compare(other, operator.eq, False)
+    return _compare(td, other, operator.eq, False)
 
 
 def ne(td: TensorDictBase, other: object) -> TensorDictBase | builtins.bool:
-    return td._compare(other, operator.ne, True)
+    return _compare(td, other, operator.ne, True)
 
 
 def lt(td: TensorDictBase, other: Any) -> TensorDictBase | builtins.bool:
-    return td._compare(other, operator.lt, False)
+    return _compare(td, other, operator.lt, False)
 
 
 def le(td: TensorDictBase, other: Any) -> TensorDictBase | builtins.bool:
-    return td._compare(other, operator.le, False)
+    return _compare(td, other, operator.le, False)
 
 
 def gt(td: TensorDictBase, other: Any) -> TensorDictBase | builtins.bool:
-    return td._compare(other, operator.gt, False)
+    return _compare(td, other, operator.gt, False)
 
 
 def ge(td: TensorDictBase, other: Any) -> TensorDictBase | builtins.bool:
-    return td._compare(other, operator.ge, False)
+    return _compare(td, other, operator.ge, False)
 
 
 # --- dtype / device --------------------------------------------------------------------
@@ -131,7 +149,7 @@ def to(td: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
     if len(args) == 1 and not kwargs and is_attrs(args[0]):
         return to_attrs(td, args[0])
     device, dtype = parse_to(args, kwargs)
-    out = td  # a mixin's self is the TensorDictBase it is mixed into
+    out = td
     if dtype is not None:
         out = out.apply(lambda t: t.to(dtype))
     if device is not None:
@@ -193,7 +211,7 @@ def fill_(td: TensorDictBase, key: Any, value: builtins.float | builtins.bool) -
         target._leaves.map_inplace(target, lambda t, o: torch.full_like(t, value))
     elif isinstance(target, torch.Tensor):
         td.set_(parts, torch.full_like(target, value))
-    return td  # a mixin's self is the TensorDictBase it is mixed into
+    return td
 
 
 def masked_fill_(

@@ -27,6 +27,7 @@ import torch
 
 from ptd.errors import ArgumentError, PtdKeyError, PtdTypeError
 from ptd.ops import joining, keysplit
+from ptd.ops import locking as locking_ops
 from ptd.ops.batch import infer_batch_size
 from ptd.ops.foreign import adopt_non_tensor
 from ptd.ops.keys import NestedKey, out_key, unravel_key
@@ -238,7 +239,9 @@ def create_nested(td: TensorDictBase, key: NestedKey) -> TensorDictBase:
     was there."""
     sub = td
     node, last = sub._walk(unravel_key(key), create=True)
-    node._check_unlocked()
+    locking_ops.check_unlocked(
+        node,
+    )
     if last in node._keys_str():
         node._del_str(last)
     node._new_nested(last)
@@ -366,7 +369,7 @@ def cat_tensors(
     keep_entries: bool = False,
 ) -> TensorDictBase:
     """``torch.cat`` of the entries ``keys`` into ``out_key``."""
-    return td._join_tensors(keys, out_key, dim, keep_entries, torch.cat)
+    return _join_tensors(td, keys, out_key, dim, keep_entries, torch.cat)
 
 
 def stack_tensors(
@@ -377,7 +380,7 @@ def stack_tensors(
     keep_entries: bool = False,
 ) -> TensorDictBase:
     """``torch.stack`` of the entries ``keys`` into ``out_key``."""
-    return td._join_tensors(keys, out_key, dim, keep_entries, torch.stack)
+    return _join_tensors(td, keys, out_key, dim, keep_entries, torch.stack)
 
 
 def _join_tensors(
@@ -491,8 +494,8 @@ def new_zeros(
 ) -> TensorDictBase:
     """A new tensordict of batch size ``size`` whose leaves are zeros (dtype and
     feature dims of each leaf kept unless ``dtype``)."""
-    return td._new_like(
-        _size_arg(size), lambda t, s, **kw: t.new_zeros(s, **kw), dtype, device, requires_grad
+    return _new_like(
+        td, _size_arg(size), lambda t, s, **kw: t.new_zeros(s, **kw), dtype, device, requires_grad
     )
 
 
@@ -506,8 +509,8 @@ def new_ones(
     pin_memory: bool | None = None,
     empty_lazy: bool = False,
 ) -> TensorDictBase:
-    return td._new_like(
-        _size_arg(size), lambda t, s, **kw: t.new_ones(s, **kw), dtype, device, requires_grad
+    return _new_like(
+        td, _size_arg(size), lambda t, s, **kw: t.new_ones(s, **kw), dtype, device, requires_grad
     )
 
 
@@ -521,8 +524,8 @@ def new_empty(
     pin_memory: bool | None = None,
     empty_lazy: bool = False,
 ) -> TensorDictBase:
-    return td._new_like(
-        _size_arg(size), lambda t, s, **kw: t.new_empty(s, **kw), dtype, device, requires_grad
+    return _new_like(
+        td, _size_arg(size), lambda t, s, **kw: t.new_empty(s, **kw), dtype, device, requires_grad
     )
 
 
@@ -538,7 +541,8 @@ def new_full(
     pin_memory: bool | None = None,
     empty_lazy: bool = False,
 ) -> TensorDictBase:
-    return td._new_like(
+    return _new_like(
+        td,
         torch.Size(size),
         lambda t, s, **kw: t.new_full(s, fill_value, **kw),
         dtype,

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ptd.errors import ArgumentError, InvalidKeyError, KeyTypeError, PtdKeyError, PtdTypeError
+from ptd.ops import locking as locking_ops
 from ptd.ops.keys import NestedKey, out_key, unravel_key
 from ptd.ops.nontensor import NonTensorData
 
@@ -148,7 +149,9 @@ def set_non_tensor(td: TensorDictBase, key: NestedKey, value: Any) -> TensorDict
     parts = _parts(key)
     node: Any = td
     for part in parts[:-1]:
-        node._check_unlocked()
+        locking_ops.check_unlocked(
+            node,
+        )
         if part not in node._keys_str():
             node = node._new_nested(part)
             continue
@@ -158,6 +161,8 @@ def set_non_tensor(td: TensorDictBase, key: NestedKey, value: Any) -> TensorDict
                 "nested tensordict"
             )
         node = node._get_str(part)
-    node._check_unlocked()
+    locking_ops.check_unlocked(
+        node,
+    )
     node.set(parts[-1], NonTensorData(value, node.batch_size, node.device))
     return td  # type: ignore[no-any-return]

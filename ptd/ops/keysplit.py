@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ptd.errors import PtdKeyError
+from ptd.ops import locking as locking_ops
 from ptd.ops.keys import out_key, unravel_key
 from ptd.ops.registry import is_tensordict
 
@@ -97,7 +98,9 @@ def split_keys(
                 out.set(new, default)
         outs.append(out)
     if inplace and taken:
-        td._check_unlocked()
+        locking_ops.check_unlocked(
+            td,
+        )
     for parts in taken:
         src.del_(parts)
     if not reproduce_struct:

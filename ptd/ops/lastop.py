@@ -137,24 +137,24 @@ def last_op(track: str | None = None) -> Callable[[F], F]:
     return wrap
 
 
-def _push_last_op(td: TensorDictBase, value: Any) -> None:
+def push_last_op(td: TensorDictBase, value: Any) -> None:
     if td._last_op_queue is None:
         td._last_op_queue = []
     td._last_op_queue.append(value)
 
 
 def enter(td: TensorDictBase) -> Any:
-    td._push_last_op(td._last_op)
+    push_last_op(td, td._last_op)
     return td
 
 
 def exit_operator(td: TensorDictBase, exc_type: Any, exc: Any, tb: Any) -> bool:
     assert td._last_op_queue is not None
     op = td._last_op_queue.pop()
-    return td._undo(op, exc_type)
+    return undo(td, op, exc_type)
 
 
-def _undo(td: TensorDictBase, op: Any, exc_type: Any) -> bool:
+def undo(td: TensorDictBase, op: Any, exc_type: Any) -> bool:
     if op is None:
         return False
     name, args, kwargs, ref = op

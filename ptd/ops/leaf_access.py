@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ptd.ops import apply as apply_ops
 from ptd.ops import reductions as reductions_ops
 from ptd.ops.apply import pick_operand
 
@@ -70,7 +71,9 @@ class LeafAccess:
         """Replace every tensor leaf ``t`` by ``fn(t, o)`` in place (same dtype and shape),
         where ``o`` is ``other``'s matching leaf (``other`` may be a tensordict, a tensor, a
         number, None, or a tuple of those)."""
-        for parts, tensor in td._tensor_leaves():
+        for parts, tensor in apply_ops._tensor_leaves(
+            td,
+        ):
             result = fn(tensor, pick_operand(other, parts, None))
             if result is not None:
                 td.set_(parts, result)

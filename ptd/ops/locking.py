@@ -1,4 +1,4 @@
-"""Locking, written once for every tensordict (mixed into :class:`~ptd.containers.base.TensorDictBase`).
+"""Locking, written once for every tensordict (bound as methods of :class:`~ptd.containers.base.TensorDictBase`).
 
 A locked tensordict refuses to add, delete or replace entries (``set(..., inplace=False)``,
 ``del``, ``pop``, ``rename_key_``, ``update(inplace=False)``) with a RuntimeError
@@ -48,7 +48,7 @@ def set_is_locked(td: TensorDictBase, value: bool) -> None:
         td.unlock_()
 
 
-def _nested_containers(td: TensorDictBase) -> list[Any]:
+def nested_containers(td: TensorDictBase) -> list[Any]:
     return [td._get_str(k) for k in td._keys_str() if td._meta_str(k).kind == "nested"]
 
 
@@ -63,7 +63,9 @@ def lock_(td: TensorDictBase) -> Any:
 
 def _lock_tree(td: TensorDictBase) -> None:
     td._is_locked = True
-    for sub in td._nested_containers():
+    for sub in nested_containers(
+        td,
+    ):
         parents = sub.__dict__.setdefault("_lock_parents", [])
         if not any(ref() is td for ref in parents):
             parents.append(weakref.ref(td))
@@ -95,14 +97,16 @@ def _unlock_tree(td: TensorDictBase) -> None:
     td._is_locked = False
     td.__dict__.pop("_is_memmap", None)  # unlocked, a memmap tensordict no longer is one
     td.__dict__.pop("_is_shared", None)  # nor is a shared one marked shared
-    for sub in td._nested_containers():
+    for sub in nested_containers(
+        td,
+    ):
         parents = sub.__dict__.get("_lock_parents", [])
         parents[:] = [r for r in parents if r() is not None and r() is not td]
         if not any(r().is_locked for r in parents):  # type: ignore[union-attr]
             sub._unlock_tree()
 
 
-def _check_unlocked(td: TensorDictBase) -> None:
+def check_unlocked(td: TensorDictBase) -> None:
     if td.is_locked:
         raise LockedError(
             "Cannot modify locked TensorDict. For in-place modification, consider using the "

@@ -1,5 +1,4 @@
-"""The memmap methods of every tensordict, with tensordict 0.15's signatures (mixed into
-:class:`~ptd.containers.base.TensorDictBase`): ``memmap``, ``memmap_``, ``memmap_like``, ``save`` /
+"""The memmap methods of every tensordict, with tensordict 0.15's signatures (bound as methods of :class:`~ptd.containers.base.TensorDictBase`): ``memmap``, ``memmap_``, ``memmap_like``, ``save`` /
 ``dumps``, ``load`` / ``load_memmap`` (class methods), ``load_memmap_`` / ``load_``,
 ``memmap_refresh_``, ``is_memmap`` and ``saved_path``.
 
@@ -227,7 +226,7 @@ def load_memmap_(
     path = os.path.abspath(os.fspath(prefix))
     if was and mode != "r" and os.path.isdir(path):
         td.lock_()
-        td._mark_memmap(path)
+        mark_memmap(td, path)
     return td
 
 
@@ -317,6 +316,6 @@ def make_memmap_from_storage(
     return lookup("make_memmap")(td, key, shape=shape, dtype=dtype, storage=storage)
 
 
-def _mark_memmap(td: TensorDictBase, path: str | None) -> None:
+def mark_memmap(td: TensorDictBase, path: str | None) -> None:
     td._is_memmap = True
     td._memmap_prefix = path

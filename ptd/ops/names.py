@@ -1,4 +1,4 @@
-"""Dim names, written once for every tensordict (mixed into :class:`~ptd.containers.base.TensorDictBase`).
+"""Dim names, written once for every tensordict (bound as methods of :class:`~ptd.containers.base.TensorDictBase`).
 
 tensordict 0.15's rules: ``names`` is settable (None, or one str/None per batch dim, unique;
 ValueError otherwise), nested tensordicts carry the parent's names for the dims they share,
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ptd.errors import PtdValueError, UnsupportedOperationError
+from ptd.ops import locking as locking_ops
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
@@ -33,10 +34,10 @@ def names(td: TensorDictBase) -> list[str | None]:
 
 
 def set_names(td: TensorDictBase, value: Sequence[str | None] | None) -> None:
-    td._set_names(td._check_names(value))
+    td._set_names(check_names(td, value))
 
 
-def _check_names(td: TensorDictBase, value: Sequence[str | None] | None) -> list[str | None] | None:
+def check_names(td: TensorDictBase, value: Sequence[str | None] | None) -> list[str | None] | None:
     if value is None:
         return None
     names = list(value)
@@ -54,7 +55,9 @@ def _check_names(td: TensorDictBase, value: Sequence[str | None] | None) -> list
 def _set_names(td: TensorDictBase, names: list[str | None] | None) -> None:
     """Store validated names (None: no names) on this tensordict and its nested ones."""
     td._names = names
-    for sub in td._nested_containers():
+    for sub in locking_ops.nested_containers(
+        td,
+    ):
         extra = sub.ndim - td.ndim
         sub._set_names(None if names is None else names + [None] * extra)
 
@@ -84,7 +87,7 @@ def refine_names(td: TensorDictBase, *names: Any) -> Any:
     return td
 
 
-def _renamed(
+def renamed(
     td: TensorDictBase, names: tuple[Any, ...], rename_map: dict[str, str]
 ) -> list[Any] | None:
     if names and rename_map:
@@ -104,11 +107,11 @@ def rename(td: TensorDictBase, *names: Any, **rename_map: str) -> Any:
     """A shallow copy with new dim names: all of them (``rename("t", None)``; ``rename(None)``
     drops them) or some, by keyword (``rename(t="time")``)."""
     out = td.clone(recurse=False)
-    out.names = td._renamed(names, rename_map)
+    out.names = renamed(td, names, rename_map)
     return out
 
 
 def rename_(td: TensorDictBase, *names: Any, **rename_map: str) -> Any:
     """:meth:`rename` in place; returns ``self``."""
-    td.names = td._renamed(names, rename_map)
+    td.names = renamed(td, names, rename_map)
     return td

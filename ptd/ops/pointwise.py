@@ -1,10 +1,10 @@
 """Elementwise math on every tensor leaf: ``abs``, ``exp``, ``clamp``, ``add``, ``lerp``...
 
-Written once on the container primitives of :class:`~ptd.containers.base.TensorDictBase` and mixed
-into it, with tensordict 0.15's signatures. Each op has an out-of-place form, which returns a
+Written once on the container primitives of :class:`~ptd.containers.base.TensorDictBase`, which
+binds them as methods, with tensordict 0.15's signatures. Each op has an out-of-place form, which returns a
 new in-memory :class:`ptd.TensorDict` (also for a PersistentTensorDict), and most have an
 in-place ``name_`` form, which writes into the leaves (on a PersistentTensorDict, back to the
-store, slab by slab; see ``_map_inplace``).
+store, slab by slab; see :class:`ptd.ops.leaf_access.LeafAccess`).
 
 Operands: a number; a tensordict, paired with ``self`` leaf by leaf (its keys must match, unless
 ``default=`` is given: ``"intersection"`` keeps the common keys, a value stands in for a missing
@@ -74,7 +74,7 @@ def _unary(name: str) -> Callable[[TensorDictBase], TensorDictBase]:
     fn = getattr(torch.Tensor, name)
 
     def method(td: TensorDictBase) -> TensorDictBase:
-        return td._pointwise(fn)
+        return _pointwise(td, fn)
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"A new tensordict with ``torch.{name}`` applied to every leaf."
@@ -85,7 +85,7 @@ def _unary_inplace(name: str) -> Callable[[TensorDictBase], TensorDictBase]:
     fn = getattr(torch.Tensor, name)
 
     def method(td: TensorDictBase) -> TensorDictBase:
-        return td._inplace(fn)
+        return _inplace(td, fn)
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"Apply ``torch.Tensor.{name}`` to every leaf in place; returns self."
@@ -130,7 +130,7 @@ def _pointwise(
     td: TensorDictBase, fn: Callable[..., Any], *operands: Any, default: Any = None
 ) -> TensorDictBase:
     """A new TensorDict of ``fn(leaf, *operand leaves)``."""
-    me, ops = td._operands(operands, inplace=False)
+    me, ops = _operands(td, operands, inplace=False)
     tds = [o for o in ops if is_tensordict(o)]
     if default is not None and tds:
         return _with_default(me, fn, ops, default)
@@ -153,7 +153,7 @@ def _inplace(td: TensorDictBase, fn: Callable[..., Any], *operands: Any) -> Tens
     """Apply ``fn(leaf, *operand leaves)`` (a torch in-place method) to every leaf and
     write the result back; leaves and operands are checked for dtypes first."""
     td._leaves.check_writable(td)
-    _, ops = td._operands(operands, inplace=True)
+    _, ops = _operands(td, operands, inplace=True)
     leaves = [(p, m) for p, m in td._metas(True) if m.kind == "tensor"]
     for o in ops:
         if is_tensordict(o):
@@ -364,15 +364,15 @@ isreal = _unary("isreal")
 
 
 def abs_operator(td: TensorDictBase) -> TensorDictBase:
-    return td._pointwise(torch.abs)
+    return _pointwise(td, torch.abs)
 
 
 def neg_operator(td: TensorDictBase) -> TensorDictBase:
-    return td._pointwise(torch.neg)
+    return _pointwise(td, torch.neg)
 
 
 def invert(td: TensorDictBase) -> TensorDictBase:
-    return td._pointwise(operator.invert)
+    return _pointwise(td, operator.invert)
 
 
 # ------------------------------------------------------------------ binary, out of place
@@ -381,8 +381,8 @@ def add(
 ) -> TensorDictBase:
     """``self + alpha * other``, leaf by leaf."""
     if alpha is None:
-        return td._pointwise(torch.add, other, default=default)
-    return td._pointwise(lambda x, y: torch.add(x, y, alpha=alpha), other, default=default)
+        return _pointwise(td, torch.add, other, default=default)
+    return _pointwise(td, lambda x, y: torch.add(x, y, alpha=alpha), other, default=default)
 
 
 def sub(
@@ -390,8 +390,8 @@ def sub(
 ) -> TensorDictBase:
     """``self - alpha * other``, leaf by leaf."""
     if alpha is None:
-        return td._pointwise(torch.sub, other, default=default)
-    return td._pointwise(lambda x, y: torch.sub(x, y, alpha=alpha), other, default=default)
+        return _pointwise(td, torch.sub, other, default=default)
+    return _pointwise(td, lambda x, y: torch.sub(x, y, alpha=alpha), other, default=default)
 
 
 def rsub(
@@ -399,47 +399,47 @@ def rsub(
 ) -> TensorDictBase:
     """``other - alpha * self``, leaf by leaf."""
     a = 1 if alpha is None else alpha
-    return td._pointwise(lambda x, y: torch.rsub(x, y, alpha=a), other, default=default)
+    return _pointwise(td, lambda x, y: torch.rsub(x, y, alpha=a), other, default=default)
 
 
 def mul(td: TensorDictBase, other: Any, *, default: Any = None) -> TensorDictBase:
-    return td._pointwise(torch.mul, other, default=default)
+    return _pointwise(td, torch.mul, other, default=default)
 
 
 def div(td: TensorDictBase, other: Any, *, default: Any = None) -> TensorDictBase:
-    return td._pointwise(torch.div, other, default=default)
+    return _pointwise(td, torch.div, other, default=default)
 
 
 def pow(td: TensorDictBase, other: Any, *, default: Any = None) -> TensorDictBase:
-    return td._pointwise(torch.pow, other, default=default)
+    return _pointwise(td, torch.pow, other, default=default)
 
 
 def mod(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(lambda x, y: x % y, other)
+    return _pointwise(td, lambda x, y: x % y, other)
 
 
 def maximum(td: TensorDictBase, other: Any, *, default: Any = None) -> TensorDictBase:
-    return td._pointwise(lambda x, y: torch.maximum(x, _as_tensor(y, x)), other, default=default)
+    return _pointwise(td, lambda x, y: torch.maximum(x, _as_tensor(y, x)), other, default=default)
 
 
 def minimum(td: TensorDictBase, other: Any, *, default: Any = None) -> TensorDictBase:
-    return td._pointwise(lambda x, y: torch.minimum(x, _as_tensor(y, x)), other, default=default)
+    return _pointwise(td, lambda x, y: torch.minimum(x, _as_tensor(y, x)), other, default=default)
 
 
 def bitwise_and(td: TensorDictBase, other: Any, *, default: Any = None) -> TensorDictBase:
-    return td._pointwise(torch.bitwise_and, other, default=default)
+    return _pointwise(td, torch.bitwise_and, other, default=default)
 
 
 def logical_and(td: TensorDictBase, other: Any, *, default: Any = None) -> TensorDictBase:
-    return td._pointwise(torch.logical_and, other, default=default)
+    return _pointwise(td, torch.logical_and, other, default=default)
 
 
 def clamp_max(td: TensorDictBase, other: Any, *, default: Any = None) -> TensorDictBase:
-    return td._pointwise(torch.clamp_max, other, default=default)
+    return _pointwise(td, torch.clamp_max, other, default=default)
 
 
 def clamp_min(td: TensorDictBase, other: Any, default: Any = None) -> TensorDictBase:
-    return td._pointwise(torch.clamp_min, other, default=default)
+    return _pointwise(td, torch.clamp_min, other, default=default)
 
 
 def clamp(
@@ -473,20 +473,20 @@ def clamp(
         raise PtdValueError(
             "Mixed tensordict and non-tensordict min/max values are not authorized."
         )
-    return td._pointwise(torch.clamp, min, max)
+    return _pointwise(td, torch.clamp, min, max)
 
 
 def lerp(td: TensorDictBase, end: Any, weight: Any) -> TensorDictBase:
     """``self + weight * (end - self)``, leaf by leaf."""
-    return td._pointwise(torch.lerp, end, weight)
+    return _pointwise(td, torch.lerp, end, weight)
 
 
 def addcmul(
     td: TensorDictBase, other1: Any, other2: Any, *, value: float | None = 1
 ) -> TensorDictBase:
     """``self + value * other1 * other2``, leaf by leaf."""
-    return td._pointwise(
-        lambda x, a, b: torch.addcmul(x, a, b, value=_value(value)), other1, other2
+    return _pointwise(
+        td, lambda x, a, b: torch.addcmul(x, a, b, value=_value(value)), other1, other2
     )
 
 
@@ -494,8 +494,8 @@ def addcdiv(
     td: TensorDictBase, other1: Any, other2: Any, value: float | None = 1
 ) -> TensorDictBase:
     """``self + value * other1 / other2``, leaf by leaf."""
-    return td._pointwise(
-        lambda x, a, b: torch.addcdiv(x, a, b, value=_value(value)), other1, other2
+    return _pointwise(
+        td, lambda x, a, b: torch.addcdiv(x, a, b, value=_value(value)), other1, other2
     )
 
 
@@ -539,42 +539,42 @@ def where(
 # ------------------------------------------------------------------ binary, in place
 def add_(td: TensorDictBase, other: Any, *, alpha: float | None = None) -> TensorDictBase:
     if alpha is None:
-        return td._inplace(torch.Tensor.add_, other)
-    return td._inplace(lambda x, y: x.add_(y, alpha=alpha), other)
+        return _inplace(td, torch.Tensor.add_, other)
+    return _inplace(td, lambda x, y: x.add_(y, alpha=alpha), other)
 
 
 def sub_(td: TensorDictBase, other: Any, alpha: float | None = None) -> TensorDictBase:
     if alpha is None:
-        return td._inplace(torch.Tensor.sub_, other)
-    return td._inplace(lambda x, y: x.sub_(y, alpha=alpha), other)
+        return _inplace(td, torch.Tensor.sub_, other)
+    return _inplace(td, lambda x, y: x.sub_(y, alpha=alpha), other)
 
 
 def mul_(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._inplace(torch.Tensor.mul_, other)
+    return _inplace(td, torch.Tensor.mul_, other)
 
 
 def div_(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._inplace(torch.Tensor.div_, other)
+    return _inplace(td, torch.Tensor.div_, other)
 
 
 def pow_(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._inplace(torch.Tensor.pow_, other)
+    return _inplace(td, torch.Tensor.pow_, other)
 
 
 def maximum_(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._inplace(lambda x, y: torch.maximum(x, _as_tensor(y, x), out=x), other)
+    return _inplace(td, lambda x, y: torch.maximum(x, _as_tensor(y, x), out=x), other)
 
 
 def minimum_(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._inplace(lambda x, y: torch.minimum(x, _as_tensor(y, x), out=x), other)
+    return _inplace(td, lambda x, y: torch.minimum(x, _as_tensor(y, x), out=x), other)
 
 
 def clamp_max_(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._inplace(torch.Tensor.clamp_max_, other)
+    return _inplace(td, torch.Tensor.clamp_max_, other)
 
 
 def clamp_min_(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._inplace(torch.Tensor.clamp_min_, other)
+    return _inplace(td, torch.Tensor.clamp_min_, other)
 
 
 def clamp_(td: TensorDictBase, min: Any = None, max: Any = None) -> TensorDictBase:
@@ -585,60 +585,60 @@ def clamp_(td: TensorDictBase, min: Any = None, max: Any = None) -> TensorDictBa
         return td.clamp_max_(max)
     if max is None:
         return td.clamp_min_(min)
-    return td._inplace(torch.Tensor.clamp_, min, max)
+    return _inplace(td, torch.Tensor.clamp_, min, max)
 
 
 def lerp_(td: TensorDictBase, end: Any, weight: Any) -> TensorDictBase:
-    return td._inplace(torch.Tensor.lerp_, end, weight)
+    return _inplace(td, torch.Tensor.lerp_, end, weight)
 
 
 def addcmul_(
     td: TensorDictBase, other1: Any, other2: Any, *, value: float | None = 1
 ) -> TensorDictBase:
-    return td._inplace(lambda x, a, b: x.addcmul_(a, b, value=_value(value)), other1, other2)
+    return _inplace(td, lambda x, a, b: x.addcmul_(a, b, value=_value(value)), other1, other2)
 
 
 def addcdiv_(
     td: TensorDictBase, other1: Any, other2: Any, *, value: float | None = 1
 ) -> TensorDictBase:
-    return td._inplace(lambda x, a, b: x.addcdiv_(a, b, value=_value(value)), other1, other2)
+    return _inplace(td, lambda x, a, b: x.addcdiv_(a, b, value=_value(value)), other1, other2)
 
 
 # ------------------------------------------------------------------ operators
 def add_operator(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(torch.add, other)
+    return _pointwise(td, torch.add, other)
 
 
 def radd(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(lambda x, y: y + x, other)
+    return _pointwise(td, lambda x, y: y + x, other)
 
 
 def sub_operator(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(torch.sub, other)
+    return _pointwise(td, torch.sub, other)
 
 
 def rsub_operator(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(lambda x, y: y - x, other)
+    return _pointwise(td, lambda x, y: y - x, other)
 
 
 def mul_operator(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(torch.mul, other)
+    return _pointwise(td, torch.mul, other)
 
 
 def rmul(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(lambda x, y: y * x, other)
+    return _pointwise(td, lambda x, y: y * x, other)
 
 
 def truediv(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(torch.div, other)
+    return _pointwise(td, torch.div, other)
 
 
 def rtruediv(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(lambda x, y: y / x, other)
+    return _pointwise(td, lambda x, y: y / x, other)
 
 
 def pow_operator(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(torch.pow, other)
+    return _pointwise(td, torch.pow, other)
 
 
 def rpow(td: TensorDictBase, other: Any) -> TensorDictBase:
@@ -649,31 +649,31 @@ def rpow(td: TensorDictBase, other: Any) -> TensorDictBase:
 
 
 def mod_operator(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(lambda x, y: x % y, other)
+    return _pointwise(td, lambda x, y: x % y, other)
 
 
 def and_operator(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(lambda x, y: x & y, other)
+    return _pointwise(td, lambda x, y: x & y, other)
 
 
 def rand(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(lambda x, y: y & x, other)
+    return _pointwise(td, lambda x, y: y & x, other)
 
 
 def or_operator(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(lambda x, y: x | y, other)
+    return _pointwise(td, lambda x, y: x | y, other)
 
 
 def ror(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(lambda x, y: y | x, other)
+    return _pointwise(td, lambda x, y: y | x, other)
 
 
 def xor(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(lambda x, y: x ^ y, other)
+    return _pointwise(td, lambda x, y: x ^ y, other)
 
 
 def rxor(td: TensorDictBase, other: Any) -> TensorDictBase:
-    return td._pointwise(lambda x, y: y ^ x, other)
+    return _pointwise(td, lambda x, y: y ^ x, other)
 
 
 def iadd(td: TensorDictBase, other: Any) -> TensorDictBase:

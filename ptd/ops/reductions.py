@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import torch
 
 from ptd.errors import PtdTypeError, PtdValueError, UnsupportedOperationError
+from ptd.ops import apply as apply_ops
 from ptd.ops.keys import NestedKey
 from ptd.ops.leafop import (
     _NO_EMPTY_DIM,
@@ -85,7 +86,7 @@ def _reduce_tree(
         value: Any
         if meta.kind == "nested":
             sub = td._get_str(key)
-            value = nested(sub) if nested is not None else sub._reduce_tree(op, bs, None)
+            value = nested(sub) if nested is not None else _reduce_tree(sub, op, bs, None)
         elif meta.kind == "tensor":
             value = td._leaves.reduce(td, key, op)
         else:
@@ -148,11 +149,12 @@ def _reduction(
         names: list[str | None] | None = (
             None if td._names is None else _pad_names(len(q_dims), td._names)
         )
-        return td._reduce_tree(
+        return _reduce_tree(
+            td,
             op,
             bs,
-            lambda sub: sub._reduction(
-                name, "feature", NO_DEFAULT, reduce=None, tuple_ok=tuple_ok, **kwargs
+            lambda sub: _reduction(
+                sub, name, "feature", NO_DEFAULT, reduce=None, tuple_ok=tuple_ok, **kwargs
             ),
             names,
         )
@@ -176,10 +178,11 @@ def _reduction(
         dim = NO_DEFAULT  # with keepdim: every element, dims kept
     if dim is NO_DEFAULT and not keepdim:
         op = LeafOp(name, kwargs=kwargs, values_only=True)
-        return td._reduce_tree(
+        return _reduce_tree(
+            td,
             op,
             [],
-            lambda sub: sub._reduction(name, NO_DEFAULT, NO_DEFAULT, reduce=None, **kwargs),
+            lambda sub: _reduction(sub, name, NO_DEFAULT, NO_DEFAULT, reduce=None, **kwargs),
         )
     leaf_dim: int | tuple[int, ...] | None = None if dim is NO_DEFAULT else dim
     op = LeafOp(
@@ -205,14 +208,15 @@ def _reduction(
         names = td._names
     else:
         bs = [b for i, b in enumerate(td.batch_size) if i not in dims]
-        names = td._names_without(dims)
+        names = _names_without(td, dims)
     if names is not None:
         names = _pad_names(len(q_dims), names)
     nested_fn: Callable[[TensorDictBase], Any] | None = None
     if call_on_nested:
 
         def nested_fn(sub: TensorDictBase) -> Any:
-            return sub._reduction(
+            return _reduction(
+                sub,
                 name,
                 dim if dim is not NO_DEFAULT else None,
                 keepdim,
@@ -224,7 +228,7 @@ def _reduction(
                 **kwargs,
             )
 
-    result = td._reduce_tree(op, [*q_dims, *bs], nested_fn, names)
+    result = _reduce_tree(td, op, [*q_dims, *bs], nested_fn, names)
     if tuple_dim is not None:
         _warn_tuple_dim(name, tuple_dim)
     return result
@@ -234,7 +238,12 @@ def reduce_concatenated(
     td: TensorDictBase, name: str, dim: Any, keepdim: Any, **kwargs: Any
 ) -> Any:
     """``reduce=True``: the leaves reduced together into one tensor."""
-    leaves = [t for _, t in td._tensor_leaves()]
+    leaves = [
+        t
+        for _, t in apply_ops._tensor_leaves(
+            td,
+        )
+    ]
     if not leaves:
         raise PtdValueError(
             f"{name}(reduce=True) reduces the tensor leaves together, and this tensordict "
@@ -281,12 +290,12 @@ def reduce_concatenated(
 def all(td: TensorDictBase, dim: int | None = None) -> bool | TensorDictBase:
     """True when every element of every leaf is nonzero; with ``dim`` (a batch dim), a
     new tensordict of booleans without that dim."""
-    return td._all_any("all", dim)
+    return _all_any(td, "all", dim)
 
 
 def any(td: TensorDictBase, dim: int | None = None) -> bool | TensorDictBase:
     """True when any element of any leaf is nonzero; with ``dim``, per batch dim."""
-    return td._all_any("any", dim)
+    return _all_any(td, "any", dim)
 
 
 def _all_any(td: TensorDictBase, name: str, dim: int | None) -> bool | TensorDictBase:
@@ -299,14 +308,17 @@ def _all_any(td: TensorDictBase, name: str, dim: int | None) -> bool | TensorDic
     if dim is not None:
         d = dim % nb
         op = LeafOp(name, dim=d)
-        return td._reduce_tree(
+        return _reduce_tree(
+            td,
             op,
             [b for i, b in enumerate(td.batch_size) if i != d],
-            lambda sub: sub._all_any(name, d),
-            td._names_without([d]),
+            lambda sub: _all_any(sub, name, d),
+            _names_without(td, [d]),
         )
     want = name == "all"
-    for parts, _ in td._tensor_leaf_keys():
+    for parts, _ in _tensor_leaf_keys(
+        td,
+    ):
         node, last = td._walk(parts)
         if bool(node._leaves.reduce(node, last, LeafOp(name))) != want:
             return not want
@@ -328,8 +340,7 @@ def sum(
     key_transform: Callable[[NestedKey], NestedKey] | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The sum of every leaf (see the module docstring for ``dim``/``keepdim``/``reduce``)."""
-    host = td
-    result = host._reduction("sum", dim, keepdim, reduce=reduce, dtype=dtype)
+    result = _reduction(td, "sum", dim, keepdim, reduce=reduce, dtype=dtype)
     return _transform(result, key_transform, reduce)
 
 
@@ -343,8 +354,7 @@ def mean(
     key_transform: Callable[[NestedKey], NestedKey] | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The mean of every leaf (integer leaves need ``dtype``, as in torch)."""
-    host = td
-    result = host._reduction("mean", dim, keepdim, reduce=reduce, dtype=dtype)
+    result = _reduction(td, "mean", dim, keepdim, reduce=reduce, dtype=dtype)
     return _transform(result, key_transform, reduce)
 
 
@@ -357,8 +367,7 @@ def nansum(
     reduce: bool | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The sum of every leaf, NaN counted as zero."""
-    host = td
-    return host._reduction("nansum", dim, keepdim, reduce=reduce, dtype=dtype)
+    return _reduction(td, "nansum", dim, keepdim, reduce=reduce, dtype=dtype)
 
 
 def nanmean(
@@ -370,8 +379,7 @@ def nanmean(
     reduce: bool | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The mean of every leaf, NaN left out."""
-    host = td
-    return host._reduction("nanmean", dim, keepdim, reduce=reduce, dtype=dtype)
+    return _reduction(td, "nanmean", dim, keepdim, reduce=reduce, dtype=dtype)
 
 
 def prod(
@@ -383,14 +391,13 @@ def prod(
     reduce: bool | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The product of every leaf (one dim at a time, as torch.prod)."""
-    host = td
-    result = host._reduction("prod", dim, False, reduce=reduce, tuple_ok=False, dtype=dtype)
+    result = _reduction(td, "prod", dim, False, reduce=reduce, tuple_ok=False, dtype=dtype)
     if keepdim:
         d = dim[0] if isinstance(dim, tuple) else dim
         if d is not None and d is not NO_DEFAULT and d != "feature":
             result = result.unsqueeze(d)
         else:
-            result = result.reshape([1] * host.ndim)
+            result = result.reshape([1] * td.ndim)
     return result
 
 
@@ -404,8 +411,7 @@ def std(
     key_transform: Callable[[NestedKey], NestedKey] | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The standard deviation of every leaf (``correction=1``: Bessel's)."""
-    host = td
-    result = host._reduction("std", dim, keepdim, reduce=reduce, correction=correction)
+    result = _reduction(td, "std", dim, keepdim, reduce=reduce, correction=correction)
     return _transform(result, key_transform, reduce)
 
 
@@ -419,8 +425,7 @@ def var(
     key_transform: Callable[[NestedKey], NestedKey] | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The variance of every leaf (``correction=1``: Bessel's)."""
-    host = td
-    result = host._reduction("var", dim, keepdim, reduce=reduce, correction=correction)
+    result = _reduction(td, "var", dim, keepdim, reduce=reduce, correction=correction)
     return _transform(result, key_transform, reduce)
 
 
@@ -435,9 +440,8 @@ def quantile(
     key_transform: Callable[[NestedKey], NestedKey] | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The ``q``-quantiles of every leaf (a 1-d ``q`` adds a leading batch dim)."""
-    host = td
-    result = host._reduction(
-        "quantile", dim, keepdim, reduce=reduce, q=q, interpolation=interpolation
+    result = _reduction(
+        td, "quantile", dim, keepdim, reduce=reduce, q=q, interpolation=interpolation
     )
     return _transform(result, key_transform, reduce)
 
@@ -447,20 +451,14 @@ def amin(
     td: TensorDictBase, dim: int = NO_DEFAULT, keepdim: bool = False, *, reduce: bool | None = None
 ) -> TensorDictBase | torch.Tensor:
     """The minimum of every leaf, values only."""
-    host = td
-    return host._reduction(
-        "amin", dim, keepdim, reduce=reduce, tuple_ok=False, call_on_nested=False
-    )
+    return _reduction(td, "amin", dim, keepdim, reduce=reduce, tuple_ok=False, call_on_nested=False)
 
 
 def amax(
     td: TensorDictBase, dim: int = NO_DEFAULT, keepdim: bool = False, *, reduce: bool | None = None
 ) -> TensorDictBase | torch.Tensor:
     """The maximum of every leaf, values only."""
-    host = td
-    return host._reduction(
-        "amax", dim, keepdim, reduce=reduce, tuple_ok=False, call_on_nested=False
-    )
+    return _reduction(td, "amax", dim, keepdim, reduce=reduce, tuple_ok=False, call_on_nested=False)
 
 
 def min(
@@ -472,7 +470,7 @@ def min(
     return_indices: bool = True,
 ) -> Any:
     """The minimum of every leaf; with ``dim``, ``(values, indices)`` tensordicts."""
-    return td._extremum("min", dim, keepdim, reduce, return_indices)
+    return _extremum(td, "min", dim, keepdim, reduce, return_indices)
 
 
 def max(
@@ -484,21 +482,21 @@ def max(
     return_indices: bool = True,
 ) -> Any:
     """The maximum of every leaf; with ``dim``, ``(values, indices)`` tensordicts."""
-    return td._extremum("max", dim, keepdim, reduce, return_indices)
+    return _extremum(td, "max", dim, keepdim, reduce, return_indices)
 
 
 def cummin(
     td: TensorDictBase, dim: int, *, reduce: bool | None = None, return_indices: bool = True
 ) -> Any:
     """The running minimum along a batch dim: ``(values, indices)`` tensordicts."""
-    return td._extremum("cummin", dim, NO_DEFAULT, reduce, return_indices)
+    return _extremum(td, "cummin", dim, NO_DEFAULT, reduce, return_indices)
 
 
 def cummax(
     td: TensorDictBase, dim: int, *, reduce: bool | None = None, return_indices: bool = True
 ) -> Any:
     """The running maximum along a batch dim: ``(values, indices)`` tensordicts."""
-    return td._extremum("cummax", dim, NO_DEFAULT, reduce, return_indices)
+    return _extremum(td, "cummax", dim, NO_DEFAULT, reduce, return_indices)
 
 
 def _extremum(
@@ -509,7 +507,8 @@ def _extremum(
     reduce: bool | None,
     return_indices: bool,
 ) -> Any:
-    result = td._reduction(
+    result = _reduction(
+        td,
         name,
         dim,
         keepdim,
@@ -550,9 +549,9 @@ def logsumexp(
         names = td._names
     else:
         bs = [b for i, b in enumerate(td.batch_size) if i not in dims]
-        names = td._names_without(dims)
+        names = _names_without(td, dims)
     op = LeafOp("logsumexp", dim=dims, keepdim=keepdim)
-    result = td._reduce_tree(op, bs, lambda sub: sub.logsumexp(dims, keepdim), names)
+    result = _reduce_tree(td, op, bs, lambda sub: sub.logsumexp(dims, keepdim), names)
     if out is not None:  # written into out's tensors where it has them, as torch's out=
         return out.update(result, inplace=True)
     return result
@@ -564,7 +563,7 @@ def softmax(td: TensorDictBase, dim: int, dtype: torch.dtype | None = None) -> T
         raise PtdValueError(f"Expected dim of type int, got {type(dim)}.")
     d = _pos_dim(dim, td.ndim)
     op = LeafOp("softmax", dim=d, kwargs={"dtype": dtype})
-    return td._reduce_tree(op, td.batch_size, lambda sub: sub.softmax(d, dtype), td._names)
+    return _reduce_tree(td, op, td.batch_size, lambda sub: sub.softmax(d, dtype), td._names)
 
 
 def norm(
@@ -576,7 +575,7 @@ def norm(
 ) -> TensorDictBase:
     """The 2-norm of every leaf, over all its elements; batch size ``[]``."""
     op = LeafOp("norm", kwargs={} if dtype is None else {"dtype": dtype})
-    result = td._reduce_tree(op, [], None)
+    result = _reduce_tree(td, op, [], None)
     if out is not None:
         out.update(result)
         result = out

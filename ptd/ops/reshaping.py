@@ -28,12 +28,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from ptd.errors import ArgumentError, PtdTypeError
+from ptd.errors import ArgumentError, NotSupportedError, PtdTypeError
+from ptd.ops import locking as locking_ops
+from ptd.ops.nontensor import NonTensorStack
+from ptd.ops.registry import is_tensordict, new_tensordict
+from ptd.ops.rows import non_tensor_grid_map
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
@@ -96,8 +100,8 @@ def reshape(td: TensorDictBase, args: Sequence[Any], kwargs: dict[str, Any]) -> 
     if new == td.batch_size:
         return td
     nb = td.ndim
-    result = td._batch_map(lambda t: t.reshape(tuple(new) + tuple(t.shape[nb:])), new)
-    return td._rebind(result) if inplace else result
+    result = _batch_map(td, lambda t: t.reshape(tuple(new) + tuple(t.shape[nb:])), new)
+    return _rebind(td, result) if inplace else result
 
 
 def view(td: TensorDictBase, args: Sequence[Any], size: Any, batch_size: Any) -> TensorDictBase:
@@ -109,4 +113,66 @@ def view(td: TensorDictBase, args: Sequence[Any], size: Any, batch_size: Any) ->
     if new == td.batch_size:
         return td
     nb = td.ndim
-    return td._batch_map(lambda t: t.view(tuple(new) + tuple(t.shape[nb:])), new)
+    return _batch_map(td, lambda t: t.view(tuple(new) + tuple(t.shape[nb:])), new)
+
+
+# ------------------------------------------------------------ applying a batch-shape op
+def _batch_map(
+    td: TensorDictBase,
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    batch_size: Sequence[int] | None = None,
+    *,
+    lock: bool = True,
+) -> TensorDictBase:
+    """A new TensorDict whose leaves are ``fn(leaf)``; ``fn`` acts on the leading
+    ``self.ndim`` dims and keeps the rest. ``batch_size`` is the new batch size when it
+    cannot be found by running ``fn`` on a meta tensor. The result of a locked tensordict
+    is locked (as tensordict's shape ops are), unless ``lock=False``."""
+
+    if batch_size is None:
+        new_bs = fn(torch.empty(tuple(td.batch_size), device="meta")).shape
+    else:
+        new_bs = torch.Size(batch_size)
+    out = new_tensordict({}, batch_size=new_bs, device=td.device)
+    for key in td._keys_str():
+        value = td._get_str(key)
+        if is_tensordict(value):
+            value = _batch_map(value, fn, lock=lock)
+        elif isinstance(value, torch.Tensor):
+            value = fn(value)
+        else:
+            value = non_tensor_grid_map(
+                value,
+                value.batch_size[: td.ndim] if isinstance(value, NonTensorStack) else td.batch_size,
+                fn,
+            )
+        out._set_str(key, value, inplace=False)
+    if lock and td.is_locked:
+        out.lock_()
+    return out
+
+
+def _rebind(td: TensorDictBase, result: TensorDictBase) -> TensorDictBase:
+    """Make this tensordict hold ``result``'s entries and batch size (nested tensordicts
+    keep their identity): the ``inplace=True`` of the shape ops, in memory only."""
+    if td._leaves.reads_copy:
+        raise NotSupportedError(
+            "An in-place shape operation that changes the batch size is not supported on "
+            f"{type(td).__name__}: call `to_tensordict()` first, or use inplace=False."
+        )
+    locking_ops.check_unlocked(
+        td,
+    )
+    for key in list(td._keys_str()):
+        if not is_tensordict(td._get_str(key)) or key not in result._keys_str():
+            td._del_str(key)
+    for key in result._keys_str():
+        new = result._get_str(key)
+        if key in td._keys_str() and is_tensordict(new):
+            _rebind(td._get_str(key), new)
+    # both container classes give batch_size a setter
+    cast(Any, td).batch_size = result.batch_size
+    for key in result._keys_str():
+        if key not in td._keys_str():
+            td._set_str(key, result._get_str(key), inplace=False)
+    return td

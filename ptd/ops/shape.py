@@ -1,9 +1,9 @@
 """Operations on the batch dims: reshape, permute, flip, roll, repeat, gather...
 
 Each one is a function of the leading ``ndim`` dims of a tensor that keeps the trailing (feature)
-dims, applied to every leaf by :meth:`ShapeMixin._batch_map`; a non-tensor entry follows through
+dims, applied to every leaf by :func:`_batch_map`; a non-tensor entry follows through
 an index grid of the batch shape. Results are new in-memory :class:`ptd.TensorDict`;
-file-backed classes override the ones they refuse (see :mod:`ptd.containers.persistent.refused`).
+a store refuses some of them (see :mod:`ptd.containers.persistent.refused`).
 
 >>> import torch
 >>> from ptd import TensorDict
@@ -21,23 +21,21 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ptd.errors import (
     ArgumentError,
-    NotSupportedError,
     PtdIndexError,
     PtdValueError,
     UnsupportedOperationError,
 )
 from ptd.ops import reshaping
 from ptd.ops.lastop import last_op
-from ptd.ops.nontensor import NonTensorStack
-from ptd.ops.registry import is_tensordict, new_tensordict
-from ptd.ops.rows import non_tensor_grid_map
+from ptd.ops.registry import is_tensordict
+from ptd.ops.reshaping import _batch_map, _rebind
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
@@ -57,42 +55,7 @@ def _dims_arg(dims: Any) -> tuple[int, ...]:
     return tuple(operator.index(d) for d in dims)
 
 
-def _batch_map(
-    td: TensorDictBase,
-    fn: Callable[[torch.Tensor], torch.Tensor],
-    batch_size: Sequence[int] | None = None,
-    *,
-    lock: bool = True,
-) -> TensorDictBase:
-    """A new TensorDict whose leaves are ``fn(leaf)``; ``fn`` acts on the leading
-    ``self.ndim`` dims and keeps the rest. ``batch_size`` is the new batch size when it
-    cannot be found by running ``fn`` on a meta tensor. The result of a locked tensordict
-    is locked (as tensordict's shape ops are), unless ``lock=False``."""
-
-    if batch_size is None:
-        new_bs = fn(torch.empty(tuple(td.batch_size), device="meta")).shape
-    else:
-        new_bs = torch.Size(batch_size)
-    out = new_tensordict({}, batch_size=new_bs, device=td.device)
-    for key in td._keys_str():
-        value = td._get_str(key)
-        if is_tensordict(value):
-            value = value._batch_map(fn, lock=lock)
-        elif isinstance(value, torch.Tensor):
-            value = fn(value)
-        else:
-            value = non_tensor_grid_map(
-                value,
-                value.batch_size[: td.ndim] if isinstance(value, NonTensorStack) else td.batch_size,
-                fn,
-            )
-        out._set_str(key, value, inplace=False)
-    if lock and td.is_locked:
-        out.lock_()
-    return out
-
-
-def _dim(td: TensorDictBase, dim: int, extra: int = 0) -> int:
+def normalize_dim(td: TensorDictBase, dim: int, extra: int = 0) -> int:
     n = td.ndim + extra
     if not -n <= dim < n:
         raise PtdIndexError(
@@ -100,30 +63,6 @@ def _dim(td: TensorDictBase, dim: int, extra: int = 0) -> int:
             f"{dim}): the tensordict has {td.ndim} batch dims"
         )
     return dim % n if n else 0
-
-
-def _rebind(td: TensorDictBase, result: TensorDictBase) -> TensorDictBase:
-    """Make this tensordict hold ``result``'s entries and batch size (nested tensordicts
-    keep their identity): the ``inplace=True`` of the shape ops, in memory only."""
-    if td._leaves.reads_copy:
-        raise NotSupportedError(
-            "An in-place shape operation that changes the batch size is not supported on "
-            f"{type(td).__name__}: call `to_tensordict()` first, or use inplace=False."
-        )
-    td._check_unlocked()
-    for key in list(td._keys_str()):
-        if not is_tensordict(td._get_str(key)) or key not in result._keys_str():
-            td._del_str(key)
-    for key in result._keys_str():
-        new = result._get_str(key)
-        if key in td._keys_str() and is_tensordict(new):
-            td._get_str(key)._rebind(new)
-    # both container classes give batch_size a setter
-    cast(Any, td).batch_size = result.batch_size
-    for key in result._keys_str():
-        if key not in td._keys_str():
-            td._set_str(key, result._get_str(key), inplace=False)
-    return td
 
 
 # ------------------------------------------------------------ reshaping
@@ -145,21 +84,21 @@ def view(
 @last_op()
 def flatten(td: TensorDictBase, start_dim: int = 0, end_dim: int = -1) -> TensorDictBase:
     if td.ndim == 0:
-        return td._batch_map(lambda t: t.unsqueeze(0))
-    s, e = td._dim(start_dim), td._dim(end_dim)
+        return _batch_map(td, lambda t: t.unsqueeze(0))
+    s, e = normalize_dim(td, start_dim), normalize_dim(td, end_dim)
     if e < s:
         raise PtdValueError(
             f"The end dimension must be greater or equal to the start dim: got start_dim="
             f"{start_dim} and end_dim={end_dim}"
         )
-    return td._batch_map(lambda t: t.flatten(s, e))
+    return _batch_map(td, lambda t: t.flatten(s, e))
 
 
 @last_op()
 def unflatten(td: TensorDictBase, dim: int, unflattened_size: Sequence[int]) -> TensorDictBase:
-    d = td._dim(dim)
+    d = normalize_dim(td, dim)
     sizes = tuple(unflattened_size)
-    return td._batch_map(lambda t: t.unflatten(d, sizes))
+    return _batch_map(td, lambda t: t.unflatten(d, sizes))
 
 
 @last_op()
@@ -169,8 +108,8 @@ def unsqueeze(td: TensorDictBase, dim: int) -> TensorDictBase:
             "unsqueezing is allowed for dims comprised between `-td.batch_dims - 1` and "
             f"`td.batch_dims` only. Got dim={dim} with a batch size of {td.batch_size}."
         )
-    d = td._dim(dim, extra=1)
-    return td._batch_map(lambda t: t.unsqueeze(d))
+    d = normalize_dim(td, dim, extra=1)
+    return _batch_map(td, lambda t: t.unsqueeze(d))
 
 
 @last_op()
@@ -180,28 +119,28 @@ def squeeze(td: TensorDictBase, dim: int | None = None) -> TensorDictBase:
     if dim is None:
         dims = [i for i, n in enumerate(td.batch_size) if n == 1]
     else:
-        d = td._dim(dim)
+        d = normalize_dim(td, dim)
         dims = [d] if td.batch_size[d] == 1 else []
     if not dims:
         return td
-    return td._batch_map(lambda t: t.squeeze(dims))
+    return _batch_map(td, lambda t: t.squeeze(dims))
 
 
 @last_op()
 def permute(td: TensorDictBase, *dims: Any) -> TensorDictBase:
-    order = [td._dim(d) for d in _shape_arg(dims)]
+    order = [normalize_dim(td, d) for d in _shape_arg(dims)]
     if sorted(order) != list(range(td.ndim)):
         raise PtdValueError(
             f"permute needs a permutation of the {td.ndim} batch dims, got {list(dims)}"
         )
     nb = td.ndim
-    return td._batch_map(lambda t: t.permute(*order, *range(nb, t.ndim)))
+    return _batch_map(td, lambda t: t.permute(*order, *range(nb, t.ndim)))
 
 
 @last_op()
 def transpose(td: TensorDictBase, dim0: int, dim1: int) -> TensorDictBase:
-    a, b = td._dim(dim0), td._dim(dim1)
-    return td._batch_map(lambda t: t.transpose(a, b))
+    a, b = normalize_dim(td, dim0), normalize_dim(td, dim1)
+    return _batch_map(td, lambda t: t.transpose(a, b))
 
 
 @last_op()
@@ -225,8 +164,8 @@ def movedim(
             "movedim: source and destination must have the same number of elements, got "
             f"{len(src)} and {len(dst)}"
         )
-    src = tuple(td._dim(d) for d in src)
-    dst = tuple(td._dim(d) for d in dst)
+    src = tuple(normalize_dim(td, d) for d in src)
+    dst = tuple(normalize_dim(td, d) for d in dst)
     if len(set(src)) != len(src):
         raise UnsupportedOperationError("movedim: repeated dim in source")
     if len(set(dst)) != len(dst):
@@ -254,7 +193,7 @@ def expand(td: TensorDictBase, *shape: Any) -> TensorDictBase:
     new = new[:lead] + tuple(
         n if s == -1 else s for s, n in zip(new[lead:], td.batch_size, strict=True)
     )
-    return td._batch_map(lambda t: t.expand(new + tuple(t.shape[nb:])))
+    return _batch_map(td, lambda t: t.expand(new + tuple(t.shape[nb:])))
 
 
 def expand_as(td: TensorDictBase, other: Any) -> TensorDictBase:
@@ -316,15 +255,15 @@ def pad(
             flat += list(pairs[d]) if d < len(pairs) else [0, 0]
         return torch.nn.functional.pad(t, flat, value=value)
 
-    out = td._batch_map(fn, lock=False)
-    return td._rebind(out) if inplace else out
+    out = _batch_map(td, fn, lock=False)
+    return _rebind(td, out) if inplace else out
 
 
 # ------------------------------------------------------------ reordering rows
 @last_op()
 def flip(td: TensorDictBase, dims: int | Sequence[int]) -> TensorDictBase:
-    ds = tuple(td._dim(d) for d in _dims_arg(dims))
-    return td._batch_map(lambda t: t.flip(ds))
+    ds = tuple(normalize_dim(td, d) for d in _dims_arg(dims))
+    return _batch_map(td, lambda t: t.flip(ds))
 
 
 @last_op()
@@ -362,13 +301,15 @@ def roll(
             return flat.roll(shifts, 0).reshape(t.shape)
     else:
         ds: int | tuple[int, ...] = (
-            td._dim(dims) if isinstance(dims, int) else tuple(td._dim(d) for d in dims)
+            normalize_dim(td, dims)
+            if isinstance(dims, int)
+            else tuple(normalize_dim(td, d) for d in dims)
         )
 
         def fn(t: torch.Tensor) -> torch.Tensor:
             return t.roll(shifts, ds)
 
-    out = td._batch_map(fn)
+    out = _batch_map(td, fn)
     if inplace:
         return td.update_(out)
     return out
@@ -380,22 +321,22 @@ def rot90(td: TensorDictBase, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tenso
         raise UnsupportedOperationError("rot90 requires at least 2 batch dimensions")
     if len(dims) != 2:
         raise UnsupportedOperationError("rot90 requires exactly 2 dims")
-    ds = (td._dim(dims[0]), td._dim(dims[1]))
+    ds = (normalize_dim(td, dims[0]), normalize_dim(td, dims[1]))
     if k % 4 == 0:
         return td
-    return td._batch_map(lambda t: t.rot90(k, ds))
+    return _batch_map(td, lambda t: t.rot90(k, ds))
 
 
 def narrow(td: TensorDictBase, dim: int, start: int, length: int) -> TensorDictBase:
-    d = td._dim(dim)
-    return td._batch_map(lambda t: t.narrow(d, start, length))
+    d = normalize_dim(td, dim)
+    return _batch_map(td, lambda t: t.narrow(d, start, length))
 
 
 def tile(td: TensorDictBase, dims: int | Sequence[int]) -> TensorDictBase:
     reps = _dims_arg(dims)
     nb = td.ndim
     lead = (1,) * max(0, nb - len(reps)) + reps
-    return td._batch_map(lambda t: t.tile(lead + (1,) * (t.ndim - nb)))
+    return _batch_map(td, lambda t: t.tile(lead + (1,) * (t.ndim - nb)))
 
 
 def repeat(td: TensorDictBase, *repeats: Any, inplace: bool = False) -> TensorDictBase:
@@ -420,8 +361,8 @@ def repeat(td: TensorDictBase, *repeats: Any, inplace: bool = False) -> TensorDi
             "The number of repeat elements must match the number of dimensions of the "
             f"tensordict. Got {len(reps)} but ndim={nb}."
         )
-    out = td._batch_map(lambda t: t.repeat(*reps, *((1,) * (t.ndim - nb))))
-    return td._rebind(out) if inplace else out
+    out = _batch_map(td, lambda t: t.repeat(*reps, *((1,) * (t.ndim - nb))))
+    return _rebind(td, out) if inplace else out
 
 
 def repeat_interleave(
@@ -439,19 +380,21 @@ def repeat_interleave(
                 "repeat_interleave(inplace=True) requires an explicit dim and batch dims"
             )
         out = td.repeat_interleave(repeats, dim, output_size=output_size)
-        return td._rebind(out)
+        return _rebind(td, out)
     if td.ndim == 0:
         return td.unsqueeze(0).repeat_interleave(repeats, dim, output_size=output_size)
     if dim is None:
         flat = td.flatten(0, -1) if td.ndim > 1 else td
         return flat.repeat_interleave(repeats, 0, output_size=output_size)
-    d = td._dim(dim)
+    d = normalize_dim(td, dim)
     bs = list(td.batch_size)
     if isinstance(repeats, torch.Tensor) and repeats.numel() != 1:
         bs[d] = int(repeats.sum())
     else:
         bs[d] *= int(repeats)
-    return td._batch_map(lambda t: t.repeat_interleave(repeats, dim=d, output_size=output_size), bs)
+    return _batch_map(
+        td, lambda t: t.repeat_interleave(repeats, dim=d, output_size=output_size), bs
+    )
 
 
 # ------------------------------------------------------------ selecting rows
@@ -482,11 +425,11 @@ def gather(
         shape[d] = idx.shape[d]
         return torch.gather(t, d, idx.expand(shape))
 
-    result = td._batch_map(fn, index.shape, lock=False)
+    result = _batch_map(td, fn, index.shape, lock=False)
     if inplace:
         if out is not None:
             raise PtdValueError("`out` and `inplace=True` are mutually exclusive in gather.")
-        return td._rebind(result)
+        return _rebind(td, result)
     if out is None:
         return result
     if out.batch_size != result.batch_size:
@@ -505,12 +448,12 @@ def masked_select(
     while mask.ndim > td.ndim and mask.shape[-1] == 1:
         mask = mask.squeeze(-1)
     out = td._detached(td._index(mask)).to_tensordict()
-    return td._rebind(out) if inplace else out
+    return _rebind(td, out) if inplace else out
 
 
 # ------------------------------------------------------------ splitting
 def unbind(td: TensorDictBase, dim: int = 0) -> tuple[TensorDictBase, ...]:
-    d = td._dim(dim)
+    d = normalize_dim(td, dim)
     pre = (slice(None),) * d
     return tuple(td._detached(td._index(pre + (i,))) for i in range(td.batch_size[d]))
 
@@ -518,7 +461,7 @@ def unbind(td: TensorDictBase, dim: int = 0) -> tuple[TensorDictBase, ...]:
 def split(
     td: TensorDictBase, split_size: int | Sequence[int], dim: int = 0
 ) -> tuple[TensorDictBase, ...]:
-    d = td._dim(dim)
+    d = normalize_dim(td, dim)
     n = td.batch_size[d]
     if isinstance(split_size, int) and split_size <= 0:
         raise PtdValueError(f"split_size must be positive, got {split_size}")
@@ -541,7 +484,7 @@ def split(
 def chunk(td: TensorDictBase, chunks: int, dim: int = 0) -> tuple[TensorDictBase, ...]:
     if chunks < 1:
         raise PtdValueError(f"chunk expects a positive number of chunks, got {chunks}")
-    d = td._dim(dim)
+    d = normalize_dim(td, dim)
     n = td.batch_size[d]
     size = -(-n // chunks) if n else 1
     return td.split(size, d)
@@ -565,7 +508,7 @@ def tensor_split(
         )
     if td.ndim == 0:
         raise PtdValueError("tensor_split: received a tensordict with no batch dims")
-    d = td._dim(dim)
+    d = normalize_dim(td, dim)
     n = td.batch_size[d]
     if isinstance(sections, int):
         if sections <= 0:

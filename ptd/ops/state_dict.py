@@ -1,5 +1,4 @@
-"""State dicts and storage facts, written once for every tensordict (mixed into
-:class:`~ptd.containers.base.TensorDictBase`): ``state_dict``, ``load_state_dict``, ``data_ptr``.
+"""State dicts and storage facts, written once for every tensordict (bound as methods of :class:`~ptd.containers.base.TensorDictBase`): ``state_dict``, ``load_state_dict``, ``data_ptr``.
 
 ``state_dict()`` returns the tensor leaves in an ``OrderedDict`` as
 :meth:`torch.nn.Module.state_dict` does: flat ``"."``-joined keys by default, nested
@@ -176,7 +175,7 @@ def load_state_dict(
         batch_size, device = td.batch_size, None
     mine = set(td._keys_str())
     if strict and set(entries) != mine:
-        extra_td = {k for k in mine - set(entries) if not td._is_empty_nested(k)}
+        extra_td = {k for k in mine - set(entries) if not _is_empty_nested(td, k)}
         extra_sd = {k for k in set(entries) - mine if not _is_empty_level(entries[k])}
         if extra_td or extra_sd:
             raise ArgumentError(
@@ -190,7 +189,7 @@ def load_state_dict(
         td.batch_size = batch_size
     for key, item in entries.items():
         if isinstance(item, dict):
-            td._load_level(key, item, strict, assign)
+            _load_level(td, key, item, strict, assign)
         else:
             td.set(key, item, inplace=not assign)
     return td

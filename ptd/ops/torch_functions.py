@@ -1,6 +1,6 @@
 """``torch.<function>(td, ...)``: the torch functions a tensordict answers, as tensordict 0.15.
 
-:class:`TorchFunctionMixin` gives every container a ``__torch_function__`` that looks the
+:func:`torch_function` is every container's ``__torch_function__``: it looks the
 function up in :data:`HANDLED_FUNCTIONS`. Shape functions (``torch.flip``, ``torch.gather``...)
 call the method of the same name; reductions (``torch.mean``, ``torch.std``...) and pointwise
 functions (``torch.isfinite``, ``torch.maximum``...) call the tensordict's method of that name

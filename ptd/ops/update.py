@@ -1,5 +1,5 @@
 """``update``, ``update_``, ``update_at_`` and ``set_at_``, written once for every tensordict
-(mixed into :class:`~ptd.containers.base.TensorDictBase`), with tensordict 0.15's signatures.
+(bound as methods of :class:`~ptd.containers.base.TensorDictBase`), with tensordict 0.15's signatures.
 
 Nested tensordicts are merged; a leaf replaces whatever is at its key (a nested tensordict
 too); ``keys_to_update`` restricts the keys written (nested keys allowed); ``inplace=True``
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ptd.errors import BatchSizeError, PtdKeyError
+from ptd.ops import locking as locking_ops
 from ptd.ops.foreign import adopt_non_tensor
 from ptd.ops.keys import NestedKey, out_key, unravel_key
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
@@ -65,7 +66,9 @@ def update(
     if input_dict_or_td is None or input_dict_or_td is td:
         return td
     if not inplace and td.is_locked:
-        td._check_unlocked()
+        locking_ops.check_unlocked(
+            td,
+        )
     allowed = None if keys_to_update is None else [unravel_key(k) for k in keys_to_update]
     if allowed is not None and not allowed:
         return td
@@ -78,7 +81,7 @@ def update(
                     f"with batch size {td.batch_size} ({td._location()}). Pass "
                     "update_batch_size=True to replace the batch size."
                 )
-            td._replace_batch_size_for(input_dict_or_td)
+            _replace_batch_size_for(td, input_dict_or_td)
     for key, value in _iter_items(input_dict_or_td):
         # a tensordict NonTensorStack is a Mapping: never taken for a nested tensordict
         value = adopt_non_tensor(value, collapse=td._leaves.collapse_foreign_stacks)

@@ -162,16 +162,7 @@ def _scan(
         ) from None
     cancel.check()  # a walk of many nodes takes a while: a stop asked meanwhile ends here
     tree = StoreTree(be)
-    # fill the tree's cache from our walk (the same thing StoreTree.load_all does)
-    children: dict[Path, list[str]] = {(): []}
-    for path, kind, meta in nodes:
-        children.setdefault(path[:-1], []).append(path[-1])
-        tree._kinds[path] = kind
-        if kind is NodeKind.GROUP:
-            children.setdefault(path, [])
-        elif meta is not None:
-            tree._metas[path] = meta
-    tree._children.update(children)
+    tree.fill(nodes)  # the tree's cache, from our walk (what StoreTree.load_all would do)
     out = Scan(
         location=be.location,
         format=fmt,
@@ -205,7 +196,7 @@ def _misfits(s: Scan, path: Path, stored: Sequence[int], limit: int = 3) -> str:
     for name in s.tree.children(path):
         p = path + (name,)
         if s.tree.kind(p) is NodeKind.GROUP:
-            gb = s.tree._group_batch.get(p)
+            gb = s.tree.group_batches.get(p)
             if gb is not None and not fits(gb, stored):
                 found.append(f"group {'/'.join(p)!r} has batch size {list(gb)}")
             continue
@@ -238,7 +229,7 @@ def _batches(s: Scan, given: tuple[int, ...] | None, batch_dims: int | None) -> 
         tree.infer((), batch_dims, use_attrs=batch_dims is None)
     except Exception:  # noqa: BLE001 - inference never blocks a scan; fall back to []
         pass
-    inferred = tree._group_batch
+    inferred = tree.group_batches
     for path in s.groups:
         meta, problem = parsed[path]
         st = list(meta.batch_size) if meta is not None else None

@@ -11,7 +11,8 @@ the ``__tensordict__`` attribute is read through :func:`ptd.format.tdmeta.parse_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 
 from ptd.format.shapes import check_leaf, common_prefix, fits
 from ptd.format.tdmeta import parse_td_meta
@@ -33,8 +34,13 @@ class StoreTree:
     # ------------------------------------------------------------------ structure
     def load_all(self) -> None:
         """Fill the cache with one walk over the store."""
+        self.fill(self.backend.walk(()))
+
+    def fill(self, nodes: Iterable[tuple[Path, NodeKind, ArrayMeta | None]]) -> None:
+        """Fill the cache from the nodes of a walk (``Backend.walk``'s items) that a caller
+        has already made."""
         children: dict[Path, list[str]] = {(): []}
-        for path, kind, meta in self.backend.walk(()):
+        for path, kind, meta in nodes:
             children.setdefault(path[:-1], []).append(path[-1])
             self._kinds[path] = kind
             if kind is NodeKind.GROUP:
@@ -42,6 +48,11 @@ class StoreTree:
             elif meta is not None:
                 self._metas[path] = meta
         self._children.update(children)
+
+    @property
+    def group_batches(self) -> Mapping[Path, tuple[int, ...]]:
+        """The batch size inferred so far for each group (read-only)."""
+        return MappingProxyType(self._group_batch)
 
     def children(self, path: Path) -> list[str]:
         names = self._children.get(path)

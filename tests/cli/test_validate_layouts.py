@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.cli.conftest import assert_one_line_error
-from tests.test_length_rule import robomimic, write_plain
+from tests.report.test_length_rule import robomimic, write_plain
 
 LENGTHS = [142, 150, 139, 151, 147]
 

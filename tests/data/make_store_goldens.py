@@ -17,7 +17,7 @@ Run from the repository root::
     python tests/data/make_store_goldens.py plain    # only the plain ones (no tensordict needed)
 
 It replaces the files. ``expected_td015(backend)`` and ``expected_plain()`` (torch/numpy only)
-give what the files hold; ``tests/test_format.py`` reads them with ptd, without tensordict.
+give what the files hold; ``tests/format/test_format.py`` reads them with ptd, without tensordict.
 """
 
 from __future__ import annotations

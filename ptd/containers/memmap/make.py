@@ -36,6 +36,7 @@ from ptd.format.names import (
     MEMMAP_TD_CLASS,
     MEMMAP_TD_TYPE,
 )
+from ptd.ops import memmap as memmap_ops
 from ptd.ops.dtypes import storage_dtype, to_storage
 from ptd.ops.keys import unravel_key
 
@@ -97,7 +98,7 @@ def _level(td: Any, key: str) -> Any:
         _write_meta(prefix, meta)
     td._data[key] = sub
     sub._is_locked = td._is_locked
-    sub._mark_memmap(sub_dir)
+    memmap_ops.mark_memmap(sub, sub_dir)
     return sub
 
 

@@ -46,6 +46,7 @@ from ptd.errors import (
 )
 from ptd.format.tdmeta import td_meta_attrs
 from ptd.ops import indexing as ix
+from ptd.ops import lastop as lastop_ops
 from ptd.ops.batch import as_batch_size, fits
 from ptd.ops.dtypes import dtype_from_str
 from ptd.ops.elementwise import parse_to
@@ -510,9 +511,9 @@ class PersistentTensorDict(TensorDictBase):
         (and the other methods of :mod:`ptd.ops.lastop`) undo the method instead and leave
         the store open."""
         if entered_from_call(self._last_call, caller_site()):
-            self._push_last_op(self._last_op)
+            lastop_ops.push_last_op(self, self._last_op)
         else:
-            self._push_last_op(_CLOSE)
+            lastop_ops.push_last_op(self, _CLOSE)
         self._last_call = None
         return self
 
@@ -522,7 +523,7 @@ class PersistentTensorDict(TensorDictBase):
         if op is _CLOSE:
             self.close()
             return False
-        return self._undo(op, exc_type)
+        return lastop_ops.undo(self, op, exc_type)
 
     def __del__(self) -> None:  # the file is not closed when the object goes out of scope
         pass

@@ -15,7 +15,9 @@ import torch
 
 from ptd.errors import ArgumentError, NotSupportedError, UnsupportedOperationError
 from ptd.ops import apply as apply_ops
+from ptd.ops import locking as locking_ops
 from ptd.ops import reshaping
+from ptd.ops import shape as shape_ops
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
@@ -84,7 +86,7 @@ def view(
 
 def squeeze(td: PersistentTensorDict, dim: int | None = None) -> TensorDictBase:
     """The store itself when no dim of size 1 would go; refused otherwise."""
-    if dim is not None and td._batch and td._batch[td._dim(dim)] != 1:
+    if dim is not None and td._batch and td._batch[shape_ops.normalize_dim(td, dim)] != 1:
         return td
     if dim is None and 1 not in td._batch:
         return td
@@ -94,7 +96,9 @@ def squeeze(td: PersistentTensorDict, dim: int | None = None) -> TensorDictBase:
 def set_non_tensor(td: PersistentTensorDict, *args: Any, **kwargs: Any) -> NoReturn:
     """Refused, as tensordict's ``_NoSetNonTensor`` does (a locked store first says it is
     locked): ``p.set(key, NonTensorData(value))`` or ``p[key] = value`` writes one."""
-    td._check_unlocked()
+    locking_ops.check_unlocked(
+        td,
+    )
     raise NotSupportedError(
         "set_non_tensor is not compatible with the tensordict type PersistentTensorDict. "
         "Write the value with set(key, NonTensorData(value)) or p[key] = value."

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from ptd.errors import LockedError, UnsupportedOperationError
 from ptd.format.tdmeta import td_meta_attrs
 from ptd.ops import indexing as ix
+from ptd.ops import locking as locking_ops
+from ptd.ops import names as names_ops
 from ptd.storage.backends.base import Path
 
 if TYPE_CHECKING:
@@ -83,7 +85,9 @@ def _set_names(td: PersistentTensorDict, names: list[str | None] | None) -> None
     td._store.names[td._path] = names
     if be.writable:
         be.set_attrs(td._path, td_meta_attrs(td._stored_batch, names))
-    for sub in td._nested_containers():
+    for sub in locking_ops.nested_containers(
+        td,
+    ):
         extra = len(sub._stored_batch) - len(td._stored_batch)
         sub._set_names(None if names is None else names + [None] * extra)
 
@@ -91,9 +95,9 @@ def _set_names(td: PersistentTensorDict, names: list[str | None] | None) -> None
 def rename(td: PersistentTensorDict, *names: Any, **rename_map: str) -> Any:
     """A new PersistentTensorDict on the same store with other dim names (the store's
     names are left as they are)."""
-    new = td._renamed(names, rename_map)
+    new = names_ops.renamed(td, names, rename_map)
     out = td.clone(recurse=False)
-    out.__dict__["_own_names"] = td._check_names(new)
+    out.__dict__["_own_names"] = names_ops.check_names(td, new)
     return out
 
 

@@ -110,7 +110,7 @@ class StreamedLeaves(LeafAccess):
         store = cast("PersistentTensorDict", td)
         for parts, meta in td._metas(True):
             if meta.kind == "tensor":
-                store._store.backend._check_writable("/".join(store._path + parts))
+                store._store.backend.check_writable("/".join(store._path + parts))
                 break
 
     def reduce_together(

@@ -417,7 +417,7 @@ class Backend(ABC):
     def delete(self, path: Path) -> None:
         """Delete the node at ``path``; a missing node raises PtdKeyError."""
         key = self.key_str(path)
-        self._check_writable(key)
+        self.check_writable(key)
         if not path:
             raise PtdValueError(f"cannot delete the root group of {self._location}")
         self._delete(path, key)
@@ -425,7 +425,7 @@ class Backend(ABC):
     def move(self, src: Path, dst: Path) -> None:
         """Rename a node without reading its data; ``dst`` must not exist."""
         skey, dkey = self.key_str(src), self.key_str(dst)
-        self._check_writable(skey)
+        self.check_writable(skey)
         check_path(dst, self._location)
         if not self._exists(src):
             raise self._not_found(src)
@@ -490,7 +490,7 @@ class Backend(ABC):
         broadcastable to it) into a numeric array. A shape that does not fit raises
         PtdValueError naming the key (zarr must not silently cut it)."""
         key = self.key_str(path)
-        self._check_writable(key)
+        self.check_writable(key)
         handle = self._array_handle(path)
         target = selection_shape(handle.shape, selection)
         value = fit_write_value(value, target, key, self._location)
@@ -635,7 +635,7 @@ class Backend(ABC):
         if self.closed:
             raise ClosedStoreError(f"cannot access key {key!r}: {self._location} is closed")
 
-    def _check_writable(self, key: str) -> None:
+    def check_writable(self, key: str) -> None:
         self._check_open(key)
         if not self._writable:
             raise ReadOnlyError(
@@ -645,7 +645,7 @@ class Backend(ABC):
     def _check_create(self, path: Path) -> str:
         """The key of a new array at ``path``, after the checks every creation makes."""
         key = self.key_str(path)
-        self._check_writable(key)
+        self.check_writable(key)
         if not path:
             raise PtdValueError(f"cannot create an array at the root of {self._location}")
         check_path(path, self._location)

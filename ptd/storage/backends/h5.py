@@ -457,7 +457,7 @@ class H5Backend(Backend):
 
     def create_group(self, path: Path, attrs: Mapping[str, Any] | None = None) -> None:
         key = self.key_str(path)
-        self._check_writable(key)
+        self.check_writable(key)
         check_path(path, self._location)
         try:
             group = self._root.require_group("/".join(path)) if path else self._root
@@ -565,7 +565,7 @@ class H5Backend(Backend):
 
     def set_attrs(self, path: Path, attrs: Mapping[str, Any]) -> None:
         key = self.key_str(path)
-        self._check_writable(key)
+        self.check_writable(key)
         h5_codec.write_attrs(self._node(path), attrs, key, self._location)
 
     # --- data --------------------------------------------------------------------------------

@@ -250,7 +250,7 @@ class ZarrBackend(Backend):
 
     def finalize(self) -> None:
         """Consolidate the metadata after a bulk write (not for append-only stores)."""
-        self._check_writable("/")
+        self.check_writable("/")
         self._consolidation.consolidate()
 
     # --- helpers -----------------------------------------------------------------------------
@@ -593,7 +593,7 @@ class ZarrBackend(Backend):
 
     def create_group(self, path: Path, attrs: Mapping[str, Any] | None = None) -> None:
         key = self.key_str(path)
-        self._check_writable(key)
+        self.check_writable(key)
         check_path(path, self._location)
         existing = self._get(path)
         if existing is None:
@@ -717,7 +717,7 @@ class ZarrBackend(Backend):
 
     def set_attrs(self, path: Path, attrs: Mapping[str, Any]) -> None:
         key = self.key_str(path)
-        self._check_writable(key)
+        self.check_writable(key)
         node = self._get(path)
         if node is None:
             raise self._not_found(path)

@@ -247,7 +247,7 @@ def create_groups(be: Any, specs: Sequence[tuple[Path, Mapping[str, Any] | None]
     names: dict[Path, set[str]] = {}  # the children of each parent: listed, or new here
     for path, attrs in specs:
         key = be.key_str(path)
-        be._check_writable(key)
+        be.check_writable(key)
         check_path(path, be.location)
         parent = path[:-1]
         if not path:

@@ -29,7 +29,7 @@ import ptd
 from ptd import NonTensorData, NonTensorStack, PersistentTensorDict, TensorDict
 from ptd.errors import PickleRefusedError, PtdError, PtdValueError, UnsupportedDtypeError
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUFFIX = {"h5": ".h5", "zarr": ".zarr"}
 STR_WARNING = "reads the string"
 PICKLE_WARNING = "loading a pickled non-tensor zarr field"

@@ -5,7 +5,7 @@ dims in; writes through such a view broadcast the value to the view's shape and 
 dims (the last copy along a new dim of several copies, numpy's rule) before writing the stored
 rows. Views compose: a view of a view (with None again) never touches the file. The oracle
 for values is the in-memory ``ptd.TensorDict`` (and numpy, for the index arithmetic), which
-tests/test_differential.py compares with tensordict 0.15.3.
+tests/containers/test_differential.py compares with tensordict 0.15.3.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_indexing import check_selection, index_for, orth_read, to_numpy_index
 
 from ptd import NonTensorStack, TensorDict
 from ptd.errors import (
@@ -29,6 +28,7 @@ from ptd.errors import (
     UnsupportedOperationError,
 )
 from ptd.ops import indexing as ix
+from tests.ops.test_indexing import check_selection, index_for, orth_read, to_numpy_index
 
 # --------------------------------------------------------------------------------------------
 # helpers

@@ -36,7 +36,7 @@ from ptd.errors import (
     UnsupportedDtypeError,
 )
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(HERE, "data", "memmap_td015")
 
 

@@ -1,6 +1,6 @@
 """The last methods of issue 12: ``attrs``, ``auto_device_``, ``clear_device_``,
 ``is_shared``, ``share_memory_``, ``from_schema``, ``pack``, ``rename_keys`` and
-``set_non_tensor`` (tests/test_differential.py compares them with tensordict; this file checks
+``set_non_tensor`` (tests/containers/test_differential.py compares them with tensordict; this file checks
 what a comparison of results cannot: sharing, what a store refuses, and the error paths)."""
 
 from __future__ import annotations
