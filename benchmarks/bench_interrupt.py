@@ -19,6 +19,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -38,10 +39,8 @@ def _tmp_bytes(directory: Path) -> int:
         if not p.name.startswith(".ptd-tmp-"):
             continue
         for f in [p] if p.is_file() else p.rglob("*"):
-            try:
+            with contextlib.suppress(OSError):
                 total += f.stat().st_size if f.is_file() else 0
-            except OSError:
-                pass
     return total
 
 

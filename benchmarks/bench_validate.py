@@ -149,7 +149,8 @@ def child(op: str, paths: list[str]) -> None:
         nbytes = sum(plain_read(p) for p in paths)
     elif op == "validate":
         rep = ptd.validate(paths[0], data=True)
-        assert rep.valid and rep.data_checked, rep.problems
+        assert rep.valid, rep.problems
+        assert rep.data_checked, rep.problems
         nbytes = rep.data_nbytes
     elif op == "diff":
         rep = ptd.diff(paths[0], paths[1])

@@ -26,6 +26,7 @@ command-line user expects:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -38,7 +39,7 @@ import typer
 
 from ptd_cli._common import Terminated, stdout_closed
 
-__all__ = ["CliState", "app", "get_version", "run", "cli_command", "hoist_global_options"]
+__all__ = ["CliState", "app", "cli_command", "get_version", "hoist_global_options", "run"]
 
 app = typer.Typer(
     name="ptd",
@@ -166,7 +167,13 @@ def _one_line_warnings(quiet: bool = False) -> None:
 
     warnings.filterwarnings("ignore", message=".*does not have a Zarr V3 specification")
 
-    def one_line(message, category, filename, lineno, line=None):  # type: ignore[no-untyped-def]
+    def one_line(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        line: str | None = None,
+    ) -> str:
         return f"ptd: warning: {message}\n"
 
     warnings.formatwarning = one_line
@@ -227,10 +234,8 @@ def _exit_now(signum: int) -> None:
         line = f"ptd: interrupted again: could not remove {', '.join(left)}; delete it by hand"
     else:
         line = "ptd: interrupted again: stopped at once (nothing was left behind)"
-    try:
+    with contextlib.suppress(OSError):
         os.write(2, (line + "\n").encode())
-    except OSError:
-        pass
     os._exit(143 if signum == signal.SIGTERM else 130)
 
 
@@ -328,10 +333,8 @@ def run(args: Sequence[str] | None = None) -> None:
         # interrupted and cleaned up: the status is decided. Another signal now would kill
         # the interpreter mid-exit (its handlers are reset while it finalizes): ignored.
         for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
+            with contextlib.suppress(ValueError):  # pragma: no cover - not the main thread
                 signal.signal(sig, signal.SIG_IGN)
-            except ValueError:  # pragma: no cover - not the main thread
-                pass
     sys.exit(code)
 
 
@@ -377,10 +380,8 @@ def _after_late_stop(code: int) -> int:
     if signum is None:
         return code
     print_late = "ptd: interrupted after the work was done: the output is complete and kept"
-    try:
+    with contextlib.suppress(OSError):
         os.write(2, (print_late + "\n").encode())
-    except OSError:
-        pass
     return 143 if signum == signal.SIGTERM else 130
 
 

@@ -11,14 +11,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
 from diff_support import BATCH, CONTAINERS, MASK, ONES, OTHER, SELF, TMPFILE, A, Ctx
 
 ALL_KINDS = ("nested", "dtypes", "empty_batch", "nontensor")
 
 #: methods that change the object they are called on (besides names ending in "_")
 MUTATING = set(
-    "set setdefault pop popitem update clear create_nested separates del_ rename_key_ "
-    "split_keys __setitem__ __delitem__ cat_tensors stack_tensors".split()
+    [
+        "set",
+        "setdefault",
+        "pop",
+        "popitem",
+        "update",
+        "clear",
+        "create_nested",
+        "separates",
+        "del_",
+        "rename_key_",
+        "split_keys",
+        "__setitem__",
+        "__delitem__",
+        "cat_tensors",
+        "stack_tensors",
+    ]
 )
 
 
@@ -35,7 +51,9 @@ class Case:
 
     @property
     def mutating(self) -> bool:
-        return self.name.endswith("_") and not self.name.startswith("__") or (self.name in MUTATING)
+        return (self.name.endswith("_") and not self.name.startswith("__")) or (
+            self.name in MUTATING
+        )
 
     @property
     def id(self) -> str:
@@ -90,15 +108,59 @@ def _foreign_nested(ctx: Ctx) -> Any:
     return tensordict.TensorDict({"w": torch.zeros(*ctx.batch, 5, 2)}, [*ctx.batch, 5])
 
 
-UNARY = (
-    "abs acos asin atan ceil cos cosh erf erfc exp expm1 floor frac lgamma log log10 log1p "
-    "log2 neg reciprocal round sigmoid sign sin sinh sqrt tan tanh trunc"
-).split()
-CASTS = (
-    "bool bfloat16 half float double int float16 float32 float64 complex64 complex128 "
-    "int8 int16 int32 int64 uint8 uint16 uint32 uint64"
-).split()
-REDUCTIONS = "sum mean nansum nanmean prod std var amin amax".split()
+UNARY = [
+    "abs",
+    "acos",
+    "asin",
+    "atan",
+    "ceil",
+    "cos",
+    "cosh",
+    "erf",
+    "erfc",
+    "exp",
+    "expm1",
+    "floor",
+    "frac",
+    "lgamma",
+    "log",
+    "log10",
+    "log1p",
+    "log2",
+    "neg",
+    "reciprocal",
+    "round",
+    "sigmoid",
+    "sign",
+    "sin",
+    "sinh",
+    "sqrt",
+    "tan",
+    "tanh",
+    "trunc",
+]
+CASTS = [
+    "bool",
+    "bfloat16",
+    "half",
+    "float",
+    "double",
+    "int",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+]
+REDUCTIONS = ["sum", "mean", "nansum", "nanmean", "prod", "std", "var", "amin", "amax"]
 
 CASES: list[Case] = [
     # ---------------------------------------------------------------- keys and entries
@@ -179,12 +241,21 @@ CASES: list[Case] = [
     c("replace", a=A(lambda x: torch.zeros(*x.batch, 2) if x.batch else torch.zeros(3))),
     attr("depth"),
     # ---------------------------------------------------------------- properties
-    *(attr(n, kinds=ALL_KINDS) for n in "batch_size batch_dims shape ndim names device".split()),
-    *(c(n, _={"kinds": ALL_KINDS}) for n in "dim ndimension numel size is_contiguous".split()),
+    *(
+        attr(n, kinds=ALL_KINDS)
+        for n in ["batch_size", "batch_dims", "shape", "ndim", "names", "device"]
+    ),
+    *(
+        c(n, _={"kinds": ALL_KINDS})
+        for n in ["dim", "ndimension", "numel", "size", "is_contiguous"]
+    ),
     c("size", 0, _={"tag": "dim"}),
     attr("dtype", kinds=("nested", "numeric")),
     c("is_floating_point", _={"kinds": ("nested", "numeric")}),
-    *(attr(n) for n in "is_locked is_cpu is_cuda is_meta requires_grad grad data".split()),
+    *(
+        attr(n)
+        for n in ["is_locked", "is_cpu", "is_cuda", "is_meta", "requires_grad", "grad", "data"]
+    ),
     c("is_shared"),
     c("bytes"),
     c("get_item_shape", "a"),
@@ -219,8 +290,8 @@ CASES: list[Case] = [
     *(c(n, _={"kinds": ("nested", "numeric", "empty_batch")}) for n in REDUCTIONS),
     *(c(n, 0, _={"tag": "dim0"}) for n in REDUCTIONS),
     *(c(n, 1, keepdim=True, _={"tag": "dim1-keep"}) for n in REDUCTIONS),
-    *(c(n, reduce=True, _={"tag": "reduce"}) for n in "sum mean nansum nanmean".split()),
-    *(c(n, dim="feature", _={"tag": "feature"}) for n in "sum mean".split()),
+    *(c(n, reduce=True, _={"tag": "reduce"}) for n in ["sum", "mean", "nansum", "nanmean"]),
+    *(c(n, dim="feature", _={"tag": "feature"}) for n in ["sum", "mean"]),
     c("min"),
     c("max"),
     c("min", 0, _={"tag": "dim0"}),
@@ -240,10 +311,10 @@ CASES: list[Case] = [
     *(c(n) for n in UNARY),
     *(c(n + "_", _={"kinds": ("float",)}) for n in UNARY),
     c("abs_", _={"tag": "mixed-dtypes"}),
-    *(c(n, 2) for n in "add sub mul div pow maximum minimum mod rsub".split()),
-    *(c(n, OTHER, _={"tag": "td"}) for n in "add sub mul div maximum minimum".split()),
-    *(c(n + "_", 2, _={"kinds": ("float",)}) for n in "add sub mul div pow".split()),
-    *(c(n + "_", ONES, _={"kinds": ("float",)}) for n in "maximum minimum".split()),
+    *(c(n, 2) for n in ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "mod", "rsub"]),
+    *(c(n, OTHER, _={"tag": "td"}) for n in ["add", "sub", "mul", "div", "maximum", "minimum"]),
+    *(c(n + "_", 2, _={"kinds": ("float",)}) for n in ["add", "sub", "mul", "div", "pow"]),
+    *(c(n + "_", ONES, _={"kinds": ("float",)}) for n in ["maximum", "minimum"]),
     c("add", 2, alpha=3, _={"tag": "alpha"}),
     c("lerp", ONES, 0.5),
     c("lerp_", ONES, 0.5, _={"kinds": ("float",)}),
@@ -261,7 +332,7 @@ CASES: list[Case] = [
     c("logical_and", OTHER),
     *(
         c(n, _={"kinds": ("nested", "numeric")})
-        for n in "isfinite isnan isneginf isposinf isreal".split()
+        for n in ["isfinite", "isnan", "isneginf", "isposinf", "isreal"]
     ),
     c("masked_fill", MASK, -1.0),
     c("masked_fill_", MASK, -1.0),

@@ -113,13 +113,16 @@ def assert_same(mine: Any, theirs: Any, where: str = "") -> None:
             assert_same(a, b, f"{where}[{i}]")
         return
     if isinstance(theirs, dict):
-        assert isinstance(mine, dict) and set(mine) == set(theirs), f"{where}: {mine} != {theirs}"
+        assert isinstance(mine, dict), f"{where}: {mine} != {theirs}"
+        assert set(mine) == set(theirs), f"{where}: {mine} != {theirs}"
         for k in theirs:
             assert_same(mine[k], theirs[k], f"{where}[{k!r}]")
         return
     if isinstance(theirs, np.ndarray):
-        assert isinstance(mine, np.ndarray) and mine.dtype == theirs.dtype, f"{where}: {mine!r}"
-        assert mine.shape == theirs.shape and (mine == theirs).all(), f"{where}: arrays differ"
+        assert isinstance(mine, np.ndarray), f"{where}: {mine!r}"
+        assert mine.dtype == theirs.dtype, f"{where}: {mine!r}"
+        assert mine.shape == theirs.shape, f"{where}: arrays differ"
+        assert (mine == theirs).all(), f"{where}: arrays differ"
         return
     assert mine == theirs, f"{where}: {mine!r} != {theirs!r}"
 

@@ -22,7 +22,8 @@ def checker() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
         "check_imports", ROOT / "tools" / "check_imports.py"
     )
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["check_imports"] = module
     spec.loader.exec_module(module)
@@ -225,5 +226,7 @@ def test_private_attributes_of_another_package_are_found(
         "ptd/data/d.py:7: ptd.data.d reads the private attribute ._secret of ptd.containers" in out
     )
     assert "ptd.storage.s reads the private attribute ._get_str" in out
-    assert "._leaves" not in out and "._own" not in out and "_NoValue" not in out
+    assert "._leaves" not in out
+    assert "._own" not in out
+    assert "_NoValue" not in out
     assert "d.py:3" not in out

@@ -110,13 +110,15 @@ def store(request: pytest.FixtureRequest, stores: dict[str, Path]) -> Path:
 
 def test_info(store: Path) -> None:
     r = probe("info", store)
-    assert r["batch_size"] == [4] and r["tensors"] == 2
+    assert r["batch_size"] == [4]
+    assert r["tensors"] == 2
     assert not r["torch"], r["modules"]
 
 
 def test_validate(store: Path) -> None:
     r = probe("validate", store)
-    assert r["batch_size"] == [4] and r["valid"] is True
+    assert r["batch_size"] == [4]
+    assert r["valid"] is True
     assert not r["torch"], r["modules"]
 
 

@@ -13,4 +13,4 @@ from __future__ import annotations
 from ptd.containers import base, memmap, tensordict
 from ptd.containers.persistent import persistent_tensordict
 
-__all__ = ["base", "tensordict", "persistent_tensordict", "memmap"]
+__all__ = ["base", "memmap", "persistent_tensordict", "tensordict"]

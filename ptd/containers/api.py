@@ -159,13 +159,37 @@ _DIST = "distributed communication (torch.distributed / UCXX): send an in-memory
 _FORMATS = "another storage format (pandas/pyarrow/json/csv/MosaicML/Redis): not ptd's"
 OUT_OF_SCOPE: dict[str, str] = {
     **dict.fromkeys(
-        "all_gather all_reduce arecv asend broadcast gather_and_stack init_remote "
-        "from_remote_init irecv isend recv reduce scatter send".split(),
+        [
+            "all_gather",
+            "all_reduce",
+            "arecv",
+            "asend",
+            "broadcast",
+            "gather_and_stack",
+            "init_remote",
+            "from_remote_init",
+            "irecv",
+            "isend",
+            "recv",
+            "reduce",
+            "scatter",
+            "send",
+        ],
         _DIST,
     ),
     **dict.fromkeys(
-        "from_csv to_csv from_json to_json from_pandas to_pandas from_parquet to_parquet "
-        "to_mds to_store".split(),
+        [
+            "from_csv",
+            "to_csv",
+            "from_json",
+            "to_json",
+            "from_pandas",
+            "to_pandas",
+            "from_parquet",
+            "to_parquet",
+            "to_mds",
+            "to_store",
+        ],
         _FORMATS,
     ),
     "from_module": "nn: tensordicts of module parameters",
@@ -206,18 +230,52 @@ PTD_ONLY: dict[str, str] = {
 #: (object's and the ABC machinery's are left out) -> family
 DUNDERS: dict[str, str] = {
     **dict.fromkeys(
-        "__abs__ __neg__ __invert__ __add__ __radd__ __iadd__ __sub__ __rsub__ __isub__ "
-        "__mul__ __rmul__ __imul__ __truediv__ __rtruediv__ __itruediv__ __pow__ __rpow__ "
-        "__ipow__ __mod__ __and__ __rand__ __or__ __ror__ __xor__ __rxor__".split(),
+        [
+            "__abs__",
+            "__neg__",
+            "__invert__",
+            "__add__",
+            "__radd__",
+            "__iadd__",
+            "__sub__",
+            "__rsub__",
+            "__isub__",
+            "__mul__",
+            "__rmul__",
+            "__imul__",
+            "__truediv__",
+            "__rtruediv__",
+            "__itruediv__",
+            "__pow__",
+            "__rpow__",
+            "__ipow__",
+            "__mod__",
+            "__and__",
+            "__rand__",
+            "__or__",
+            "__ror__",
+            "__xor__",
+            "__rxor__",
+        ],
         "operators",
     ),
-    **dict.fromkeys("__eq__ __ne__ __lt__ __le__ __gt__ __ge__ __bool__".split(), "equality"),
     **dict.fromkeys(
-        "__getitem__ __setitem__ __delitem__ __contains__ __iter__ __len__ __reversed__".split(),
+        ["__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__"], "equality"
+    ),
+    **dict.fromkeys(
+        [
+            "__getitem__",
+            "__setitem__",
+            "__delitem__",
+            "__contains__",
+            "__iter__",
+            "__len__",
+            "__reversed__",
+        ],
         "keys entries",
     ),
-    **dict.fromkeys("__enter__ __exit__".split(), "locking"),
-    **dict.fromkeys("__copy__ __deepcopy__".split(), "constructors"),
+    **dict.fromkeys(["__enter__", "__exit__"], "locking"),
+    **dict.fromkeys(["__copy__", "__deepcopy__"], "constructors"),
     "__torch_function__": "torch functions",
 }
 

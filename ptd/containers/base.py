@@ -86,12 +86,12 @@ from ptd.ops.registry import TensorDictRoot, new_tensordict
 from ptd.ops.tdhooks import REQUIRED
 
 __all__ = [
-    "TensorDictBase",
     "EntryMeta",
     "NestedKey",
-    "unravel_key",
+    "TensorDictBase",
     "is_leaf_nontensor",
     "pick_operand",
+    "unravel_key",
 ]
 
 

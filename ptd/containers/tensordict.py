@@ -14,7 +14,7 @@ tensor([1, 2])
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -71,7 +71,7 @@ class TensorDict(TensorDictBase):
         names: Sequence[str | None] | None = None,
         lock: bool = False,
         **kwargs: Any,
-    ):
+    ) -> None:
         self._data: dict[str, Any] = {}
         self._batch_size = as_batch_size(batch_size)
         self._device = torch.device(device) if device is not None else None
@@ -219,7 +219,7 @@ class TensorDict(TensorDictBase):
     def clone(self, recurse: bool = True, **kwargs: Any) -> TensorDict:
         if recurse:
             # to_tensordict makes a TensorDict (typed as the base it is declared on)
-            return self.to_tensordict()  # type: ignore[return-value,misc]
+            return self.to_tensordict()  # type: ignore[return-value]
         out = TensorDict({}, batch_size=self.batch_size, device=self.device, names=self._names)
         # new containers at every level, sharing the leaves (as tensordict's clone(False))
         out._data = {
@@ -228,8 +228,8 @@ class TensorDict(TensorDictBase):
         return out
 
     def _to_device(self, device: torch.device) -> TensorDictBase:
-        out = self.apply(lambda t: t.to(device), device=device)  # type: ignore[misc]
-        return out
+        out = self.apply(lambda t: t.to(device), device=device)
+        return cast("TensorDictBase", out)
 
 
 def assign_nested(grid: Any, shape: tuple[int, ...], idx: Any, new: Any) -> None:

@@ -33,19 +33,19 @@ from ptd.data.sampler import BatchIndices, ChunkShuffleSampler
 from ptd.errors import PtdTypeError, PtdValueError
 
 __all__ = [
-    "StoreDataset",
-    "LeftOutWarning",
-    "select_rows",
-    "RowLeaves",
-    "ChunkShuffleSampler",
-    "BatchIndices",
-    "collate",
-    "loader",
-    "LeafGeometry",
-    "store_leaves",
-    "group_rows",
     "GROUP_BYTES",
     "PREFETCH_FACTOR",
+    "BatchIndices",
+    "ChunkShuffleSampler",
+    "LeafGeometry",
+    "LeftOutWarning",
+    "RowLeaves",
+    "StoreDataset",
+    "collate",
+    "group_rows",
+    "loader",
+    "select_rows",
+    "store_leaves",
 ]
 
 

@@ -56,7 +56,7 @@ from ptd.data.transport import as_numpy, assemble, put, worker_ring
 from ptd.errors import PtdIndexError, PtdTypeError, PtdValueError
 from ptd.storage.location import StoreLocation
 
-__all__ = ["StoreDataset", "collate", "LeftOutWarning"]
+__all__ = ["LeftOutWarning", "StoreDataset", "collate"]
 
 
 class LeftOutWarning(UserWarning):

@@ -29,7 +29,7 @@ from ptd.storage.backends.base import ValueKind
 if TYPE_CHECKING:
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
 
-__all__ = ["LeafGeometry", "store_leaves", "group_rows", "GROUP_BYTES"]
+__all__ = ["GROUP_BYTES", "LeafGeometry", "group_rows", "store_leaves"]
 
 #: default bytes of one chunk group (all leaves together)
 GROUP_BYTES = 4 << 20

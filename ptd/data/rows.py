@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
     from ptd.storage.tree import StoreTree
 
-__all__ = ["RowLeaves", "select_rows", "resolve_keys", "where_of"]
+__all__ = ["RowLeaves", "resolve_keys", "select_rows", "where_of"]
 
 Key = tuple[str, ...]
 
@@ -167,10 +167,7 @@ def select_rows(
     store_batch = torch.Size(td.batch_size)
     if given is None and store_batch:
         return RowLeaves(leaves, torch.Size(store_batch[:1]))
-    if given is not None:
-        n = given[0]
-    else:
-        n = _main_length(tree, root, shapes, where)
+    n = given[0] if given is not None else _main_length(tree, root, shapes, where)
     target = given if given is not None else torch.Size([n])
     read: list[Key] = []
     left: dict[Key, tuple[int, ...] | None] = {}

@@ -52,7 +52,7 @@ from torch.utils.data import Sampler
 
 from ptd.errors import PtdValueError
 
-__all__ = ["ChunkShuffleSampler", "BatchIndices"]
+__all__ = ["BatchIndices", "ChunkShuffleSampler"]
 
 #: how many steps ahead a stream names the groups it will need (see :class:`BatchIndices`)
 _AHEAD = 2

@@ -42,7 +42,7 @@ from ptd.containers.base import TensorDictBase, is_leaf_nontensor
 from ptd.containers.tensordict import TensorDict
 from ptd.errors import PtdValueError
 
-__all__ = ["Ring", "receive", "worker_ring", "leaves", "assemble", "as_numpy", "put"]
+__all__ = ["Ring", "as_numpy", "assemble", "leaves", "put", "receive", "worker_ring"]
 
 #: bytes before a slot's data: the in-use flag (byte 0), padded for alignment
 _HEADER = 64
@@ -55,7 +55,7 @@ LeafLayout = tuple[tuple[str, ...], torch.dtype, tuple[int, ...], int]
 
 
 class _Slot:
-    __slots__ = ("number", "flat", "bytes", "flag", "sent")
+    __slots__ = ("bytes", "flag", "flat", "number", "sent")
 
     def __init__(self, number: int, nbytes: int) -> None:
         self.number = number
@@ -208,7 +208,19 @@ def receive(
 _NUMPY: dict[torch.dtype, np.dtype] = {
     getattr(torch, name): np.dtype(name)
     for name in (
-        "bool float16 float32 float64 int8 int16 int32 int64 uint8 complex64 complex128".split()
+        [
+            "bool",
+            "float16",
+            "float32",
+            "float64",
+            "int8",
+            "int16",
+            "int32",
+            "int64",
+            "uint8",
+            "complex64",
+            "complex128",
+        ]
     )
 }
 

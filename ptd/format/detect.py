@@ -19,17 +19,17 @@ from ptd.format.memmap_dir import is_memmap_dir, node_kind, read_meta_json
 from ptd.format.names import HDF5_SIGNATURE, ZARR_JSON, ZARR_V2_GROUP
 
 __all__ = [
-    "ROOT_ARRAY_HINT",
+    "DEFAULT_SUFFIX",
     "FORMATS",
+    "HEAD_BYTES",
     "MEMMAP_FORMAT",
     "READ_FORMATS",
-    "store_dir_format",
+    "ROOT_ARRAY_HINT",
     "SUFFIXES",
-    "DEFAULT_SUFFIX",
+    "file_has_hdf5_signature",
     "format_of_suffix",
     "has_hdf5_signature",
-    "file_has_hdf5_signature",
-    "HEAD_BYTES",
+    "store_dir_format",
 ]
 
 #: what a store whose root is an array is told (ptd's keys are the names of a group's arrays)

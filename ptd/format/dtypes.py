@@ -23,7 +23,7 @@ import numpy as np
 
 from ptd.format.names import PTD_DTYPE_ATTR
 
-__all__ = ["DIRECT", "BITS", "STORABLE", "torch_dtype_name", "canonical_name"]
+__all__ = ["BITS", "DIRECT", "STORABLE", "canonical_name", "torch_dtype_name"]
 
 #: torch dtype name -> the numpy dtype that stores it directly
 DIRECT: dict[str, np.dtype] = {

@@ -22,7 +22,7 @@ documents' names); how they are escaped is this module's one rule, shared by eve
 
 from __future__ import annotations
 
-__all__ = ["escape_name", "unescape_name", "impossible_name", "brief_key", "ESCAPED_CHARS"]
+__all__ = ["ESCAPED_CHARS", "brief_key", "escape_name", "impossible_name", "unescape_name"]
 
 #: the characters percent-encoded anywhere in an escaped name (``_`` only as its first)
 ESCAPED_CHARS = frozenset("%\\.")

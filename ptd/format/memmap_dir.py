@@ -50,16 +50,16 @@ from ptd.format.names import (
 )
 
 __all__ = [
-    "encode_key",
     "decode_key",
-    "node_kind",
-    "read_meta_json",
-    "is_memmap_dir",
-    "stored_entry_name",
+    "encode_key",
+    "entry_attrs",
     "entry_key",
     "entry_name_problem",
+    "is_memmap_dir",
     "node_attrs",
-    "entry_attrs",
+    "node_kind",
+    "read_meta_json",
+    "stored_entry_name",
 ]
 
 _UNSAFE = set('/<>:"|?*\\ \0%') | {chr(i) for i in range(32)} | {chr(127)}

@@ -31,15 +31,15 @@ from ptd.errors import Option, PickleRefusedError, PtdTypeError, PtdValueError
 from ptd.format.names import ENCODING_JSON, ENCODING_PICKLE
 
 __all__ = [
-    "encode_payload",
-    "encode_json",
-    "decode_payload",
-    "check_allow_pickle",
     "all_of_type",
-    "nested_to_array",
-    "select_nested",
-    "parse_stack_shape",
+    "check_allow_pickle",
+    "decode_payload",
+    "encode_json",
+    "encode_payload",
     "has_nested_shape",
+    "nested_to_array",
+    "parse_stack_shape",
+    "select_nested",
     "string_stack_shape",
 ]
 

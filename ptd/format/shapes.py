@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from ptd.errors import BatchSizeError
 
-__all__ = ["fits", "common_prefix", "check_leaf"]
+__all__ = ["check_leaf", "common_prefix", "fits"]
 
 
 def fits(shape: Sequence[int], batch_size: Sequence[int]) -> bool:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["is_table", "table_fields", "describe_field", "describe_table", "numeric_fields_only"]
+__all__ = ["describe_field", "describe_table", "is_table", "numeric_fields_only", "table_fields"]
 
 
 def is_table(dtype: np.dtype) -> bool:
@@ -39,7 +39,8 @@ def table_fields(dtype: np.dtype) -> list[tuple[str, np.dtype]]:
     """The fields of a record type in order: ``(name, dtype)``."""
     if not is_table(dtype):
         return []
-    assert dtype.fields is not None and dtype.names is not None
+    assert dtype.fields is not None
+    assert dtype.names is not None
     return [(name, dtype.fields[name][0]) for name in dtype.names]
 
 

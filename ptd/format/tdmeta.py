@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from ptd.format.names import TD_META_ATTR, TD_META_VERSION
 
-__all__ = ["TdMeta", "ParsedTdMeta", "parse_td_meta", "td_meta_attrs"]
+__all__ = ["ParsedTdMeta", "TdMeta", "parse_td_meta", "td_meta_attrs"]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ streams in row slabs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -246,7 +246,7 @@ def pin_memory(td: TensorDictBase, *_: Any, **__: Any) -> TensorDictBase:
     """A new TensorDict whose tensors are in pinned (page-locked) memory, so that
     ``.to("cuda", non_blocking=True)`` overlaps the copy; the DataLoader's ``pin_memory=True``
     calls it on each batch. Needs an accelerator build of torch."""
-    return td.apply(lambda t: t.pin_memory())
+    return cast("TensorDictBase", td.apply(lambda t: t.pin_memory()))
 
 
 # ------------------------------------------------------------------ conversions

@@ -14,7 +14,7 @@ import torch
 from ptd.errors import BatchSizeError
 from ptd.format.shapes import check_leaf, common_prefix, fits
 
-__all__ = ["infer_batch_size", "check_leaf", "fits", "as_batch_size"]
+__all__ = ["as_batch_size", "check_leaf", "fits", "infer_batch_size"]
 
 
 def as_batch_size(batch_size: Sequence[int] | torch.Size | int | None) -> torch.Size:

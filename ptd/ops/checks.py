@@ -32,9 +32,10 @@ def _check_batch_size(td: TensorDictBase, *, raise_exception: bool = True) -> bo
     bs = tuple(sub.batch_size)
     for key in sub._keys_str():
         meta = sub._meta_str(key)
-        if meta.kind == "nested":
-            if not sub._get_str(key)._check_batch_size(raise_exception=raise_exception):
-                return False
+        if meta.kind == "nested" and not sub._get_str(key)._check_batch_size(
+            raise_exception=raise_exception
+        ):
+            return False
         if tuple(meta.shape[: len(bs)]) != bs:
             if raise_exception:
                 raise BatchSizeError(

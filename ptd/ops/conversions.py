@@ -22,7 +22,7 @@ from __future__ import annotations
 import builtins
 import collections
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -147,13 +147,14 @@ def get_non_tensor(td: TensorDictBase, key: NestedKey, default: Any = _MISSING) 
 def data(td: TensorDictBase) -> TensorDictBase:
     """The leaves' ``.data`` (detached, sharing storage for an in-memory tensordict; a
     copy in memory for a file-backed one)."""
-    return td.apply(lambda t: t.data)
+    return cast("TensorDictBase", td.apply(lambda t: t.data))
 
 
 def as_tensor(td: TensorDictBase) -> TensorDictBase:
     """Every leaf as a plain ``torch.Tensor`` (subclasses such as memory maps dropped)."""
-    return td.apply(
-        lambda t: t if builtins.type(t) is torch.Tensor else t.as_subclass(torch.Tensor)
+    return cast(
+        "TensorDictBase",
+        td.apply(lambda t: t if builtins.type(t) is torch.Tensor else t.as_subclass(torch.Tensor)),
     )
 
 
@@ -400,5 +401,5 @@ def _itemsize(dtype: torch.dtype | None) -> int:
 
 def _dict_to_namedtuple(d: dict[str, Any], dest_cls: builtins.type | None) -> Any:
     values = {k: _dict_to_namedtuple(v, None) if isinstance(v, dict) else v for k, v in d.items()}
-    cls = dest_cls or collections.namedtuple("GenericDict", list(values))  # type: ignore[misc]
+    cls = dest_cls or collections.namedtuple("GenericDict", list(values))
     return cls(**values)

@@ -75,14 +75,14 @@ def auto_device_(td: TensorDictBase) -> TensorDictBase:
         td,
     )
     _set_device_tree(td, devices.pop() if len(devices) == 1 else None)
-    return td  # type: ignore[no-any-return]
+    return td
 
 
 def clear_device_(td: TensorDictBase) -> TensorDictBase:
     """Set the device of this tensordict and every nested one to ``None`` (the leaves stay
     where they are, and new ones can be on any device). Returns ``self``."""
     _set_device_tree(td, None)
-    return td  # type: ignore[no-any-return]
+    return td
 
 
 def is_shared(td: TensorDictBase) -> bool:
@@ -107,7 +107,7 @@ def share_memory_(td: TensorDictBase) -> TensorDictBase:
         )
     device = td.device
     if device is not None and device.type == "cuda":
-        return td  # type: ignore[no-any-return]
+        return td
     for sub in _containers(td):
         for key in sub._keys_str():
             value = sub._get_str(key)
@@ -115,4 +115,4 @@ def share_memory_(td: TensorDictBase) -> TensorDictBase:
                 value.share_memory_()
         sub._is_shared = True
     td.lock_()
-    return td  # type: ignore[no-any-return]
+    return td

@@ -27,12 +27,12 @@ from ptd.format import dtypes as fmt_dtypes
 from ptd.format.names import PTD_DTYPE_ATTR
 
 __all__ = [
-    "to_storage",
-    "from_storage",
-    "storage_dtype",
-    "torch_dtype_of",
     "dtype_abbrev",
     "dtype_from_str",
+    "from_storage",
+    "storage_dtype",
+    "to_storage",
+    "torch_dtype_of",
 ]
 
 #: torch dtype -> the numpy dtype storing it directly (built from :mod:`ptd.format.dtypes`)

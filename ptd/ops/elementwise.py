@@ -13,7 +13,7 @@ import numbers
 import operator
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -58,7 +58,9 @@ def _compare(
             ).expand(shape)
         )
         wide = other.expand(shape)
-        return me.apply(lambda t: op(t, _expand_right(wide, t)))
+        return cast(
+            "TensorDictBase | builtins.bool", me.apply(lambda t: op(t, _expand_right(wide, t)))
+        )
     if is_tensordict(other) and other.ndim and other.batch_size != td.batch_size:
         shape = torch.broadcast_shapes(tuple(td.batch_size), tuple(other.batch_size))
         me = (
@@ -158,7 +160,7 @@ def to(td: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
 
 
 def _to_device(td: TensorDictBase, device: torch.device) -> TensorDictBase:
-    return td.apply(lambda t: t.to(device), device=device)
+    return cast("TensorDictBase", td.apply(lambda t: t.to(device), device=device))
 
 
 def float(td: TensorDictBase) -> TensorDictBase:
@@ -190,11 +192,11 @@ def cpu(td: TensorDictBase) -> TensorDictBase:
 
 
 def detach(td: TensorDictBase) -> TensorDictBase:
-    return td.apply(lambda t: t.detach())
+    return cast("TensorDictBase", td.apply(lambda t: t.detach()))
 
 
 def contiguous(td: TensorDictBase) -> TensorDictBase:
-    return td.apply(lambda t: t.contiguous())
+    return cast("TensorDictBase", td.apply(lambda t: t.contiguous()))
 
 
 # --- in place --------------------------------------------------------------------------
@@ -227,7 +229,7 @@ def masked_fill_(
 def copy_(
     td: TensorDictBase, other: TensorDictBase, non_blocking: builtins.bool = False
 ) -> TensorDictBase:
-    return td.update_(other)
+    return cast("TensorDictBase", td.update_(other))
 
 
 def _expand_right(other: torch.Tensor, leaf: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ tensor(1)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -199,7 +199,7 @@ def update_at_(
     """``set_at_`` for every leaf of the input (KeyError for a key not in the tensordict)."""
     sub = td
     if isinstance(idx, tuple) and not idx:
-        return sub.update_(input_dict_or_td, clone=clone)
+        return cast("TensorDictBase", sub.update_(input_dict_or_td, clone=clone))
     allowed = None if keys_to_update is None else {unravel_key(k) for k in keys_to_update}
     for parts, value in _leaf_items(input_dict_or_td):
         if allowed is not None and not any(parts[: len(a)] == a for a in allowed):
@@ -425,7 +425,7 @@ def auto_batch_size_(
         elif meta.kind == "tensor":
             shapes.append(meta.shape)
     # both container classes give batch_size a setter
-    node.batch_size = infer_batch_size(shapes, batch_dims)  # type: ignore[misc]
+    node.batch_size = infer_batch_size(shapes, batch_dims)
     return node
 
 
@@ -478,8 +478,8 @@ def _new_like(
         return make(t, tuple(size) + tuple(t.shape[nb:]), dtype=dtype or t.dtype, **kwargs)
 
     if device is _NO_DEFAULT:
-        return sub.apply(leaf, batch_size=size)
-    return sub.apply(leaf, batch_size=size, device=device)
+        return cast("TensorDictBase", sub.apply(leaf, batch_size=size))
+    return cast("TensorDictBase", sub.apply(leaf, batch_size=size, device=device))
 
 
 def new_zeros(
@@ -576,14 +576,20 @@ def new_tensor(
     if dtype is not None:
         kwargs["dtype"] = dtype
     if is_tensordict(data):
-        return sub.apply(
-            lambda x, y: x.new_tensor(y, **kwargs),
-            data,
-            batch_size=shape,
-            device=kwargs["device"],
+        return cast(
+            "TensorDictBase",
+            sub.apply(
+                lambda x, y: x.new_tensor(y, **kwargs),
+                data,
+                batch_size=shape,
+                device=kwargs["device"],
+            ),
         )
-    return sub.apply(
-        lambda x: x.new_tensor(data, **kwargs), batch_size=shape, device=kwargs["device"]
+    return cast(
+        "TensorDictBase",
+        sub.apply(
+            lambda x: x.new_tensor(data, **kwargs), batch_size=shape, device=kwargs["device"]
+        ),
     )
 
 

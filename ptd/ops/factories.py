@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -48,14 +48,14 @@ def _finish_batch(
 
 
 def from_h5(
-    cls: type[TensorDictBase], filename: Any, *, mode: str = "r", **kwargs: Any
+    cls: type[TensorDictBase], /, filename: Any, *, mode: str = "r", **kwargs: Any
 ) -> TensorDictBase:
     """Open an HDF5 file as a :class:`ptd.PersistentTensorDict` (its ``from_h5``)."""
     return lookup("PersistentTensorDict").from_h5(filename, mode=mode, **kwargs)  # type: ignore[no-any-return, attr-defined]
 
 
 def from_zarr(
-    cls: type[TensorDictBase], filename: Any, *, mode: str = "r", **kwargs: Any
+    cls: type[TensorDictBase], /, filename: Any, *, mode: str = "r", **kwargs: Any
 ) -> TensorDictBase:
     """Open a zarr store as a :class:`ptd.PersistentTensorDict` (its ``from_zarr``)."""
     return lookup("PersistentTensorDict").from_zarr(filename, mode=mode, **kwargs)  # type: ignore[no-any-return, attr-defined]
@@ -63,6 +63,7 @@ def from_zarr(
 
 def from_schema(
     cls: type[TensorDictBase],
+    /,
     schema: Mapping[str, tuple[Sequence[int], torch.dtype]],
     *,
     batch_size: Sequence[int] | None = None,
@@ -110,7 +111,10 @@ def from_schema(
         return td.share_memory_() if storage == "shared" else td
     if storage == "memmap":
         prefix = kwargs.pop("prefix", None)
-        return new_tensordict(zeros(True), batch_size=batch).memmap_like(prefix, **kwargs)
+        return cast(
+            "TensorDictBase",
+            new_tensordict(zeros(True), batch_size=batch).memmap_like(prefix, **kwargs),
+        )
     filename = kwargs.pop("filename")
     return lookup("PersistentTensorDict").from_dict(  # type: ignore[no-any-return, attr-defined]
         zeros(True), filename, batch_size=batch, device=device, backend=storage, **kwargs
@@ -119,6 +123,7 @@ def from_schema(
 
 def from_dataclass(
     cls: type[TensorDictBase],
+    /,
     dataclass: Any,
     *,
     dest_cls: type | None = None,
@@ -150,6 +155,7 @@ def from_dataclass(
 
 def from_list(
     cls: type[TensorDictBase],
+    /,
     input: Sequence[Any],
     *,
     auto_batch_size: bool | None = None,
@@ -192,7 +198,7 @@ def from_list(
 
 
 def fromkeys(
-    cls: type[TensorDictBase], keys: Sequence[NestedKey], value: Any = 0
+    cls: type[TensorDictBase], /, keys: Sequence[NestedKey], value: Any = 0
 ) -> TensorDictBase:
     """A 0-d tensordict with ``value`` at every key."""
     return new_tensordict(dict.fromkeys(keys, value), batch_size=[])
@@ -200,6 +206,7 @@ def fromkeys(
 
 def from_dict(
     cls: type[TensorDictBase],
+    /,
     input_dict: Any,
     *others: Any,
     auto_batch_size: bool | None = None,
@@ -231,6 +238,7 @@ def from_dict_instance(
 
 def from_any(
     cls: type[TensorDictBase],
+    /,
     obj: Any,
     *,
     auto_batch_size: bool = False,
@@ -261,6 +269,7 @@ def from_any(
 
 def from_tuple(
     cls: type[TensorDictBase],
+    /,
     obj: tuple[Any, ...],
     *,
     auto_batch_size: bool = False,
@@ -279,6 +288,7 @@ def from_tuple(
 
 def from_namedtuple(
     cls: type[TensorDictBase],
+    /,
     named_tuple: Any,
     *,
     auto_batch_size: bool = False,
@@ -302,6 +312,7 @@ def from_namedtuple(
 
 def from_struct_array(
     cls: type[TensorDictBase],
+    /,
     struct_array: np.ndarray,
     *,
     auto_batch_size: bool = False,
@@ -332,6 +343,7 @@ def from_struct_array(
 
 def from_pytree(
     cls: type[TensorDictBase],
+    /,
     pytree: Any,
     *,
     batch_size: Sequence[int] | None = None,
@@ -363,6 +375,7 @@ def from_pytree(
 
 def _from_dict(
     cls: type[TensorDictBase],
+    /,
     input_dict: Mapping[Any, Any],
     auto_batch_size: bool | None,
     batch_size: Sequence[int] | None,

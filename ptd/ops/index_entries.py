@@ -33,17 +33,17 @@ import numpy as np
 import torch
 
 __all__ = [
-    "Points",
-    "NewDim",
     "Entry",
-    "full_entries",
-    "view_shape",
-    "stored_ndim",
-    "has_new_dims",
-    "stored_entries",
-    "unsqueeze_index",
+    "NewDim",
+    "Points",
     "drop_index",
     "expand_new_dims",
+    "full_entries",
+    "has_new_dims",
+    "stored_entries",
+    "stored_ndim",
+    "unsqueeze_index",
+    "view_shape",
 ]
 
 

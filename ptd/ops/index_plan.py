@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -26,11 +26,11 @@ from ptd.ops.index_entries import Entry, Points, _slice_len
 __all__ = [
     "ReadPlan",
     "WritePlan",
+    "apply_post",
+    "box_assign",
     "direct_selection",
     "plan_read",
-    "apply_post",
     "plan_write",
-    "box_assign",
 ]
 
 
@@ -142,8 +142,8 @@ def apply_post(arr: np.ndarray, post: Sequence[Any] | None) -> np.ndarray:
     needs = [i for i, p in enumerate(post) if p is not None]
     if len(needs) == 1 and not isinstance(post[needs[0]], tuple):
         i = needs[0]
-        return np.take(arr, post[i], axis=i)
-    return arr[_open_mesh(post, arr.shape)]
+        return cast("np.ndarray", np.take(arr, post[i], axis=i))
+    return cast("np.ndarray", arr[_open_mesh(post, arr.shape)])
 
 
 def _open_mesh(post: Sequence[Any], shape: Sequence[int]) -> tuple[np.ndarray, ...]:

@@ -53,27 +53,27 @@ from ptd.ops.index_plan import (
 )
 
 __all__ = [
-    "Points",
-    "NewDim",
     "Entry",
-    "full_entries",
-    "view_shape",
-    "stored_ndim",
-    "has_new_dims",
-    "stored_entries",
-    "unsqueeze_index",
-    "drop_index",
-    "expand_new_dims",
-    "compose",
-    "plan_read",
-    "direct_selection",
-    "plan_write",
-    "apply_post",
-    "box_assign",
+    "NewDim",
+    "Points",
     "ReadPlan",
     "WritePlan",
-    "is_key_index",
+    "apply_post",
+    "box_assign",
+    "compose",
+    "direct_selection",
+    "drop_index",
+    "expand_new_dims",
+    "full_entries",
+    "has_new_dims",
     "index_names",
+    "is_key_index",
+    "plan_read",
+    "plan_write",
+    "stored_entries",
+    "stored_ndim",
+    "unsqueeze_index",
+    "view_shape",
 ]
 
 
@@ -273,7 +273,7 @@ def _group_advanced(items: list[Any]) -> list[Any]:
     """Apply numpy's rule for advanced indices: several arrays/masks (and the ints between
     them) broadcast together into one dim. Layouts whose numpy result is not the orthogonal
     one (advanced indices separated by a slice) are refused."""
-    adv = [i for i, it in enumerate(items) if isinstance(it, np.ndarray) or isinstance(it, tuple)]
+    adv = [i for i, it in enumerate(items) if isinstance(it, (np.ndarray, tuple))]
     if not adv:
         return items
     ints = [i for i, it in enumerate(items) if isinstance(it, int)]

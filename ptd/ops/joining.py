@@ -37,7 +37,7 @@ from ptd.ops.rows import flat_list
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
 
-__all__ = ["stack", "cat"]
+__all__ = ["cat", "stack"]
 
 
 def _combine(values: Sequence[Any], batch: torch.Size, joiner: Callable[[list[Any]], Any]) -> Any:

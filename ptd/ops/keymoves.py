@@ -135,7 +135,7 @@ def rename_keys(
     for parent in parents:
         if _kind(out, parent) == "nested" and not out.get(out_key(parent))._keys_str():
             out.del_(out_key(parent))
-    return out  # type: ignore[no-any-return]
+    return out
 
 
 def set_non_tensor(td: TensorDictBase, key: NestedKey, value: Any) -> TensorDictBase:
@@ -165,4 +165,4 @@ def set_non_tensor(td: TensorDictBase, key: NestedKey, value: Any) -> TensorDict
         node,
     )
     node.set(parts[-1], NonTensorData(value, node.batch_size, node.device))
-    return td  # type: ignore[no-any-return]
+    return td

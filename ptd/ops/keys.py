@@ -13,7 +13,7 @@ from typing import Any
 
 from ptd.errors import InvalidKeyError
 
-__all__ = ["NestedKey", "unravel_key", "out_key", "KeysView"]
+__all__ = ["KeysView", "NestedKey", "out_key", "unravel_key"]
 
 NestedKey = str | tuple[str, ...]
 
@@ -40,7 +40,7 @@ def out_key(parts: tuple[str, ...]) -> NestedKey:
 class KeysView:
     """The result of ``keys()``: iterable, sized, and answers ``in`` for str and tuple keys."""
 
-    def __init__(self, keys: list[NestedKey]):
+    def __init__(self, keys: list[NestedKey]) -> None:
         self._keys = keys
 
     def __iter__(self) -> Iterator[NestedKey]:

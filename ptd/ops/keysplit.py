@@ -69,11 +69,10 @@ def split_keys(
     reproduce_struct: bool,
 ) -> tuple[TensorDictBase, ...]:
     """See the module docstring; ``default`` is None when a missing key is skipped."""
-    if inplace:
-        src = td
-    else:
-        # a copy of every level (leaves shared; a store is read into memory, as tensordict)
-        src = td.to_tensordict() if td._leaves.reads_copy else td.apply(lambda t: t)
+    # not in place: a copy of every level (leaves shared; a store is read into memory, as
+    # tensordict does)
+    copy = td.to_tensordict if td._leaves.reads_copy else lambda: td.apply(lambda t: t)
+    src = td if inplace else copy()
     outs: list[TensorDictBase] = []
     taken: list[Parts] = []
     for key_set in key_sets:

@@ -49,11 +49,11 @@ if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
 
 __all__ = [
-    "user_stacklevel",
-    "last_op",
     "REVERSE",
-    "entered_from_call",
     "caller_site",
+    "entered_from_call",
+    "last_op",
+    "user_stacklevel",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -294,7 +294,7 @@ def _rev_squeeze(res: Any, args: Any, kwargs: Any, out: Any) -> Any:
 
 
 def _rev_to(res: Any, args: Any, kwargs: Any, out: Any) -> Any:
-    if res is out or type(res) is type(out) and getattr(res, "_store", None) is not None:
+    if res is out or (type(res) is type(out) and getattr(res, "_store", None) is not None):
         return res  # the same store: the block wrote through already
     restore_dtype = kwargs.get("dtype") is not None or any(
         isinstance(a, (torch.dtype, torch.Tensor)) for a in args

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
     from ptd.ops.leafop import LeafOp
 
-__all__ = ["LeafAccess", "IN_MEMORY"]
+__all__ = ["IN_MEMORY", "LeafAccess"]
 
 #: ``fn(leaf, operand)`` of :meth:`LeafAccess.map_inplace`: the new leaf, or None when it
 #: wrote into ``leaf`` itself

@@ -20,7 +20,7 @@ import torch
 
 from ptd.errors import PtdIndexError
 
-__all__ = ["LeafOp", "NO_DEFAULT"]
+__all__ = ["NO_DEFAULT", "LeafOp"]
 
 
 class _NoDefault:

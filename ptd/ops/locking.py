@@ -102,7 +102,7 @@ def _unlock_tree(td: TensorDictBase) -> None:
     ):
         parents = sub.__dict__.get("_lock_parents", [])
         parents[:] = [r for r in parents if r() is not None and r() is not td]
-        if not any(r().is_locked for r in parents):  # type: ignore[union-attr]
+        if not any(r().is_locked for r in parents):
             sub._unlock_tree()
 
 

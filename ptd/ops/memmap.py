@@ -176,6 +176,7 @@ def memmap_like(
 
 def load_memmap(
     cls: type[TensorDictBase],
+    /,
     prefix: str | os.PathLike[str],
     device: Any = None,
     non_blocking: bool = False,
@@ -202,7 +203,7 @@ def load_memmap(
 
 
 def load(
-    cls: type[TensorDictBase], prefix: str | os.PathLike[str], *args: Any, **kwargs: Any
+    cls: type[TensorDictBase], /, prefix: str | os.PathLike[str], *args: Any, **kwargs: Any
 ) -> Any:
     """:meth:`load_memmap` (read what :meth:`save` wrote)."""
     return cls.load_memmap(prefix, *args, **kwargs)

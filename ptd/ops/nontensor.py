@@ -59,7 +59,9 @@ class NonTensorData:
     #: the class marker tensordict reads (``tensordict.is_non_tensor``, ``_is_leaf_nontensor``)
     _is_non_tensor = True
 
-    def __init__(self, data: Any, batch_size: Sequence[int] | None = None, device: Any = None):
+    def __init__(
+        self, data: Any, batch_size: Sequence[int] | None = None, device: Any = None
+    ) -> None:
         if isinstance(data, NonTensorData):
             data = data.data
         self.data: Any = data
@@ -99,7 +101,7 @@ class NonTensorStack:
 
     _is_non_tensor = True
 
-    def __init__(self, *values: Any, batch_size: Sequence[int] | None = None):
+    def __init__(self, *values: Any, batch_size: Sequence[int] | None = None) -> None:
         vals = [v.data if isinstance(v, NonTensorData) else v for v in values]
         self._values: Any = vals
         self.batch_size = (

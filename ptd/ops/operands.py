@@ -30,7 +30,7 @@ class _BatchTensor:
 
     __slots__ = ("tensor",)
 
-    def __init__(self, tensor: torch.Tensor):
+    def __init__(self, tensor: torch.Tensor) -> None:
         self.tensor = tensor
 
 

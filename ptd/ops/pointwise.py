@@ -58,13 +58,40 @@ from ptd.ops.registry import is_tensordict
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
 
-__all__ = ["UNARY_OPS", "INPLACE_UNARY_OPS", "PREDICATES"]
+__all__ = ["INPLACE_UNARY_OPS", "PREDICATES", "UNARY_OPS"]
 
 #: unary ops with an out-of-place form ``name()`` and an in-place form ``name_()``
-UNARY_OPS = (
-    "abs acos asin atan ceil cos cosh erf erfc exp expm1 floor frac lgamma log log10 log1p "
-    "log2 neg reciprocal round sigmoid sign sin sinh sqrt tan tanh trunc"
-).split()
+UNARY_OPS = [
+    "abs",
+    "acos",
+    "asin",
+    "atan",
+    "ceil",
+    "cos",
+    "cosh",
+    "erf",
+    "erfc",
+    "exp",
+    "expm1",
+    "floor",
+    "frac",
+    "lgamma",
+    "log",
+    "log10",
+    "log1p",
+    "log2",
+    "neg",
+    "reciprocal",
+    "round",
+    "sigmoid",
+    "sign",
+    "sin",
+    "sinh",
+    "sqrt",
+    "tan",
+    "tanh",
+    "trunc",
+]
 INPLACE_UNARY_OPS = tuple(f"{n}_" for n in UNARY_OPS)
 #: unary ops giving a bool leaf (out of place only)
 PREDICATES = ("isfinite", "isnan", "isneginf", "isposinf", "isreal")

@@ -55,7 +55,7 @@ from ptd.ops.registry import is_tensordict, new_tensordict
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
 
-__all__ = ["LeafOp", "NO_DEFAULT"]
+__all__ = ["NO_DEFAULT", "LeafOp"]
 
 
 def _check_feature_keepdim(keepdim: Any) -> None:
@@ -159,11 +159,15 @@ def _reduction(
             names,
         )
     tuple_dim = None
-    if isinstance(dim, tuple) and dim:
-        if name in ("max", "min", "prod", "cummax", "cummin", "quantile") or (
-            name in ("amax", "amin") and (len(dim) > 1 or not 0 <= dim[0] < nb)
-        ):
-            tuple_dim = dim
+    if (
+        isinstance(dim, tuple)
+        and dim
+        and (
+            name in ("max", "min", "prod", "cummax", "cummin", "quantile")
+            or (name in ("amax", "amin") and (len(dim) > 1 or not 0 <= dim[0] < nb))
+        )
+    ):
+        tuple_dim = dim
     if dim is not NO_DEFAULT and dim is not None:
         if isinstance(dim, tuple):
             if tuple_ok:
@@ -308,12 +312,15 @@ def _all_any(td: TensorDictBase, name: str, dim: int | None) -> bool | TensorDic
     if dim is not None:
         d = dim % nb
         op = LeafOp(name, dim=d)
-        return _reduce_tree(
-            td,
-            op,
-            [b for i, b in enumerate(td.batch_size) if i != d],
-            lambda sub: _all_any(sub, name, d),
-            _names_without(td, [d]),
+        return cast(
+            "bool | TensorDictBase",
+            _reduce_tree(
+                td,
+                op,
+                [b for i, b in enumerate(td.batch_size) if i != d],
+                lambda sub: _all_any(sub, name, d),
+                _names_without(td, [d]),
+            ),
         )
     want = name == "all"
     for parts, _ in _tensor_leaf_keys(
@@ -341,7 +348,7 @@ def sum(
 ) -> TensorDictBase | torch.Tensor:
     """The sum of every leaf (see the module docstring for ``dim``/``keepdim``/``reduce``)."""
     result = _reduction(td, "sum", dim, keepdim, reduce=reduce, dtype=dtype)
-    return _transform(result, key_transform, reduce)
+    return cast("TensorDictBase | torch.Tensor", _transform(result, key_transform, reduce))
 
 
 def mean(
@@ -355,7 +362,7 @@ def mean(
 ) -> TensorDictBase | torch.Tensor:
     """The mean of every leaf (integer leaves need ``dtype``, as in torch)."""
     result = _reduction(td, "mean", dim, keepdim, reduce=reduce, dtype=dtype)
-    return _transform(result, key_transform, reduce)
+    return cast("TensorDictBase | torch.Tensor", _transform(result, key_transform, reduce))
 
 
 def nansum(
@@ -367,7 +374,10 @@ def nansum(
     reduce: bool | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The sum of every leaf, NaN counted as zero."""
-    return _reduction(td, "nansum", dim, keepdim, reduce=reduce, dtype=dtype)
+    return cast(
+        "TensorDictBase | torch.Tensor",
+        _reduction(td, "nansum", dim, keepdim, reduce=reduce, dtype=dtype),
+    )
 
 
 def nanmean(
@@ -379,7 +389,10 @@ def nanmean(
     reduce: bool | None = None,
 ) -> TensorDictBase | torch.Tensor:
     """The mean of every leaf, NaN left out."""
-    return _reduction(td, "nanmean", dim, keepdim, reduce=reduce, dtype=dtype)
+    return cast(
+        "TensorDictBase | torch.Tensor",
+        _reduction(td, "nanmean", dim, keepdim, reduce=reduce, dtype=dtype),
+    )
 
 
 def prod(
@@ -398,7 +411,7 @@ def prod(
             result = result.unsqueeze(d)
         else:
             result = result.reshape([1] * td.ndim)
-    return result
+    return cast("TensorDictBase | torch.Tensor", result)
 
 
 def std(
@@ -412,7 +425,7 @@ def std(
 ) -> TensorDictBase | torch.Tensor:
     """The standard deviation of every leaf (``correction=1``: Bessel's)."""
     result = _reduction(td, "std", dim, keepdim, reduce=reduce, correction=correction)
-    return _transform(result, key_transform, reduce)
+    return cast("TensorDictBase | torch.Tensor", _transform(result, key_transform, reduce))
 
 
 def var(
@@ -426,7 +439,7 @@ def var(
 ) -> TensorDictBase | torch.Tensor:
     """The variance of every leaf (``correction=1``: Bessel's)."""
     result = _reduction(td, "var", dim, keepdim, reduce=reduce, correction=correction)
-    return _transform(result, key_transform, reduce)
+    return cast("TensorDictBase | torch.Tensor", _transform(result, key_transform, reduce))
 
 
 def quantile(
@@ -443,7 +456,7 @@ def quantile(
     result = _reduction(
         td, "quantile", dim, keepdim, reduce=reduce, q=q, interpolation=interpolation
     )
-    return _transform(result, key_transform, reduce)
+    return cast("TensorDictBase | torch.Tensor", _transform(result, key_transform, reduce))
 
 
 # ------------------------------------------------------------------ min / max
@@ -451,14 +464,20 @@ def amin(
     td: TensorDictBase, dim: int = NO_DEFAULT, keepdim: bool = False, *, reduce: bool | None = None
 ) -> TensorDictBase | torch.Tensor:
     """The minimum of every leaf, values only."""
-    return _reduction(td, "amin", dim, keepdim, reduce=reduce, tuple_ok=False, call_on_nested=False)
+    return cast(
+        "TensorDictBase | torch.Tensor",
+        _reduction(td, "amin", dim, keepdim, reduce=reduce, tuple_ok=False, call_on_nested=False),
+    )
 
 
 def amax(
     td: TensorDictBase, dim: int = NO_DEFAULT, keepdim: bool = False, *, reduce: bool | None = None
 ) -> TensorDictBase | torch.Tensor:
     """The maximum of every leaf, values only."""
-    return _reduction(td, "amax", dim, keepdim, reduce=reduce, tuple_ok=False, call_on_nested=False)
+    return cast(
+        "TensorDictBase | torch.Tensor",
+        _reduction(td, "amax", dim, keepdim, reduce=reduce, tuple_ok=False, call_on_nested=False),
+    )
 
 
 def min(
@@ -518,9 +537,12 @@ def _extremum(
         call_on_nested=False,
         keep_batch=name.startswith("cum"),
     )
-    if isinstance(result, tuple) and not isinstance(result, torch.Tensor):
-        if is_tensordict(result[0]):
-            return getattr(torch.return_types, name)(result)
+    if (
+        isinstance(result, tuple)
+        and not isinstance(result, torch.Tensor)
+        and is_tensordict(result[0])
+    ):
+        return getattr(torch.return_types, name)(result)
     return result
 
 
@@ -553,8 +575,8 @@ def logsumexp(
     op = LeafOp("logsumexp", dim=dims, keepdim=keepdim)
     result = _reduce_tree(td, op, bs, lambda sub: sub.logsumexp(dims, keepdim), names)
     if out is not None:  # written into out's tensors where it has them, as torch's out=
-        return out.update(result, inplace=True)
-    return result
+        return cast("TensorDictBase", out.update(result, inplace=True))
+    return cast("TensorDictBase", result)
 
 
 def softmax(td: TensorDictBase, dim: int, dtype: torch.dtype | None = None) -> TensorDictBase:
@@ -563,7 +585,10 @@ def softmax(td: TensorDictBase, dim: int, dtype: torch.dtype | None = None) -> T
         raise PtdValueError(f"Expected dim of type int, got {type(dim)}.")
     d = _pos_dim(dim, td.ndim)
     op = LeafOp("softmax", dim=d, kwargs={"dtype": dtype})
-    return _reduce_tree(td, op, td.batch_size, lambda sub: sub.softmax(d, dtype), td._names)
+    return cast(
+        "TensorDictBase",
+        _reduce_tree(td, op, td.batch_size, lambda sub: sub.softmax(d, dtype), td._names),
+    )
 
 
 def norm(
@@ -579,7 +604,7 @@ def norm(
     if out is not None:
         out.update(result)
         result = out
-    return _transform(result, key_transform, None)
+    return cast("TensorDictBase", _transform(result, key_transform, None))
 
 
 def _transform(

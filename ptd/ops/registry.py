@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
 
-__all__ = ["TensorDictRoot", "register", "lookup", "new_tensordict", "is_tensordict"]
+__all__ = ["TensorDictRoot", "is_tensordict", "lookup", "new_tensordict", "register"]
 
 
 class TensorDictRoot:

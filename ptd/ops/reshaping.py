@@ -42,7 +42,7 @@ from ptd.ops.rows import non_tensor_grid_map
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
 
-__all__ = ["shape_from_args", "resolve_shape", "reshape", "view"]
+__all__ = ["reshape", "resolve_shape", "shape_from_args", "view"]
 
 
 def shape_from_args(
@@ -108,7 +108,7 @@ def view(td: TensorDictBase, args: Sequence[Any], size: Any, batch_size: Any) ->
     """``td.view(*args, size=..., batch_size=...)``: see the module docstring."""
     if len(args) == 1 and isinstance(args[0], torch.dtype):
         dtype = args[0]
-        return td.apply(lambda t: t.view(dtype), batch_size=batch_size)
+        return cast("TensorDictBase", td.apply(lambda t: t.view(dtype), batch_size=batch_size))
     new = resolve_shape(shape_from_args(args, size), td.numel())
     if new == td.batch_size:
         return td

@@ -22,7 +22,7 @@ from ptd.ops.nontensor import NonTensorData, NonTensorStack
 if TYPE_CHECKING:
     pass
 
-__all__ = ["non_tensor_grid_map", "flat_list"]
+__all__ = ["flat_list", "non_tensor_grid_map"]
 
 
 def non_tensor_grid_map(

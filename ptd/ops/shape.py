@@ -19,10 +19,11 @@ tensor([0, 0, 3, 3])
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -199,7 +200,10 @@ def expand(td: TensorDictBase, *shape: Any) -> TensorDictBase:
 def expand_as(td: TensorDictBase, other: Any) -> TensorDictBase:
     """Expand to the shape of a tensor, or leaf by leaf to those of a tensordict."""
     if is_tensordict(other):
-        return td.apply(lambda x, y: x.expand_as(y), other, batch_size=other.batch_size)
+        return cast(
+            "TensorDictBase",
+            td.apply(lambda x, y: x.expand_as(y), other, batch_size=other.batch_size),
+        )
     return td.expand(*other.shape)
 
 
@@ -311,7 +315,7 @@ def roll(
 
     out = _batch_map(td, fn)
     if inplace:
-        return td.update_(out)
+        return cast("TensorDictBase", td.update_(out))
     return out
 
 
@@ -524,7 +528,6 @@ def tensor_split(
     bounds.append(n)
     pre = (slice(None),) * d
     pieces = [
-        td._detached(td._index(pre + (slice(a, max(a, b)),)))
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+        td._detached(td._index(pre + (slice(a, max(a, b)),))) for a, b in itertools.pairwise(bounds)
     ]
     return tuple(p.lock_() if td.is_locked and not p.is_locked else p for p in pieces)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -168,11 +168,14 @@ def _like(factory: Callable[..., torch.Tensor]) -> Callable[..., Any]:
         dtype = kwargs.pop("dtype", None)
         if "device" in kwargs:
             device = kwargs.pop("device")
-            return td.apply(
-                lambda t: factory(t, *args, dtype=dtype, device=device, **kwargs),
-                device=device,
+            return cast(
+                "TensorDictBase",
+                td.apply(
+                    lambda t: factory(t, *args, dtype=dtype, device=device, **kwargs),
+                    device=device,
+                ),
             )
-        return td.apply(lambda t: factory(t, *args, dtype=dtype, **kwargs))
+        return cast("TensorDictBase", td.apply(lambda t: factory(t, *args, dtype=dtype, **kwargs)))
 
     return make
 
@@ -189,14 +192,87 @@ for _factory in (
 
 
 # --- pointwise functions: the method when the tensordict has one, else leaf by leaf ---------
-_POINTWISE = (
-    "abs abs_ acos acos_ add addcdiv addcmul asin asin_ atan atan_ bitwise_and ceil ceil_ "
-    "clamp clamp_max clamp_max_ clamp_min clamp_min_ cos cos_ cosh cosh_ div erf erf_ erfc "
-    "erfc_ exp exp_ expm1 expm1_ floor floor_ frac frac_ isfinite isnan isneginf isposinf "
-    "isreal lerp lgamma log log10 log10_ log1p log1p_ log2 log2_ log_ logical_and maximum "
-    "minimum mul neg neg_ pow reciprocal reciprocal_ round round_ rsub sigmoid sigmoid_ sign "
-    "sin sin_ sinh sinh_ sqrt sqrt_ sub tan tan_ tanh tanh_ trunc trunc_"
-).split()
+_POINTWISE = [
+    "abs",
+    "abs_",
+    "acos",
+    "acos_",
+    "add",
+    "addcdiv",
+    "addcmul",
+    "asin",
+    "asin_",
+    "atan",
+    "atan_",
+    "bitwise_and",
+    "ceil",
+    "ceil_",
+    "clamp",
+    "clamp_max",
+    "clamp_max_",
+    "clamp_min",
+    "clamp_min_",
+    "cos",
+    "cos_",
+    "cosh",
+    "cosh_",
+    "div",
+    "erf",
+    "erf_",
+    "erfc",
+    "erfc_",
+    "exp",
+    "exp_",
+    "expm1",
+    "expm1_",
+    "floor",
+    "floor_",
+    "frac",
+    "frac_",
+    "isfinite",
+    "isnan",
+    "isneginf",
+    "isposinf",
+    "isreal",
+    "lerp",
+    "lgamma",
+    "log",
+    "log10",
+    "log10_",
+    "log1p",
+    "log1p_",
+    "log2",
+    "log2_",
+    "log_",
+    "logical_and",
+    "maximum",
+    "minimum",
+    "mul",
+    "neg",
+    "neg_",
+    "pow",
+    "reciprocal",
+    "reciprocal_",
+    "round",
+    "round_",
+    "rsub",
+    "sigmoid",
+    "sigmoid_",
+    "sign",
+    "sin",
+    "sin_",
+    "sinh",
+    "sinh_",
+    "sqrt",
+    "sqrt_",
+    "sub",
+    "tan",
+    "tan_",
+    "tanh",
+    "tanh_",
+    "trunc",
+    "trunc_",
+]
 
 
 def _pointwise(name: str) -> Callable[..., Any]:

@@ -89,7 +89,7 @@ def update(
         first, rest = parts[0], parts[1:]
         if allowed is not None and not any(k[0] == first for k in allowed):
             continue
-        if clone and isinstance(value, torch.Tensor) or is_tensordict(value):
+        if (clone and isinstance(value, torch.Tensor)) or is_tensordict(value):
             value = value.clone()
         target_kind = td._meta_str(first).kind if first in td._keys_str() else None
         sub_allowed = _prune_keys(allowed, first)
@@ -146,7 +146,7 @@ def update_(
             raise PtdKeyError(
                 f"The key {out_key(parts)} was not found in the dest tensordict ({td._location()})."
             )
-        if clone and isinstance(value, torch.Tensor) or is_tensordict(value):
+        if (clone and isinstance(value, torch.Tensor)) or is_tensordict(value):
             value = value.clone()
         if (isinstance(value, Mapping) or is_tensordict(value)) and not isinstance(
             value, (NonTensorData, NonTensorStack)

@@ -30,7 +30,7 @@ import math
 
 from ptd.storage.backends.base import ArrayMeta, ValueKind
 
-__all__ = ["row_bytes", "random_row_bytes", "H5_CHUNK_CACHE"]
+__all__ = ["H5_CHUNK_CACHE", "random_row_bytes", "row_bytes"]
 
 #: HDF5's default chunk cache per dataset
 H5_CHUNK_CACHE = 1 << 20

@@ -37,11 +37,11 @@ from ptd.storage.backends.base import Backend
 from ptd.storage.location import StoreLocation
 
 __all__ = [
+    "CONSOLIDATED_CODES",
     "ConsolidatedFinding",
     "check_consolidated",
     "has_consolidated",
     "open_checked",
-    "CONSOLIDATED_CODES",
 ]
 
 #: the codes :func:`check_consolidated` reports

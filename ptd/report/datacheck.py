@@ -57,15 +57,15 @@ from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueK
 from ptd.storage.backends.chunks import ChunkInfo, chunk_info
 
 __all__ = [
-    "Constraint",
-    "LeafStats",
-    "ChunkFault",
-    "Violation",
-    "DataResult",
-    "check_data",
-    "plan_blocks",
     "BLOCK_BYTES",
     "HISTOGRAM_BINS",
+    "ChunkFault",
+    "Constraint",
+    "DataResult",
+    "LeafStats",
+    "Violation",
+    "check_data",
+    "plan_blocks",
 ]
 
 #: bytes of one block (several whole chunks) read at a time
@@ -219,10 +219,8 @@ def plan_blocks(
             d = k
             break
     per = itemsize * math.prod(chunks[:d]) * chunks[d] * math.prod(shape[d + 1 :])
-    if d == nd - 1 and per > limit:
-        step = chunks[d]  # one chunk per block
-    else:
-        step = chunks[d] * max(1, limit // max(1, per))
+    # one chunk per block when a single chunk along the last dim is already over the limit
+    step = chunks[d] if d == nd - 1 and per > limit else chunks[d] * max(1, limit // max(1, per))
     outer = [range(0, shape[i], chunks[i]) for i in range(d)]
     for starts in itertools.product(*outer):
         head = tuple(slice(s, min(s + chunks[i], shape[i])) for i, s in enumerate(starts))
@@ -261,7 +259,7 @@ class _Acc:
         is_bool: bool = False,
         channel_axis: int | None = None,
         channels: int = 0,
-    ):
+    ) -> None:
         self.float_like = float_like
         self.is_bool = is_bool
         #: exact counts per value while they are few (integer and bool leaves)

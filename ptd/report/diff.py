@@ -51,7 +51,7 @@ from ptd.storage.backends.properties import same_fill
 from ptd.storage.cancel import cancellable
 from ptd.storage.location import StoreLocation, as_path_str
 
-__all__ = ["diff", "DiffReport", "Difference", "DIFF_KINDS"]
+__all__ = ["DIFF_KINDS", "DiffReport", "Difference", "diff"]
 
 #: every ``Difference.kind``
 DIFF_KINDS = (
@@ -212,7 +212,8 @@ def _structure(
                     Difference(key, "attrs_differ", f"{key!r}: user attributes differ", a1, a2)
                 )
             continue
-        assert ma is not None and mb is not None
+        assert ma is not None
+        assert mb is not None
         a1, a2 = user_attrs(dict(ma.attrs)), user_attrs(dict(mb.attrs))
         if a1 != a2:
             out.append(Difference(key, "attrs_differ", f"{key!r}: user attributes differ", a1, a2))
@@ -275,10 +276,13 @@ def _properties(
     b: dict[str, Any] = {}
     if ba.holds_fill_value and bb.holds_fill_value and not same_fill(pa.fill_value, pb.fill_value):
         a["fill_value"], b["fill_value"] = pa.fill_description(), pb.fill_description()
-    if ba.holds_dimension_names and bb.holds_dimension_names:
-        if pa.dimension_names != pb.dimension_names:
-            a["dimension_names"] = list(pa.dimension_names or []) or None
-            b["dimension_names"] = list(pb.dimension_names or []) or None
+    if (
+        ba.holds_dimension_names
+        and bb.holds_dimension_names
+        and pa.dimension_names != pb.dimension_names
+    ):
+        a["dimension_names"] = list(pa.dimension_names or []) or None
+        b["dimension_names"] = list(pb.dimension_names or []) or None
     if ba.holds_maxshape and bb.holds_maxshape and pa.resizable != pb.resizable:
         a["resizable"], b["resizable"] = list(pa.resizable), list(pb.resizable)
     if codecs and ba.name == bb.name and pa.compression != pb.compression:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
-__all__ = ["Finding", "Case", "Suite", "junit", "github", "markdown", "FORMATS"]
+__all__ = ["FORMATS", "Case", "Finding", "Suite", "github", "junit", "markdown"]
 
 #: the report formats of ``--format``
 FORMATS = ("text", "json", "junit", "github", "markdown")

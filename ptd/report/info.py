@@ -115,7 +115,7 @@ from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueK
 from ptd.storage.backends.properties import Stage, same_fill
 from ptd.storage.location import StoreLocation
 
-__all__ = ["info", "StoreInfo", "EntryInfo", "Totals", "FORMAT_VERSION", "jsonable"]
+__all__ = ["FORMAT_VERSION", "EntryInfo", "StoreInfo", "Totals", "info", "jsonable"]
 
 #: version of the JSON document (``StoreInfo.to_dict()``)
 FORMAT_VERSION = 1

@@ -40,13 +40,13 @@ from typing import TypeVar
 from ptd.storage.backends.base import Path
 
 __all__ = [
+    "MIN_LENGTH",
+    "TOLERANCE",
     "GroupLength",
     "LengthMismatch",
     "group_lengths",
     "group_prefixes",
     "tolerance",
-    "MIN_LENGTH",
-    "TOLERANCE",
 ]
 
 #: groups shorter than this are not checked (a few rows are metadata more often than data)

@@ -56,7 +56,7 @@ from ptd.storage.backends.base import NodeKind, ValueKind
 from ptd.storage.backends.chunks import chunk_info
 from ptd.storage.remote import is_remote
 
-__all__ = ["LintFinding", "lint", "LINT_CODES", "SEVERITIES", "severity_at_least"]
+__all__ = ["LINT_CODES", "SEVERITIES", "LintFinding", "lint", "severity_at_least"]
 
 KIB, MIB = 2**10, 2**20
 #: thresholds (bytes, nodes)

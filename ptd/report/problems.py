@@ -27,7 +27,7 @@ from ptd.report.consolidated import ConsolidatedFinding
 from ptd.report.datacheck import DataResult
 from ptd.report.lint import LintFinding
 
-__all__ = ["Problem", "CHECKS", "check_of", "from_consolidated", "from_data", "from_lint"]
+__all__ = ["CHECKS", "Problem", "check_of", "from_consolidated", "from_data", "from_lint"]
 
 #: every check, in report order, with its codes (lint codes are ``L`` + digits)
 CHECKS: dict[str, tuple[str, ...]] = {

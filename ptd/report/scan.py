@@ -12,6 +12,7 @@ gets the same answer here as there: it is ignored (the batch size is inferred) a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 import zipfile
@@ -31,8 +32,8 @@ from ptd.storage.remote import filesystem, is_remote
 from ptd.storage.tree import StoreTree
 
 __all__ = [
-    "Scan",
     "GroupBatch",
+    "Scan",
     "open_stream",
     "scan",
     "zarr_array_nbytes",
@@ -225,10 +226,8 @@ def _batches(s: Scan, given: tuple[int, ...] | None, batch_dims: int | None) -> 
         return p.meta.batch_size if p.meta is not None else None
 
     tree.stored_batch_attr = recorded  # type: ignore[method-assign]
-    try:
+    with contextlib.suppress(Exception):  # inference never blocks a scan; fall back to []
         tree.infer((), batch_dims, use_attrs=batch_dims is None)
-    except Exception:  # noqa: BLE001 - inference never blocks a scan; fall back to []
-        pass
     inferred = tree.group_batches
     for path in s.groups:
         meta, problem = parsed[path]

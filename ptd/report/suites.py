@@ -8,7 +8,7 @@ from ptd.report.formats import Case, Finding, Suite
 from ptd.report.problems import CHECKS, Problem
 from ptd.report.validate import ValidationReport
 
-__all__ = ["validation_suite", "diff_suite", "error_suite"]
+__all__ = ["diff_suite", "error_suite", "validation_suite"]
 
 
 def _finding(p: Problem) -> Finding:

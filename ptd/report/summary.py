@@ -46,12 +46,12 @@ from typing import Any, Generic, TypeVar
 __all__ = [
     "MIN_ALIKE",
     "SHOWN_KEYS",
-    "ListingRow",
     "FindingGroup",
-    "summarize_entries",
+    "ListingRow",
+    "dim_ranges",
     "group_findings",
     "name_pattern",
-    "dim_ranges",
+    "summarize_entries",
 ]
 
 #: alike sibling groups are folded from this many on
@@ -210,7 +210,7 @@ def _leaf_signature(e: Any) -> tuple[Any, ...]:
 class _Tree(Generic[E]):
     """The entries of a depth-first listing by key, with each group's children."""
 
-    def __init__(self, entries: Sequence[E]):
+    def __init__(self, entries: Sequence[E]) -> None:
         self.by_key: dict[str, E] = {}
         self.children: dict[str, list[str]] = {"": []}
         for e in entries:

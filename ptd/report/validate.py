@@ -76,12 +76,12 @@ from ptd.storage.cancel import cancellable
 from ptd.storage.location import StoreLocation, as_path_str
 
 __all__ = [
-    "validate",
-    "ValidationReport",
-    "Problem",
-    "load_schema",
     "PROBLEM_CODES",
+    "Problem",
+    "ValidationReport",
     "known_codes",
+    "load_schema",
+    "validate",
 ]
 
 #: every ``Problem.code`` apart from the lint's (``L001``...: :data:`ptd.report.lint.LINT_CODES`)

@@ -44,14 +44,14 @@ from typing import Any, ParamSpec, TypeVar
 from ptd.errors import Interrupted
 
 __all__ = [
-    "section",
+    "active",
     "cancellable",
     "check",
-    "request",
-    "active",
-    "requested",
-    "phase",
     "current_phase",
+    "phase",
+    "request",
+    "requested",
+    "section",
     "unheeded",
 ]
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from ptd.errors import PtdMemoryError, StoreIOError
 
-__all__ = ["physical_memory", "nbytes_of", "check_read", "check_chunks", "check_free_space"]
+__all__ = ["check_chunks", "check_free_space", "check_read", "nbytes_of", "physical_memory"]
 
 
 @functools.lru_cache(maxsize=1)

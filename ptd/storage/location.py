@@ -53,7 +53,7 @@ from ptd.storage import remote
 if TYPE_CHECKING:
     from ptd.storage.backends.base import Backend
 
-__all__ = ["StoreLocation", "ReopenSpec", "as_path_str", "split_options"]
+__all__ = ["ReopenSpec", "StoreLocation", "as_path_str", "split_options"]
 
 
 def as_path_str(target: Any) -> str:

@@ -24,6 +24,7 @@ it works).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -33,16 +34,16 @@ import time
 from ptd.errors import Option, StoreExistsError
 
 __all__ = [
-    "TMP_TAG",
     "OLD_TAG",
-    "temp_sibling",
+    "STALE_AFTER_S",
+    "TMP_TAG",
+    "check_free_destination",
+    "in_use",
     "make_temp_dir",
     "publish",
     "remove",
-    "check_free_destination",
     "remove_stale",
-    "STALE_AFTER_S",
-    "in_use",
+    "temp_sibling",
 ]
 
 #: the prefix of every temporary that ptd writes beside a destination
@@ -147,10 +148,8 @@ def remove(path: str) -> tuple[str, ...]:
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
     else:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-        except FileNotFoundError:
-            pass
     if os.path.lexists(path):
         return (path,)
     _in_use.discard(path)

@@ -30,16 +30,16 @@ from ptd.errors import (
 )
 
 __all__ = [
-    "is_url",
-    "is_remote",
-    "scheme",
-    "normalize",
-    "filesystem",
-    "remote_error",
     "check_bucket",
-    "probe",
-    "remote_nbytes",
+    "filesystem",
+    "is_remote",
+    "is_url",
     "join",
+    "normalize",
+    "probe",
+    "remote_error",
+    "remote_nbytes",
+    "scheme",
 ]
 
 _URL_RE = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")

@@ -22,7 +22,7 @@ __all__ = ["StoreTree"]
 
 
 class StoreTree:
-    def __init__(self, backend: Backend):
+    def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self._children: dict[Path, list[str]] = {}
         self._kinds: dict[Path, NodeKind] = {(): NodeKind.GROUP}
@@ -67,9 +67,10 @@ class StoreTree:
     def kind(self, path: Path) -> NodeKind | None:
         if path in self._kinds:
             return self._kinds[path]
-        if path[:-1] in self._children or self.kind(path[:-1]) is NodeKind.GROUP:
-            if path[-1] in self.children(path[:-1]):
-                return self._kinds.get(path)
+        if (path[:-1] in self._children or self.kind(path[:-1]) is NodeKind.GROUP) and path[
+            -1
+        ] in self.children(path[:-1]):
+            return self._kinds.get(path)
         return None
 
     def meta(self, path: Path) -> ArrayMeta:

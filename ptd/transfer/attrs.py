@@ -20,7 +20,7 @@ from ptd.format.names import PTD_JSON_ATTR, RESERVED_ATTRS, TD_NON_TENSOR_ATTR
 from ptd.report.info import jsonable
 from ptd.storage.backends.base import ArrayMeta, ValueKind
 
-__all__ = ["attrs_for", "user_attrs", "decode_str", "is_column", "attr_problem"]
+__all__ = ["attr_problem", "attrs_for", "decode_str", "is_column", "user_attrs"]
 
 
 def _python(value: Any) -> Any:

@@ -17,11 +17,11 @@ from ptd.storage.backends.properties import Codec, Stage
 __all__ = [
     "COMPRESSIONS",
     "DEFAULT_LEVEL",
-    "LEVELS",
     "H5_FILTER",
+    "LEVELS",
     "check_compression",
-    "codec_options",
     "chosen_steps",
+    "codec_options",
     "describe",
 ]
 

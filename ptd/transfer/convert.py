@@ -55,7 +55,7 @@ from ptd.storage.cancel import cancellable
 from ptd.transfer.job import failed, finish, planned
 from ptd.transfer.options import ConvertOptions, ConvertResult
 
-__all__ = ["convert", "run_local", "ConvertOptions", "ConvertResult"]
+__all__ = ["ConvertOptions", "ConvertResult", "convert", "run_local"]
 
 
 @cancellable  # Ctrl-C / SIGTERM stop it between reads; the temporary is removed

@@ -7,6 +7,7 @@ empty arrays with their chunks and codecs), then the tensor data one *chunk regi
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import warnings
@@ -31,7 +32,7 @@ from ptd.transfer.slabs import slab_rows
 if TYPE_CHECKING:
     from ptd.report.scan import Scan
 
-__all__ = ["copy_region", "Copier", "Region"]
+__all__ = ["Copier", "Region", "copy_region"]
 
 #: ``(path, start row, stop row)``: one chunk region of an array
 Region = tuple[Path, int, int]
@@ -69,7 +70,7 @@ class Copier:
         skip: dict[Path, str] | None = None,
         record: dict[Path, tuple[int, ...]] | None = None,
         targets: dict[Path, LeafLayout] | None = None,
-    ):
+    ) -> None:
         self.s = s
         #: the batch size to record on each group (``__tensordict__``), else the source's
         self.record = dict(record or {})
@@ -413,7 +414,5 @@ class Copier:
                 f.cancel()
             pool.shutdown(wait=True, cancel_futures=True)
             for be in opened:
-                try:
+                with contextlib.suppress(Exception):  # read-only handles
                     be.close()
-                except Exception:  # noqa: BLE001 - read-only handles
-                    pass

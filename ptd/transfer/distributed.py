@@ -20,6 +20,7 @@ Requirements:
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 import time
@@ -41,7 +42,7 @@ from ptd.transfer.copy import CANCEL_POLL_S, Region, copy_region
 from ptd.transfer.job import failed, finish, planned
 from ptd.transfer.options import ConvertOptions, ConvertResult
 
-__all__ = ["convert_distributed", "run_distributed", "connect"]
+__all__ = ["connect", "convert_distributed", "run_distributed"]
 
 #: how long to wait for a scheduler given by address
 CONNECT_TIMEOUT = "10s"
@@ -81,10 +82,8 @@ def _release(token: str) -> int:
     closed = 0
     with _OPEN_LOCK:
         for key in [k for k in _OPEN if k[0] == token]:
-            try:
+            with contextlib.suppress(Exception):  # a handle that failed to close is dropped
                 _OPEN.pop(key).close()
-            except Exception:  # noqa: BLE001 - a handle that failed to close is dropped
-                pass
             closed += 1
     return closed
 
@@ -226,10 +225,8 @@ def run_distributed(
                 raise
             raise exc from err
         finally:
-            try:
+            with contextlib.suppress(Exception):  # workers that are gone hold nothing
                 client.run(_release, token)
-            except Exception:  # noqa: BLE001 - workers that are gone hold nothing
-                pass
             if owned:
                 client.close()
     return finish(job)

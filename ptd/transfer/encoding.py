@@ -61,9 +61,9 @@ from ptd.transfer.codecs import chosen_steps
 
 __all__ = [
     "LeafEncoding",
-    "leaf_encoding",
     "default_compressors",
     "describe_pipeline",
+    "leaf_encoding",
 ]
 
 

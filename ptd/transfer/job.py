@@ -9,6 +9,7 @@ renamed, so it is written in place and removed again on failure (:class:`Target`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -38,7 +39,7 @@ from ptd.transfer.plan import (
     refusals,
 )
 
-__all__ = ["Target", "Job", "planned", "failed", "finish", "batches_to_record"]
+__all__ = ["Job", "Target", "batches_to_record", "failed", "finish", "planned"]
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,8 @@ def planned(opts: ConvertOptions) -> Iterator[Job]:
     try:
         dst = destination(opts, src.format)
         exists = check_destination(src, dst, opts)
-        assert src.format is not None and dst.format is not None
+        assert src.format is not None
+        assert dst.format is not None
         s = scan(be, src.format)
         result = ConvertResult(
             src=src.described,  # with the key inside the store, when the path leads into it
@@ -236,10 +238,8 @@ def _userblock(
 def failed(err: BaseException, target: Target, out: Backend | None) -> BaseException:
     """Clean up after a failed copy; the error to raise."""
     if out is not None:
-        try:
+        with contextlib.suppress(BaseException):  # the original error matters
             out.close()
-        except BaseException:  # noqa: BLE001 - the original error matters
-            pass
     left = target.discard()
     if isinstance(err, Interrupted):
         err.left_behind = left
@@ -264,10 +264,8 @@ def finish(job: Job) -> ConvertResult:
     target.publish()
     result.seconds = time.perf_counter() - job.t0
     result.dst_bytes = target.dst.nbytes()
-    try:
+    with contextlib.suppress(PtdError):  # pragma: no cover - the store we just wrote is readable
         result.stored_nbytes = _stored_nbytes(target.dst, result)
-    except PtdError:  # pragma: no cover - the store we just wrote is readable
-        pass
     return result
 
 

@@ -39,11 +39,11 @@ from ptd.storage.backends.base import ArrayMeta
 from ptd.transfer.encoding import LeafEncoding
 
 __all__ = [
-    "LAYOUTS",
     "ALIASES",
-    "INNER_TARGET",
-    "SHARD_TARGET",
     "CHUNK_TARGET",
+    "INNER_TARGET",
+    "LAYOUTS",
+    "SHARD_TARGET",
     "LeafLayout",
     "balanced_rows",
     "check_layout",

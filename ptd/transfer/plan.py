@@ -45,23 +45,23 @@ if TYPE_CHECKING:
     from ptd.report.scan import Scan
 
 __all__ = [
-    "CHUNK_TARGET",
     "CHUNK_MAX",
-    "destination",
-    "resolve_destination",
-    "check_destination",
+    "CHUNK_TARGET",
     "SMALL_CONTIGUOUS",
-    "dst_chunks",
-    "leaf_target",
-    "kept_shards",
-    "plan_leaves",
-    "refusals",
-    "name_problem",
-    "escaped_keys",
+    "check_destination",
     "copyable",
-    "refusal_error",
-    "not_copyable",
+    "destination",
+    "dst_chunks",
+    "escaped_keys",
+    "kept_shards",
+    "leaf_target",
     "left_out_keys",
+    "name_problem",
+    "not_copyable",
+    "plan_leaves",
+    "refusal_error",
+    "refusals",
+    "resolve_destination",
 ]
 
 #: target size of an automatic chunk, and the largest source chunk that is kept as is
@@ -123,10 +123,7 @@ def check_destination(src: StoreLocation, dst: StoreLocation, opts: ConvertOptio
     """Refuse a destination the conversion may not write: an existing one without
     ``overwrite``, a missing or (unless a dry run) unwritable parent directory; a URL must be
     zarr, not the source itself, in an existing bucket. Returns whether ``dst`` exists."""
-    if dst.is_remote:
-        exists = _check_remote_destination(src, dst)
-    else:
-        exists = os.path.lexists(dst.path)
+    exists = _check_remote_destination(src, dst) if dst.is_remote else os.path.lexists(dst.path)
     if exists and not opts.overwrite:
         raise StoreExistsError(
             f"{dst.path} already exists; pass ",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 
-__all__ = ["SLAB_BYTES", "slab_rows", "row_slabs"]
+__all__ = ["SLAB_BYTES", "row_slabs", "slab_rows"]
 
 #: bytes of an array handled at a time by every streamed pass (zarr's per-chunk buffers make a
 #: copy hold about twice this, on top of what the interpreter and torch take)

@@ -181,27 +181,29 @@ def convert(
         from ptd.transfer.plan import resolve_destination
 
         target, _ = resolve_destination(src, dst, to.value if to else None, storage_options=options)
-    with errors_handled(ctx, src, output=str(target)):
-        with byte_progress("converting", enabled=not dry_run and not json_) as update:
-            result = ptd.convert(
-                src,
-                dst,
-                to=to.value if to else None,
-                chunks=chunks,
-                compression=compression.value if compression else None,
-                level=level,
-                overwrite=overwrite,
-                dry_run=dry_run,
-                allow_pickle=allow_pickle,
-                skip_unsupported=skip_unsupported,
-                progress=update,
-                workers=workers,
-                scheduler=scheduler,
-                storage_options=options,
-                layout=layout.value if layout else None,
-                batch_size=bs,
-                batch_dims=batch_dims,
-            )
+    with (
+        errors_handled(ctx, src, output=str(target)),
+        byte_progress("converting", enabled=not dry_run and not json_) as update,
+    ):
+        result = ptd.convert(
+            src,
+            dst,
+            to=to.value if to else None,
+            chunks=chunks,
+            compression=compression.value if compression else None,
+            level=level,
+            overwrite=overwrite,
+            dry_run=dry_run,
+            allow_pickle=allow_pickle,
+            skip_unsupported=skip_unsupported,
+            progress=update,
+            workers=workers,
+            scheduler=scheduler,
+            storage_options=options,
+            layout=layout.value if layout else None,
+            batch_size=bs,
+            batch_dims=batch_dims,
+        )
     checked = None
     if verify and not dry_run:
         with errors_handled(ctx, result.dst):

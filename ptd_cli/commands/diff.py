@@ -67,21 +67,23 @@ def diff(
     fmt = check_format(fmt, json_)
     reports_to = parse_reports(report_to)
     options = parse_storage_options(storage_option)
-    with counting_progress("diff", enabled=not metadata_only) as progress:
-        with errors_handled(ctx, f"{a} / {b}"):
-            import ptd
-            from ptd.report.suites import diff_suite
+    with (
+        counting_progress("diff", enabled=not metadata_only) as progress,
+        errors_handled(ctx, f"{a} / {b}"),
+    ):
+        import ptd
+        from ptd.report.suites import diff_suite
 
-            report = ptd.diff(
-                a,
-                b,
-                rtol=rtol,
-                atol=atol,
-                equal_nan=equal_nan,
-                metadata_only=metadata_only,
-                storage_options=options,
-                progress=progress,
-            )
+        report = ptd.diff(
+            a,
+            b,
+            rtol=rtol,
+            atol=atol,
+            equal_nan=equal_nan,
+            metadata_only=metadata_only,
+            storage_options=options,
+            progress=progress,
+        )
     doc = report.to_dict()
     suites = [diff_suite(report)]
     if fmt == "text":

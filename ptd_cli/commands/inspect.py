@@ -64,17 +64,19 @@ def inspect(
     if stats:
         from ._reports import counting_progress
 
-        with counting_progress("inspect --stats", enabled=True) as progress:
-            with errors_handled(ctx, path):
-                from ptd.report.datacheck import HISTOGRAM_BINS
+        with (
+            counting_progress("inspect --stats", enabled=True) as progress,
+            errors_handled(ctx, path),
+        ):
+            from ptd.report.datacheck import HISTOGRAM_BINS
 
-                checked = ptd.validate(
-                    path,
-                    storage_options=options,
-                    data=True,
-                    progress=progress,
-                    histogram_bins=HISTOGRAM_BINS,
-                )
+            checked = ptd.validate(
+                path,
+                storage_options=options,
+                data=True,
+                progress=progress,
+                histogram_bins=HISTOGRAM_BINS,
+            )
     if json_:
         doc = result.to_dict()
         if checked is not None:

@@ -32,7 +32,7 @@ def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 class Run:
     """The result of one ``ptd`` invocation."""
 
-    def __init__(self, result: Any):
+    def __init__(self, result: Any) -> None:
         self.result = result
         self.code: int = result.exit_code
         self.stdout: str = result.stdout
@@ -59,7 +59,8 @@ def ptd_cli() -> Callable[..., Run]:
 def assert_one_line_error(run: Run, *needles: str, code: int = 2) -> None:
     """A failure: the exit code, nothing on stdout, ONE line on stderr naming ``needles``."""
     assert run.code == code, run
-    assert "Traceback" not in run.stderr and "Traceback" not in run.stdout, run
+    assert "Traceback" not in run.stderr, run
+    assert "Traceback" not in run.stdout, run
     lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, run
     for needle in needles:

@@ -18,14 +18,17 @@ def test_memmap_export(ptd_cli, ptd_store: Path, tmp_path: Path) -> None:
     run = ptd_cli("memmap", ptd_store, dst, "--json")
     assert run.code == 0, run
     doc = run.json
-    assert doc["path"] == str(dst) and doc["leaves"] == 9 and doc["nbytes"] > 0
+    assert doc["path"] == str(dst)
+    assert doc["leaves"] == 9
+    assert doc["nbytes"] > 0
     loaded = load_memmap(str(dst))
     src = read_all(ptd_store)
     assert torch.equal(loaded["obs"], src["obs"])
     assert loaded["reward"].dtype == torch.bfloat16
     assert plain(loaded["label"]) == [f"row-{i}" for i in range(ROWS)]
     human = ptd_cli("memmap", ptd_store, tmp_path / "again.memmap")
-    assert human.code == 0 and "memmap" in human.stdout
+    assert human.code == 0
+    assert "memmap" in human.stdout
 
 
 def test_memmap_refuses_existing(ptd_cli, ptd_store: Path, tmp_path: Path) -> None:

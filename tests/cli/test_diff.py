@@ -53,16 +53,19 @@ def test_same_content_other_format_and_layout(ptd_cli, pair: tuple[Path, Path]) 
     write(b, base_data())
     rep = ptd.diff(a, b)
     assert rep.same, rep.differences
-    assert rep.leaves_compared == 4 and rep.nbytes_compared > 0
+    assert rep.leaves_compared == 4
+    assert rep.nbytes_compared > 0
     run = ptd_cli("diff", a, b)
-    assert run.code == 0 and "same" in run.stdout, run
+    assert run.code == 0, run
+    assert "same" in run.stdout, run
 
 
 def test_none_after_convert_rechunked_and_compressed(ptd_cli, tmp_path: Path) -> None:
     a = write(tmp_path / "a.h5", base_data())
     z = tmp_path / "b.zarr"
     run = ptd_cli("convert", a, z, "--chunks", "7", "--compression", "zstd", "--verify")
-    assert run.code == 0 and "verified" in run.stdout, run
+    assert run.code == 0, run
+    assert "verified" in run.stdout, run
     back = tmp_path / "c.h5"
     assert ptd_cli("convert", z, back, "--chunks", "16", "--compression", "gzip").code == 0
     for x, y in ((a, z), (a, back), (z, back)):
@@ -92,7 +95,8 @@ def test_each_structure_difference(ptd_cli, pair: tuple[Path, Path]) -> None:
     assert found["non_tensor_differs"][0].key == "tag"
     assert not rep.same
     run = ptd_cli("diff", a, b, "--json")
-    assert run.code == 1 and run.json["same"] is False
+    assert run.code == 1
+    assert run.json["same"] is False
     assert {d["kind"] for d in run.json["differences"]} >= {
         "only_in_a",
         "only_in_b",
@@ -111,13 +115,15 @@ def test_batch_size_and_attrs(tmp_path: Path) -> None:
     )
     p.close()
     found = kinds(ptd.diff(a, b))
-    assert found["batch_size_differs"][0].a == [N] and found["batch_size_differs"][0].b == [N, 2]
+    assert found["batch_size_differs"][0].a == [N]
+    assert found["batch_size_differs"][0].b == [N, 2]
     c = write(tmp_path / "c.zarr", {"x": torch.zeros(N, 2)})
     import zarr
 
     zarr.open_array(c / "x", mode="r+").attrs["units"] = "m"
     found = kinds(ptd.diff(a, c))
-    assert found["attrs_differ"][0].key == "x" and found["attrs_differ"][0].b == {"units": "m"}
+    assert found["attrs_differ"][0].key == "x"
+    assert found["attrs_differ"][0].b == {"units": "m"}
 
 
 def test_values_first_rows_and_tolerances(ptd_cli, pair: tuple[Path, Path]) -> None:
@@ -132,22 +138,29 @@ def test_values_first_rows_and_tolerances(ptd_cli, pair: tuple[Path, Path]) -> N
     write(b, other)
     rep = ptd.diff(a, b)
     found = kinds(rep)
-    obs = [d for d in found["values_differ"] if d.key == "obs"][0]
-    assert obs.count == 9 and obs.first_rows == [5, 17, 30]
-    act = [d for d in found["values_differ"] if d.key == "act"][0]
-    assert act.count == 1 and act.first_rows == [39]
+    obs = next(d for d in found["values_differ"] if d.key == "obs")
+    assert obs.count == 9
+    assert obs.first_rows == [5, 17, 30]
+    act = next(d for d in found["values_differ"] if d.key == "act")
+    assert act.count == 1
+    assert act.first_rows == [39]
     # tolerances
     tol = kinds(ptd.diff(a, b, atol=0.01))
-    obs = [d for d in tol["values_differ"] if d.key == "obs"][0]
+    obs = next(d for d in tol["values_differ"] if d.key == "obs")
     assert obs.first_rows == [17, 30]
     run = ptd_cli("diff", a, b, "--atol", "3")
-    assert run.code == 1 and "act" in run.stdout and "obs" not in run.stdout, run
+    assert run.code == 1, run
+    assert "act" in run.stdout, run
+    assert "obs" not in run.stdout, run
     run = ptd_cli("diff", a, b, "--json")
-    entry = [d for d in run.json["differences"] if d["key"] == "obs"][0]
-    assert entry["count"] == 9 and entry["first_rows"] == [5, 17, 30]
+    entry = next(d for d in run.json["differences"] if d["key"] == "obs")
+    assert entry["count"] == 9
+    assert entry["first_rows"] == [5, 17, 30]
     # structure only: no data read
     meta = ptd_cli("diff", a, b, "--metadata-only", "--json")
-    assert meta.code == 0 and meta.json["same"] and meta.json["leaves_compared"] == 0
+    assert meta.code == 0
+    assert meta.json["same"]
+    assert meta.json["leaves_compared"] == 0
 
 
 def test_nan_and_equal_nan(tmp_path: Path) -> None:
@@ -218,7 +231,7 @@ def _plain(path: Path, fmt: str, arrays: dict[str, np.ndarray]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("fa, fb", [("h5", "zarr"), ("zarr", "zarr"), ("h5", "h5")])
+@pytest.mark.parametrize(("fa", "fb"), [("h5", "zarr"), ("zarr", "zarr"), ("h5", "h5")])
 def test_value_differences_show_where_both_values_and_how_far(
     ptd_cli: Any, tmp_path: Path, fa: str, fb: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -247,12 +260,12 @@ def test_value_differences_show_where_both_values_and_how_far(
     assert "Max relative difference among violations: 29" in str(info.value)
     assert (dx.max_abs_diff, dx.max_rel_diff) == (86.0, 29.0)
     assert (got["i"].max_abs_diff, got["i"].first) == (5.0, [{"index": [2], "a": 2, "b": 7}])
-    assert got["flag"].max_abs_diff is None and got["flag"].first == [
-        {"index": [5], "a": False, "b": True}
-    ]
+    assert got["flag"].max_abs_diff is None
+    assert got["flag"].first == [{"index": [5], "a": False, "b": True}]
     monkeypatch.setenv("COLUMNS", "80")  # one line per difference
     run = ptd_cli("diff", a, b)
     assert run.code == 1
     line = next(ln for ln in run.stdout.splitlines() if ln.startswith("x "))
     assert "2 of 40 at [3, 1], [7, 0]; max |a-b| 86, max rel 29" in line
-    assert "a=13, 28" in line and "b=99, -1" in line
+    assert "a=13, 28" in line
+    assert "b=99, -1" in line

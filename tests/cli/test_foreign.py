@@ -106,7 +106,8 @@ def test_library_reads_what_h5py_and_zarr_read(store: Path) -> None:
                 try:
                     value = p.get(tuple(key.split("/")))
                 except UnsupportedOperationError as err:  # a virtual dataset: refused by name
-                    assert key in str(err) and "outside the file" in str(err), err
+                    assert key in str(err), err
+                    assert "outside the file" in str(err), err
                     continue
                 got = _as_numpy(value)
                 np.testing.assert_array_equal(got, _direct(store, key), err_msg=key)
@@ -148,7 +149,8 @@ def test_memmap_keeps_every_tensor_or_names_it(store: Path, tmp_path: Path) -> N
 )
 def test_zarr_v2_is_read_only_and_converts_to_v3(store: Path, tmp_path: Path, ptd_cli) -> None:
     info = ptd.info(store)
-    assert info.format == "zarr" and info.zarr_format == 2
+    assert info.format == "zarr"
+    assert info.zarr_format == 2
     assert " v2 (read-only)" in ptd_cli("inspect", store).stdout
     assert ptd_cli("inspect", store, "--json").json["zarr_format"] == 2
     for mode in ("r+", "a"):
@@ -220,7 +222,8 @@ def test_links_are_listed_followed_and_skipped_by_name(tmp_path: Path, ptd_cli) 
         np.testing.assert_array_equal(g[key][...], np.arange(12, dtype="f4").reshape(6, 2))
     assert "external" not in g["g"]
     summary = ptd_cli("convert", path, tmp_path / "out2.h5")
-    assert summary.code == 0 and "not copied: g/external: external link" in summary.stdout
+    assert summary.code == 0
+    assert "not copied: g/external: external link" in summary.stdout
 
 
 # ------------------------------------------------------------------------------ names
@@ -247,7 +250,8 @@ def test_names_zarr_cannot_hold_are_escaped(tmp_path: Path, ptd_cli) -> None:
     result = ptd.convert(path, tmp_path / "x.h5")
     assert result.not_copied == []
     with h5py.File(tmp_path / "x.h5", "r") as f:
-        assert "back\\slash" in f and "zarr.json" in f
+        assert "back\\slash" in f
+        assert "zarr.json" in f
 
 
 def test_zarr_backend_escapes_a_backslash_key(tmp_path: Path) -> None:
@@ -273,7 +277,8 @@ def test_json_looking_string_attributes_stay_strings(tmp_path: Path) -> None:
     robo = tmp_path / "robo.zarr"
     ptd.convert(FOREIGN / "robomimic_like.h5", robo)
     env = zarr.open_group(str(robo), mode="r")["data"].attrs["env_args"]
-    assert isinstance(env, str) and json.loads(env)["env_name"] == "Lift"
+    assert isinstance(env, str)
+    assert json.loads(env)["env_name"] == "Lift"
 
 
 def test_dict_attributes_ptd_wrote_still_read_as_dicts(tmp_path: Path) -> None:
@@ -287,7 +292,8 @@ def test_dict_attributes_ptd_wrote_still_read_as_dicts(tmp_path: Path) -> None:
     try:
         be.set_attrs((), {"cfg": {"a": [1, 2]}, "text2": '{"b": 2}'})
         attrs = be.get_attrs(())
-        assert attrs["cfg"] == {"a": [1, 2]} and attrs["text2"] == '{"b": 2}'
+        assert attrs["cfg"] == {"a": [1, 2]}
+        assert attrs["text2"] == '{"b": 2}'
         assert attrs["text"] == '{"a": 1}'
         be.set_attrs((), {"cfg": "now text"})
         assert be.get_attrs(())["cfg"] == "now text"
@@ -297,7 +303,7 @@ def test_dict_attributes_ptd_wrote_still_read_as_dicts(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------ unsupported
 @pytest.mark.parametrize(
-    "key, what",
+    ("key", "what"),
     [
         ("refs", "HDF5 object references"),
         ("region_refs", "HDF5 region references"),
@@ -308,7 +314,8 @@ def test_dict_attributes_ptd_wrote_still_read_as_dicts(tmp_path: Path) -> None:
 def test_unsupported_types_are_named_per_key(key: str, what: str, ptd_cli) -> None:
     path = FOREIGN / "unsupported.h5"
     entry = next(e for e in ptd.info(path).entries if e.key == key)
-    assert entry.kind == "unsupported" and what in (entry.reason or "")
+    assert entry.kind == "unsupported"
+    assert what in (entry.reason or "")
     assert what in ptd_cli("inspect", path).stdout
     report = ptd.validate(path)
     assert any(pr.key == key and what in pr.message for pr in report.problems)
@@ -406,9 +413,11 @@ def test_unavailable_filter_is_named_with_its_package(tmp_path: Path, ptd_cli) -
     shutil.copyfile(FOREIGN / "hdf5plugin.h5", path)
     h5py.h5z.unregister_filter(32015)
     try:
-        with PersistentTensorDict(filename=str(path), mode="r+") as p:
-            with pytest.raises(PtdError, match=r"zstd \(HDF5 filter 32015, from the hdf5plugin"):
-                p["zstd"]
+        with (
+            PersistentTensorDict(filename=str(path), mode="r+") as p,
+            pytest.raises(PtdError, match=r"zstd \(HDF5 filter 32015, from the hdf5plugin"),
+        ):
+            p["zstd"]
         # convert reads zstd and lz4 chunks itself; bzip2 (not decoded by ptd) needs the
         # HDF5 filter
         h5py.h5z.unregister_filter(32004)
@@ -452,7 +461,8 @@ def test_many_small_arrays_convert_concurrently_and_read_back(tmp_path: Path) ->
         np.testing.assert_array_equal(arr[...], np.full((3, 2), i, dtype="f4"))
         assert arr.attrs["i"] == i
     np.testing.assert_array_equal(grp["data/gz"][...], np.arange(10.0))
-    assert grp["data/scalar"][...] == 2.5 and grp["data/empty"].shape == (0, 4)
+    assert grp["data/scalar"][...] == 2.5
+    assert grp["data/empty"].shape == (0, 4)
     np.testing.assert_array_equal(grp["data/zeros"][...], np.zeros((4, 4), dtype="i8"))
     with PersistentTensorDict(filename=str(out), mode="r", backend="zarr") as p:
         np.testing.assert_array_equal(p["data", "d059"].numpy(), np.full((3, 2), 59, dtype="f4"))
@@ -492,6 +502,7 @@ def test_zarr_v2_at_a_url(tmp_path: Path) -> None:
         g = zarr.open_group("memory://i13-v2.zarr", mode="w", zarr_format=2)
         g.create_array("a", shape=(4, 2), dtype="f4")[:] = np.ones((4, 2), "f4")
     info = ptd.info("memory://i13-v2.zarr")
-    assert info.zarr_format == 2 and [e.key for e in info.entries] == ["a"]
+    assert info.zarr_format == 2
+    assert [e.key for e in info.entries] == ["a"]
     ptd.convert("memory://i13-v2.zarr", tmp_path / "m.h5")
     np.testing.assert_array_equal(_direct(tmp_path / "m.h5", "a"), np.ones((4, 2), "f4"))

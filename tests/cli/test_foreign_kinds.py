@@ -63,7 +63,8 @@ def test_a_store_whose_root_is_an_array_is_refused_by_every_command(
     ):
         run = ptd_cli(*args)
         if args[0] == "validate":  # validate reports it as a problem of that store
-            assert run.code in (1, 2) and "Traceback" not in run.stdout + run.stderr, run
+            assert run.code in (1, 2), run
+            assert "Traceback" not in run.stdout + run.stderr, run
             assert "array at its root" in run.stdout + run.stderr, run
             continue
         assert_one_line_error(run, str(store), "array at its root")
@@ -76,13 +77,15 @@ def test_a_store_whose_root_is_an_array_is_refused_by_every_command(
 def test_h5py_kinds_read_and_convert_like_h5py(tmp_path: Path) -> None:
     store = _copy("h5py_kinds.h5", tmp_path)
     kinds = {e.key: e.kind for e in ptd.info(store).entries}
-    assert kinds["empty_null"] == "unsupported" and kinds["big_f4"] == "tensor"
+    assert kinds["empty_null"] == "unsupported"
+    assert kinds["big_f4"] == "tensor"
     with PersistentTensorDict(filename=str(store), mode="r") as p:
         np.testing.assert_array_equal(p["big_i8"].numpy(), np.arange(6).reshape(3, 2))
         np.testing.assert_array_equal(p["fill_only"].numpy(), np.full((6, 2), 7))
-        assert p["unlimited_empty"].shape == (0, 4) and p["scalar_f8"].item() == 2.5
+        assert p["unlimited_empty"].shape == (0, 4)
+        assert p["scalar_f8"].item() == 2.5
         np.testing.assert_array_equal(p["données", "température"].numpy(), np.arange(4.0))
-        with pytest.raises(UnsupportedDtypeError, match="empty_null.*null dataspace"):
+        with pytest.raises(UnsupportedDtypeError, match=r"empty_null.*null dataspace"):
             p["empty_null"]
     with pytest.raises(ConvertError, match="'empty_null' holds no data"):
         ptd.convert(store, tmp_path / "refused.zarr")
@@ -110,19 +113,23 @@ def test_virtual_datasets_are_refused_or_skipped_by_name(tmp_path: Path, ptd_cli
     reasons = {i["key"]: i["reason"] for i in run.json["not_copied"]}
     assert "outside the file" in reasons["vds_same_file"]
     assert "outside the file" in reasons["vds_other_file"]
-    assert "dangling" in reasons["soft_dangling"] and "external link" in reasons["ext"]
+    assert "dangling" in reasons["soft_dangling"]
+    assert "external link" in reasons["ext"]
     assert "object references" in reasons["obj_refs"]
     g = _zarr(tmp_path / "o.zarr")
     np.testing.assert_array_equal(g["soft"][...], np.arange(6))
     assert "vds_same_file" not in g
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SkippedKeyWarning)  # the dangling and external links
-        with PersistentTensorDict(filename=str(store), mode="r") as p:
-            with pytest.raises(UnsupportedOperationError, match="vds_other_file.*outside the"):
-                p["vds_other_file"]
+        with (
+            PersistentTensorDict(filename=str(store), mode="r") as p,
+            pytest.raises(UnsupportedOperationError, match=r"vds_other_file.*outside the"),
+        ):
+            p["vds_other_file"]
     assert_one_line_error(ptd_cli("memmap", store, tmp_path / "o.mm"), "--skip-unsupported")
     mm = ptd_cli("memmap", store, tmp_path / "o.mm", "--skip-unsupported")
-    assert mm.code == 0 and "vds_other_file" in mm.stdout, mm
+    assert mm.code == 0, mm
+    assert "vds_other_file" in mm.stdout, mm
 
 
 # ------------------------------------------------------------------------------ attributes
@@ -168,7 +175,8 @@ def test_zarr_bytes_column_converts_to_h5(tmp_path: Path) -> None:
         assert f["fixed_bytes"][()].tolist() == [b"ab", b"cdef", b""]
         np.testing.assert_array_equal(f["big_endian"][()], np.arange(6.0))
         nan = f["nan_fill"][()]
-        assert np.isnan(nan[4:]).all() and (nan[:4] == np.arange(4)).all()
+        assert np.isnan(nan[4:]).all()
+        assert (nan[:4] == np.arange(4)).all()
 
 
 def test_zarr_v3_kinds_convert_to_h5_with_zarrs_values(tmp_path: Path) -> None:
@@ -243,7 +251,8 @@ def test_bulk_create_and_read_many_match_one_by_one(tmp_path: Path, fmt: str) ->
     try:
         paths = [s.path for s in specs]
         for x, y, p in zip(a.read_many(paths), [b.read(p) for p in paths], paths, strict=True):
-            assert x.dtype == y.dtype and x.shape == y.shape, p
+            assert x.dtype == y.dtype, p
+            assert x.shape == y.shape, p
             np.testing.assert_array_equal(x, y, err_msg=str(p))
         for p in paths + [("g",), ("g", "sub"), ("h",)]:
             assert json.dumps(a.get_attrs(p), sort_keys=True, default=str) == json.dumps(
@@ -277,7 +286,8 @@ def test_bulk_zarr_metadata_and_consolidation_equal_zarrs(tmp_path: Path) -> Non
     assert json.dumps(ours, sort_keys=True) == json.dumps(theirs, sort_keys=True)
     g = _zarr(store)
     np.testing.assert_array_equal(g["g/a03"][...], np.full((3, 2), 3, "f4"))
-    assert g["g/a01"].attrs["units"] == "m" and np.isnan(g["g/a01"].attrs["nan"])
+    assert g["g/a01"].attrs["units"] == "m"
+    assert np.isnan(g["g/a01"].attrs["nan"])
     np.testing.assert_array_equal(g["h/gz"][...], np.arange(6))
     assert g["g/big"][...].tolist() == [0, 1, 2, 3]
 

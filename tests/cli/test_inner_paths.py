@@ -83,7 +83,8 @@ def test_inspect_inner_group_lists_relative_keys(ptd_cli, episodes: Path) -> Non
     run = ptd_cli("inspect", f"{episodes}/data/demo_1", "--json")
     assert run.code == 0, run
     doc = run.json
-    assert doc["path"] == str(episodes) and doc["inner"] == "data/demo_1"
+    assert doc["path"] == str(episodes)
+    assert doc["inner"] == "data/demo_1"
     assert [e["key"] for e in doc["entries"]] == ["actions", "obs", "obs/pos", "rewards"]
     shapes = {e["key"]: e["shape"] for e in doc["entries"] if e["kind"] == "tensor"}
     assert shapes["actions"] == [LENGTHS[1], 2]
@@ -91,7 +92,8 @@ def test_inspect_inner_group_lists_relative_keys(ptd_cli, episodes: Path) -> Non
     text = ptd_cli("inspect", f"{episodes}/data/demo_1")
     assert text.code == 0, text
     assert f"{episodes}/data/demo_1" in text.stdout
-    assert "demo_0" not in text.stdout and "data/" not in text.stdout.split("\n", 1)[1]
+    assert "demo_0" not in text.stdout
+    assert "data/" not in text.stdout.split("\n", 1)[1]
 
 
 def test_inspect_inner_array_shows_that_leaf(ptd_cli, episodes: Path) -> None:
@@ -132,7 +134,8 @@ def test_validate_inner_group_and_array(ptd_cli, episodes: Path) -> None:
     run = ptd_cli("validate", f"{episodes}/data/demo_0", "--json")
     assert run.code == 0, run
     report = run.json["reports"][0]
-    assert report["valid"] and report["leaves"] == 3
+    assert report["valid"]
+    assert report["leaves"] == 3
     assert report["batch_size"] == [LENGTHS[0]]
     assert report["path"] == f"{episodes}/data/demo_0"
     run = ptd_cli("validate", f"{episodes}/data/demo_0/actions", "--json")
@@ -155,7 +158,8 @@ def test_diff_two_inner_groups_of_one_file(ptd_cli, episodes: Path) -> None:
     run = ptd_cli("diff", f"{episodes}/data/demo_0", f"{episodes}/data/demo_1", "--json")
     assert run.code == 1, run
     keys = {d["key"] for d in run.json["differences"]}
-    assert "actions" in keys and not any(k.startswith("data/") for k in keys)
+    assert "actions" in keys
+    assert not any(k.startswith("data/") for k in keys)
     same = ptd_cli("diff", f"{episodes}/data/demo_0", f"{episodes}/data/demo_0")
     assert same.code == 0, same
 
@@ -201,7 +205,8 @@ def test_narrowed_backend_paths_are_relative(episodes: Path) -> None:
         np.testing.assert_array_equal(be.read(("actions",), (slice(0, 1),)), [[1.0, 2.0]])
         assert be.stored_path(("actions",)) == ("data", "demo_1", "actions")
         spec = be.reopen_spec
-        assert spec is not None and spec.location.inner == ("data", "demo_1")
+        assert spec is not None
+        assert spec.location.inner == ("data", "demo_1")
     finally:
         be.close()
     assert be.closed

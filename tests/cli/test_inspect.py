@@ -110,7 +110,8 @@ def test_json_document(ptd_cli, ptd_store: Path, fmt: str) -> None:
         "float32",
     )
     assert obs["nbytes"] == ROWS * 3 * 4
-    assert obs["stored_nbytes"] is not None and obs["ratio"] is not None
+    assert obs["stored_nbytes"] is not None
+    assert obs["ratio"] is not None
     assert entries["reward"]["dtype"] == "bfloat16"
     assert entries["reward"]["storage_dtype"] == "uint16"
     assert entries["half"]["dtype"] == "float16"
@@ -126,7 +127,8 @@ def test_json_document(ptd_cli, ptd_store: Path, fmt: str) -> None:
         True,
         [ROWS],
     )
-    assert entries["env"]["kind"] == "non_tensor" and entries["env"]["shape"] == []
+    assert entries["env"]["kind"] == "non_tensor"
+    assert entries["env"]["shape"] == []
     totals = doc["totals"]
     assert set(totals) == TOTAL_FIELDS
     assert totals["groups"] == 2
@@ -161,7 +163,8 @@ def test_inferred_batch_size_is_marked(ptd_cli, tmp_path: Path) -> None:
     e = by_key(doc)
     assert e["x"]["compression"] == "gzip(5)"
     assert e["x"]["chunks"] == [2, 4]
-    assert e["names"]["non_tensor_kind"] == "str" and e["names"]["stack"] is False
+    assert e["names"]["non_tensor_kind"] == "str"
+    assert e["names"]["stack"] is False
     assert e["big_endian"]["dtype"] == "int32"
     out = ptd_cli("inspect", tmp_path / "p.h5")
     assert "(inferred)" in out.stdout
@@ -182,7 +185,8 @@ def test_depth_limits_entries_not_totals(ptd_cli, ptd_store: Path) -> None:
     top = ptd_cli("inspect", ptd_store, "--json", "--depth", "1").json
     assert top["depth"] == 1
     assert all(e["depth"] == 1 for e in top["entries"])
-    assert "next" in by_key(top) and "next/obs" not in by_key(top)
+    assert "next" in by_key(top)
+    assert "next/obs" not in by_key(top)
     assert top["totals"] == full["totals"]
     assert ptd_cli("inspect", ptd_store, "--json", "--depth", "0").json["entries"] == []
 

@@ -103,17 +103,22 @@ def test_zarr_pipeline_fill_and_dimension_names(ptd_cli, tmp_path: Path) -> None
     assert [s["step"] for s in x["pipeline"]] == ["delta(dtype=f8)", "zstd(3)"]
     assert [s["stage"] for s in x["pipeline"]] == ["filter", "compressor"]
     assert x["compression"] == "delta(dtype=f8)+zstd(3)"
-    assert x["fill_value"] == "nan" and x["dimension_names"] == ["time", "channel"]
-    assert x["layout"] == "chunked" and x["maxshape"] is None and x["resizable"] == []
+    assert x["fill_value"] == "nan"
+    assert x["dimension_names"] == ["time", "channel"]
+    assert x["layout"] == "chunked"
+    assert x["maxshape"] is None
+    assert x["resizable"] == []
     assert [(s["step"].split("(")[0], s["lossy"]) for s in e["q"]["pipeline"]] == [
         ("fixedscaleoffset", True)
     ]
     assert e["b"]["pipeline"][0]["lossy"] is True
-    assert e["plain"]["pipeline"] == [] and e["plain"]["fill_value"] is None
+    assert e["plain"]["pipeline"] == []
+    assert e["plain"]["fill_value"] is None
     assert run.json["userblock_size"] == 0
     text = ptd_cli("inspect", path).stdout
     assert "delta(dtype=f8)+zstd(3)" in text
-    assert "lossy:fixedscaleoffset(" in text and "lossy:bitround(" in text
+    assert "lossy:fixedscaleoffset(" in text
+    assert "lossy:bitround(" in text
     assert "fill=nan dims=[time,channel]" in text
 
 
@@ -125,13 +130,16 @@ def test_h5_pipeline_maxshape_and_userblock(ptd_cli, tmp_path: Path) -> None:
     obs = e["obs"]
     assert [s["step"] for s in obs["pipeline"]] == ["shuffle", "gzip(5)", "fletcher32"]
     assert obs["fill_value"] == "nan"
-    assert obs["maxshape"] == [None, 4] and obs["resizable"] == [0]
-    assert e["flat"]["layout"] == "contiguous" and e["flat"]["resizable"] == []
+    assert obs["maxshape"] == [None, 4]
+    assert obs["resizable"] == [0]
+    assert e["flat"]["layout"] == "contiguous"
+    assert e["flat"]["resizable"] == []
     assert e["i"]["fill_value"] == "-1"
     assert run.json["userblock_size"] == 512
     text = ptd_cli("inspect", path).stdout
     assert "userblock=512 B" in text
-    assert "shuffle+gzip(5)+fletcher32" in text and "maxshape=[∞,4]" in text
+    assert "shuffle+gzip(5)+fletcher32" in text
+    assert "maxshape=[∞,4]" in text
 
 
 def test_every_property_readable_at_80_columns(ptd_cli, tmp_path: Path, monkeypatch) -> None:
@@ -174,7 +182,8 @@ def test_inspect_and_lint_share_the_cost(ptd_cli, tmp_path: Path) -> None:
     assert per_row == 2048 * 1024 * 4
     lint = ptd_cli("validate", "--json", path).json["reports"][0]["lint"]
     (l004,) = [f for f in lint if f["code"] == "L004"]
-    assert l004["key"] == "second" and "8.0 MiB" in l004["message"]
+    assert l004["key"] == "second"
+    assert "8.0 MiB" in l004["message"]
 
 
 def _sources(tmp: Path) -> Path:
@@ -207,14 +216,15 @@ def test_lint_never_flags_random_access_output(ptd_cli, tmp_path: Path, dst_fmt:
 
 
 @pytest.mark.parametrize(
-    "shape, dtype",
+    ("shape", "dtype"),
     [((1_000_000, 64), "f4"), ((3_000, 7), "f8"), ((50, 3, 224, 224), "u1"), ((10,), "i8")],
 )
 def test_remote_random_access_layout_clears_the_lint(shape: tuple, dtype: str) -> None:
     # at a URL: sharded, zstd inner chunks; the inner chunk is what one read decodes
     meta = ArrayMeta(("x",), shape, np.dtype(dtype), ValueKind.NUMERIC, dtype)
     lay = random_access(meta, "zarr", remote=True)
-    assert lay.chunks is not None and lay.shards is not None
+    assert lay.chunks is not None
+    assert lay.shards is not None
     assert lay.shards[0] % lay.chunks[0] == 0 or lay.shards[0] >= shape[0]
     inner = math.prod(lay.chunks) * np.dtype(dtype).itemsize
     total = math.prod(shape) * np.dtype(dtype).itemsize
@@ -222,4 +232,5 @@ def test_remote_random_access_layout_clears_the_lint(shape: tuple, dtype: str) -
     coded = ArrayMeta(("x",), shape, np.dtype(dtype), ValueKind.NUMERIC, dtype,
                       chunks=lay.chunks, shards=lay.shards, compression="zstd(3)")  # fmt: skip
     cost = random_row_bytes(coded, "zarr", local=False)
-    assert cost is not None and cost <= max(ROW_COST, total // shape[0])
+    assert cost is not None
+    assert cost <= max(ROW_COST, total // shape[0])

@@ -139,7 +139,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("src_fmt, dst_name, sig, code", CASES)
+@pytest.mark.parametrize(("src_fmt", "dst_name", "sig", "code"), CASES)
 def test_convert_stops_and_cleans_up(
     sources: dict[str, Path], tmp_path: Path, src_fmt: str, dst_name: str, sig: int, code: int
 ) -> None:
@@ -153,7 +153,8 @@ def test_convert_stops_and_cleans_up(
     assert lines == [
         f"ptd: interrupted: {tmp_path / dst_name} was not written (nothing was left behind)"
     ] or (len(lines) == 1 and lines[0].startswith("ptd: interrupted")), err
-    assert "Task was destroyed" not in err and "Exception ignored" not in err
+    assert "Task was destroyed" not in err
+    assert "Exception ignored" not in err
     assert _digest(src) == before
 
 
@@ -170,7 +171,7 @@ def test_overwritten_destination_is_kept(sources: dict[str, Path], tmp_path: Pat
     assert _digest(dst) == before
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_memmap_stops_and_cleans_up(
     sources: dict[str, Path], tmp_path: Path, sig: int, code: int
 ) -> None:
@@ -178,7 +179,8 @@ def test_memmap_stops_and_cleans_up(
         ["memmap", str(sources["h5"]), str(tmp_path / "out.memmap")], tmp_path, sig
     )
     assert rc == code, err
-    assert seconds < 5 and os.listdir(tmp_path) == [], (seconds, os.listdir(tmp_path))
+    assert seconds < 5, (seconds, os.listdir(tmp_path))
+    assert os.listdir(tmp_path) == [], (seconds, os.listdir(tmp_path))
     assert "Traceback" not in err
 
 
@@ -187,7 +189,7 @@ def test_memmap_stops_and_cleans_up(
     [["validate", "--data"], ["diff"], ["inspect", "--stats"]],
     ids=["validate-data", "diff", "inspect-stats"],
 )
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_reading_jobs_stop(sources: dict[str, Path], args: list[str], sig: int, code: int) -> None:
     paths = [str(sources["h5"])] * (2 if args == ["diff"] else 1)
     rc, seconds, err = _interrupt(
@@ -196,7 +198,8 @@ def test_reading_jobs_stop(sources: dict[str, Path], args: list[str], sig: int, 
     assert rc == code, err
     assert seconds < 5, seconds
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("ptd: interrupted"), err
+    assert len(lines) == 1, err
+    assert lines[0].startswith("ptd: interrupted"), err
 
 
 def _dead_pid() -> int:
@@ -271,7 +274,7 @@ PHASES = [
 ]
 
 
-@pytest.mark.parametrize("src_fmt, dst_name, phase, sig", PHASES)
+@pytest.mark.parametrize(("src_fmt", "dst_name", "phase", "sig"), PHASES)
 def test_convert_stops_in_each_phase(
     many_nodes: dict[str, Path], tmp_path: Path, src_fmt: str, dst_name: str, phase: str, sig: int
 ) -> None:
@@ -289,7 +292,7 @@ def test_convert_stops_in_each_phase(
 
 
 def test_memmap_stops_while_planning(many_nodes: dict[str, Path], tmp_path: Path) -> None:
-    rc, seconds, lines = _interrupt_in(
+    rc, _seconds, lines = _interrupt_in(
         ["memmap", str(many_nodes["h5"]), str(tmp_path / "o.mm")], "planning", signal.SIGINT
     )
     assert (rc, os.listdir(tmp_path)) == (130, []), lines
@@ -338,7 +341,8 @@ def test_a_second_interrupt_exits_at_once_naming_what_stays(
     if left:  # the usual case: it exited in the middle of the clean-up
         assert rest == [f"ptd: interrupted again: could not remove {left[0]}; delete it by hand"]
     else:  # the first stop had cleaned up already
-        assert rest and all(ln.startswith("ptd: interrupted") for ln in rest), rest
+        assert rest, rest
+        assert all(ln.startswith("ptd: interrupted") for ln in rest), rest
     assert not (tmp_path / "o.zarr").exists()
 
 
@@ -351,11 +355,18 @@ def test_a_late_stop_is_reported_and_never_lost() -> None:
     with cancel.section():
         cancel.check()
         cancel.request(signal.SIGINT)  # after the last check: the job ends normally
-    assert cancel.unheeded() == signal.SIGINT and not cancel.active()
-    with pytest.raises(Interrupted) as info, cancel.section():
-        cancel.phase("copying")
-        cancel.check()
+    assert cancel.unheeded() == signal.SIGINT
+    assert not cancel.active()
+
+    def stopped_while_copying() -> None:
+        with cancel.section():
+            cancel.phase("copying")
+            cancel.check()
+
+    with pytest.raises(Interrupted) as info:
+        stopped_while_copying()
     assert (info.value.signum, info.value.phase) == (signal.SIGINT, "copying")
-    assert cancel.unheeded() is None and cancel.requested() is None
+    assert cancel.unheeded() is None
+    assert cancel.requested() is None
     with cancel.section():
         cancel.check()  # nothing pending any more

@@ -75,7 +75,8 @@ def test_diff_sees_a_changed_value(exported) -> None:
         f.write(np.float64(9.0).tobytes())
     assert meta["reward"]["dtype"] == "torch.float64"
     rep = ptd.diff(src, out)
-    assert not rep.same and [d.key for d in rep.differences] == ["reward"]
+    assert not rep.same
+    assert [d.key for d in rep.differences] == ["reward"]
 
 
 def test_inner_path_into_a_memmap_dir(ptd_cli, exported) -> None:
@@ -95,7 +96,8 @@ def test_golden_tensordict_dir_reads_as_torch_loads_it(tmp_path: Path) -> None:
     try:
         assert be.get_attrs(())["__tensordict__"]["batch_size"] == [2]
         kinds = dict(be.children(()))
-        assert kinds["nested"] is NodeKind.GROUP and kinds["text"] is NodeKind.ARRAY
+        assert kinds["nested"] is NodeKind.GROUP
+        assert kinds["text"] is NodeKind.ARRAY
         for key in ("f32", "i64", "bool", "c128", "u16"):
             np.testing.assert_array_equal(be.read((key,)), td[key].numpy())
         # bfloat16 / float8: their bits, named by __ptd_dtype__
@@ -111,7 +113,9 @@ def test_golden_tensordict_dir_reads_as_torch_loads_it(tmp_path: Path) -> None:
         assert be.read_non_tensor(("text",)).value == "hello memmap"
         assert be.read_non_tensor(("mapping",)).value == {"k": [1, 2], "s": "v"}
         stack = be.read_non_tensor(("stack",))
-        assert stack.is_stack and stack.value == ["first", "second"] and stack.stack_shape == (2,)
+        assert stack.is_stack
+        assert stack.value == ["first", "second"]
+        assert stack.stack_shape == (2,)
         assert be.read_non_tensor(("stack",), (1,)).value == "second"
         assert be.array_meta(("raw",)).non_tensor_kind == "pickle"
         with pytest.raises(PickleRefusedError):
@@ -125,9 +129,11 @@ def test_golden_tensordict_dir_reads_as_torch_loads_it(tmp_path: Path) -> None:
 
 def test_golden_through_the_reports(ptd_cli, tmp_path: Path) -> None:
     info = ptd.info(GOLDEN)
-    assert info.format == "memmap" and info.batch_size_source == "stored"
+    assert info.format == "memmap"
+    assert info.batch_size_source == "stored"
     kinds = {e.key: e.kind for e in info.entries}
-    assert kinds["text"] == "non_tensor" and kinds["nested/deep/v"] == "tensor"
+    assert kinds["text"] == "non_tensor"
+    assert kinds["nested/deep/v"] == "tensor"
     assert ptd.validate(GOLDEN).valid
     dst = tmp_path / "nested.zarr"
     run = ptd_cli("convert", GOLDEN / "nested", dst)
@@ -161,7 +167,8 @@ def test_damaged_memmap_dirs(tmp_path: Path, exported) -> None:
     # one damaged leaf does not stop the comparison: it is listed as not compared
     compared = ptd.diff(out, out)
     (item,) = [x for x in compared.not_compared if x["key"] == "obs"]
-    assert "too short" in item["reason"] and not compared.verified()
+    assert "too short" in item["reason"]
+    assert not compared.verified()
     rep = ptd.validate(out, data=True)
     assert not rep.valid
     bad = tmp_path / "bad.mm"

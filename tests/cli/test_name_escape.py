@@ -123,14 +123,16 @@ def test_zarr_backend_round_trips_odd_names(name: str, tmp_path: Path) -> None:
         p["g", name, "leaf"] = torch.ones(2)
         p["text", name] = "a str"
     with PersistentTensorDict.from_zarr(path) as p:
-        assert name in p.keys() and name in p["g"].keys()
+        assert name in p.keys()
+        assert name in p["g"].keys()
         assert torch.equal(p[name], torch.arange(3))
         assert torch.equal(p["g", name, "leaf"], torch.ones(2))
         assert p["text", name] == "a str"
     be = get_backend("zarr").open(str(path), "r")
     try:
         names = [p for p, _, _ in be.walk()]
-        assert (name,) in names and ("g", name, "leaf") in names
+        assert (name,) in names
+        assert ("g", name, "leaf") in names
         assert "__ptd_name__" not in be.get_attrs((name,))
     finally:
         be.close()
@@ -151,7 +153,8 @@ def test_moving_a_node_updates_its_recorded_name(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         g = zarr.open_group(str(tmp_path / "m.zarr"), mode="r")
-        assert list(g.array_keys()) == ["x%5Cy"] and g["x%5Cy"].attrs["__ptd_name__"] == "x\\y"
+        assert list(g.array_keys()) == ["x%5Cy"]
+        assert g["x%5Cy"].attrs["__ptd_name__"] == "x\\y"
 
 
 def test_foreign_names_that_look_escaped_are_read_as_they_are(tmp_path: Path) -> None:
@@ -166,7 +169,8 @@ def test_foreign_names_that_look_escaped_are_read_as_they_are(tmp_path: Path) ->
     be = get_backend("zarr").open(str(path), "r")
     try:
         assert [n for n, _ in be.children(())] == ["%5F_lying", "%5F_plain"]
-        assert be.kind(("%5F_plain",)) is not None and be.kind(("__plain",)) is None
+        assert be.kind(("%5F_plain",)) is not None
+        assert be.kind(("__plain",)) is None
     finally:
         be.close()
     # writing "__plain" would take the stored name of the foreign node: refused, named
@@ -194,7 +198,9 @@ def test_escape_is_lossless_and_storable(name: str) -> None:
     stored = escape_name(name)
     assert unescape_name(stored) == name
     assert get_backend("zarr").escaped_name(stored) is None  # stored as it is
-    assert not stored.startswith("_") and "\\" not in stored and "." not in stored
+    assert not stored.startswith("_")
+    assert "\\" not in stored
+    assert "." not in stored
 
 
 def _v2_group(d: Path) -> None:

@@ -72,7 +72,9 @@ def assert_inspect_lines(lines: list[str], doc: dict[str, Any]) -> None:
         assert f"  chunks={_dims(e['chunks'])}" in line
         assert f"  codec={e['compression'] or '-'}" in line
         if e["kind"] == "tensor":
-            assert f"  {e['dtype']}  " in line and "  size=" in line and "  stored=" in line
+            assert f"  {e['dtype']}  " in line
+            assert "  size=" in line
+            assert "  stored=" in line
 
 
 def test_inspect_lists_every_key_and_field(ptd_cli, ptd_store: Path, narrow: str):
@@ -109,7 +111,8 @@ def test_validate_problems_every_key(ptd_cli, ptd_store: Path, narrow: str):
     lines = text(run)
     assert nothing_cut(lines)
     head = [ln for ln in lines if ln.startswith("INVALID ")]
-    assert len(head) == 1 and str(ptd_store) in head[0]  # the path is whole, on one line
+    assert len(head) == 1
+    assert str(ptd_store) in head[0]
     table = any(ln.split()[:2] == ["key", "problem"] for ln in lines)
     if narrow == "piped":
         assert not table  # a CI log always gets the line layout
@@ -118,7 +121,8 @@ def test_validate_problems_every_key(ptd_cli, ptd_store: Path, narrow: str):
         assert len(row) == 1, (p, lines)
         if table:
             assert row[0].split()[1] == p["code"], row
-            assert f"  {p['shape']}  " in row[0] and f"  {p['expected']}" in row[0]
+            assert f"  {p['shape']}  " in row[0]
+            assert f"  {p['expected']}" in row[0]
         else:
             assert f"  {p['code']}  shape={p['shape']}  expected={p['expected']}" in row[0]
 
@@ -140,7 +144,8 @@ def test_convert_dry_run_lists_every_key(ptd_cli, ptd_store: Path, tmp_path: Pat
         assert f"  {p['kind']}  shape=" in line
         if p["kind"] == "tensor":
             assert f"  dtype={p['dtype']}" in line
-            assert "  chunks=" in line and " -> " in line
+            assert "  chunks=" in line
+            assert " -> " in line
             src_codec, dst_codec = p["src_compression"] or "-", p["dst_compression"] or "-"
             assert f"  codec={src_codec} -> {dst_codec}" in line
 
@@ -208,7 +213,8 @@ def test_ptd_table_forces_a_layout(ptd_cli, ptd_store: Path, monkeypatch: pytest
     # a forced table is drawn at its own width: each row whole, wider than the 80 columns
     assert max(len(ln) for ln in lines[1:-1]) > 80
     row = next(ln for ln in lines if ln.split()[1:2] == ["pix"])
-    assert "uint8" in row and "[6 ¦ 2, 2]" in row
+    assert "uint8" in row
+    assert "[6 ¦ 2, 2]" in row
 
 
 def _long_key_store(path: Path, backend: str) -> tuple[Path, str]:
@@ -249,7 +255,8 @@ def test_a_200_char_key_at_220_columns(
     assert line_of(lines, "a").split()[1] == "int16"
     assert long in line_of(lines, long)
     run = ptd_cli("convert", store, tmp_path / "x.other", "--to", "zarr", "--dry-run")
-    assert run.code == 0 and nothing_cut(text(run)), run
+    assert run.code == 0, run
+    assert nothing_cut(text(run)), run
     assert "  dtype=float32  " in line_of(text(run), long)
 
 
@@ -294,7 +301,9 @@ def test_alike_demos_are_listed_once(ptd_cli, tmp_path: Path, fmt: str, narrow: 
     head = line_of(lines, "data/demo_{0..19}/ ×20")
     assert "  group  length 200–219 " in head
     line = line_of(lines, "data/demo_{0..19}/actions")
-    assert "  float32  " in line and "shape=[200–219" in line and "chunks=[8, 100]" in line
+    assert "  float32  " in line
+    assert "shape=[200–219" in line
+    assert "chunks=[8, 100]" in line
     assert not any(re.match(r"data/demo_\d+", ln) for ln in lines)
     expanded = text(ptd_cli("inspect", store, "--expand"))
     for i in range(N_DEMOS):
@@ -312,7 +321,8 @@ def test_a_demo_that_differs_is_shown_apart(ptd_cli, tmp_path: Path, fmt: str):
     joined = "\n".join(lines)
     assert "demo_{0..6,8..19}/ ×19" in joined
     assert re.search(r"demo_7/ +group", joined)
-    assert re.search(r"rewards +float64", joined) and re.search(r"rewards +float32", joined)
+    assert re.search(r"rewards +float64", joined)
+    assert re.search(r"rewards +float32", joined)
 
 
 def test_lint_findings_are_grouped_by_code(ptd_cli, tmp_path: Path, fmt: str, narrow: str):
@@ -329,7 +339,8 @@ def test_lint_findings_are_grouped_by_code(ptd_cli, tmp_path: Path, fmt: str, na
     assert m is not None, grouped
     assert set(m.groups()) <= keys
     i = lines.index(grouped[0])
-    assert lines[i + 1].startswith("    first: ") and lines[i + 2].startswith("    fix: ")
+    assert lines[i + 1].startswith("    first: ")
+    assert lines[i + 2].startswith("    fix: ")
     expanded = text(ptd_cli("validate", store, "--expand"))
     listed = [ln for ln in expanded if ln.startswith("  L002 small-chunks (warning) ")]
     assert {re.search(r"'(.*?)'", ln).group(1) for ln in listed} == keys

@@ -51,17 +51,20 @@ def test_python_m_ptd_and_version() -> None:
     names = {ln.split()[0] for ln in lines[1:]}
     assert {"python", "h5py", "hdf5", "zarr", "numcodecs", "hdf5plugin", "numpy", "torch"} <= names
     doc = json.loads(ptd("version", "--json").stdout)
-    assert doc["hdf5"] and doc["zarr"] and doc["ptd"] == lines[0].split()[1]
+    assert doc["hdf5"]
+    assert doc["zarr"]
+    assert doc["ptd"] == lines[0].split()[1]
 
 
 def test_completion_script() -> None:
     run = ptd("--show-completion", "bash")
     assert run.returncode == 0, run.stderr
-    assert "complete" in run.stdout and "_PTD_COMPLETE" in run.stdout
+    assert "complete" in run.stdout
+    assert "_PTD_COMPLETE" in run.stdout
 
 
 @pytest.mark.parametrize(
-    "args, needle",
+    ("args", "needle"),
     [
         (["inspect", "x.h5", "--bogus"], "No such option: --bogus"),
         (["inspct", "x.h5"], "No such command 'inspct'"),
@@ -74,14 +77,19 @@ def test_usage_errors_are_one_line(args: list[str], needle: str) -> None:
     run = ptd(*args)
     assert run.returncode == 2, run
     lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("ptd: error: "), run.stderr
+    assert len(lines) == 1, run.stderr
+    assert lines[0].startswith("ptd: error: "), run.stderr
     assert needle in lines[0]
-    assert "╭" not in run.stderr and "Traceback" not in run.stderr and run.stdout == ""
+    assert "╭" not in run.stderr
+    assert "Traceback" not in run.stderr
+    assert run.stdout == ""
 
 
 def test_unknown_destination_suffix_is_refused(tmp_path: Path, many: Path) -> None:
     run = ptd("convert", many, tmp_path / "out.txt")
-    assert run.returncode == 2 and "'.txt'" in run.stderr and ".zarr" in run.stderr
+    assert run.returncode == 2
+    assert "'.txt'" in run.stderr
+    assert ".zarr" in run.stderr
     assert not (tmp_path / "out.txt").exists()
     assert (
         ptd("convert", "--to", "zarr", "--skip-unsupported", many, tmp_path / "out.txt").returncode
@@ -98,7 +106,7 @@ def test_global_options_after_the_command(many: Path) -> None:
         assert run.returncode == 0, (flag, run.stderr)
 
 
-@pytest.mark.parametrize("args, code", [(["inspect"], 0), (["validate", "--expand"], 1)])
+@pytest.mark.parametrize(("args", "code"), [(["inspect"], 0), (["validate", "--expand"], 1)])
 def test_a_closed_pipe_ends_quietly(many: Path, args: list[str], code: int) -> None:
     # `ptd ... | head -1`: the reader goes away after one line
     proc = subprocess.Popen(
@@ -107,13 +115,15 @@ def test_a_closed_pipe_ends_quietly(many: Path, args: list[str], code: int) -> N
         stderr=subprocess.PIPE,
         env=ENV,
     )
-    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
     first = proc.stdout.readline()
     proc.stdout.close()  # as head does
     err = proc.stderr.read().decode()
     proc.stderr.close()
     assert proc.wait(timeout=60) == code, err
-    assert first and err == "", err
+    assert first, err
+    assert err == "", err
 
 
 def test_json_to_a_closed_pipe(many: Path) -> None:
@@ -123,7 +133,8 @@ def test_json_to_a_closed_pipe(many: Path) -> None:
         stderr=subprocess.PIPE,
         env=ENV,
     )
-    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
     proc.stdout.read(10)
     proc.stdout.close()
     err = proc.stderr.read()
@@ -154,7 +165,8 @@ def test_errors_name_the_fix_in_each_ones_own_terms(tmp_path: Path, many: Path) 
         library.convert(many, dst)
     assert "pass overwrite=True to replace it" in str(info.value)
     assert "--" not in str(info.value)
-    assert info.value.options == (Option("overwrite"),) and info.value.path == str(dst)
+    assert info.value.options == (Option("overwrite"),)
+    assert info.value.path == str(dst)
     run = ptd("convert", str(many), str(dst))
     assert run.returncode == 2
     assert run.stderr.splitlines() == [
@@ -170,7 +182,8 @@ def test_errors_name_the_fix_in_each_ones_own_terms(tmp_path: Path, many: Path) 
     run = ptd(
         "convert", str(many), str(tmp_path / "p.zarr"), "--compression", "none", "--level", "3"
     )
-    assert run.returncode == 2 and len(run.stderr.splitlines()) == 1
+    assert run.returncode == 2
+    assert len(run.stderr.splitlines()) == 1
     assert run.stderr.rstrip().endswith(": --level 3 does not apply to compression 'none'")
 
 

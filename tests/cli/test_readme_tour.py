@@ -10,7 +10,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _tour_module():  # tools/ is not a package: load the script by its path
     spec = importlib.util.spec_from_file_location("readme_tour", ROOT / "tools" / "readme_tour.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -25,7 +26,8 @@ def test_the_readme_tour_is_what_the_commands_print() -> None:
     assert copy == now, "README.md's tour is out of date: python tools/readme_tour.py --write"
     for args in tour.COMMANDS:
         assert "$ ptd " + " ".join(args) in copy
-    assert "Traceback" not in copy and "ptd: error" not in copy
+    assert "Traceback" not in copy
+    assert "ptd: error" not in copy
 
 
 def test_the_readme_is_a_newcomers_page() -> None:

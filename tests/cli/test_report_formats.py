@@ -52,15 +52,18 @@ def test_validate_junit(ptd_cli, tmp_path: Path, junit_schema) -> None:
     assert suites[str(ok)].get("failures") == "0"
 
     def failure(path: Path, case: str):
-        tc = [c for c in suites[str(path)].iter("testcase") if c.get("name") == case][0]
+        tc = next(c for c in suites[str(path)].iter("testcase") if c.get("name") == case)
         return tc.find("failure")
 
     f = failure(bad, "data")
-    assert f is not None and f.get("type") == "checksum_failed" and "[2, 0]" in f.text
+    assert f is not None
+    assert f.get("type") == "checksum_failed"
+    assert "[2, 0]" in f.text
     assert failure(bad, "batch_size") is None
     assert failure(stale, "consolidated").get("type") == "consolidated_missing"
-    err = list(suites[str(missing)].iter("testcase"))[0].find("error")
-    assert err is not None and "missing.h5" in err.get("message")
+    err = next(iter(suites[str(missing)].iter("testcase"))).find("error")
+    assert err is not None
+    assert "missing.h5" in err.get("message")
     assert int(root.get("failures")) == 3  # data of bad; consolidated and metadata of stale
     _times_add_up(root)
 
@@ -95,14 +98,16 @@ def test_validate_github_annotations(ptd_cli, tmp_path: Path) -> None:
     run = ptd_cli("validate", bad, small, "--data", "--format", "github", "--fail-on", "warning")
     assert run.code == 1, run
     lines = run.stdout.strip().splitlines()
-    assert lines and all(ANNOTATION.match(ln) for ln in lines), lines
+    assert lines, lines
+    assert all(ANNOTATION.match(ln) for ln in lines), lines
     parsed = [ANNOTATION.match(ln).groups() for ln in lines]
     assert ("error", str(bad), "nan_values (x)") in [p[:3] for p in parsed]
     assert any(p[1] == str(small) and p[2].startswith("L002") and "Fix:" in p[3] for p in parsed)
     # below the threshold: warnings and notices
     run = ptd_cli("validate", bad, "--data", "--format", "github")
     levels = {ANNOTATION.match(ln).group(1) for ln in run.stdout.strip().splitlines()}
-    assert run.code == 0 and levels == {"warning"}
+    assert run.code == 0
+    assert levels == {"warning"}
 
 
 def test_annotation_escapes_newlines_and_commas(tmp_path: Path) -> None:
@@ -110,7 +115,10 @@ def test_annotation_escapes_newlines_and_commas(tmp_path: Path) -> None:
 
     s = Suite("a,b:c.h5", "a,b:c.h5", [Case("x", [Finding("error", "c", "k", "two\nlines 100%")])])
     (line,) = github([s]).splitlines()
-    assert ANNOTATION.match(line) and "%0A" in line and "%25" in line and "a%2Cb%3Ac.h5" in line
+    assert ANNOTATION.match(line)
+    assert "%0A" in line
+    assert "%25" in line
+    assert "a%2Cb%3Ac.h5" in line
 
 
 def test_validate_markdown_and_report_files(ptd_cli, tmp_path: Path, junit_schema) -> None:
@@ -134,8 +142,10 @@ def test_validate_markdown_and_report_files(ptd_cli, tmp_path: Path, junit_schem
     )
     assert run.code == 1, run
     md = run.stdout
-    assert md.startswith("## ptd validate") and "| store | result |" in md
-    assert "undecodable_chunk" in md and "❌ failed" in md
+    assert md.startswith("## ptd validate")
+    assert "| store | result |" in md
+    assert "undecodable_chunk" in md
+    assert "❌ failed" in md
     assert summary.read_text() == "# earlier step\n" + md
     junit_schema.validate(junit.read_text())
     import json
@@ -166,9 +176,12 @@ def test_diff_formats(ptd_cli, tmp_path: Path, junit_schema) -> None:
     assert tcs["values"].find("failure").get("type") == "values_differ"
     _times_add_up(ET.fromstring(run.stdout))
     gh = ptd_cli("diff", a, b, "--format", "github").stdout.strip().splitlines()
-    assert len(gh) == 1 and ANNOTATION.match(gh[0]).group(2) == str(b)
+    assert len(gh) == 1
+    assert ANNOTATION.match(gh[0]).group(2) == str(b)
     md = ptd_cli("diff", a, b, "--format", "markdown").stdout
-    assert md.startswith("## ptd diff") and "values_differ" in md
+    assert md.startswith("## ptd diff")
+    assert "values_differ" in md
     same = ptd_cli("diff", a, a, "--format", "junit")
-    assert same.code == 0 and "<failure" not in same.stdout
+    assert same.code == 0
+    assert "<failure" not in same.stdout
     junit_schema.validate(same.stdout)

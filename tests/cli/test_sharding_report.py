@@ -47,9 +47,12 @@ def test_inspect_json_has_inner_chunks_and_shards(store: Path, ptd_cli) -> None:
     run = ptd_cli("inspect", "--json", store)
     assert run.code == 0, run
     e = {x["key"]: x for x in run.json["entries"]}
-    assert e["x"]["chunks"] == [INNER, 7] and e["x"]["shards"] == [SHARD, 7]
-    assert e["img"]["chunks"] == [INNER, 84, 84] and e["img"]["shards"] == [SHARD, 84, 84]
-    assert e["plain"]["chunks"] == [ROWS // 2] and e["plain"]["shards"] is None
+    assert e["x"]["chunks"] == [INNER, 7]
+    assert e["x"]["shards"] == [SHARD, 7]
+    assert e["img"]["chunks"] == [INNER, 84, 84]
+    assert e["img"]["shards"] == [SHARD, 84, 84]
+    assert e["plain"]["chunks"] == [ROWS // 2]
+    assert e["plain"]["shards"] is None
     # a random row decodes one inner chunk (compressed): 100 rows, not the 1000-row shard
     assert e["img"]["random_row_bytes"] == INNER * 84 * 84
     assert e["x"]["random_row_bytes"] == INNER * 7 * 4
@@ -60,9 +63,11 @@ def test_inspect_table_shows_both(store: Path, ptd_cli) -> None:
     assert run.code == 0, run
     lines = run.stdout.splitlines()
     head = next(ln for ln in lines if ln.split()[:1] == ["key"])
-    assert "chunks" in head and "shards" in head  # a column of its own
+    assert "chunks" in head
+    assert "shards" in head
     line = next(ln for ln in lines if "x" in ln.split()[:2])  # ("├── x")
-    assert "[100, 7]" in line and "[1000, 7]" in line
+    assert "[100, 7]" in line
+    assert "[1000, 7]" in line
     assert line.index("[100, 7]") < line.index("[1000, 7]")  # chunks, then shards
     plain = next(ln for ln in lines if "plain" in ln.split()[:2])
     assert "[1000" not in plain
@@ -76,7 +81,8 @@ def test_lint_judges_the_inner_chunk_as_inspect_does(store: Path, ptd_cli) -> No
     # not small; x's inner chunk is 2.7 KiB: small (not the 27 KiB shard)
     assert ("L004", "img") not in lint
     assert ("L002", "img") not in lint
-    assert "2.7 KiB" in lint[("L002", "x")] and "inner" in lint[("L002", "x")]
+    assert "2.7 KiB" in lint[("L002", "x")]
+    assert "inner" in lint[("L002", "x")]
 
 
 def test_lint_row_cost_is_the_inspect_per_row_figure(tmp_path: Path, ptd_cli) -> None:
@@ -94,7 +100,8 @@ def test_lint_row_cost_is_the_inspect_per_row_figure(tmp_path: Path, ptd_cli) ->
     assert per_row["img"] == 1000 * 84 * 84
     [report] = ptd_cli("validate", "--json", tmp_path / "big.zarr").json["reports"]
     [msg] = [f["message"] for f in report["lint"] if f["code"] == "L004"]
-    assert "6.7 MiB" in msg and "in shards of [2000, 84, 84]" in msg
+    assert "6.7 MiB" in msg
+    assert "in shards of [2000, 84, 84]" in msg
 
 
 def test_convert_zarr_to_zarr_keeps_the_sharding(store: Path, tmp_path: Path, ptd_cli) -> None:
@@ -103,9 +110,11 @@ def test_convert_zarr_to_zarr_keeps_the_sharding(store: Path, tmp_path: Path, pt
     assert run.code == 0, run
     src, dst = zarr.open_group(str(store), mode="r"), zarr.open_group(str(out), mode="r")
     for key in ("x", "img"):
-        assert dst[key].chunks == src[key].chunks and dst[key].shards == src[key].shards
+        assert dst[key].chunks == src[key].chunks
+        assert dst[key].shards == src[key].shards
         np.testing.assert_array_equal(dst[key][...], src[key][...])
-    assert dst["plain"].shards is None and dst["plain"].chunks == (ROWS // 2,)
+    assert dst["plain"].shards is None
+    assert dst["plain"].chunks == (ROWS // 2,)
     assert ptd_cli("diff", store, out).code == 0
 
 
@@ -113,7 +122,8 @@ def test_convert_with_a_new_codec_keeps_the_sharding(store: Path, tmp_path: Path
     out = tmp_path / "gz.zarr"
     assert ptd_cli("convert", "--compression", "gzip", store, out).code == 0
     dst = zarr.open_group(str(out), mode="r")
-    assert dst["x"].shards == (SHARD, 7) and dst["x"].chunks == (INNER, 7)
+    assert dst["x"].shards == (SHARD, 7)
+    assert dst["x"].chunks == (INNER, 7)
     assert "gzip" in type(dst["x"].compressors[0]).__name__.lower()
 
 
@@ -121,7 +131,8 @@ def test_convert_with_chunks_writes_unsharded_chunks(store: Path, tmp_path: Path
     out = tmp_path / "rechunked.zarr"
     assert ptd_cli("convert", "--chunks", "500", store, out).code == 0
     dst = zarr.open_group(str(out), mode="r")
-    assert dst["x"].chunks == (500, 7) and dst["x"].shards is None
+    assert dst["x"].chunks == (500, 7)
+    assert dst["x"].shards is None
 
 
 def test_convert_zarr_to_h5_takes_the_inner_chunks(store: Path, tmp_path: Path, ptd_cli):
@@ -137,7 +148,8 @@ def test_convert_zarr_to_h5_takes_the_inner_chunks(store: Path, tmp_path: Path, 
     back = tmp_path / "back.zarr"
     assert ptd_cli("convert", out, back).code == 0
     again = zarr.open_group(str(back), mode="r")
-    assert again["x"].shards is None and again["x"].chunks == (INNER, 7)
+    assert again["x"].shards is None
+    assert again["x"].chunks == (INNER, 7)
 
 
 def test_dry_run_plan_names_the_kept_shards(store: Path, tmp_path: Path, ptd_cli) -> None:
@@ -145,5 +157,6 @@ def test_dry_run_plan_names_the_kept_shards(store: Path, tmp_path: Path, ptd_cli
     assert run.code == 0, run
     plan = {p["key"]: p for p in run.json["plan"]}
     assert plan["x"]["src_chunks"] == [INNER, 7]
-    assert plan["x"]["dst_chunks"] == [INNER, 7] and plan["x"]["dst_shards"] == [SHARD, 7]
+    assert plan["x"]["dst_chunks"] == [INNER, 7]
+    assert plan["x"]["dst_shards"] == [SHARD, 7]
     assert plan["plain"]["dst_shards"] is None

@@ -161,7 +161,8 @@ def test_a_column_of_the_batch_is_marked_a_stack_and_keeps_its_type(tmp_path: Pa
         assert a.attrs["__tensordict_stack__"] == [3]
     ptd.convert(tmp_path / "d.zarr", tmp_path / "b.h5")
     with h5py.File(tmp_path / "b.h5", "r") as f:
-        assert f["names"].dtype == np.dtype("S2") and f["names"][()].tolist() == [b"a", b"bb", b"c"]
+        assert f["names"].dtype == np.dtype("S2")
+        assert f["names"][()].tolist() == [b"a", b"bb", b"c"]
 
 
 @pytest.mark.parametrize("to", ["zarr", "h5"])
@@ -181,8 +182,10 @@ def test_attributes_keep_str_and_bytes(to: str, tmp_path: Path) -> None:
     back = tmp_path / "b.h5"
     ptd.convert(mid, back)
     with h5py.File(back, "r") as f:
-        assert f.attrs["b"] == b"raw" and isinstance(f.attrs["b"], bytes)
-        assert f.attrs["s"] == "text" and isinstance(f.attrs["s"], str)
+        assert f.attrs["b"] == b"raw"
+        assert isinstance(f.attrs["b"], bytes)
+        assert f.attrs["s"] == "text"
+        assert isinstance(f.attrs["s"], str)
         assert f.attrs["lb"].tolist() == [b"a", b"bc"]
         assert f.attrs["ls"].tolist() == ["a", "é"]
         assert "__ptd_bytes_attrs__" not in f.attrs
@@ -190,12 +193,14 @@ def test_attributes_keep_str_and_bytes(to: str, tmp_path: Path) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             attrs = zarr.open_group(str(mid), mode="r").attrs.asdict()
-        assert attrs["b"] == "raw" and sorted(attrs["__ptd_bytes_attrs__"]) == ["b", "lb"]
+        assert attrs["b"] == "raw"
+        assert sorted(attrs["__ptd_bytes_attrs__"]) == ["b", "lb"]
         from ptd.storage.backends import get_backend
 
         be = get_backend("zarr").open(str(mid), "r")
         try:
-            assert be.get_attrs(())["b"] == b"raw" and be.get_attrs(())["lb"] == [b"a", b"bc"]
+            assert be.get_attrs(())["b"] == b"raw"
+            assert be.get_attrs(())["lb"] == [b"a", b"bc"]
         finally:
             be.close()
 
@@ -208,7 +213,8 @@ def test_zarr_attrs_bytes_listing_follows_later_writes(tmp_path: Path) -> None:
         be.set_attrs((), {"a": b"x", "b": b"y"})
         be.set_attrs((), {"a": "now text"})
         got = be.get_attrs(())
-        assert got["a"] == "now text" and got["b"] == b"y"
+        assert got["a"] == "now text"
+        assert got["b"] == b"y"
         assert "__ptd_bytes_attrs__" not in got
     finally:
         be.close()

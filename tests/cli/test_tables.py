@@ -80,14 +80,16 @@ def test_diff_sees_one_changed_value(ptd_cli, tmp_path: Path, fmt: str, kind: st
     diffs = run.json["differences"]
     assert [(d["key"], d["field"]) for d in diffs] == [(key, field)], diffs
     if diffs[0]["kind"] == "values_differ":
-        assert diffs[0]["count"] == 1 and diffs[0]["first_rows"] == [
+        assert diffs[0]["count"] == 1
+        assert diffs[0]["first_rows"] == [
             {"table-int-field": 123, "table-nan-field": 3, "bool": 7, "nan-float": 1}[kind]
         ]
     else:  # a string column is a non-tensor: compared as values
         assert diffs[0]["kind"] == "non_tensor_differs", diffs
     # and the text report names the key (and the field) too
     text = ptd_cli("diff", "--equal-nan", a, b)
-    assert text.code == 1 and key in text.stdout
+    assert text.code == 1
+    assert key in text.stdout
     if field:
         assert f"field {field!r}" in text.stdout
 
@@ -101,7 +103,8 @@ def test_diff_across_formats_sees_one_changed_value(ptd_cli, tmp_path: Path, kin
     assert run.code == 1, run
     assert [(d["key"], d["field"]) for d in run.json["differences"]] == [(key, field)]
     same = ptd_cli("diff", "--json", "--equal-nan", a, write_store(tmp_path / "c.zarr", "zarr"))
-    assert same.code == 0 and same.json["same"], same
+    assert same.code == 0, same
+    assert same.json["same"], same
     assert same.json["leaves_compared"] == 4  # table, done, reward, obs (names: a non-tensor)
 
 
@@ -117,7 +120,7 @@ def test_nan_equals_nan_only_when_asked(ptd_cli, tmp_path: Path, fmt: str) -> No
     assert ptd_cli("diff", "--equal-nan", a, a).code == 0
 
 
-@pytest.mark.parametrize("src_fmt, dst_fmt", [("h5", "zarr"), ("zarr", "h5"), ("h5", "h5")])
+@pytest.mark.parametrize(("src_fmt", "dst_fmt"), [("h5", "zarr"), ("zarr", "h5"), ("h5", "h5")])
 def test_convert_verify_passes_nan_and_tables(
     ptd_cli, tmp_path: Path, src_fmt: str, dst_fmt: str
 ) -> None:
@@ -128,7 +131,8 @@ def test_convert_verify_passes_nan_and_tables(
     assert run.json["verify"]["verified"] is True
     assert run.json["verify"]["equal_nan"] is True
     assert run.json["verify"]["leaves_compared"] == 4
-    assert run.json["tables"] == 1 and run.json["tensors"] == 3
+    assert run.json["tables"] == 1
+    assert run.json["tensors"] == 3
     # the records came through: plain readers see them
     if dst_fmt == "h5":
         with h5py.File(dst, "r") as f:
@@ -141,7 +145,8 @@ def test_convert_verify_passes_nan_and_tables(
     np.testing.assert_array_equal(back["v"], want["v"])  # NaN where NaN
     strict = ptd_cli("convert", "--verify", "--no-equal-nan", "--overwrite", src, dst)
     assert strict.code == 1, strict
-    assert "values_differ" in strict.stdout and "'v'" in strict.stdout
+    assert "values_differ" in strict.stdout
+    assert "'v'" in strict.stdout
 
 
 def test_zarr_destination_notes_the_structured_type(ptd_cli, tmp_path: Path) -> None:
@@ -162,14 +167,16 @@ def test_verify_tolerances_need_verify(ptd_cli, tmp_path: Path) -> None:
         assert_one_line_error(run, args[0], "--verify")
         assert not (tmp_path / "d.zarr").exists()
     run = ptd_cli("convert", "--verify", "--rtol", "-1", src, tmp_path / "d.zarr")
-    assert run.code == 2 and not (tmp_path / "d.zarr").exists()
+    assert run.code == 2
+    assert not (tmp_path / "d.zarr").exists()
 
 
 def test_tolerances_reach_the_verify(ptd_cli, tmp_path: Path) -> None:
     src = write_store(tmp_path / "s.h5", "h5")
     run = ptd_cli("convert", "--json", "--verify", "--rtol", "0.5", "--atol", "2", src)
     assert run.code == 0, run
-    assert run.json["verify"]["rtol"] == 0.5 and run.json["verify"]["atol"] == 2.0
+    assert run.json["verify"]["rtol"] == 0.5
+    assert run.json["verify"]["atol"] == 2.0
 
 
 def test_inspect_and_validate_say_the_same(ptd_cli, tmp_path: Path, fmt: str) -> None:
@@ -180,14 +187,17 @@ def test_inspect_and_validate_say_the_same(ptd_cli, tmp_path: Path, fmt: str) ->
     assert entry["reason"] == "table (t f8, id i4, v f4)"
     assert [f["name"] for f in entry["fields"]] == ["t", "id", "v"]
     assert entry["nbytes"] == N * TABLE.itemsize
-    assert doc["totals"]["tables"] == 1 and doc["totals"]["unsupported"] == 0
+    assert doc["totals"]["tables"] == 1
+    assert doc["totals"]["unsupported"] == 0
     text = ptd_cli("inspect", path)
-    assert "table (t f8, id i4, v f4)" in text.stdout and "1 table" in text.stdout
+    assert "table (t f8, id i4, v f4)" in text.stdout
+    assert "1 table" in text.stdout
     assert "unsupported" not in text.stdout
     run = ptd_cli("validate", "--format", "github", path)
     assert run.code == 0, run
     lines = [ln for ln in run.stdout.splitlines() if "(table)" in ln]
-    assert len(lines) == 1 and lines[0].startswith("::notice"), run.stdout
+    assert len(lines) == 1, run.stdout
+    assert lines[0].startswith("::notice"), run.stdout
 
 
 def test_tables_of_other_fields_differ_in_dtype(ptd_cli, tmp_path: Path) -> None:
@@ -199,7 +209,8 @@ def test_tables_of_other_fields_differ_in_dtype(ptd_cli, tmp_path: Path) -> None
     run = ptd_cli("diff", "--json", "--equal-nan", a, b)
     assert run.code == 1
     (d,) = run.json["differences"]
-    assert d["kind"] == "dtype_differs" and "idx i4" in d["b"]
+    assert d["kind"] == "dtype_differs"
+    assert "idx i4" in d["b"]
 
 
 def test_a_leaf_not_compared_fails_unless_allowed(ptd_cli, tmp_path: Path) -> None:
@@ -216,7 +227,8 @@ def test_a_leaf_not_compared_fails_unless_allowed(ptd_cli, tmp_path: Path) -> No
     assert [x["key"] for x in run.json["not_compared"]] == ["seq"]
     assert "variable-length" in run.json["not_compared"][0]["reason"]
     allowed = ptd_cli("diff", "--allow-uncompared", path, other)
-    assert allowed.code == 0 and "not compared: 1 leaf" in allowed.stdout
+    assert allowed.code == 0
+    assert "not compared: 1 leaf" in allowed.stdout
 
 
 def test_verify_accepts_keys_skipped_on_purpose(ptd_cli, tmp_path: Path) -> None:
@@ -232,4 +244,5 @@ def test_verify_accepts_keys_skipped_on_purpose(ptd_cli, tmp_path: Path) -> None
     assert run.json["verify"]["differences"] == []
     # h5 holds it: copied and compared field by field
     run = ptd_cli("convert", "--json", "--verify", src, tmp_path / "d.h5")
-    assert run.code == 0 and run.json["verify"]["leaves_compared"] == 5, run
+    assert run.code == 0, run
+    assert run.json["verify"]["leaves_compared"] == 5, run

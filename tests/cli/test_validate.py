@@ -51,19 +51,16 @@ def test_valid_store(ptd_cli, ptd_store: Path, fmt: str) -> None:
     assert doc["valid"] is True
     (rep,) = doc["reports"]
     assert set(rep) == REPORT_FIELDS
-    assert (
-        rep["format"] == fmt
-        and rep["batch_size"] == [ROWS]
-        and rep["batch_size_source"] == "stored"
-    )
-    assert (
-        rep["leaves"] == 12
-        and rep["groups"] == 2
-        and rep["problems"] == []
-        and rep["error"] is None
-    )
+    assert rep["format"] == fmt
+    assert rep["batch_size"] == [ROWS]
+    assert rep["batch_size_source"] == "stored"
+    assert rep["leaves"] == 12
+    assert rep["groups"] == 2
+    assert rep["problems"] == []
+    assert rep["error"] is None
     human = ptd_cli("validate", ptd_store)
-    assert human.code == 0 and "valid" in human.stdout
+    assert human.code == 0
+    assert "valid" in human.stdout
 
 
 def test_wrong_batch_size_lists_each_problem(ptd_cli, ptd_store: Path) -> None:
@@ -85,9 +82,9 @@ def test_wrong_batch_size_lists_each_problem(ptd_cli, ptd_store: Path) -> None:
     assert "env" not in found  # one value for the whole batch: nothing to check
     human = ptd_cli("validate", ptd_store, "--batch-size", "4")
     assert human.code == 1
-    assert (
-        "INVALID" in human.stdout and "batch_mismatch" in human.stdout and "[6, 3]" in human.stdout
-    )
+    assert "INVALID" in human.stdout
+    assert "batch_mismatch" in human.stdout
+    assert "[6, 3]" in human.stdout
 
 
 def test_given_batch_size_that_fits(ptd_cli, tmp_path: Path) -> None:
@@ -120,13 +117,15 @@ def test_stored_metadata_that_does_not_fit(ptd_cli, tmp_path: Path, fmt: str) ->
     found = problems(run.json)
     assert list(found) == [""]
     assert found[""][0]["code"] == "bad_metadata"
-    assert "[6]" in found[""][0]["message"] and "'odd' has shape [5, 2]" in found[""][0]["message"]
+    assert "[6]" in found[""][0]["message"]
+    assert "'odd' has shape [5, 2]" in found[""][0]["message"]
     # checked against the batch size it should have: that leaf is the one problem
     run = ptd_cli("validate", path, "--batch-size", str(ROWS), "--json")
     assert run.code == 1, run
     found = problems(run.json)
     assert list(found) == ["odd"]
-    assert found["odd"][0]["shape"] == [5, 2] and found["odd"][0]["expected"] == [ROWS]
+    assert found["odd"][0]["shape"] == [5, 2]
+    assert found["odd"][0]["expected"] == [ROWS]
 
 
 def test_malformed_metadata(ptd_cli, tmp_path: Path) -> None:
@@ -183,10 +182,10 @@ def test_schema(ptd_cli, tmp_path: Path) -> None:
     assert run.code == 1, run
     found = problems(run.json)
     assert found["obs"][0]["code"] == "shape_mismatch"
-    assert found["obs"][0]["shape"] == [6, 4] and found["obs"][0]["expected"] == ["*", 3]
-    assert (
-        found["action"][0]["code"] == "dtype_mismatch" and found["action"][0]["expected"] == "int64"
-    )
+    assert found["obs"][0]["shape"] == [6, 4]
+    assert found["obs"][0]["expected"] == ["*", 3]
+    assert found["action"][0]["code"] == "dtype_mismatch"
+    assert found["action"][0]["expected"] == "int64"
     assert found["extra"][0]["code"] == "unexpected_key"
     assert found["reward"][0]["code"] == "missing_key"
     assert found["next"][0]["code"] == "missing_key"
@@ -218,7 +217,8 @@ def test_multiple_paths_exit_code(ptd_cli, tmp_path: Path) -> None:
     doc = run.json
     assert doc["valid"] is False
     assert doc["reports"][0]["valid"] is True
-    assert doc["reports"][1]["valid"] is False and str(missing) in doc["reports"][1]["error"]
+    assert doc["reports"][1]["valid"] is False
+    assert str(missing) in doc["reports"][1]["error"]
     # human mode: the unreadable one is one line on stderr; the good one is still reported
     run = ptd_cli("validate", good, missing)
     assert run.code == 2
@@ -291,7 +291,8 @@ def test_a_table_is_valid_and_noted_once(ptd_cli, tmp_path: Path) -> None:
 def test_library_api(tmp_path: Path) -> None:
     path = write_ptd(tmp_path / "a.zarr", "zarr")
     report = ptd.validate(path, batch_size=[ROWS])
-    assert isinstance(report, ptd.ValidationReport) and report.valid
+    assert isinstance(report, ptd.ValidationReport)
+    assert report.valid
     assert ptd.validate(path, schema=ptd.info(path)).valid
 
 

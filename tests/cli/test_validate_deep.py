@@ -30,7 +30,9 @@ def test_clean_stores_pass_everything(ptd_cli, tmp_path: Path) -> None:
         run = ptd_cli("validate", path, "--data", "--json", "--fail-on", "info")
         assert run.code == 0, run
         (rep,) = run.json["reports"]
-        assert rep["problems"] == [] and rep["lint"] == [] and rep["data_checked"]
+        assert rep["problems"] == []
+        assert rep["lint"] == []
+        assert rep["data_checked"]
         assert rep["stats"]["a"]["count"] == corpus.ROWS * 4
         assert rep["stats"]["b"]["max"] == corpus.ROWS - 1
 
@@ -44,13 +46,16 @@ def test_stale_consolidated_metadata_added_array(ptd_cli, tmp_path: Path) -> Non
     assert run.code == 1, run
     found = codes(run)
     (miss,) = found["consolidated_missing"]
-    assert miss["key"] == "late" and "consolidated metadata" in miss["message"]
+    assert miss["key"] == "late"
+    assert "consolidated metadata" in miss["message"]
     # ... and then the real arrays are checked: 'late' does not fit the batch size
     rep = run.json["reports"][0]
-    assert rep["consolidated_stale"] is True and rep["leaves"] == 3
+    assert rep["consolidated_stale"] is True
+    assert rep["leaves"] == 3
     assert "late" in found["bad_metadata"][0]["message"]
     human = ptd_cli("validate", path)
-    assert human.code == 1 and "consolidated_missing" in human.stdout
+    assert human.code == 1
+    assert "consolidated_missing" in human.stdout
     # the documented way to open it without trusting the consolidated metadata
     p = ptd.PersistentTensorDict.from_zarr(path, use_consolidated=False, batch_size=[])
     assert "late" in p.keys()
@@ -58,7 +63,7 @@ def test_stale_consolidated_metadata_added_array(ptd_cli, tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(
-    "build, code, key",
+    ("build", "code", "key"),
     [
         (corpus.stale_removed, "consolidated_extra", "b"),
         (corpus.stale_changed, "consolidated_differs", "a"),
@@ -71,11 +76,12 @@ def test_stale_consolidated_metadata_other(ptd_cli, tmp_path: Path, build, code,
     (found,) = codes(run)[code]
     assert found["key"] == key
     if code == "consolidated_differs":
-        assert "[64, 4]" in found["message"] and "[67, 4]" in found["message"]
+        assert "[64, 4]" in found["message"]
+        assert "[67, 4]" in found["message"]
 
 
 @pytest.mark.parametrize(
-    "build, code",
+    ("build", "code"),
     [
         (corpus.stale_added, "consolidated_missing"),
         (corpus.stale_removed, "consolidated_extra"),
@@ -97,7 +103,7 @@ def test_inspect_warns_about_stale_consolidated_metadata(
 
 # --- data faults ----------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "build, code, key, chunk",
+    ("build", "code", "key", "chunk"),
     [
         (corpus.h5_checksum, "checksum_failed", "a", [2, 0]),
         (corpus.zarr_checksum, "checksum_failed", "a", [3, 0]),
@@ -113,12 +119,15 @@ def test_bad_chunk_found_with_data(ptd_cli, tmp_path: Path, build, code, key, ch
     found = codes(run)
     assert list(found) == [code], found
     (p,) = found[code]
-    assert p["key"] == key and p["chunk"] == chunk and str(chunk) in p["message"]
+    assert p["key"] == key
+    assert p["chunk"] == chunk
+    assert str(chunk) in p["message"]
     # the other chunks were read and counted
     stats = run.json["reports"][0]["stats"][key]
     assert 0 < stats["count"] < stats["nbytes"]
     human = ptd_cli("validate", path, "--data")
-    assert human.code == 1 and code in human.stdout
+    assert human.code == 1
+    assert code in human.stdout
 
 
 @pytest.mark.parametrize("build", [corpus.zarr_missing_chunk, corpus.h5_missing_chunk])
@@ -127,7 +136,9 @@ def test_missing_chunk_counted(ptd_cli, tmp_path: Path, build) -> None:
     run = ptd_cli("validate", path, "--data", "--json")
     assert run.code == 0, run  # information: a chunk of fill values may be absent
     (p,) = codes(run)["missing_chunks"]
-    assert p["key"] == "b" and p["count"] == 1 and p["severity"] == "info"
+    assert p["key"] == "b"
+    assert p["count"] == 1
+    assert p["severity"] == "info"
     assert ptd_cli("validate", path, "--data", "--fail-on", "info").code == 1
     # a schema that forbids missing chunks makes it an error
     schema = ptd_cli("inspect", path, "--json").json
@@ -148,11 +159,15 @@ def test_nan_and_inf(ptd_cli, tmp_path: Path, fmt: str) -> None:
     run = ptd_cli("validate", path, "--data", "--json")
     assert run.code == 0, run  # warnings
     found = codes(run)
-    assert found["nan_values"][0]["count"] == 2 and found["nan_values"][0]["severity"] == "warning"
+    assert found["nan_values"][0]["count"] == 2
+    assert found["nan_values"][0]["severity"] == "warning"
     assert found["inf_values"][0]["count"] == 1
     st = run.json["reports"][0]["stats"]["x"]
-    assert st["nan"] == 2 and st["inf"] == 1 and st["count"] == corpus.ROWS
-    assert st["max"] <= 1.0 and st["min"] == 0.0  # NaN/Inf left out
+    assert st["nan"] == 2
+    assert st["inf"] == 1
+    assert st["count"] == corpus.ROWS
+    assert st["max"] <= 1.0
+    assert st["min"] == 0.0
     assert ptd_cli("validate", path, "--data", "--fail-on", "warning").code == 1
     ignored = ptd_cli(
         "validate",
@@ -188,7 +203,8 @@ def test_schema_value_constraints(ptd_cli, tmp_path: Path) -> None:
             e["constraints"] = {"allowed": list(range(0, 64, 2))}
     sp.write_text(json.dumps(schema))
     run = ptd_cli("validate", ok, "--data", "--schema", sp, "--json")
-    assert run.code == 1 and codes(run)["value_not_allowed"][0]["count"] == 32
+    assert run.code == 1
+    assert codes(run)["value_not_allowed"][0]["count"] == 32
 
 
 # --- lint -----------------------------------------------------------------------------------
@@ -206,7 +222,7 @@ LINT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("build, code, key", LINT_CASES, ids=[c for _b, c, _k in LINT_CASES])
+@pytest.mark.parametrize(("build", "code", "key"), LINT_CASES, ids=[c for _b, c, _k in LINT_CASES])
 def test_each_lint_finding(ptd_cli, tmp_path: Path, build, code: str, key: str) -> None:
     path = build(tmp_path)
     run = ptd_cli("validate", path, "--json", "--fail-on", "info")
@@ -214,7 +230,9 @@ def test_each_lint_finding(ptd_cli, tmp_path: Path, build, code: str, key: str) 
     assert code in found, run
     (f,) = [f for f in found[code] if f["key"] == key]
     name, severity, _fix = LINT_CODES[code]
-    assert f["name"] == name and f.get("severity", "error") == severity and f["fix"]
+    assert f["name"] == name
+    assert f.get("severity", "error") == severity
+    assert f["fix"]
     assert run.code == 1
     # the exit status follows --fail-on; --ignore silences the code (or its name)
     rest = {c for c in found if c != code}
@@ -238,7 +256,8 @@ def test_filter_missing_names_the_package(tmp_path: Path) -> None:
     path = corpus.lint_filter_missing(tmp_path)
     rep = ptd.validate(path)
     (f,) = [f for f in rep.lint if f.code == "L005"]
-    assert "32099" in f.message and f.fix == "pip install an HDF5 plugin"
+    assert "32099" in f.message
+    assert f.fix == "pip install an HDF5 plugin"
     if not h5py.h5z.filter_avail(32015):  # zstd, provided by hdf5plugin once imported
         p2 = tmp_path / "zstd.h5"
         with h5py.File(p2, "w") as h:
@@ -251,13 +270,16 @@ def test_filter_missing_names_the_package(tmp_path: Path) -> None:
                 allow_unknown_filter=True,
             )
         (f,) = [f for f in ptd.validate(p2).lint if f.code == "L005"]
-        assert "zstd" in f.message and f.fix == "pip install hdf5plugin"
+        assert "zstd" in f.message
+        assert f.fix == "pip install hdf5plugin"
 
 
 def test_lint_text_output_and_no_lint(ptd_cli, tmp_path: Path) -> None:
     path = corpus.lint_small_chunks(tmp_path)
     run = ptd_cli("validate", path)
-    assert run.code == 0 and "L002 small-chunks (warning)" in run.stdout and "fix:" in run.stdout
+    assert run.code == 0
+    assert "L002 small-chunks (warning)" in run.stdout
+    assert "fix:" in run.stdout
     assert ptd_cli("validate", path, "--json", "--no-lint").json["reports"][0]["lint"] == []
 
 
@@ -266,11 +288,15 @@ def test_inspect_stats(ptd_cli, tmp_path: Path) -> None:
     path = corpus.nan_store(tmp_path, "zarr")
     run = ptd_cli("inspect", path, "--stats")
     assert run.code == 0, run
-    assert "histogram" in run.stdout and any(ch in run.stdout for ch in "▁▂▃▄▅▆▇█")
-    assert "nan_values" in run.stdout and "lint:" in run.stdout
+    assert "histogram" in run.stdout
+    assert any(ch in run.stdout for ch in "▁▂▃▄▅▆▇█")
+    assert "nan_values" in run.stdout
+    assert "lint:" in run.stdout
     doc = ptd_cli("inspect", path, "--stats", "--json").json
     st = doc["stats"]["x"]
-    assert st["nan"] == 2 and len(st["histogram"]) == 16 and sum(st["histogram"]) == 61
+    assert st["nan"] == 2
+    assert len(st["histogram"]) == 16
+    assert sum(st["histogram"]) == 61
     assert doc["lint"] == []
     plain = ptd_cli("inspect", path, "--json").json
     assert "stats" not in plain
@@ -279,10 +305,12 @@ def test_inspect_stats(ptd_cli, tmp_path: Path) -> None:
 def test_library_validate_data(tmp_path: Path) -> None:
     path = corpus.h5_checksum(tmp_path)
     rep = ptd.validate(path, data=True, workers=1)
-    assert not rep.valid and rep.data_checked
+    assert not rep.valid
+    assert rep.data_checked
     (p,) = rep.problems
     assert (p.code, p.check, p.chunk) == ("checksum_failed", "data", [2, 0])
-    assert rep.fails("error") and rep.to_dict()["problems"][0]["chunk"] == [2, 0]
+    assert rep.fails("error")
+    assert rep.to_dict()["problems"][0]["chunk"] == [2, 0]
 
 
 def test_use_consolidated_false_survives_pickling_and_is_zarr_only(tmp_path: Path) -> None:
@@ -291,7 +319,8 @@ def test_use_consolidated_false_survives_pickling_and_is_zarr_only(tmp_path: Pat
     path = corpus.stale_added(tmp_path)
     p = ptd.PersistentTensorDict.from_zarr(path, use_consolidated=False, batch_size=[])
     q = pickle.loads(pickle.dumps(p))
-    assert "late" in q.keys() and q["late"].tolist() == [1] * 7
+    assert "late" in q.keys()
+    assert q["late"].tolist() == [1] * 7
     q.close()
     p.close()
     with pytest.raises(ptd.errors.ArgumentError, match="zarr"):

@@ -21,7 +21,8 @@ def test_validate_episode_file(ptd_cli, tmp_path: Path, fmt: str) -> None:
     assert ptd_cli("validate", ok).code == 0
     run = ptd_cli("validate", bad)
     assert run.code == 1, run
-    assert "data/demo_3/actions" in run.stdout and "length_mismatch" in run.stdout
+    assert "data/demo_3/actions" in run.stdout
+    assert "length_mismatch" in run.stdout
     run = ptd_cli("validate", bad, "--json")
     rep = run.json["reports"][0]
     assert [(p["key"], p["code"], p["shape"], p["expected"]) for p in rep["problems"]] == [
@@ -80,7 +81,8 @@ def test_links_are_warnings_in_every_format(ptd_cli, tmp_path: Path, fmt_out: st
         assert {p["severity"] for p in probs} == {"warning"}
         assert run.json["reports"][0]["valid"] is True
     if fmt_out == "github":
-        assert "::warning" in run.stdout and "::error" not in run.stdout
+        assert "::warning" in run.stdout
+        assert "::error" not in run.stdout
 
 
 @pytest.mark.parametrize("how", [["--batch-size", "5000"], ["--batch-dims", "1"]])
@@ -99,7 +101,9 @@ def test_convert_records_the_batch_size(ptd_cli, tmp_path: Path, fmt: str, how: 
     assert ptd_cli("convert", src, dst, *how).code == 0
     run = ptd_cli("validate", dst, "--json")
     rep = run.json["reports"][0]
-    assert run.code == 0 and rep["batch_size"] == [5000] and rep["batch_size_source"] == "stored"
+    assert run.code == 0
+    assert rep["batch_size"] == [5000]
+    assert rep["batch_size_source"] == "stored"
     assert "L006" not in {f["code"] for f in rep["lint"]}
 
 

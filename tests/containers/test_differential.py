@@ -20,10 +20,9 @@ import pytest
 
 pytest.importorskip("tensordict")
 
+import ptd
 from diff_cases import CASES, Case
 from diff_support import KINDS, Ctx, assert_outcomes, build, call, libs
-
-import ptd
 from ptd.containers import api
 
 pytestmark = pytest.mark.interop

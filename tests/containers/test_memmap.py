@@ -90,7 +90,8 @@ def assert_same(got, want, path="") -> None:
         where = f"{path}/{key}"
         if isinstance(w, torch.Tensor):
             assert isinstance(g, torch.Tensor), where
-            assert g.dtype == w.dtype and g.shape == w.shape, where
+            assert g.dtype == w.dtype, where
+            assert g.shape == w.shape, where
             if w.dtype in (torch.bfloat16,) or str(w.dtype).startswith("torch.float8"):
                 assert torch.equal(g.view(torch.uint8), w.contiguous().view(torch.uint8)), where
             else:
@@ -100,7 +101,8 @@ def assert_same(got, want, path="") -> None:
             assert g.tolist() == w.tolist(), where
         elif isinstance(w, NonTensorData):
             assert isinstance(g, NonTensorData), where
-            assert type(g.data) is type(w.data) and g.data == w.data, where
+            assert type(g.data) is type(w.data), where
+            assert g.data == w.data, where
         else:
             assert_same(g, w, where)
 
@@ -177,7 +179,8 @@ def test_tensordict_memmap_round_trip(tmp_path):
     td = sample()
     prefix = tmp_path / "td"
     mm = td.memmap(prefix)
-    assert isinstance(mm, TensorDict) and mm.is_locked
+    assert isinstance(mm, TensorDict)
+    assert mm.is_locked
     assert mm.names == ["row"]
     assert_same(mm, td)
     for key in mm.keys(True, True):
@@ -193,11 +196,13 @@ def test_tensordict_memmap_round_trip(tmp_path):
         "dtype": "torch.float32",
         "is_nested": False,
     }
-    assert meta["_class"] == "tensordict:TensorDict" and meta["_names"] == ["row"]
+    assert meta["_class"] == "tensordict:TensorDict"
+    assert meta["_names"] == ["row"]
     assert json.loads((prefix / "text" / "meta.json").read_text())["data"] == "hello"
     # JSON first; only what JSON cannot hold is pickled
     assert not (prefix / "obj" / "other.pickle").exists()
-    assert (prefix / "raw" / "other.pickle").exists() and (prefix / "tup" / "other.pickle").exists()
+    assert (prefix / "raw" / "other.pickle").exists()
+    assert (prefix / "tup" / "other.pickle").exists()
 
     back = TensorDict.load_memmap(prefix, allow_pickle=True)
     assert_same(back, td)
@@ -208,7 +213,7 @@ def test_tensordict_memmap_round_trip(tmp_path):
 def test_load_refuses_pickle_by_default(tmp_path):
     td = TensorDict({"raw": b"abc", "x": torch.zeros(2)}, batch_size=[2])
     td.memmap(tmp_path / "p")
-    with pytest.raises(PickleRefusedError, match="other.pickle"):
+    with pytest.raises(PickleRefusedError, match=r"other.pickle"):
         TensorDict.load_memmap(tmp_path / "p")
     with pytest.warns(FutureWarning, match="pickled"):
         assert TensorDict.load_memmap(tmp_path / "p", allow_pickle=None)["raw"] == b"abc"
@@ -234,7 +239,8 @@ def test_memmap_inplace(tmp_path):
     nested = td["nested"]
     want = td.clone()
     out = td.memmap_(tmp_path / "ip")
-    assert out is td and td.is_locked
+    assert out is td
+    assert td.is_locked
     assert td["nested"] is nested
     assert is_mapped(td["nested", "deep", "v"], tmp_path / "ip")
     assert is_mapped(td["f32"], tmp_path / "ip")
@@ -244,7 +250,8 @@ def test_memmap_inplace(tmp_path):
 def test_memmap_without_prefix_is_anonymous(tmp_path):
     td = TensorDict({"a": torch.arange(6).reshape(3, 2), "s": "x"}, batch_size=[3])
     mm = td.memmap()
-    assert torch.equal(mm["a"], td["a"]) and mm["s"] == "x"
+    assert torch.equal(mm["a"], td["a"])
+    assert mm["s"] == "x"
     assert mm["a"].untyped_storage().filename is not None
     mm["a"].add_(1)  # still a working (unlinked) mapping
     assert mm["a"][0, 0] == 1
@@ -282,9 +289,11 @@ def test_ptd_memmap_round_trip(tmp_path, store):
     prefix = tmp_path / "from_store"
     mm = store.memmap(prefix)
     want = expected_from_store(store)
-    assert isinstance(mm, TensorDict) and mm.is_locked
+    assert isinstance(mm, TensorDict)
+    assert mm.is_locked
     assert_same(mm, want)  # h5 strings come back as str, bytes as bytes
-    assert is_mapped(mm["f32"], prefix) and is_mapped(mm["nested", "deep", "v"], prefix)
+    assert is_mapped(mm["f32"], prefix)
+    assert is_mapped(mm["nested", "deep", "v"], prefix)
     assert_same(load_memmap(prefix, allow_pickle=True), want)
     with pytest.raises(Exception, match="in-place"):
         store.memmap_(prefix)
@@ -303,7 +312,7 @@ def test_streaming_reads_bounded_chunk_aligned_slabs(tmp_path, backend, monkeypa
     n = 1000
     data = torch.arange(n * 64, dtype=torch.float32).reshape(n, 64)  # 256 kB
     fname = str(tmp_path / ("big.h5" if backend == "h5" else "big.zarr"))
-    chunk_kw = {"chunks": (30, 64)} if backend == "h5" else {"chunks": (30, 64)}
+    chunk_kw = {"chunks": (30, 64)}  # the same chunks on both backends
     p = PersistentTensorDict(filename=fname, batch_size=[n], mode="w", backend=backend, **chunk_kw)
     p["x"] = data
     p["n", "y"] = torch.arange(n)
@@ -327,9 +336,11 @@ def test_streaming_reads_bounded_chunk_aligned_slabs(tmp_path, backend, monkeypa
         assert nbytes <= 40_000 + 30 * 64 * 4
         assert sel[0].start % 30 == 0  # aligned to the store's chunks
     assert sum(seen) == summary.nbytes == data.numel() * 4 + n * 8
-    assert summary.leaves == 2 and summary.groups == 1
+    assert summary.leaves == 2
+    assert summary.groups == 1
     back = load_memmap(tmp_path / "mm")
-    assert torch.equal(back["x"], data) and torch.equal(back["n", "y"], torch.arange(n))
+    assert torch.equal(back["x"], data)
+    assert torch.equal(back["n", "y"], torch.arange(n))
     p.close()
 
 
@@ -339,10 +350,13 @@ def test_export_from_path(tmp_path, backend):
         {"a": torch.arange(5), "s": "txt"}, fname, batch_size=[5], backend=backend
     ).close()
     summary = export_memmap(fname, tmp_path / "out")
-    assert summary.leaves == 1 and summary.non_tensors == 1 and summary.nbytes == 40
+    assert summary.leaves == 1
+    assert summary.non_tensors == 1
+    assert summary.nbytes == 40
     assert summary.path == str(tmp_path / "out")
     back = load_memmap(tmp_path / "out")
-    assert torch.equal(back["a"], torch.arange(5)) and back["s"] == "txt"
+    assert torch.equal(back["a"], torch.arange(5))
+    assert back["s"] == "txt"
     with pytest.raises(StoreExistsError):
         export_memmap(fname, tmp_path / "out")
     export_memmap(fname, tmp_path / "out", overwrite=True)
@@ -466,12 +480,12 @@ def test_missing_prefix(tmp_path):
     with pytest.raises(StoreNotFoundError):
         load_memmap(tmp_path / "nothing")
     (tmp_path / "emptydir").mkdir()
-    with pytest.raises(CorruptStoreError, match="meta.json"):
+    with pytest.raises(CorruptStoreError, match=r"meta.json"):
         load_memmap(tmp_path / "emptydir")
 
 
 @pytest.mark.parametrize(
-    "content,match",
+    ("content", "match"),
     [
         (b"{not json", "not valid JSON"),
         (b"\xff\xfe", "not valid JSON"),
@@ -507,7 +521,8 @@ def test_too_short_leaf_raises_and_does_not_grow(saved):
     path.write_bytes(path.read_bytes()[:10])
     with pytest.raises(CorruptStoreError, match="too short") as info:
         load_memmap(saved)
-    assert "a.memmap" in str(info.value) and isinstance(info.value, PtdError)
+    assert "a.memmap" in str(info.value)
+    assert isinstance(info.value, PtdError)
     assert path.stat().st_size == 10
 
 
@@ -519,7 +534,7 @@ def test_too_long_leaf_is_fine(saved):
 
 def test_missing_leaf_file_and_dir_raise(saved):
     os.remove(saved / "n" / "b.memmap")
-    with pytest.raises(CorruptStoreError, match="b.memmap"):
+    with pytest.raises(CorruptStoreError, match=r"b.memmap"):
         load_memmap(saved)
 
 
@@ -575,7 +590,8 @@ def test_hand_written_minimal_directory(tmp_path):
         json.dumps({"_type": "<class 'tensordict.tensorclass.NonTensorData'>", "data": "hello"})
     )
     td = load_memmap(d)
-    assert td.batch_size == torch.Size([3]) and td.device is None
+    assert td.batch_size == torch.Size([3])
+    assert td.device is None
     assert torch.equal(td["nested", "b"], torch.ones(3, dtype=torch.int64))
     assert td["nested", "s"] == "hello"
 
@@ -618,7 +634,8 @@ def test_golden_directory_loads_without_tensordict():
     with pytest.raises(PickleRefusedError):  # "raw" is pickled by tensordict
         load_memmap(GOLDEN, mode="r")
     td = load_memmap(GOLDEN, mode="r", allow_pickle=True)
-    assert td.batch_size == torch.Size([2]) and td.names == ["row"]
+    assert td.batch_size == torch.Size([2])
+    assert td.names == ["row"]
     for key, dt in DTYPES.items():
         got = td[key]
         assert got.dtype == dt, key
@@ -632,8 +649,11 @@ def test_golden_directory_loads_without_tensordict():
     assert torch.equal(td["sp ace/x"], exp["sp ace/x"])
     assert torch.equal(td["nested", "deep", "v"], exp["nested"]["deep"]["v"])
     assert torch.equal(td["nested", "w"], exp["nested"]["w"])
-    assert td["text"] == exp["text"] and td["number"] == 42 and td["mapping"] == exp["mapping"]
-    assert td["stack"] == exp["stack"] and td["raw"] == exp["raw"]
+    assert td["text"] == exp["text"]
+    assert td["number"] == 42
+    assert td["mapping"] == exp["mapping"]
+    assert td["stack"] == exp["stack"]
+    assert td["raw"] == exp["raw"]
 
 
 def test_golden_r_plus_maps_the_files(tmp_path):
@@ -658,7 +678,8 @@ def test_ptd_writes_tensordict_reads(tmp_path):
     td.exclude("f8", inplace=True)  # tensordict 0.15 cannot load float8 (format.md §3.3)
     td.memmap(tmp_path / "p")
     t = tensordict.TensorDict.load_memmap(tmp_path / "p", allow_pickle=True)
-    assert t.batch_size == td.batch_size and t.names == ["row"]
+    assert t.batch_size == td.batch_size
+    assert t.names == ["row"]
     for key in td.keys(True, True):
         got, want = t.get(key), td.get(key)
         assert got.dtype == want.dtype, key
@@ -666,8 +687,11 @@ def test_ptd_writes_tensordict_reads(tmp_path):
             assert torch.equal(got.view(torch.int16), want.view(torch.int16))
         else:
             assert torch.equal(got, want), key
-    assert t["text"] == "hello" and t["none"] is None and t["obj"] == {"k": [1, 2.5, "x"]}
-    assert t["raw"] == b"\x00\x01bytes" and t["tup"] == (1, 2)
+    assert t["text"] == "hello"
+    assert t["none"] is None
+    assert t["obj"] == {"k": [1, 2.5, "x"]}
+    assert t["raw"] == b"\x00\x01bytes"
+    assert t["tup"] == (1, 2)
     assert list(t["stack"]) == ["s0", "s1", "s2", "s3"]
     assert t["nested", "w"].dtype == torch.bfloat16
 
@@ -683,7 +707,8 @@ def test_ptd_store_writes_tensordict_reads(tmp_path, store):
         if key == "f8":
             continue
         assert same_bits(t.get(key), want.get(key)), key
-    assert t["text"] == "hello" and t["raw"] == b"\x00raw"
+    assert t["text"] == "hello"
+    assert t["raw"] == b"\x00raw"
     assert list(t["stack"]) == ["a", "b", "c", "d"]
 
 
@@ -714,10 +739,13 @@ def test_tensordict_writes_ptd_reads(tmp_path):
     t["by"] = tensordict.NonTensorData(b"raw", batch_size=[3])
     t.memmap(tmp_path / "t")
     td = load_memmap(tmp_path / "t", allow_pickle=True)
-    assert td.names == ["batch"] and td.batch_size == torch.Size([3])
+    assert td.names == ["batch"]
+    assert td.batch_size == torch.Size([3])
     for key in t.keys(True, True):
         assert same_bits(td.get(key), t.get(key).as_subclass(torch.Tensor)), key
-    assert td["s"] == "hello" and td["st"] == ["x", "y", "z"] and td["by"] == b"raw"
+    assert td["s"] == "hello"
+    assert td["st"] == ["x", "y", "z"]
+    assert td["by"] == b"raw"
     assert td["n", "b"].shape == torch.Size([3, 0])
     assert is_mapped(td["n", "deep", "c"], tmp_path / "t")
 

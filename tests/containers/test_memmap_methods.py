@@ -35,7 +35,9 @@ def _same(a: Any, b: Any) -> None:
 def test_store_memmap_round_trip_opens_in_tensordict(sample_ptd, sample_td, tmp_path):
     tensordict = pytest.importorskip("tensordict")
     mm = sample_ptd.memmap(tmp_path / "mm")
-    assert type(mm) is TensorDict and mm.is_memmap() and mm.is_locked
+    assert type(mm) is TensorDict
+    assert mm.is_memmap()
+    assert mm.is_locked
     assert mm.saved_path == tmp_path / "mm"
     _same(mm, sample_td)
     theirs = tensordict.TensorDict.load_memmap(tmp_path / "mm")
@@ -44,7 +46,8 @@ def test_store_memmap_round_trip_opens_in_tensordict(sample_ptd, sample_td, tmp_
         assert torch.equal(theirs[key], sample_td[key]), key
     # ours loads it back, not memory-mapped in tensordict's sense (a new entry would not be)
     back = PersistentTensorDict.load_memmap(tmp_path / "mm")
-    assert type(back) is TensorDict and not back.is_memmap()
+    assert type(back) is TensorDict
+    assert not back.is_memmap()
     _same(back, sample_td)
     _same(TensorDict.load(tmp_path / "mm"), sample_td)
     assert not sample_ptd.is_memmap()
@@ -69,7 +72,8 @@ def test_store_memmap_streams_leaf_by_leaf(make_ptd, tmp_path, monkeypatch):
     monkeypatch.setattr(backend, "read", spy)
     progress: list[int] = []
     mm = sample_ptd.memmap(tmp_path / "mm", progress=progress.append)
-    assert len(rows_read) > 4 and max(rows_read) < 6  # slabs, not whole leaves
+    assert len(rows_read) > 4
+    assert max(rows_read) < 6
     assert max(progress) <= 16 * 4  # a slab is a row or a few, whatever the leaf
     assert sum(progress) == sum(v.numel() * v.element_size() for v in mm.values(True, True))
 
@@ -79,7 +83,8 @@ def test_save_with_threads_and_future(sample_ptd, sample_td, tmp_path):
     fut = sample_ptd.memmap(tmp_path / "f", num_threads=2, return_early=True)
     assert isinstance(fut, MemmapFuture)
     out = fut.result(timeout=60)
-    assert fut.done() and out.is_memmap()
+    assert fut.done()
+    assert out.is_memmap()
     _same(out, sample_td)
     # a single thread returns the tensordict itself, as tensordict does
     assert isinstance(sample_ptd.memmap(tmp_path / "g", return_early=True), TensorDict)
@@ -93,16 +98,19 @@ def test_memmap_like_reads_nothing(sample_ptd, tmp_path, monkeypatch):
     monkeypatch.setattr(sample_ptd._backend, "read", boom)
     for threads in (0, 2):
         like = sample_ptd.memmap_like(tmp_path / f"like{threads}", num_threads=threads)
-        assert like.is_memmap() and like.is_locked
+        assert like.is_memmap()
+        assert like.is_locked
         assert sorted(like.keys(True, True), key=str) == sorted(
             sample_ptd.keys(True, True), key=str
         )
         for key in like.keys(True, True):
             meta = sample_ptd.leaf_meta(key)
-            assert like[key].shape == meta.shape and like[key].dtype == meta.dtype
+            assert like[key].shape == meta.shape
+            assert like[key].dtype == meta.dtype
             assert not like[key].any()
     anon = sample_ptd.memmap_like()
-    assert anon.is_memmap() and not anon["a"].any()
+    assert anon.is_memmap()
+    assert not anon["a"].any()
     anon["a"][0] = 1.0  # writable buffer
     assert anon["a"][0].sum() == 4
 
@@ -154,7 +162,8 @@ def test_existing_prefix_rules(sample_ptd, sample_td, tmp_path):
 def test_bad_arguments(sample_ptd, tmp_path, call, error, match):
     with pytest.raises(error, match=match):
         call(sample_ptd, tmp_path)
-    assert not (tmp_path / "x").exists() and not (tmp_path / "x.tdz").exists()
+    assert not (tmp_path / "x").exists()
+    assert not (tmp_path / "x.tdz").exists()
 
 
 def test_load_errors(sample_td, tmp_path):
@@ -205,11 +214,13 @@ def test_load_memmap_into_a_store(sample_ptd, sample_td, tmp_path):
 
 def test_memmap_inplace_refresh_and_unlock(sample_td, tmp_path):
     td = sample_td.clone()
-    assert td.memmap_(tmp_path / "ip") is td and td.is_memmap()
+    assert td.memmap_(tmp_path / "ip") is td
+    assert td.is_memmap()
     other = sample_td.clone()
     other["extra"] = torch.ones(6)
     other.save(tmp_path / "ip")  # another writer changes the files
-    assert "extra" in td.memmap_refresh_().keys() and td.is_memmap()
+    assert "extra" in td.memmap_refresh_().keys()
+    assert td.is_memmap()
     td.unlock_()
     assert not td.is_memmap()  # unlocked, a memmap tensordict no longer is one
     with pytest.raises(AttributeError):
@@ -237,9 +248,12 @@ def _aligned_payloads(path: Any) -> list[bool]:
 def test_archive_round_trip_both_ways(sample_ptd, sample_td, tmp_path):
     tensordict = pytest.importorskip("tensordict")
     res = sample_ptd.save(tmp_path / "s.tdz")
-    assert not res.is_memmap() and not res.is_locked  # as tensordict's archive result
-    assert is_archive(tmp_path / "s.tdz") and tensordict.is_memmap_archive(tmp_path / "s.tdz")
-    assert _aligned_payloads(tmp_path / "s.tdz") and all(_aligned_payloads(tmp_path / "s.tdz"))
+    assert not res.is_memmap()
+    assert not res.is_locked
+    assert is_archive(tmp_path / "s.tdz")
+    assert tensordict.is_memmap_archive(tmp_path / "s.tdz")
+    assert _aligned_payloads(tmp_path / "s.tdz")
+    assert all(_aligned_payloads(tmp_path / "s.tdz"))
     theirs = tensordict.TensorDict.load_memmap(tmp_path / "s.tdz")
     for key in sample_td.keys(True, True):
         assert torch.equal(theirs[key], sample_td[key]), key
@@ -253,7 +267,8 @@ def test_archive_round_trip_both_ways(sample_ptd, sample_td, tmp_path):
     _same(deflated, sample_td)
     _same(tensordict.TensorDict.load_memmap(tmp_path / "z.bin"), sample_td)
     like = sample_ptd.memmap_like(tmp_path / "l.tdz")
-    assert not like["a"].any() and is_archive(tmp_path / "l.tdz")
+    assert not like["a"].any()
+    assert is_archive(tmp_path / "l.tdz")
     with pytest.raises(FileExistsError):
         sample_ptd.memmap(tmp_path / "s.tdz", existsok=False)
 
@@ -272,7 +287,8 @@ def test_state_dict_round_trip_on_a_store(sample_ptd, sample_td):
     for key in sample_td.keys(True, True):
         assert torch.equal(sample_ptd[key], sample_td[key]), key
     nested = sample_td.state_dict(flatten=False)
-    assert isinstance(nested["n"], dict) and nested["n"]._metadata[""]["batch_size"] == (6,)
+    assert isinstance(nested["n"], dict)
+    assert nested["n"]._metadata[""]["batch_size"] == (6,)
     assert sample_ptd.load_state_dict(nested) is sample_ptd
     del sd["a"]
     with pytest.raises(RuntimeError, match="key sets don't match"):
@@ -299,7 +315,8 @@ def test_state_dict_details():
 
 def test_data_ptr(sample_ptd, sample_td):
     ptrs = sample_td.data_ptr()
-    assert ptrs.batch_size == torch.Size([]) and ptrs["a"].item() == sample_td["a"].data_ptr()
+    assert ptrs.batch_size == torch.Size([])
+    assert ptrs["a"].item() == sample_td["a"].data_ptr()
     storage = sample_td.data_ptr(storage=True)["a"].item()
     assert storage == sample_td["a"].untyped_storage().data_ptr()
     stored = sample_ptd.data_ptr()
@@ -318,7 +335,9 @@ def test_data_ptr(sample_ptd, sample_td):
 def test_make_memmap_adds_files_and_meta(sample_td, tmp_path):
     td = sample_td.clone().memmap_(tmp_path / "mk")
     empty = td.make_memmap(("new", "x"), [6, 2], dtype=torch.int16)
-    assert empty.shape == (6, 2) and empty.dtype == torch.int16 and td.is_locked
+    assert empty.shape == (6, 2)
+    assert empty.dtype == torch.int16
+    assert td.is_locked
     empty.fill_(3)  # the mapping is shared with the file
     copy = td.make_memmap_from_tensor("t", torch.arange(6.0))
     storage = torch.arange(12, dtype=torch.float32).untyped_storage()
@@ -326,7 +345,8 @@ def test_make_memmap_adds_files_and_meta(sample_td, tmp_path):
     assert torch.equal(from_storage.flatten(), torch.arange(12.0))
     back = TensorDict.load_memmap(tmp_path / "mk")
     assert torch.equal(back["new", "x"], torch.full((6, 2), 3, dtype=torch.int16))
-    assert torch.equal(back["t"], copy) and torch.equal(back["s"], from_storage)
+    assert torch.equal(back["t"], copy)
+    assert torch.equal(back["s"], from_storage)
     assert not td.make_memmap_from_tensor("u", torch.ones(6), copy_data=False).any()
     tensordict = pytest.importorskip("tensordict")
     assert torch.equal(tensordict.TensorDict.load_memmap(tmp_path / "mk")["t"], copy)

@@ -104,7 +104,8 @@ def test_ptd_loads_the_shape_and_values(exported: tuple[Path, Path]) -> None:
     for key, (shape, values) in EXPECTED.items():
         got = td.get(key)
         assert isinstance(got, NonTensorStack), key
-        assert list(got.batch_size) == shape and got.tolist() == values, key
+        assert list(got.batch_size) == shape, key
+        assert got.tolist() == values, key
 
 
 def test_diff_and_inspect_see_the_shape(exported: tuple[Path, Path]) -> None:
@@ -148,9 +149,11 @@ def test_batch_column_of_strings_keeps_its_behaviour(tmp_path: Path) -> None:
     td = load_memmap(out)
     assert list(td.batch_size) == [4]
     names = td.get("names")
-    assert isinstance(names, NonTensorStack) and list(names.batch_size) == [4]
+    assert isinstance(names, NonTensorStack)
+    assert list(names.batch_size) == [4]
     short = td.get("short")
-    assert isinstance(short, NonTensorData) and short.data == ["a", "b"]
+    assert isinstance(short, NonTensorData)
+    assert short.data == ["a", "b"]
 
 
 def test_bytes_that_are_not_text_stay_bytes(tmp_path: Path) -> None:
@@ -161,4 +164,5 @@ def test_bytes_that_are_not_text_stay_bytes(tmp_path: Path) -> None:
     summary = ptd.containers.memmap.export_memmap(path, out)
     assert summary.pickled == 1  # tensordict holds a stack of bytes as a pickle
     got = load_memmap(out, allow_pickle=True).get("raw")
-    assert isinstance(got, NonTensorStack) and got.tolist() == [b"\xff\x00a", b"ok"]
+    assert isinstance(got, NonTensorStack)
+    assert got.tolist() == [b"\xff\x00a", b"ok"]

@@ -24,6 +24,7 @@ from ptd.errors import (
     BatchSizeError,
     PtdError,
     PtdKeyError,
+    PtdValueError,
     ReadOnlyError,
     StoreExistsError,
     StoreNotFoundError,
@@ -211,7 +212,8 @@ torch.Size([3]) tensor([1., 1., 1.])
     test = doctest.DocTestParser().get_doctest(text, {}, "reference", None, 0)
     runner = doctest.DocTestRunner(optionflags=0)
     runner.run(test, out=lambda s: None)
-    assert runner.failures == 0 and runner.tries == 6
+    assert runner.failures == 0
+    assert runner.tries == 6
 
 
 # --------------------------------------------------------------------------------------------
@@ -271,10 +273,11 @@ def test_batch_size_mismatch_is_a_value_error(make_ptd, backend) -> None:
     p = make_ptd()
     path = p.filename
     p.close()
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(BatchSizeError) as info:
         PersistentTensorDict(filename=path, batch_size=[5], backend=backend)
     err = info.value
-    assert isinstance(err, BatchSizeError) and isinstance(err, PtdError)
+    assert isinstance(err, BatchSizeError)
+    assert isinstance(err, PtdError)
     msg = str(err)
     assert os.path.basename(str(path)) in msg  # names the file
     assert "[5]" in msg  # names what was expected
@@ -299,7 +302,7 @@ def test_validate_batch_size_false_accepts_a_wrong_size(make_ptd, backend) -> No
     assert q.batch_size == torch.Size([4])
     assert torch.equal(q[0]["a"], torch.arange(4.0))
     q.close()
-    with pytest.raises(ValueError):
+    with pytest.raises(BatchSizeError):
         PersistentTensorDict(
             filename=path, batch_size=[4], backend=backend, validate_batch_size=True
         )
@@ -322,7 +325,9 @@ def test_device_argument(make_ptd, backend) -> None:
 
 def test_mode_and_backend_attributes(store_path, backend) -> None:
     p = PersistentTensorDict(filename=str(store_path), batch_size=[2], mode="w", backend=backend)
-    assert p.mode == "w" and p.backend == backend and p.filename == str(store_path)
+    assert p.mode == "w"
+    assert p.backend == backend
+    assert p.filename == str(store_path)
     p.close()
     p = PersistentTensorDict(filename=store_path, batch_size=[], backend=backend)  # a Path works
     assert p.mode == "r"
@@ -354,8 +359,10 @@ def test_kwargs_go_to_dataset_creation(store_path, backend) -> None:
             assert [f[k].compression for k in ("a", "n/b", "c", "n/d")] == ["gzip"] * 4
     else:
         g = zarr.open_group(str(store_path), mode="r")
-        assert g["a"].chunks == (2, 4) and g["n/b"].chunks == (2,)
-        assert g["c"].chunks == (2, 3) and g["n/d"].chunks == (2, 5)
+        assert g["a"].chunks == (2, 4)
+        assert g["n/b"].chunks == (2,)
+        assert g["c"].chunks == (2, 3)
+        assert g["n/d"].chunks == (2, 5)
 
 
 def test_kwargs_property_is_deprecated(store_path, backend) -> None:
@@ -380,9 +387,10 @@ def test_allow_pickle_zarr(tmp_path) -> None:
     p["o"] = {1, 2}  # not JSON: pickled
     assert p["o"] == {1, 2}  # from_dict's result reads what it wrote
     p.close()
+    q = PersistentTensorDict.from_zarr(str(path))
     with pytest.warns(FutureWarning, match="pickled"):
-        q = PersistentTensorDict.from_zarr(str(path))
-        assert q["o"] == {1, 2}
+        value = q["o"]
+    assert value == {1, 2}
     q.close()
     q = PersistentTensorDict.from_zarr(str(path), allow_pickle=True)
     assert q["o"] == {1, 2}
@@ -451,13 +459,13 @@ def test_errors_hierarchy() -> None:
     for name in errors.__all__:
         cls = getattr(errors, name)
         if name == "Interrupted":  # a stop at Ctrl-C: a KeyboardInterrupt, not an error
-            assert issubclass(cls, KeyboardInterrupt) and not issubclass(cls, Exception)
+            assert issubclass(cls, KeyboardInterrupt)
+            assert not issubclass(cls, Exception)
             continue
         if name == "Option":  # a part of a message (an argument named as the fix)
             assert not issubclass(cls, BaseException)
-            assert (
-                str(cls("overwrite")) == "overwrite=True" and str(cls("to", "zarr")) == "to='zarr'"
-            )
+            assert str(cls("overwrite")) == "overwrite=True"
+            assert str(cls("to", "zarr")) == "to='zarr'"
             assert str(cls("chunks", None)) == "chunks"
             continue
         assert issubclass(cls, Warning if name.endswith("Warning") else errors.PtdError), name
@@ -470,20 +478,23 @@ def test_missing_key_names_key_and_file(sample_ptd) -> None:
         sample_ptd["nonexistent"]
     assert isinstance(info.value, PtdKeyError)
     msg = str(info.value)
-    assert "nonexistent" in msg and os.path.basename(str(sample_ptd.filename)) in msg
+    assert "nonexistent" in msg
+    assert os.path.basename(str(sample_ptd.filename)) in msg
     with pytest.raises(KeyError, match="zz"):
         sample_ptd["n", "zz"]
     assert sample_ptd.get("nonexistent", 3) == 3
 
 
 def test_batch_mismatch_on_set_names_key_and_file(sample_ptd) -> None:
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(BatchSizeError) as info:
         sample_ptd["bad"] = torch.zeros(5)
     assert isinstance(info.value, BatchSizeError)
     msg = str(info.value)
-    assert "'bad'" in msg and os.path.basename(str(sample_ptd.filename)) in msg and "[6]" in msg
+    assert "'bad'" in msg
+    assert os.path.basename(str(sample_ptd.filename)) in msg
+    assert "[6]" in msg
     assert "bad" not in sample_ptd
-    with pytest.raises(ValueError):
+    with pytest.raises(BatchSizeError):
         sample_ptd["n", "bad"] = torch.zeros(6 * 2).reshape(2, 6)
 
 
@@ -605,7 +616,7 @@ def test_from_open_with_batch_size(make_ptd, backend) -> None:
     q = reopen(path, backend, batch_size=[6])
     assert q.batch_size == torch.Size([6])
     q.close()
-    with pytest.raises(ValueError):
+    with pytest.raises(BatchSizeError):
         reopen(path, backend, batch_size=[5])
     q = reopen(path, backend, auto_batch_size=True, batch_dims=1)
     assert q.batch_size == torch.Size([6])
@@ -683,7 +694,8 @@ def test_del_pop_rename(sample_ptd, backend) -> None:
     assert ("n", "c") not in sample_ptd
     assert sample_ptd.pop("zz", 5) == 5
     sample_ptd.rename_key_("a", "z")
-    assert "a" not in sample_ptd and sample_ptd["z"].shape == (6, 4)
+    assert "a" not in sample_ptd
+    assert sample_ptd["z"].shape == (6, 4)
     with pytest.raises(KeyError):
         sample_ptd.rename_key_("z", "n", safe=True)
     path = sample_ptd.filename
@@ -737,7 +749,8 @@ def test_from_dict_batch_size_and_batch_dims(make_ptd) -> None:
     p = make_ptd(data, name="bd5", batch_dims=5)
     assert p.batch_size == torch.Size([3, 4])
     p = make_ptd(data, name="inf")
-    assert p.batch_size == torch.Size([3, 4]) and p["n"].batch_size == torch.Size([3, 4, 5])
+    assert p.batch_size == torch.Size([3, 4])
+    assert p["n"].batch_size == torch.Size([3, 4, 5])
     p = make_ptd(TensorDict(data, [3, 4]), name="tdbs", batch_size=[3])
     assert p.batch_size == torch.Size([3])
 
@@ -765,7 +778,7 @@ def test_from_dict_batch_size_with_batch_dims_is_a_value_error(tmp_path, backend
 
 def test_from_dict_batch_size_that_does_not_fit(tmp_path, backend) -> None:
     path = tmp_path / ("x" + SUFFIX[backend])
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(BatchSizeError) as info:
         PersistentTensorDict.from_dict(
             {"a": torch.zeros(3, 4)}, path, backend=backend, batch_size=[5]
         )
@@ -851,7 +864,7 @@ def test_group_argument(make_ptd, backend, sample_td) -> None:
         q = PersistentTensorDict(group=nested, batch_size=[6], backend=backend)
         assert set(q.keys()) == {"c", "m"}
         assert torch.equal(q["c"], sample_td["n", "c"])
-        with pytest.raises(ValueError):
+        with pytest.raises(BatchSizeError):
             PersistentTensorDict(group=nested, batch_size=[5], backend=backend)
         q.close()
         p.close()
@@ -1207,7 +1220,8 @@ def test_write_with_repeated_indices_last_wins(sample_ptd, sample_td, backend) -
         expected_a[i] = value["a"][row]
     assert torch.equal(sample_ptd["b"], expected_b)
     assert torch.equal(sample_ptd["a"], expected_a)
-    assert sample_ptd["b"][5] == 11 and sample_ptd["b"][3] == 14
+    assert sample_ptd["b"][5] == 11
+    assert sample_ptd["b"][3] == 14
 
 
 def test_write_through_int_view_key(sample_ptd, sample_td, backend) -> None:
@@ -1425,7 +1439,8 @@ def test_setitem_on_existing_key_writes_in_place(sample_ptd, backend) -> None:
     assert torch.equal(sample_ptd["a"], torch.zeros(6, 4))
     with pytest.warns(UserWarning, match="Replacing an array with another one is inefficient"):
         sample_ptd.set("a", torch.ones(6, 9, dtype=torch.int8), inplace=False)  # replace
-    assert sample_ptd["a"].shape == (6, 9) and sample_ptd["a"].dtype == torch.int8
+    assert sample_ptd["a"].shape == (6, 9)
+    assert sample_ptd["a"].dtype == torch.int8
 
 
 @pytest.mark.parametrize(
@@ -1539,9 +1554,11 @@ def test_shape_ops_are_refused(sample_ptd, name, args) -> None:
 
 def test_reshape_and_view_of_the_same_batch_size(sample_ptd) -> None:
     n = sample_ptd.batch_size[0]
-    assert sample_ptd.view(-1) is sample_ptd and sample_ptd.reshape(n) is sample_ptd
+    assert sample_ptd.view(-1) is sample_ptd
+    assert sample_ptd.reshape(n) is sample_ptd
     out = sample_ptd.reshape(2, -1)
-    assert type(out) is ptd.TensorDict and out.batch_size == torch.Size([2, n // 2])
+    assert type(out) is ptd.TensorDict
+    assert out.batch_size == torch.Size([2, n // 2])
     with pytest.raises(RuntimeError, match="invalid shape"):
         sample_ptd.reshape(n + 1)
 
@@ -1595,7 +1612,8 @@ def test_write_after_close_raises(make_ptd, backend) -> None:
     with pytest.raises(PtdError):
         p["b"] = torch.ones(3)
     q = reopen(p.filename, backend)
-    assert list(q.keys()) == ["a"] and not q["a"].any()
+    assert list(q.keys()) == ["a"]
+    assert not q["a"].any()
     q.close()
 
 
@@ -1618,14 +1636,15 @@ def test_context_manager_closes(store_path, backend) -> None:
         p["x"] = torch.ones(2)
     with pytest.raises(KeyError):
         p["x"]
-    with (
-        pytest.raises(ZeroDivisionError),
-        PersistentTensorDict(
-            filename=str(store_path), mode="r+", batch_size=[2], backend=backend
-        ) as q,
-    ):
-        q["y"] = torch.zeros(2)
-        1 / 0  # noqa: B018
+    q = PersistentTensorDict(filename=str(store_path), mode="r+", batch_size=[2], backend=backend)
+
+    def write_then_fail() -> None:
+        with q:
+            q["y"] = torch.zeros(2)
+            1 / 0  # noqa: B018
+
+    with pytest.raises(ZeroDivisionError):
+        write_then_fail()
     with pytest.raises(KeyError):
         q["x"]
     with reopen(store_path, backend) as r:
@@ -1661,7 +1680,8 @@ def test_mode_w_store_is_never_wiped(store_path, backend, how) -> None:
     assert torch.equal(p["a"], torch.zeros(3))
     p.close()
     q = reopen(store_path, backend)
-    assert torch.equal(q["a"], torch.zeros(3)) and torch.equal(q["n", "b"], torch.ones(3, 2))
+    assert torch.equal(q["a"], torch.zeros(3))
+    assert torch.equal(q["n", "b"], torch.ones(3, 2))
     q.close()
 
 
@@ -1724,7 +1744,8 @@ def test_bfloat16_round_trip(store_path, backend) -> None:
     assert "bf16[3]" in repr(p)
     p.close()
     q = reopen(store_path, backend)
-    assert q["x"].dtype == torch.bfloat16 and q["z"].dtype == torch.bfloat16
+    assert q["x"].dtype == torch.bfloat16
+    assert q["z"].dtype == torch.bfloat16
     assert torch.equal(q["x"], expected + 1)
     assert torch.equal(q["z"], expected_z + 1)
     assert torch.equal(q["n", "y"], (t[:, 0].clone().index_fill_(0, torch.tensor([3, 0]), 1)) + 1)
@@ -1750,7 +1771,8 @@ def test_dtype_round_trip(store_path, backend, dtype) -> None:
     p = PersistentTensorDict.from_dict({"x": t}, store_path, backend=backend)
     p.close()
     q = reopen(store_path, backend)
-    assert q["x"].dtype == dtype and torch.equal(q["x"], t)
+    assert q["x"].dtype == dtype
+    assert torch.equal(q["x"], t)
     q.close()
 
 
@@ -1778,7 +1800,7 @@ def test_dtype_round_trip(store_path, backend, dtype) -> None:
     ],
 )
 def test_wrong_shape_inplace_write_raises(sample_ptd, sample_td, backend, write) -> None:
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(PtdValueError) as info:
         write(sample_ptd)
     assert isinstance(info.value, PtdError)
     assert "'a'" in str(info.value)

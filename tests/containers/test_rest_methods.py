@@ -29,11 +29,16 @@ def _td() -> TensorDict:
 def test_rename_keys_shares_leaves_and_leaves_self_alone() -> None:
     td = _td().lock_()
     out = td.rename_keys({"a": "b", "b": "a", ("n", "m", "z"): "z"})
-    assert out["b"] is td["a"] and out["a"] is td["b"] and out["z"] is td["n", "m", "z"]
-    assert not out.is_locked and td.is_locked
+    assert out["b"] is td["a"]
+    assert out["a"] is td["b"]
+    assert out["z"] is td["n", "m", "z"]
+    assert not out.is_locked
+    assert td.is_locked
     assert sorted(map(str, td.keys(True))) == sorted(map(str, _td().keys(True)))
     # ("n", "m") was emptied by the renaming and is gone; "e" was empty already and stays
-    assert ("n", "m") not in out.keys(True) and "e" in out.keys() and ("n", "x") in out.keys(True)
+    assert ("n", "m") not in out.keys(True)
+    assert "e" in out.keys()
+    assert ("n", "x") in out.keys(True)
 
 
 @pytest.mark.parametrize(
@@ -59,7 +64,9 @@ def test_rename_keys_errors(mapping: Any, error: type, match: str) -> None:
 
 def test_rename_keys_lax_skips_missing() -> None:
     out = _td().rename_keys({"zz": "q", "a": "a2"}, strict=False)
-    assert "q" not in out.keys() and "a2" in out.keys() and "a" not in out.keys()
+    assert "q" not in out.keys()
+    assert "a2" in out.keys()
+    assert "a" not in out.keys()
 
 
 # ------------------------------------------------------------------------------ set_non_tensor
@@ -85,12 +92,19 @@ def test_set_non_tensor_nested_and_errors() -> None:
 def test_share_memory_marks_locks_and_unlock_clears() -> None:
     td = _td()
     a = td["a"]
-    assert not td.is_shared() and not a.is_shared()
+    assert not td.is_shared()
+    assert not a.is_shared()
     assert td.share_memory_() is td
-    assert td["a"] is a and a.is_shared() and td["n", "m", "z"].is_shared()
-    assert td.is_shared() and td["n"].is_shared() and td.is_locked
+    assert td["a"] is a
+    assert a.is_shared()
+    assert td["n", "m", "z"].is_shared()
+    assert td.is_shared()
+    assert td["n"].is_shared()
+    assert td.is_locked
     td.unlock_()
-    assert not td.is_shared() and not td["n"].is_shared() and a.is_shared()
+    assert not td.is_shared()
+    assert not td["n"].is_shared()
+    assert a.is_shared()
     td.lock_()
     assert not td.is_shared()  # only share_memory_ marks it
 
@@ -105,17 +119,23 @@ def test_share_memory_refuses_memmap(tmp_path: Any) -> None:
 def test_auto_and_clear_device_do_not_move() -> None:
     td = _td()
     a = td["a"]
-    assert td.auto_device_() is td and td.device == torch.device("cpu")
-    assert td["n", "m"].device == torch.device("cpu") and td["a"] is a
-    assert td.clear_device_() is td and td.device is None and td["n", "m"].device is None
+    assert td.auto_device_() is td
+    assert td.device == torch.device("cpu")
+    assert td["n", "m"].device == torch.device("cpu")
+    assert td["a"] is a
+    assert td.clear_device_() is td
+    assert td.device is None
+    assert td["n", "m"].device is None
     assert TensorDict(e={}).auto_device_().device is None  # no leaf, no device
 
 
 def test_store_device_ops_and_refusals(make_ptd: Any) -> None:
     p = make_ptd()
     assert p.is_shared() is False
-    assert p.auto_device_() is p and p.device == torch.device("cpu")
-    assert p.clear_device_() is p and p.device is None
+    assert p.auto_device_() is p
+    assert p.device == torch.device("cpu")
+    assert p.clear_device_() is p
+    assert p.device is None
     with pytest.raises(NotSupportedError, match="share_memory_"):
         p.share_memory_()
     with pytest.raises(NotImplementedError, match="rename_keys"):
@@ -129,15 +149,20 @@ def test_store_device_ops_and_refusals(make_ptd: Any) -> None:
 def test_from_schema_storages(tmp_path: Any, backend: str) -> None:
     schema = {"obs": ([2, 2], torch.uint8), "r": ([], torch.float64)}
     td = TensorDict.from_schema(schema, batch_size=[5], storage="shared")
-    assert td.is_shared() and td["obs"].shape == (5, 2, 2) and td["r"].dtype == torch.float64
+    assert td.is_shared()
+    assert td["obs"].shape == (5, 2, 2)
+    assert td["r"].dtype == torch.float64
     mm = TensorDict.from_schema(schema, batch_size=[5], storage="memmap", prefix=tmp_path / "m")
-    assert mm.is_memmap() and int(mm["obs"].sum()) == 0
+    assert mm.is_memmap()
+    assert int(mm["obs"].sum()) == 0
     p = TensorDict.from_schema(
         schema, batch_size=[5], storage=backend, filename=tmp_path / f"s.{backend}"
     )
     try:
-        assert isinstance(p, PersistentTensorDict) and p.batch_size == (5,)
-        assert p["obs"].dtype == torch.uint8 and int(p["obs"].sum()) == 0
+        assert isinstance(p, PersistentTensorDict)
+        assert p.batch_size == (5,)
+        assert p["obs"].dtype == torch.uint8
+        assert int(p["obs"].sum()) == 0
     finally:
         p.close()
     assert TensorDict.from_schema({}).batch_size == ()
@@ -158,7 +183,8 @@ def test_pack_layout_and_views() -> None:
     assert layout == PackLayout(layout.keys, [list(s) for s in layout.shapes], -1, layout.nested)
     assert hash(layout) == hash(td.pack(1)[1])  # pack(1) == pack(-1) with one batch dim
     out = layout.unpack(flat)
-    assert out["a"].data_ptr() == flat.data_ptr() and (out == td).all()
+    assert out["a"].data_ptr() == flat.data_ptr()
+    assert (out == td).all()
     with pytest.raises(ValueError, match="expected 5 entries"):
         layout.unpack(flat[:, :4])
     with pytest.raises(IndexError, match="out of range"):
@@ -181,7 +207,8 @@ def test_pack_store_reads_like_memory(make_ptd: Any) -> None:
     for dim in (0, -1):
         f1, l1 = mem.pack(dim)
         f2, l2 = p.pack(dim)
-        assert l1 == l2 and torch.equal(f1, f2)
+        assert l1 == l2
+        assert torch.equal(f1, f2)
     with pytest.raises(TypeError, match="different dtypes"):
         make_ptd({"a": torch.zeros(2), "b": torch.zeros(2, dtype=torch.int8)}, "mixed").pack()
 
@@ -194,7 +221,8 @@ def test_attrs_store_from_metadata(make_ptd: Any, sample_td: Any) -> None:
     for key in sample_td.keys(True, True):
         if isinstance(sample_td.get(key), torch.Tensor):
             assert got[key] == want[key], key
-    assert got.batch_size == () and got.device is None
+    assert got.batch_size == ()
+    assert got.device is None
     assert got.attrs(fields=()).batch_size == ()  # non-tensor leaves of attrs are kept
 
 
@@ -202,5 +230,6 @@ def test_to_attrs_casts_leaf_by_leaf() -> None:
     src = TensorDict(a=torch.zeros(3, dtype=torch.int16), n={"x": torch.zeros(3)})
     target = TensorDict(a=torch.ones(3), n={"x": torch.ones(3, dtype=torch.int64)}, c=torch.ones(1))
     out = target.to(src.attrs(fields=("dtype",)))
-    assert out["a"].dtype == torch.int16 and out["n", "x"].dtype == torch.float32
+    assert out["a"].dtype == torch.int16
+    assert out["n", "x"].dtype == torch.float32
     assert out["c"].dtype == torch.float32  # not in attrs: kept

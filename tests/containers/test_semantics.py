@@ -53,13 +53,17 @@ def make(kind: str, tmp_path: Path) -> Iterator[Callable[..., Any]]:
 def test_with_lock_and_unlock_undo_on_exit(make: Callable[..., Any]) -> None:
     td = make()
     with td.lock_() as t:
-        assert t is td and td.is_locked and td["n"].is_locked
-    assert not td.is_locked and not td["n"].is_locked
+        assert t is td
+        assert td.is_locked
+        assert td["n"].is_locked
+    assert not td.is_locked
+    assert not td["n"].is_locked
     td.lock_()
     with td.unlock_():
         assert not td.is_locked
         td["z"] = torch.zeros(3)
-    assert td.is_locked and td["n"].is_locked
+    assert td.is_locked
+    assert td["n"].is_locked
     with td.lock_():  # already locked: nothing to undo
         pass
     assert td.is_locked
@@ -69,9 +73,16 @@ def test_with_lock_and_unlock_undo_on_exit(make: Callable[..., Any]) -> None:
 
 def test_with_unlock_undoes_on_error(make: Callable[..., Any]) -> None:
     td = make().lock_()
-    with pytest.raises(ZeroDivisionError), td.unlock_():
-        assert not td.is_locked
-        _ = 1 / 0
+    seen: list[bool] = []
+
+    def fail_unlocked() -> None:
+        with td.unlock_():
+            seen.append(td.is_locked)
+            _ = 1 / 0
+
+    with pytest.raises(ZeroDivisionError):
+        fail_unlocked()
+    assert seen == [False]
     assert td.is_locked
 
 
@@ -95,7 +106,8 @@ def test_with_p_closes_but_with_unlock_does_not(tmp_path: Path, backend: str) ->
     p.lock_()
     with p.unlock_():
         pass
-    assert p["a"].shape == (3, 4) and p.is_locked
+    assert p["a"].shape == (3, 4)
+    assert p.is_locked
     p.unlock_()
     with p:
         pass
@@ -134,7 +146,8 @@ def test_with_shape_ops_write_back(op: str, args: tuple[int, ...]) -> None:
     td = TensorDict({"a": torch.zeros(2, 3, 4)}, batch_size=[2, 3])
     with getattr(td, op)(*args) as t:
         t["a"] = torch.ones_like(t["a"])
-    assert td.batch_size == (2, 3) and torch.equal(td["a"], torch.ones(2, 3, 4))
+    assert td.batch_size == (2, 3)
+    assert torch.equal(td["a"], torch.ones(2, 3, 4))
 
 
 def test_with_shape_ops_match_tensordict() -> None:
@@ -152,7 +165,8 @@ def test_locked_set_rules(make: Callable[..., Any], kind: str) -> None:
     td = make().lock_()
     with pytest.raises(RuntimeError, match="Cannot modify locked TensorDict") as info:
         td.set("a", torch.ones(3, 4))
-    assert isinstance(info.value, LockedError) and isinstance(info.value, PtdError)
+    assert isinstance(info.value, LockedError)
+    assert isinstance(info.value, PtdError)
     for write in (
         lambda: td.set("new", torch.ones(3)),
         lambda: td.set(("n", "b"), torch.ones(3)),
@@ -167,7 +181,8 @@ def test_locked_set_rules(make: Callable[..., Any], kind: str) -> None:
     td.set_(("n", "b"), torch.full((3,), 2.0))
     td.update({"a": torch.full((3, 4), 3.0)}, inplace=True)
     td.update_({"n": {"b": torch.full((3,), 4.0)}})
-    assert td["a"][0, 0] == 3 and td["n", "b"][0] == 4
+    assert td["a"][0, 0] == 3
+    assert td["n", "b"][0] == 4
     if kind != "memory":  # p[key] = value writes in place on a file-backed tensordict
         td["a"] = torch.zeros(3, 4)
         assert td["a"].sum() == 0
@@ -180,7 +195,9 @@ def test_locked_set_rules(make: Callable[..., Any], kind: str) -> None:
 def test_is_locked_setter_and_child_unlock(make: Callable[..., Any]) -> None:
     td = make()
     td.is_locked = True
-    assert td.is_locked and td["n"].is_locked and td["n", "m"].is_locked
+    assert td.is_locked
+    assert td["n"].is_locked
+    assert td["n", "m"].is_locked
     with pytest.raises(RuntimeError, match="part of a locked graph"):
         td["n"].unlock_()
     with pytest.raises(RuntimeError, match="part of a locked graph"):
@@ -188,7 +205,8 @@ def test_is_locked_setter_and_child_unlock(make: Callable[..., Any]) -> None:
     td.is_locked = False
     assert not td["n"].is_locked
     td["n"].lock_()
-    assert td["n"].is_locked and not td.is_locked
+    assert td["n"].is_locked
+    assert not td.is_locked
     td["n"].unlock_()
     assert not td["n"].is_locked
 
@@ -197,7 +215,8 @@ def test_views_of_a_locked_store_are_locked(make: Callable[..., Any], kind: str)
     if kind == "memory":
         pytest.skip("an indexed TensorDict is a new, unlocked one (as in tensordict)")
     p = make().lock_()
-    assert p[0:2].is_locked and p[0]["n"].is_locked
+    assert p[0:2].is_locked
+    assert p[0]["n"].is_locked
     p.unlock_()
     assert not p[0:2].is_locked
 
@@ -238,8 +257,10 @@ def test_update_keys_to_update(make: Callable[..., Any]) -> None:
         },
         keys_to_update=["x", ("n", "y")],
     )
-    assert td["a"].sum() == 0 and td["n", "b"][0] == 1
-    assert torch.equal(td["x"], torch.ones(3)) and torch.equal(td["n", "y"], torch.ones(3))
+    assert td["a"].sum() == 0
+    assert td["n", "b"][0] == 1
+    assert torch.equal(td["x"], torch.ones(3))
+    assert torch.equal(td["n", "y"], torch.ones(3))
     td.update({"x": torch.zeros(3)}, keys_to_update=[])
     assert td["x"].sum() == 3
 
@@ -271,7 +292,8 @@ def test_update__and_update_at_(make: Callable[..., Any]) -> None:
     td.update_({"a": torch.ones(3, 4)}, keys_to_update=["a"])
     assert td["a"].sum() == 12
     td.update_at_({"a": torch.full((4,), 5.0), "n": {"b": torch.tensor(8.0)}}, 1)
-    assert torch.equal(td["a"][1], torch.full((4,), 5.0)) and td["n", "b"][1] == 8
+    assert torch.equal(td["a"][1], torch.full((4,), 5.0))
+    assert td["n", "b"][1] == 8
     assert td["a"][0].sum() == 4
     td.update_at_(TensorDict({"a": torch.zeros(2, 4)}, batch_size=[2]), slice(0, 2))
     assert td["a"][:2].sum() == 0
@@ -284,10 +306,12 @@ def test_error_types(make: Callable[..., Any]) -> None:
     td = make()
     with pytest.raises(RuntimeError) as info:
         td.set("z", torch.zeros(4))
-    assert isinstance(info.value, BatchSizeError) and isinstance(info.value, ValueError)
+    assert isinstance(info.value, BatchSizeError)
+    assert isinstance(info.value, ValueError)
     with pytest.raises(KeyError):
         td["missing"]
-    assert td.get("missing") is None and td.get("missing", 3) == 3
+    assert td.get("missing") is None
+    assert td.get("missing", 3) == 3
     with pytest.raises(KeyError):
         td.get(1)
     with pytest.raises(RuntimeError):
@@ -305,7 +329,7 @@ def test_error_types_match_tensordict() -> None:
             td.get(1)
         with pytest.raises(RuntimeError):
             1 in td  # noqa: B015
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="length of the dimension names"):
             td.names = ["a", "b"]
 
 
@@ -313,11 +337,15 @@ def test_error_types_match_tensordict() -> None:
 def test_equality(make: Callable[..., Any]) -> None:
     td = make()
     eq = td == _data()
-    assert eq.all() and sorted(eq.keys(True, True), key=str) == sorted(
+    assert eq.all()
+    assert sorted(eq.keys(True, True), key=str) == sorted(
         TensorDict(_data(), [3]).keys(True, True), key=str
     )
-    assert (td == "z") is False and (td != "z") is True and (td == None) is False  # noqa: E711
-    assert (td == 0)["a"].all() and not (td == 0)["n", "b"].any()
+    assert (td == "z") is False
+    assert (td != "z") is True
+    assert (td == None) is False  # noqa: E711 - __eq__ with None
+    assert (td == 0)["a"].all()
+    assert not (td == 0)["n", "b"].any()
     assert (td != TensorDict(_data(), [3])).any() is False
     assert (td == TensorDict(_data(), [3])).all()
     assert (td == torch.zeros(3, 1)).batch_size == (3, 3)
@@ -335,7 +363,8 @@ def test_equality_matches_tensordict() -> None:
         assert r.batch_size == o.batch_size
         for key in r.keys(True, True):
             assert torch.equal(r[key], o[key])
-    assert (ref == "z") == (ours == "z") and (ref != None) == (ours != None)  # noqa: E711
+    assert (ref == "z") == (ours == "z")
+    assert (ref != None) == (ours != None)  # noqa: E711 - __ne__ with None
 
 
 # ------------------------------------------------------------------------------ keys
@@ -356,15 +385,20 @@ def test_names_rules(make: Callable[..., Any]) -> None:
     td = make(batch_size=(3,))
     assert td.names == [None]
     td.names = ["t"]
-    assert td.names == ["t"] and td["n"].names == ["t"] and td["n", "m"].names == ["t"]
-    assert td[0:2].names == ["t"] and td[[0, 2]].names == ["t"] and td[0].names == []
+    assert td.names == ["t"]
+    assert td["n"].names == ["t"]
+    assert td["n", "m"].names == ["t"]
+    assert td[0:2].names == ["t"]
+    assert td[[0, 2]].names == ["t"]
+    assert td[0].names == []
     with pytest.raises(ValueError, match="length of the dimension names"):
         td.names = ["t", "u"]
     with pytest.raises(RuntimeError, match="cannot coerce"):
         td.refine_names("u")
     assert td.refine_names(None).names == ["t"]
     renamed = td.rename("v")
-    assert renamed.names == ["v"] and td.names == ["t"]
+    assert renamed.names == ["v"]
+    assert td.names == ["t"]
     assert td.rename(t="w").names == ["w"]
     td.rename_("x")
     assert td.names == ["x"]
@@ -379,7 +413,8 @@ def test_names_survive_a_round_trip(tmp_path: Path, backend: str) -> None:
     p.close()
     opener = PersistentTensorDict.from_h5 if backend == "h5" else PersistentTensorDict.from_zarr
     q = opener(path)
-    assert q.names == ["time"] and q["n"].names == ["time"]
+    assert q.names == ["time"]
+    assert q["n"].names == ["time"]
     assert q.to_tensordict().names == ["time"]
     q.close()
     if backend == "zarr":
@@ -413,7 +448,8 @@ def test_apply_flags(make: Callable[..., Any], kind: str) -> None:
     assert td.apply(lambda x: None, filter_empty=True) is None
     assert td.apply(lambda x: None) is None
     kept = td.apply(lambda x: None, filter_empty=False)
-    assert list(kept.keys(True, True)) == [] and "n" in kept.keys()
+    assert list(kept.keys(True, True)) == []
+    assert "n" in kept.keys()
     some = td.apply(lambda x: x if x.ndim == 2 else None, filter_empty=True)
     assert list(some.keys()) == ["a"]
     keys: list[Any] = []
@@ -425,11 +461,13 @@ def test_apply_flags(make: Callable[..., Any], kind: str) -> None:
     assert td.apply(lambda x: x, names=["t"]).names == ["t"]
     assert td.apply(lambda x: x[:2], batch_size=[2]).batch_size == (2,)
     got = td.apply(lambda x, y: x + y, {"a": torch.ones(3, 4), "n": {"b": 1, "m": {"c": 2}}})
-    assert got["a"].sum() == 12 and got["n", "m", "c"][0] == 2
+    assert got["a"].sum() == 12
+    assert got["n", "m", "c"][0] == 2
     with pytest.raises(KeyError):
         td.apply(lambda x, y: x, {"a": torch.ones(3, 4)})
     got = td.apply(lambda x, y: x if y is None else x + y, {"a": 1}, default=None)
-    assert got["a"].sum() == 12 and torch.equal(got["n", "b"], torch.ones(3))
+    assert got["a"].sum() == 12
+    assert torch.equal(got["n", "b"], torch.ones(3))
     assert td.apply(lambda x, y, z: x + y + z, td, td)["n", "b"][0] == 3
     nested = td.apply(lambda x: x, call_on_nested=True)
     assert "b" in nested["n"].keys()
@@ -441,7 +479,9 @@ def test_apply_inplace_returns_self_and_uses_matching_entries(make: Callable[...
         lambda x, y: x + y, {"a": torch.ones(3, 4), "n": {"b": 1, "m": {"c": 1}}}, inplace=True
     )
     assert out is td
-    assert td["a"].sum() == 12 and td["n", "b"][0] == 2 and td["n", "m", "c"][0] == 1
+    assert td["a"].sum() == 12
+    assert td["n", "b"][0] == 2
+    assert td["n", "m", "c"][0] == 1
     assert td.named_apply(lambda k, x: x * 0, inplace=True) is td
     assert td["a"].sum() == 0
 

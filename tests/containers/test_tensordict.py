@@ -13,7 +13,7 @@ import torch
 
 import ptd
 from ptd import TensorDict
-from ptd.errors import BatchSizeError, PtdError, PtdKeyError
+from ptd.errors import ArgumentError, BatchSizeError, KeysMismatchError, PtdError, PtdKeyError
 
 # --------------------------------------------------------------------------------------------
 # helpers
@@ -100,7 +100,9 @@ def test_batch_size_is_torch_size(bs) -> None:
 def test_default_batch_size_is_empty() -> None:
     t = TensorDict({"a": torch.zeros(3, 2)})
     assert t.batch_size == torch.Size([])
-    assert t.ndim == 0 and t.numel() == 1 and len(t) == 0
+    assert t.ndim == 0
+    assert t.numel() == 1
+    assert len(t) == 0
 
 
 def test_constructor_checks_batch_size() -> None:
@@ -125,9 +127,12 @@ def test_set_checks_batch_size_every_time(td) -> None:
         td["n", "x"] = torch.zeros(4, 3)
     with pytest.raises(ValueError, match="batch"):
         td.set("y", torch.zeros(()))
-    with pytest.raises(ValueError):
+    with pytest.raises(BatchSizeError):
         td.update({"z": torch.zeros(5)})
-    assert "x" not in td and ("n", "x") not in td and "y" not in td and "z" not in td
+    assert "x" not in td
+    assert ("n", "x") not in td
+    assert "y" not in td
+    assert "z" not in td
     td["ok"] = torch.zeros(3, 7)
     assert td["ok"].shape == (3, 7)
 
@@ -137,13 +142,14 @@ def test_batch_size_setter(td) -> None:
     assert td.batch_size == torch.Size([])
     td.batch_size = torch.Size([3])
     assert td.batch_size == torch.Size([3])
-    with pytest.raises(ValueError):
+    with pytest.raises(BatchSizeError):
         td.batch_size = [4]
     assert td.batch_size == torch.Size([3])
     t = TensorDict({"a": torch.zeros(3, 4)}, batch_size=[3])
     t.batch_size = [3, 4]
     assert t.batch_size == torch.Size([3, 4])
-    assert t.ndim == 2 and t.numel() == 12
+    assert t.ndim == 2
+    assert t.numel() == 12
 
 
 def test_device() -> None:
@@ -203,7 +209,8 @@ def test_values_and_items(td) -> None:
     assert set(items) == {"a", "b", ("n", "c"), ("n", "m", "d")}
     assert torch.equal(items[("n", "c")], raw()["n"]["c"])
     vals = list(td.values(True, True))
-    assert len(vals) == 4 and all(isinstance(v, torch.Tensor) for v in vals)
+    assert len(vals) == 4
+    assert all(isinstance(v, torch.Tensor) for v in vals)
     vals = list(td.values())
     assert isinstance(vals[2], TensorDict)
 
@@ -256,7 +263,8 @@ def test_del_and_pop(td) -> None:
     del td["a"]
     assert "a" not in td
     del td["n", "m"]
-    assert ("n", "m") not in td and ("n", "c") in td
+    assert ("n", "m") not in td
+    assert ("n", "c") in td
     with pytest.raises(KeyError):
         del td["a"]
     b = td.pop("b")
@@ -299,9 +307,11 @@ def test_update_inplace_writes_into_existing(td) -> None:
 def test_rename_key(td) -> None:
     a = td["a"]
     td.rename_key_("a", "z")
-    assert "a" not in td and td["z"] is a
+    assert "a" not in td
+    assert td["z"] is a
     td.rename_key_(("n", "c"), ("n", "cc"))
-    assert ("n", "cc") in td and ("n", "c") not in td
+    assert ("n", "cc") in td
+    assert ("n", "c") not in td
     with pytest.raises(KeyError):
         td.rename_key_("z", "b", safe=True)
     assert "z" in td
@@ -317,7 +327,7 @@ def test_setdefault(td) -> None:
     out = td.setdefault("new", torch.ones(3))
     assert torch.equal(out, torch.ones(3))
     assert "new" in td
-    with pytest.raises(ValueError):
+    with pytest.raises(BatchSizeError):
         td.setdefault("bad", torch.ones(2))
 
 
@@ -465,7 +475,8 @@ def test_index_assignment_2d(td2d) -> None:
     td2d[mask] = 0
     x[mask] = 0
     y[mask] = 0
-    assert torch.equal(td2d["x"], x) and torch.equal(td2d["y"], y)
+    assert torch.equal(td2d["x"], x)
+    assert torch.equal(td2d["y"], y)
     td2d[:, 1] = 5
     x[:, 1] = 5
     assert torch.equal(td2d["x"], x)
@@ -521,7 +532,9 @@ def test_clone_is_deep(td) -> None:
 
 def test_to_dict(td) -> None:
     d = td.to_dict()
-    assert isinstance(d, dict) and isinstance(d["n"], dict) and isinstance(d["n"]["m"], dict)
+    assert isinstance(d, dict)
+    assert isinstance(d["n"], dict)
+    assert isinstance(d["n"]["m"], dict)
     assert torch.equal(d["n"]["m"]["d"], raw()["n"]["m"]["d"])
     assert sorted(d) == ["a", "b", "n"]
     rebuilt = TensorDict(d, batch_size=[3])
@@ -546,13 +559,11 @@ def test_arithmetic_with_scalar_and_td(op) -> None:
     )
     out = op(x, 2.0)
     assert isinstance(out, TensorDict)
-    assert torch.equal(out["a"], op(x["a"], 2.0)) and torch.equal(
-        out["n", "b"], op(x["n", "b"], 2.0)
-    )
+    assert torch.equal(out["a"], op(x["a"], 2.0))
+    assert torch.equal(out["n", "b"], op(x["n", "b"], 2.0))
     out = op(x, y)
-    assert torch.equal(out["a"], op(x["a"], y["a"])) and torch.equal(
-        out["n", "b"], op(x["n", "b"], y["n", "b"])
-    )
+    assert torch.equal(out["a"], op(x["a"], y["a"]))
+    assert torch.equal(out["n", "b"], op(x["n", "b"], y["n", "b"]))
     out = op(3.0, x)
     assert torch.equal(out["a"], op(3.0, x["a"]))
 
@@ -657,7 +668,8 @@ def test_unbind(td2d) -> None:
             assert torch.equal(p["x"], r)
             assert p.batch_size == r.shape[:1]
     parts = torch.unbind(td2d, 1)
-    assert len(parts) == 3 and torch.equal(parts[2]["n", "z"], td2d["n", "z"][:, 2])
+    assert len(parts) == 3
+    assert torch.equal(parts[2]["n", "z"], td2d["n", "z"][:, 2])
 
 
 @pytest.mark.parametrize(("size", "dim"), [(1, 0), (2, 1), ([1, 2], 1), (3, 1)])
@@ -702,9 +714,9 @@ def test_torch_cat(td2d, dim) -> None:
 
 
 def test_stack_mismatch_raises(td2d) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ArgumentError):
         torch.stack([td2d, td2d[0]])
-    with pytest.raises(ValueError):
+    with pytest.raises(KeysMismatchError):
         torch.cat([td2d, td2d.exclude("x")])
 
 
@@ -783,10 +795,12 @@ def test_select_exclude(td) -> None:
     s = td.select("a", ("n", "m", "d"))
     assert set(s.keys(True, True)) == {"a", ("n", "m", "d")}
     assert s.batch_size == td.batch_size
-    assert torch.equal(s["a"], td["a"]) and torch.equal(s["n", "m", "d"], td["n", "m", "d"])
+    assert torch.equal(s["a"], td["a"])
+    assert torch.equal(s["n", "m", "d"], td["n", "m", "d"])
     e = td.exclude("b", ("n", "c"))
     assert set(e.keys(True, True)) == {"a", ("n", "m", "d")}
-    assert "b" in td and ("n", "c") in td  # not in place
+    assert "b" in td
+    assert ("n", "c") in td
     with pytest.raises(KeyError):
         td.select("nope")
     assert set(td.select("nope", strict=False).keys()) == set()
@@ -819,8 +833,10 @@ def test_is_empty_numel_ndim(td, td2d) -> None:
     assert not td.is_empty()
     assert TensorDict({}, batch_size=[3]).is_empty()
     assert TensorDict({"n": {}}, batch_size=[3]).is_empty()
-    assert td.numel() == 3 and td2d.numel() == 6
-    assert td.ndim == 1 and td2d.ndim == 2
+    assert td.numel() == 3
+    assert td2d.numel() == 6
+    assert td.ndim == 1
+    assert td2d.ndim == 2
     assert TensorDict({}, batch_size=[4, 0]).numel() == 0
 
 

@@ -52,9 +52,8 @@ def test_set_a_tensordict_of_empty_batch_size(kind: str, tmp_path: Path) -> None
     )
     assert p["s"].batch_size == ref["s"].batch_size == torch.Size([4])
     assert p["s", "n"].batch_size == ref["s", "n"].batch_size
-    assert torch.equal(p["s", "a"], ref["s", "a"]) and torch.equal(
-        p["s", "n", "b"], ref["s", "n", "b"]
-    )
+    assert torch.equal(p["s", "a"], ref["s", "a"])
+    assert torch.equal(p["s", "n", "b"], ref["s", "n", "b"])
     # leaves that do not start with the batch size: refused, as tensordict refuses them
     with pytest.raises(RuntimeError):
         ref["t"] = tdl.TensorDict({"a": torch.ones(3)}, [])
@@ -67,7 +66,7 @@ def test_set_a_tensordict_of_empty_batch_size(kind: str, tmp_path: Path) -> None
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(
-    "first, index, value",
+    ("first", "index", "value"),
     [
         ("data", slice(0, 2), ("data", ["b"], [2])),
         ("data", 1, ("data", ["z"], [])),
@@ -155,8 +154,9 @@ def test_get_through_a_leaf_raises_and_a_missing_key_gives_the_default(
     kind: str, tmp_path: Path
 ) -> None:
     p = _make(kind, tmp_path, ptd.TensorDict({"x": torch.zeros(4), "n": {"y": torch.ones(4)}}, [4]))
-    assert p.get(("n", "missing")) is None and p.get("missing", 3) == 3
-    with pytest.raises(ptd.errors.NotNestedError, match="'x'.*not a nested tensordict"):
+    assert p.get(("n", "missing")) is None
+    assert p.get("missing", 3) == 3
+    with pytest.raises(ptd.errors.NotNestedError, match=r"'x'.*not a nested tensordict"):
         p.get(("x", "y"), 0)
     with pytest.raises(KeyError):  # a KeyError, as tensordict raises
         p[("x", "y")]

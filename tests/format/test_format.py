@@ -39,7 +39,8 @@ def _goldens_module() -> Any:
     spec = importlib.util.spec_from_file_location(
         "make_store_goldens", os.path.join(HERE, "data", "make_store_goldens.py")
     )
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -73,7 +74,8 @@ def bits(t: torch.Tensor) -> torch.Tensor:
 
 def assert_bits(got: torch.Tensor, expected: torch.Tensor) -> None:
     assert isinstance(got, torch.Tensor)
-    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.dtype == expected.dtype
+    assert got.shape == expected.shape
     assert torch.equal(bits(got), bits(expected))
 
 
@@ -194,10 +196,13 @@ def _non_tensor_source() -> TensorDict:
 
 def test_non_tensor_entries_on_tensordict() -> None:
     td = _non_tensor_source()
-    assert td["s"] == "hello" and isinstance(td.get("s"), NonTensorData)
+    assert td["s"] == "hello"
+    assert isinstance(td.get("s"), NonTensorData)
     assert td.get("s").batch_size == torch.Size([4])
-    assert td[1:3].get("s").batch_size == torch.Size([2]) and td[1:3]["s"] == "hello"
-    assert td["names"] == STACKS["names"] and isinstance(td.get("names"), NonTensorStack)
+    assert td[1:3].get("s").batch_size == torch.Size([2])
+    assert td[1:3]["s"] == "hello"
+    assert td["names"] == STACKS["names"]
+    assert isinstance(td.get("names"), NonTensorStack)
     assert td[1:3]["names"] == ["bob", "cy"]
     assert td[[3, 0, 3]]["names"] == ["dé", "ann", "dé"]
     assert td[2]["names"] == "cy"
@@ -220,13 +225,16 @@ def test_non_tensor_round_trip(tmp_path, backend) -> None:
             assert isinstance(got, NonTensorData), key
             assert got.batch_size == torch.Size([4])
             exp = _expected_single(backend, key, value)
-            assert as_py(got) == exp and type(as_py(got)) is type(exp), key
+            assert as_py(got) == exp, key
+            assert type(as_py(got)) is type(exp), key
             # one value for every row of every view
-            assert as_py(q[1:3][key]) == exp and as_py(q[[3, 0]][key]) == exp, key
+            assert as_py(q[1:3][key]) == exp, key
+            assert as_py(q[[3, 0]][key]) == exp, key
             assert q[[3, 0]].get(key).batch_size == torch.Size([2])
         for key, values in STACKS.items():
             got = q.get(key)
-            assert isinstance(got, NonTensorStack) and got.batch_size == torch.Size([4]), key
+            assert isinstance(got, NonTensorStack), key
+            assert got.batch_size == torch.Size([4]), key
             assert got.tolist() == values, key
             assert q[1:3][key] == values[1:3], key
             assert q[[3, 0, 3]][key] == [values[3], values[0], values[3]], key
@@ -234,7 +242,8 @@ def test_non_tensor_round_trip(tmp_path, backend) -> None:
         assert decoded(q["n", "label"]) == "inner"
         assert decoded(q["n"][1:2]["label"]) == "inner"
         out = q.to_tensordict()
-        assert out["names"] == STACKS["names"] and as_py(out.get("d")) == SINGLE_VALUES["d"]
+        assert out["names"] == STACKS["names"]
+        assert as_py(out.get("d")) == SINGLE_VALUES["d"]
         q.close()
 
 
@@ -262,7 +271,7 @@ def test_non_tensor_set_and_replace(tmp_path, backend) -> None:
 
 
 @pytest.mark.parametrize(
-    "stack,shape",
+    ("stack", "shape"),
     [
         (["a", "b", "c"], [3]),
         ([[1, 2], [3, 4], [5, 6]], [3, 2]),
@@ -375,7 +384,8 @@ def test_stack_view_selection_at_the_library(tmp_path, monkeypatch) -> None:
     assert p[[400, 3]]["names"] == ["r400", "r3"]
     (sel,) = [args for name, args in log if name == "/names"]
     rows = sel[0] if isinstance(sel, tuple) else sel
-    assert isinstance(rows, np.ndarray) and rows.tolist() == [3, 400], sel
+    assert isinstance(rows, np.ndarray), sel
+    assert rows.tolist() == [3, 400], sel
     p.close()
 
 
@@ -402,11 +412,13 @@ def test_h5_strings_written_by_ptd_are_marked_and_warn(tmp_path) -> None:
     with h5py.File(path, "r") as f:
         for name in ("s", "n/t"):
             ds = f[name]
-            assert h5py.check_string_dtype(ds.dtype).encoding == "utf-8" and ds.shape == ()
+            assert h5py.check_string_dtype(ds.dtype).encoding == "utf-8"
+            assert ds.shape == ()
             assert ds.attrs["__tensordict_str__"] == np.True_
             # h5py's bool: an HDF5 ENUM {FALSE=0, TRUE=1} on int8, as tensordict writes it
             tid = ds.attrs.get_id("__tensordict_str__").get_type()
-            assert tid.get_class() == h5py.h5t.ENUM and tid.get_size() == 1
+            assert tid.get_class() == h5py.h5t.ENUM
+            assert tid.get_size() == 1
             assert {tid.get_member_name(i): tid.get_member_value(i) for i in range(2)} == {
                 b"FALSE": 0,
                 b"TRUE": 1,
@@ -428,7 +440,8 @@ def test_h5_foreign_strings_read_as_bytes_silently() -> None:
     ``filterwarnings = error``)."""
     q = PersistentTensorDict.from_h5(GOLDENS.PLAIN["h5"])
     exp = GOLDENS.expected_plain()
-    assert q["title"] == exp["title"].encode() and type(q["title"]) is bytes
+    assert q["title"] == exp["title"].encode()
+    assert type(q["title"]) is bytes
     assert as_py(q["labels"]) == [s.encode() for s in exp["labels"]]
     assert as_py(q["codes"]) == [s.encode() for s in exp["codes"]]
     assert isinstance(q.get("labels"), NonTensorData)  # a column reads as one value...
@@ -444,7 +457,8 @@ def test_zarr_strings_are_str(tmp_path) -> None:
     raw = (tmp_path / "s.zarr" / "s" / "c" / "0").read_bytes()
     assert raw == b'"h\\u00e9"'  # stdlib json.dumps, as tensordict writes it
     q = PersistentTensorDict.from_zarr(tmp_path / "s.zarr")
-    assert q["s"] == "hé" and q[0]["s"] == "hé"
+    assert q["s"] == "hé"
+    assert q[0]["s"] == "hé"
     q.close()
 
 
@@ -460,7 +474,8 @@ def test_non_tensor_as_stack_foreign_columns(tmp_path, backend, golden) -> None:
     q = reopen(path, backend, non_tensor_as_stack=True)
     assert q.batch_size == torch.Size([4])
     st = q.get("labels")
-    assert isinstance(st, NonTensorStack) and st.batch_size == torch.Size([4])
+    assert isinstance(st, NonTensorStack)
+    assert st.batch_size == torch.Size([4])
     assert to_py(st.tolist()) == exp
     assert to_py(q[1:3]["labels"]) == exp[1:3]
     assert to_py(q[[3, 0]]["labels"]) == [exp[3], exp[0]]
@@ -491,7 +506,8 @@ def test_non_tensor_as_stack_2d_column(tmp_path, backend) -> None:
     to_py = decoded if backend == "h5" else (lambda v: v)
     q = reopen(path, backend, non_tensor_as_stack=True)
     st = q.get("g")
-    assert isinstance(st, NonTensorStack) and st.batch_size == torch.Size([4, 2])
+    assert isinstance(st, NonTensorStack)
+    assert st.batch_size == torch.Size([4, 2])
     assert to_py(st.tolist()) == grid
     assert to_py(q[1:3]["g"]) == grid[1:3]
     assert to_py(q[[3, 0]]["g"]) == [grid[3], grid[0]]
@@ -554,14 +570,16 @@ def test_allow_pickle_false_refuses_before_decoding(tmp_path) -> None:
             filename=str(path), batch_size=[3], backend="zarr", allow_pickle=False
         ),
     ):
-        with pytest.raises(PickleRefusedError, match="Refusing to load pickled.*'o'") as info:
+        with pytest.raises(PickleRefusedError, match=r"Refusing to load pickled.*'o'") as info:
             q["o"]
-        assert isinstance(info.value, RuntimeError) and isinstance(info.value, PtdError)
+        assert isinstance(info.value, RuntimeError)
+        assert isinstance(info.value, PtdError)
         with pytest.raises(PickleRefusedError):
             q[1:2]["o"]
         with pytest.raises(PickleRefusedError):
             q.to_tensordict()
-        assert q["j"] == {"k": 1} and torch.equal(q["a"], torch.arange(3))
+        assert q["j"] == {"k": 1}
+        assert torch.equal(q["a"], torch.arange(3))
         assert "o: NonTensorData" in repr(q)  # listing reads no payload
         q.close()
     assert not marker.exists()
@@ -721,8 +739,10 @@ def test_unsupported_dtype_is_a_clear_error(tmp_path, backend, dtype) -> None:
             {"ok": torch.zeros(3), "n": {"bad": t}}, path, backend=backend
         )
     msg = str(info.value)
-    assert "'n/bad'" in msg and str(dtype) in msg
-    assert isinstance(info.value, TypeError) and isinstance(info.value, PtdError)
+    assert "'n/bad'" in msg
+    assert str(dtype) in msg
+    assert isinstance(info.value, TypeError)
+    assert isinstance(info.value, PtdError)
     assert not path.exists()  # nothing written, no partial file (tensordict's §6.1)
     p = PersistentTensorDict(filename=str(path), batch_size=[3], mode="w", backend=backend)
     with pytest.raises(UnsupportedDtypeError, match=f"'bad'.*{dtype}"):
@@ -762,7 +782,8 @@ def test_batch_size_metadata_recovers_the_batch_exactly(tmp_path, backend) -> No
         "names": ["row", None],
     }
     q = reopen(path, backend)
-    assert q.batch_size == torch.Size([4]) and q.names == ["row"]
+    assert q.batch_size == torch.Size([4])
+    assert q.names == ["row"]
     assert q["n"].batch_size == torch.Size([4, 3])
     q.close()
     q = reopen(path, backend, auto_batch_size=True)  # inference, the metadata ignored
@@ -916,7 +937,8 @@ def test_bad_zarr_payloads(tmp_path, case) -> None:
     ):
         with pytest.raises(PtdValueError, match=match) as info:
             read()
-        assert "'bad'" in str(info.value) and "bad.zarr" in str(info.value)
+        assert "'bad'" in str(info.value)
+        assert "bad.zarr" in str(info.value)
     assert torch.equal(q["x"], torch.arange(3.0))  # the other keys still read
     q.close()
 
@@ -924,7 +946,7 @@ def test_bad_zarr_payloads(tmp_path, case) -> None:
 def test_bad_zarr_payload_dtype(tmp_path) -> None:
     _zarr_raw(tmp_path / "bad.zarr", b'"x"', {NT: {"encoding": "json"}}, dtype="float32")
     q = PersistentTensorDict.from_zarr(tmp_path / "bad.zarr")
-    with pytest.raises(PtdValueError, match="'bad'.*uint8"):
+    with pytest.raises(PtdValueError, match=r"'bad'.*uint8"):
         q["bad"]
     q.close()
 
@@ -997,7 +1019,8 @@ def test_bad_h5_payloads(tmp_path, case) -> None:
     for read in (lambda: q["bad"], lambda: q[1:3]["bad"], lambda: q.to_tensordict()):
         with pytest.raises(error, match=match) as info:
             read()
-        assert "'bad'" in str(info.value) and "bad.h5" in str(info.value)
+        assert "'bad'" in str(info.value)
+        assert "bad.h5" in str(info.value)
         assert isinstance(info.value, PtdError)
     assert torch.equal(q["x"], torch.arange(3.0))
     q.close()
@@ -1071,7 +1094,8 @@ def _check_td015(q: PersistentTensorDict, backend: str) -> None:
     assert torch.equal(q["nested", "v"], exp["nested"]["v"])
     assert torch.equal(q[1:3]["nested", "deep", "w"], exp["nested"]["deep"]["w"][1:3])
     assert torch.equal(q["nested"][:, 1]["v"], exp["nested"]["v"][:, 1])
-    assert q["names"] == exp["names"] and q[1:3]["names"] == exp["names"][1:3]
+    assert q["names"] == exp["names"]
+    assert q[1:3]["names"] == exp["names"][1:3]
     assert q[[2, 0, 2]]["counts"] == [30, 10, 30]
     assert q[1]["names"] == "bob"
     assert as_py(q["num"]) == exp["num"]
@@ -1085,7 +1109,8 @@ def test_golden_td015_h5() -> None:
     with pytest.warns(FutureWarning, match=STR_WARNING):
         assert q["text"] == "héllo wörld".encode()
     assert q.names == [None]  # h5 stores no names
-    assert "names: NonTensorStack" in repr(q) and "num: NonTensorData" in repr(q)
+    assert "names: NonTensorStack" in repr(q)
+    assert "num: NonTensorData" in repr(q)
     q.close()
 
 
@@ -1095,8 +1120,10 @@ def test_golden_td015_zarr() -> None:
     exp = GOLDENS.expected_td015("zarr")
     assert q.names == ["row"]
     assert q["text"] == exp["text"]
-    assert q["meta"] == exp["meta"] and q["none"] is None
-    assert q["mixed"] == exp["mixed"] and q[[2, 0]]["mixed"] == ["x", {"a": 1}]
+    assert q["meta"] == exp["meta"]
+    assert q["none"] is None
+    assert q["mixed"] == exp["mixed"]
+    assert q[[2, 0]]["mixed"] == ["x", {"a": 1}]
     with pytest.raises(PickleRefusedError, match="'raw'"):
         q["raw"]  # tensordict pickles bytes on zarr
     q.close()
@@ -1134,7 +1161,8 @@ def test_plain_zarr_golden_has_no_attributes() -> None:
     with h5py.File(GOLDENS.PLAIN["h5"], "r") as f:
         seen: list = []
         f.visititems(lambda name, obj: seen.append((name, dict(obj.attrs))))
-        assert all(attrs == {} for _, attrs in seen) and not dict(f.attrs)
+        assert all(attrs == {} for _, attrs in seen)
+        assert not dict(f.attrs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1207,11 +1235,16 @@ def test_interop_tensordict_writes_ptd_reads(tmp_path, backend) -> None:
             assert q["text"] == "héllo".encode()
         with pytest.warns(FutureWarning, match=STR_WARNING):
             assert q["nested", "label"] == b"inner"
-        assert as_py(q["num"]) == 5 and as_py(q["ratio"]) == 0.5 and bytes(q["raw"]) == b"raw"
+        assert as_py(q["num"]) == 5
+        assert as_py(q["ratio"]) == 0.5
+        assert bytes(q["raw"]) == b"raw"
     else:
-        assert q["text"] == "héllo" and q["nested", "label"] == "inner"
-        assert q["meta"] == {"k": [1, 2], "s": "v"} and q["none"] is None
-        assert q["lst"] == [1, "a", None] and q["num"] == 5
+        assert q["text"] == "héllo"
+        assert q["nested", "label"] == "inner"
+        assert q["meta"] == {"k": [1, 2], "s": "v"}
+        assert q["none"] is None
+        assert q["lst"] == [1, "a", None]
+        assert q["num"] == 5
         assert q["mixed"] == [{"a": 1}, [2], "x", None]
         assert q[[3, 1]]["mixed"] == [None, [2]]
     q.close()
@@ -1253,12 +1286,16 @@ def test_interop_ptd_writes_tensordict_reads(tmp_path, backend) -> None:
             text = ref["text"]
             if backend == "h5":
                 assert text == "héllo".encode()
-                assert as_py(ref["num"]) == 5 and as_py(ref["ratio"]) == 0.5
+                assert as_py(ref["num"]) == 5
+                assert as_py(ref["ratio"]) == 0.5
                 assert bytes(ref["raw"]) == b"raw"
             else:
-                assert text == "héllo" and ref["nested", "label"] == "inner"
-                assert ref["meta"] == {"k": [1, 2], "s": "v"} and ref["none"] is None
-                assert ref["lst"] == [1, "a", None] and ref["num"] == 5
+                assert text == "héllo"
+                assert ref["nested", "label"] == "inner"
+                assert ref["meta"] == {"k": [1, 2], "s": "v"}
+                assert ref["none"] is None
+                assert ref["lst"] == [1, "a", None]
+                assert ref["num"] == 5
                 assert list(ref["mixed"]) == [{"a": 1}, [2], "x", None]
         finally:
             ref.close()
@@ -1324,7 +1361,8 @@ def test_interop_constructor_store_recovered_by_tensordict(tmp_path, backend) ->
         finally:
             ref.close()
     q = reopen(path, backend)
-    assert q.batch_size == torch.Size([4]) and q["n"].batch_size == torch.Size([4])
+    assert q.batch_size == torch.Size([4])
+    assert q["n"].batch_size == torch.Size([4])
     q.close()
 
 
@@ -1383,7 +1421,8 @@ def test_interop_pickled_payloads_both_ways(tmp_path) -> None:
         assert q["t"] == (1, 2)
     q.close()
     q = PersistentTensorDict.from_zarr(path, allow_pickle=True)
-    assert q["b"] == b"bytes" and q["t"] == (1, 2)
+    assert q["b"] == b"bytes"
+    assert q["t"] == (1, 2)
     q.close()
     mine = tmp_path / "mine.zarr"
     PersistentTensorDict.from_dict(
@@ -1393,7 +1432,8 @@ def test_interop_pickled_payloads_both_ways(tmp_path) -> None:
     ).close()
     ref = tdmod.PersistentTensorDict.from_zarr(str(mine), allow_pickle=True)
     try:
-        assert ref["b"] == b"bytes" and ref["t"] == (1, 2)
+        assert ref["b"] == b"bytes"
+        assert ref["t"] == (1, 2)
     finally:
         ref.close()
     ref = tdmod.PersistentTensorDict.from_zarr(str(mine), allow_pickle=False)

@@ -259,14 +259,17 @@ def test_nested_attribute_one_answer(
     _write_attr(path, fmt, "n", value)
     got = _agree(path, fmt)
     info, report, n = got["info"], got["report"], got["n"]
-    assert tuple(info.batch_size) == (4,) and info.metadata_problem is None
+    assert tuple(info.batch_size) == (4,)
+    assert info.metadata_problem is None
     assert tuple(n.batch_size) == batch
     bad = [p for p in report.problems if p.code == "bad_metadata"]
     if value == {"batch_size": [4, 2]}:
-        assert n.batch_size_source == "stored" and n.metadata_problem is None
+        assert n.batch_size_source == "stored"
+        assert n.metadata_problem is None
         assert report.valid, report.problems
     else:
-        assert n.batch_size_source == "inferred" and n.metadata_problem
+        assert n.batch_size_source == "inferred"
+        assert n.metadata_problem
         assert [(p.key, p.message) for p in bad] == [("n", n.metadata_problem)]
 
 
@@ -274,8 +277,10 @@ def test_the_problem_names_what_does_not_fit(tmp_path: Path, fmt: str) -> None:
     path = _make(tmp_path / f"a.{fmt}", fmt)
     _write_attr(path, fmt, "", {"batch_size": [3]})
     problem = ptd.info(path).metadata_problem or ""
-    assert "[3]" in problem and "does not fit" in problem
-    assert "'x' has shape [4, 2, 3]" in problem and "'y' has shape [4, 2]" in problem
+    assert "[3]" in problem
+    assert "does not fit" in problem
+    assert "'x' has shape [4, 2, 3]" in problem
+    assert "'y' has shape [4, 2]" in problem
 
 
 def test_names_are_kept_where_they_fit(tmp_path: Path, fmt: str) -> None:

@@ -31,7 +31,9 @@ def _td() -> TensorDict:
 # ------------------------------------------------------------------ in memory
 def test_gradients_flow_through_a_tensordict() -> None:
     x = _td().requires_grad_()
-    assert x.requires_grad and x["a"].requires_grad and x["n", "b"].requires_grad
+    assert x.requires_grad
+    assert x["a"].requires_grad
+    assert x["n", "b"].requires_grad
     y = x * x + 2 * x
     y.backward(torch.ones_like(y))
     assert torch.equal(x.grad["a"], 2 * x["a"].detach() + 2)
@@ -51,7 +53,8 @@ def test_backward_of_single_element_leaves_needs_no_gradient() -> None:
 def test_backward_inputs_restricts_the_grads_written() -> None:
     x = _td().requires_grad_()
     (x * 3).sum().backward(inputs=x.select("a"))
-    assert x["a"].grad is not None and x["n", "b"].grad is None
+    assert x["a"].grad is not None
+    assert x["n", "b"].grad is None
 
 
 def test_backward_errors() -> None:
@@ -66,22 +69,25 @@ def test_backward_errors() -> None:
         y.backward(y.apply(lambda t: torch.ones(t.shape[0])))
     with pytest.raises(TypeError, match="tensordict"):
         y.backward(torch.ones(3))  # type: ignore[arg-type]
-    with pytest.raises(GradientError, match="no leaf .* requires gradients"):
+    with pytest.raises(GradientError, match=r"no leaf .* requires gradients"):
         _td().backward()
     assert x["a"].grad is None  # nothing ran
 
 
 def test_zero_grad() -> None:
     x = _td()
-    assert x.zero_grad() is x and x.zero_grad(set_to_none=False) is x  # no grads: no-op
+    assert x.zero_grad() is x
+    assert x.zero_grad(set_to_none=False) is x
     x = x.requires_grad_()
     assert x.filter_non_tensor_data().grad is None
     (x * 2).sum().backward(TensorDict(a=torch.ones(()), n={"b": torch.ones(())}))
     grad_a = x["a"].grad
     assert x.zero_grad(set_to_none=False) is x
-    assert x["a"].grad is grad_a and torch.equal(grad_a, torch.zeros(3, 2))
+    assert x["a"].grad is grad_a
+    assert torch.equal(grad_a, torch.zeros(3, 2))
     x.zero_grad()
-    assert x["a"].grad is None and x.filter_non_tensor_data().grad is None
+    assert x["a"].grad is None
+    assert x.filter_non_tensor_data().grad is None
 
 
 def test_grad_keeps_only_leaves_with_a_grad_and_follows_the_lock() -> None:
@@ -98,7 +104,8 @@ def test_grad_setter() -> None:
     x.grad = g
     assert x["a"].grad is g["a"]
     x.grad = TensorDict(a=torch.full((2,), 5.0), batch_size=[2])
-    assert x["a"].grad is g["a"] and g["a"][0] == 5  # written into the existing .grad
+    assert x["a"].grad is g["a"]
+    assert g["a"][0] == 5
     with pytest.raises(KeyError):
         x.grad = TensorDict(b=torch.ones(2), batch_size=[2])
     x.grad = None
@@ -107,29 +114,35 @@ def test_grad_setter() -> None:
 
 def test_requires_grad_checks_every_leaf_first() -> None:
     x = TensorDict(a=torch.zeros(2), i=torch.arange(2), batch_size=[2])
-    with pytest.raises(RuntimeError, match="key 'i' .* torch.int64"):
+    with pytest.raises(RuntimeError, match=r"key 'i' .* torch.int64"):
         x.requires_grad_()
     assert not x["a"].requires_grad  # nothing changed
     y = TensorDict(a=torch.zeros(2), batch_size=[2]).requires_grad_() * 2
     with pytest.raises(RuntimeError, match="grad_fn"):
         y.requires_grad_(False)
     z = TensorDict(a=torch.zeros(2), batch_size=[2]).requires_grad_()
-    assert z.requires_grad_(False) is z and not z.requires_grad
+    assert z.requires_grad_(False) is z
+    assert not z.requires_grad
 
 
 def test_detach_in_place() -> None:
     y = _td().requires_grad_() * 2
     a = y["a"]
-    assert y.requires_grad and y.detach_() is y
-    assert y["a"] is a and not a.requires_grad and not y.requires_grad
+    assert y.requires_grad
+    assert y.detach_() is y
+    assert y["a"] is a
+    assert not a.requires_grad
+    assert not y.requires_grad
 
 
 def test_torch_autograd_grad() -> None:
     x = _td().requires_grad_()
     y = x * x
     g = torch.autograd.grad(y, x, torch.ones_like(y))
-    assert isinstance(g, TensorDict) and g.batch_size == x.batch_size
-    assert torch.equal(g["a"], 2 * x["a"].detach()) and g["n", "s"] == "text"
+    assert isinstance(g, TensorDict)
+    assert g.batch_size == x.batch_size
+    assert torch.equal(g["a"], 2 * x["a"].detach())
+    assert g["n", "s"] == "text"
     assert x["a"].grad is None  # grad() returns, it does not accumulate
     u = TensorDict(a=torch.ones(2), b=torch.ones(2), batch_size=[2]).requires_grad_()
     v = TensorDict(c=u["a"] * 2, batch_size=[2])
@@ -150,9 +163,10 @@ def test_store_holds_no_autograd_state(make_ptd: Callable[..., Any]) -> None:
     assert p.requires_grad is False
     assert p.grad is None
     assert p.requires_grad_(False) is p
-    with pytest.raises(RuntimeError, match="file-backed.*to_tensordict") as info:
+    with pytest.raises(RuntimeError, match=r"file-backed.*to_tensordict") as info:
         p.requires_grad_()
-    assert isinstance(info.value, GradientError) and str(p.filename) in str(info.value)
+    assert isinstance(info.value, GradientError)
+    assert str(p.filename) in str(info.value)
     with pytest.raises(GradientError, match="backward"):
         p.backward()
     with pytest.raises(GradientError):
@@ -165,7 +179,8 @@ def test_store_holds_no_autograd_state(make_ptd: Callable[..., Any]) -> None:
 def test_store_zero_grad_and_detach_read_nothing(make_ptd: Callable[..., Any]) -> None:
     p = _store(make_ptd)
     p.close()  # a read would raise now
-    assert p.zero_grad() is p and p.zero_grad(set_to_none=False) is p
+    assert p.zero_grad() is p
+    assert p.zero_grad(set_to_none=False) is p
     assert p.detach_() is p
 
 
@@ -174,7 +189,9 @@ def test_store_grad_keeps_non_tensor_entries(make_ptd: Callable[..., Any]) -> No
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # h5: tensordict's str-as-bytes notice
         g = p.grad
-        assert type(g) is TensorDict and list(g.keys()) == ["s"] and g["s"] == p["s"]
+        assert type(g) is TensorDict
+        assert list(g.keys()) == ["s"]
+        assert g["s"] == p["s"]
 
 
 def test_in_memory_copies_of_a_store_carry_gradients(make_ptd: Callable[..., Any]) -> None:
@@ -197,7 +214,8 @@ def test_check_batch_size_on_results(where: str, make_ptd: Callable[..., Any]) -
         td.batch_size = [4, 3]
     assert td._check_batch_size() is True
     for result in (td.logsumexp(1), td.softmax(0), td.sum(0, keepdim=True)):
-        assert result._check_batch_size() is True and result._check_device() is True
+        assert result._check_batch_size() is True
+        assert result._check_device() is True
 
 
 def test_check_batch_size_finds_a_bad_leaf() -> None:
@@ -220,6 +238,7 @@ def test_check_device_finds_a_leaf_elsewhere() -> None:
 
 
 def test_errors_are_ptd_errors() -> None:
-    assert issubclass(GradientError, PtdError) and issubclass(GradientError, RuntimeError)
+    assert issubclass(GradientError, PtdError)
+    assert issubclass(GradientError, RuntimeError)
     assert ptd.errors.GradientError is GradientError
     assert issubclass(LockedError, RuntimeError)

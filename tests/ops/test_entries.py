@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from oracle import KINDS, SUFFIX, assert_same, check, pair, persistent_pair, tdlib
 
 import ptd
+from oracle import KINDS, SUFFIX, assert_same, check, pair, persistent_pair, tdlib
 
 Point = collections.namedtuple("Point", "x y")
 
@@ -284,7 +284,8 @@ def test_non_tensor_getters(tmp_path, backend) -> None:
     mine, theirs = pair("1d", s="text")
     check(lambda t: (t.is_non_tensor("s"), t.get_non_tensor("s")), mine, theirs)
     p, tp = persistent_pair("1d", tmp_path, backend, s="text")
-    assert p.is_non_tensor("s") and not p.is_non_tensor("f")
+    assert p.is_non_tensor("s")
+    assert not p.is_non_tensor("f")
     check(lambda t: (t.is_non_tensor("s"), t.get_non_tensor("s")), p, tp)
     p.close()
     tp.close()
@@ -374,7 +375,8 @@ def test_clear_popitem_and_create_nested_change_the_store(tmp_path, backend) -> 
         batch_size=[3],
     )
     key, value = p.popitem()
-    assert key == "n" and torch.equal(value["c"], torch.ones(3))
+    assert key == "n"
+    assert torch.equal(value["c"], torch.ones(3))
     p.create_nested(("q", "r"))
     p.close()
     opener = (
@@ -402,21 +404,111 @@ def test_get_at_index_past_the_batch_dims(tmp_path, backend) -> None:
     theirs.close()
 
 
-MY_FAMILIES = (
-    "get_at set_at_ update_at_ copy_at_ create_nested empty new_empty new_zeros new_ones "
-    "new_full new_tensor split_keys cat_tensors stack_tensors clear popitem entry_class data "
-    "type as_tensor auto_batch_size_ is_empty numel ndimension to_namedtuple from_namedtuple "
-    "to_struct_array from_struct_array from_pytree to_pytree from_dict from_any from_tuple "
-    "from_dict_instance fromkeys tolist dtype depth bytes param_count sorted_keys "
-    "non_tensor_items is_floating_point get_item_shape filter_non_tensor_data float16 float32 "
-    "float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64 complex32 complex64 complex128 "
-    "stack cat maybe_dense_stack movedim moveaxis swapaxes swapdims flip fliplr flipud roll rot90 "
-    "narrow tile repeat repeat_interleave expand_as broadcast_to atleast_1d atleast_2d "
-    "atleast_3d tensor_split gather masked_select where pad __torch_function__ separates "
-    "filter_empty_ replace get_non_tensor is_non_tensor cat_from_tensordict "
-    "stack_from_tensordict from_h5 from_zarr to_h5 to_zarr from_dataclass from_list is_cpu "
-    "is_cuda is_meta is_contiguous"
-).split()
+MY_FAMILIES = [
+    "get_at",
+    "set_at_",
+    "update_at_",
+    "copy_at_",
+    "create_nested",
+    "empty",
+    "new_empty",
+    "new_zeros",
+    "new_ones",
+    "new_full",
+    "new_tensor",
+    "split_keys",
+    "cat_tensors",
+    "stack_tensors",
+    "clear",
+    "popitem",
+    "entry_class",
+    "data",
+    "type",
+    "as_tensor",
+    "auto_batch_size_",
+    "is_empty",
+    "numel",
+    "ndimension",
+    "to_namedtuple",
+    "from_namedtuple",
+    "to_struct_array",
+    "from_struct_array",
+    "from_pytree",
+    "to_pytree",
+    "from_dict",
+    "from_any",
+    "from_tuple",
+    "from_dict_instance",
+    "fromkeys",
+    "tolist",
+    "dtype",
+    "depth",
+    "bytes",
+    "param_count",
+    "sorted_keys",
+    "non_tensor_items",
+    "is_floating_point",
+    "get_item_shape",
+    "filter_non_tensor_data",
+    "float16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "complex32",
+    "complex64",
+    "complex128",
+    "stack",
+    "cat",
+    "maybe_dense_stack",
+    "movedim",
+    "moveaxis",
+    "swapaxes",
+    "swapdims",
+    "flip",
+    "fliplr",
+    "flipud",
+    "roll",
+    "rot90",
+    "narrow",
+    "tile",
+    "repeat",
+    "repeat_interleave",
+    "expand_as",
+    "broadcast_to",
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "tensor_split",
+    "gather",
+    "masked_select",
+    "where",
+    "pad",
+    "__torch_function__",
+    "separates",
+    "filter_empty_",
+    "replace",
+    "get_non_tensor",
+    "is_non_tensor",
+    "cat_from_tensordict",
+    "stack_from_tensordict",
+    "from_h5",
+    "from_zarr",
+    "to_h5",
+    "to_zarr",
+    "from_dataclass",
+    "from_list",
+    "is_cpu",
+    "is_cuda",
+    "is_meta",
+    "is_contiguous",
+]
 
 
 @pytest.mark.parametrize("cls", ["TensorDict", "PersistentTensorDict"])
@@ -432,9 +524,11 @@ def test_separates_takes_entries_out_of_the_file_and_replace_leaves_it(tmp_path,
     tp.close()
     before = p["f"].clone()
     replaced = p.replace(f=torch.zeros_like(before))
-    assert type(replaced) is ptd.TensorDict and not replaced["f"].any()
+    assert type(replaced) is ptd.TensorDict
+    assert not replaced["f"].any()
     assert torch.equal(p["f"], before)  # the file is unchanged
     out = p.separates("f", ("n", "x"))
     assert torch.equal(out["f"], before)
-    assert "f" not in p.keys() and ("n", "x") not in p.keys(True)
+    assert "f" not in p.keys()
+    assert ("n", "x") not in p.keys(True)
     p.close()

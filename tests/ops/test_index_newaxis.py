@@ -295,8 +295,10 @@ def test_write_touches_only_the_selected_rows(make_ptd, io_log) -> None:
     io_log["write"].clear()
     p[None, 500:502, None] = TensorDict({"x": torch.ones(1, 2, 1, 2)}, [1, 2, 1])
     ((_, sel, shape),) = io_log["write"]
-    assert rows_of(sel, n) == 2 and shape == (2, 2)
-    assert p["x"].sum() == 4 and torch.equal(p["x"][500:502], torch.ones(2, 2))
+    assert rows_of(sel, n) == 2
+    assert shape == (2, 2)
+    assert p["x"].sum() == 4
+    assert torch.equal(p["x"][500:502], torch.ones(2, 2))
 
 
 def test_non_tensor_stack_through_new_dims(make_ptd) -> None:
@@ -309,7 +311,8 @@ def test_non_tensor_stack_through_new_dims(make_ptd) -> None:
     assert p[:, None]["s"] == [["r0"], ["r1"], ["r2"], ["r3"]]
     assert p[None][[0, 0], 1:3]["s"] == [["r1", "r2"], ["r1", "r2"]]
     one = p[None][[0, 0], 3]  # one stored row for every row of the view (as p[3, None])
-    assert one.batch_size == torch.Size([2]) and one["s"] == "r3"
+    assert one.batch_size == torch.Size([2])
+    assert one["s"] == "r3"
     view["s"] = NonTensorStack.from_list([["x", "y"]])
     assert p["s"] == ["r0", "x", "y", "r3"]
 
@@ -365,7 +368,8 @@ def test_assignment_refuses_a_value_that_broadcasts_only_the_other_way(sample_pt
         sample_ptd[:1] = torch.cat([value, value], 0)
     assert isinstance(info.value, PtdError)
     sample_ptd[0:2] = value  # [1] expands to [2]
-    assert (sample_ptd[0:2]["a"] == 0).all() and (sample_ptd[2:]["a"] != 0).any()
+    assert (sample_ptd[0:2]["a"] == 0).all()
+    assert (sample_ptd[2:]["a"] != 0).any()
 
 
 # --------------------------------------------------------------------------------------------
@@ -437,8 +441,10 @@ def test_compose_with_none_matches_numpy(chain) -> None:
 def test_new_dim_entries() -> None:
     e = ix.compose(ix.full_entries((4, 3)), (4, 3), (slice(None), None, 1))
     assert e == (slice(0, 4, 1), ix.NewDim(1), 1)
-    assert ix.view_shape(e) == (4, 1) and ix.stored_ndim(e) == 2
-    assert ix.has_new_dims(e) and not ix.has_new_dims(ix.stored_entries(e))
+    assert ix.view_shape(e) == (4, 1)
+    assert ix.stored_ndim(e) == 2
+    assert ix.has_new_dims(e)
+    assert not ix.has_new_dims(ix.stored_entries(e))
     assert ix.drop_index(e) == (slice(None), -1)
     assert ix.compose(e, (4, 1), (0, slice(None, 0))) == (0, ix.NewDim(0), 1)
     assert ix.compose(e, (4, 1), (slice(None), [0, 0, -1])) == (
@@ -460,7 +466,8 @@ def test_in_memory_assignment_follows_tensordicts_batch_rules() -> None:
         td[:1] = torch.cat([one, one], 0)  # [2, 3] into [1, 3]
     assert_same(td, grid_data())
     td[0:2] = one[0]  # [3]: expanded on the left
-    assert (td[0:2]["a"] == 0).all() and (td[2:]["a"] != 0).any()
+    assert (td[0:2]["a"] == 0).all()
+    assert (td[2:]["a"] != 0).any()
     prefix = TensorDict({"b": torch.full((2, 3), 7)}, [2])  # leaves start with [2, 3]
     td[2:4] = prefix
     assert (td["b"][2:4] == 7).all()

@@ -112,13 +112,15 @@ def test_expanded_strings_written_as_tensordict_writes_them(tdmod, tmp_path, bac
                 assert got == (value.encode() if backend == "h5" else value), (lib, key)
                 assert type(got) is (bytes if backend == "h5" else str)
                 entry = _quiet(p.get, key)
-                assert entry.batch_size == (10,) and tdmod.is_non_tensor(entry), (lib, key)
+                assert entry.batch_size == (10,), (lib, key)
+                assert tdmod.is_non_tensor(entry), (lib, key)
             p.close()
     q = _open(ptd, mine, backend)
     if backend == "h5":
         with pytest.warns(FutureWarning, match="reads the string '/c'"):
             q["c"]
-    assert q.batch_size == (10,) and torch.equal(q["a"], torch.zeros(10, dtype=torch.long))
+    assert q.batch_size == (10,)
+    assert torch.equal(q["a"], torch.zeros(10, dtype=torch.long))
     q.close()
 
 
@@ -130,14 +132,18 @@ def test_tensordict_stack_of_distinct_values(tdmod, tmp_path, backend) -> None:
     p.set("names", tdmod.NonTensorStack("a", "bb", "c"))
     p.set("one", tdmod.NonTensorData(1, batch_size=[3]))
     p["same"] = tdmod.NonTensorStack("x", "x", "x")
-    assert isinstance(p.get("names"), NonTensorStack) and p["names"] == ["a", "bb", "c"]
-    assert p[1:]["names"] == ["bb", "c"] and p[0]["names"] == "a"
+    assert isinstance(p.get("names"), NonTensorStack)
+    assert p["names"] == ["a", "bb", "c"]
+    assert p[1:]["names"] == ["bb", "c"]
+    assert p[0]["names"] == "a"
     p[1:3] = tdmod.TensorDict({"names": tdmod.NonTensorStack("B", "C")}, batch_size=[2])
     assert p["names"] == ["a", "B", "C"]
-    assert isinstance(p.get("one"), NonTensorData) and p["one"] == 1
+    assert isinstance(p.get("one"), NonTensorData)
+    assert p["one"] == 1
     # written as tensordict writes it: one value
     same = _quiet(p.get, "same")
-    assert isinstance(same, NonTensorData) and same.batch_size == (3,)
+    assert isinstance(same, NonTensorData)
+    assert same.batch_size == (3,)
     p.close()
     ref = _open(
         tdmod, Path(p.filename), backend, **({"batch_size": [3]} if backend == "h5" else {})
@@ -163,10 +169,13 @@ def test_tensordict_values_in_memory(tdmod) -> None:
         batch_size=[2],
     )
     td = TensorDict(dict(src.items()), batch_size=[2])
-    assert isinstance(td.get("same"), NonTensorStack) and td["same"] == list(src["same"])
-    assert isinstance(td.get("one"), NonTensorData) and td["one"] == {"k": 1}
+    assert isinstance(td.get("same"), NonTensorStack)
+    assert td["same"] == list(src["same"])
+    assert isinstance(td.get("one"), NonTensorData)
+    assert td["one"] == {"k": 1}
     assert td.get("one").batch_size == (2,)
-    assert td["n"].batch_size == (2, 3) and isinstance(td["n"], TensorDict)
+    assert td["n"].batch_size == (2, 3)
+    assert isinstance(td["n"], TensorDict)
     td.update({"u": tdmod.NonTensorStack("p", "q")})
     assert td["u"] == ["p", "q"]
     # a shorter batch size takes ours, as tensordict sets it (its test_nested_td_emptyshape)
@@ -183,7 +192,8 @@ def test_from_dict_keeps_tensordict_batch_sizes_and_names(tdmod, tmp_path, backe
     empty = tdmod.TensorDict({"a": torch.randn(3)}, batch_size=[])
     PersistentTensorDict.from_dict(empty, path, backend=backend).close()
     q = _open(ptd, path, backend)
-    assert q.batch_size == () and torch.equal(q["a"], empty["a"])
+    assert q.batch_size == ()
+    assert torch.equal(q["a"], empty["a"])
     q.close()
     if backend == "zarr":  # tensordict reads the recorded batch size on zarr only
         ref = _open(tdmod, path, backend)
@@ -201,7 +211,8 @@ def test_from_dict_keeps_tensordict_batch_sizes_and_names(tdmod, tmp_path, backe
     )
     PersistentTensorDict.from_dict(src, path, backend=backend).close()
     q = _open(ptd, path, backend)
-    assert q.batch_size == (3, 4) and q.names == ["x", "y"]
+    assert q.batch_size == (3, 4)
+    assert q.names == ["x", "y"]
     assert q["b"].batch_size == (3, 4, 5)
     assert _quiet(q["b"].__getitem__, "d") == (b"text" if backend == "h5" else "text")
     q.close()
@@ -289,11 +300,13 @@ def test_stack_of_equal_values_reads_as_a_list(tdmod, tmp_path, backend) -> None
         {"a": torch.zeros(3), "s": NonTensorStack("x", "x", "x")}, path, backend=backend
     ).close()
     q = _open(ptd, path, backend)
-    assert q["s"] == ["x", "x", "x"] and isinstance(q.get("s"), NonTensorStack)
+    assert q["s"] == ["x", "x", "x"]
+    assert isinstance(q.get("s"), NonTensorStack)
     q.close()
     ref = _open(tdmod, path, backend, **({"batch_size": [3]} if backend == "h5" else {}))
     try:
-        assert ref["s"] == "x" and isinstance(ref.get("s"), tdmod.NonTensorStack)
+        assert ref["s"] == "x"
+        assert isinstance(ref.get("s"), tdmod.NonTensorStack)
     finally:
         ref.close()
     mem = tdmod.TensorDict({"s": tdmod.NonTensorStack("x", "x", "x")}, batch_size=[3])

@@ -13,10 +13,10 @@ import math
 
 import pytest
 import torch
-from math_oracle import build, compare, datasets, run, same
 
 import ptd
 import ptd.transfer.slabs as slabs
+from math_oracle import build, compare, datasets, run, same
 from ptd import PersistentTensorDict, TensorDict
 from ptd.ops.pointwise import INPLACE_UNARY_OPS, PREDICATES, UNARY_OPS
 
@@ -201,7 +201,8 @@ def test_inplace_streams_slabs_and_writes_back(monkeypatch, backend, tmp_path) -
     p.mul_(torch.arange(40.0))  # a batch-aligned operand, cut into the same slabs
     p.abs_()
     p.sub_(data)  # a tensordict operand: each slab gets the same rows of it
-    assert rows and max(rows) < 40, rows
+    assert rows, rows
+    assert max(rows) < 40, rows
     want = data.clamp(-1, 1).mul(torch.arange(40.0)).abs() - data
     monkeypatch.setattr(PersistentTensorDict, "_read_leaf", orig)
     same(p.to_tensordict(), want)

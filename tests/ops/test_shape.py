@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 import torch
-from oracle import KINDS, check, pair, persistent_pair, run_both
 
 import ptd
+from oracle import KINDS, check, pair, persistent_pair, run_both
 from ptd.errors import UnsupportedOperationError
 
 
@@ -187,7 +187,9 @@ def test_view_dtype_on_a_file_returns_an_in_memory_copy(tmp_path, backend) -> No
     assert p.view(torch.int32, batch_size=[]).batch_size == torch.Size([])
     with pytest.raises(RuntimeError, match="batch dimension mismatch"):
         p.view(torch.int32, batch_size=[5])
-    assert p.view(4) is p and p.view(size=[4]) is p and p.view(-1) is p
+    assert p.view(4) is p
+    assert p.view(size=[4]) is p
+    assert p.view(-1) is p
     for bad in ((2, 2), (5,), ()):
         with pytest.raises(UnsupportedOperationError, match="reshape"):
             p.view(*bad)
@@ -197,10 +199,13 @@ def test_view_dtype_on_a_file_returns_an_in_memory_copy(tmp_path, backend) -> No
 def test_reshape_on_a_file_returns_an_in_memory_copy(tmp_path, backend) -> None:
     p, theirs = persistent_pair("2d", tmp_path, backend)
     theirs.close()
-    assert p.reshape(4, 3) is p and p.reshape(size=(4, -1)) is p
+    assert p.reshape(4, 3) is p
+    assert p.reshape(size=(4, -1)) is p
     out = p.reshape(2, -1)
-    assert type(out) is ptd.TensorDict and out.batch_size == torch.Size([2, 6])
-    assert type(out["n"]) is ptd.TensorDict and out["n", "m", "y"].shape == (2, 6, 2)
+    assert type(out) is ptd.TensorDict
+    assert out.batch_size == torch.Size([2, 6])
+    assert type(out["n"]) is ptd.TensorDict
+    assert out["n", "m", "y"].shape == (2, 6, 2)
     out["f"].zero_()
     assert p["f"].abs().sum() > 0  # the file is not touched
     with pytest.raises(NotImplementedError, match="to_tensordict"):
@@ -259,7 +264,8 @@ def test_reshape_inplace_keeps_the_object() -> None:
     td, _ = pair("2d")
     nested = td["n"]
     assert td.reshape(-1, inplace=True) is td
-    assert td.batch_size == torch.Size([12]) and td["n"] is nested
+    assert td.batch_size == torch.Size([12])
+    assert td["n"] is nested
     assert td["n", "m", "y"].shape == (12, 2)
     td.lock_()
     with pytest.raises(RuntimeError, match="locked"):
@@ -292,7 +298,8 @@ def test_inplace_shape_ops_keep_the_object_and_its_nested_tensordicts(name: str)
     mine, theirs = pair("2d", s="text")
     nested = mine.get("n")
     out = INPLACE_OPS[name](mine)
-    assert out is mine and mine.get("n") is nested
+    assert out is mine
+    assert mine.get("n") is nested
     assert mine["s"] == "text"
     check(lambda t: t, mine, INPLACE_OPS[name](theirs), name)
     locked, _ = pair("2d")

@@ -69,8 +69,10 @@ def test_get_str_gives_the_default_for_a_missing_key(tmp_path, where) -> None:
         mine._get_str("missing")
     with pytest.raises(KeyError, match="missing"):
         mine._get_str("missing", default=tdlib.base.NO_DEFAULT)  # tensordict's "raise"
-    assert not wants_default(REQUIRED) and not wants_default(tdlib.base.NO_DEFAULT)
-    assert wants_default(None) and wants_default(0)
+    assert not wants_default(REQUIRED)
+    assert not wants_default(tdlib.base.NO_DEFAULT)
+    assert wants_default(None)
+    assert wants_default(0)
 
 
 # ------------------------------------------------------------------ tensordict.functional.pad
@@ -88,8 +90,10 @@ def test_tensordict_pad_of_a_ptd_tensordict(tmp_path, where, pad_size) -> None:
 def test_nn_functional_pad_of_a_tensordict_pads_the_batch_dims_in_torch_order() -> None:
     td = ptd.TensorDict({"a": torch.zeros(2, 3, 4)}, [2, 3])
     out = torch.nn.functional.pad(td, [1, 0], value=1.0)  # the last batch dim, as torch
-    assert out.batch_size == torch.Size([2, 4]) and out["a"].shape == (2, 4, 4)
-    assert bool((out["a"][:, 0] == 1).all()) and bool((out["a"][:, 1:] == 0).all())
+    assert out.batch_size == torch.Size([2, 4])
+    assert out["a"].shape == (2, 4, 4)
+    assert bool((out["a"][:, 0] == 1).all())
+    assert bool((out["a"][:, 1:] == 0).all())
     out = torch.nn.functional.pad(td, [0, 1, 2, 0])
     assert out.batch_size == torch.Size([4, 4])
     with pytest.raises(RuntimeError, match="divisible by 2"):
@@ -160,7 +164,8 @@ def test_from_dict_keeps_the_batch_size_of_nested_tensordicts(tmp_path, backend)
     assert p["n"].batch_size == torch.Size([4])  # not inferred as [4, 3, 2]
     p.close()
     with ptd.PersistentTensorDict(filename=path, mode="r", backend=backend) as p:
-        assert p["n"].batch_size == torch.Size([4]) and p["e"].batch_size == torch.Size([4])
+        assert p["n"].batch_size == torch.Size([4])
+        assert p["e"].batch_size == torch.Size([4])
 
 
 def test_set_keeps_the_batch_size_of_a_tensordict_value(tmp_path, where) -> None:
@@ -182,9 +187,11 @@ def test_set_keeps_the_batch_size_of_a_tensordict_value(tmp_path, where) -> None
 def test_split_keys_inplace_on_a_store(tmp_path, backend) -> None:
     mine, theirs = _both(tmp_path, backend)
     taken, rest = mine.split_keys(["a", ("n", "x")], inplace=True)
-    assert rest is mine and type(taken) is ptd.TensorDict
+    assert rest is mine
+    assert type(taken) is ptd.TensorDict
     assert type(taken["n"]) is ptd.TensorDict
-    assert torch.equal(taken["a"], theirs["a"]) and torch.equal(taken["n", "x"], theirs["n", "x"])
+    assert torch.equal(taken["a"], theirs["a"])
+    assert torch.equal(taken["n", "x"], theirs["n", "x"])
     assert sorted(mine.keys()) == ["c"]  # the emptied group left the store too
     path = mine.filename
     mine.close()
@@ -220,6 +227,7 @@ def test_split_keys_renames_and_filters(tmp_path, where) -> None:
 def test_apply_batch_size_reaches_nested_tensordicts() -> None:
     td = ptd.TensorDict({"a": torch.zeros(4, 3), "n": {"x": torch.zeros(4, 3, 2)}}, [4, 3])
     out = td.apply(lambda x: x, batch_size=[4])
-    assert out.batch_size == torch.Size([4]) and out["n"].batch_size == torch.Size([4])
+    assert out.batch_size == torch.Size([4])
+    assert out["n"].batch_size == torch.Size([4])
     with pytest.raises(RuntimeError, match="batch dimension mismatch"):
         td.apply(lambda x: x, batch_size=[5])

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from oracle import KINDS, assert_same, check, pair, persistent_pair, tdlib
 
 import ptd
+from oracle import KINDS, assert_same, check, pair, persistent_pair, tdlib
 from ptd.ops.torch_functions import HANDLED_FUNCTIONS
 
 
@@ -93,7 +93,7 @@ TORCH_CALLS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-@pytest.mark.parametrize("kind", ("1d", "2d", "empty_batch"))
+@pytest.mark.parametrize("kind", ["1d", "2d", "empty_batch"])
 @pytest.mark.parametrize("name", sorted(TORCH_CALLS))
 def test_torch_function_matches_tensordict(name: str, kind: str) -> None:
     if name == "concat":
@@ -137,7 +137,7 @@ def test_pointwise_without_a_method_goes_leaf_by_leaf() -> None:
 
 # ------------------------------------------------------------------ out=
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("dim", (0, -1))
+@pytest.mark.parametrize("dim", [0, -1])
 def test_stack_and_cat_with_out_in_memory(kind: str, dim: int) -> None:
     (a, ta), (b, tb) = pair(kind), pair(kind)
     b = b.apply(_bump)

@@ -14,7 +14,7 @@ from ptd.storage.backends import get_backend
 
 
 @pytest.mark.parametrize(
-    "shape, chunks, itemsize, limit",
+    ("shape", "chunks", "itemsize", "limit"),
     [
         ((10,), (3,), 4, 8),
         ((7, 5), (2, 2), 1, 4),
@@ -28,7 +28,8 @@ def test_blocks_cover_every_element_once_in_whole_chunks(shape, chunks, itemsize
     for region in plan_blocks(shape, chunks, itemsize, limit):
         seen[region] += 1
         for r, c, n in zip(region, chunks, shape, strict=True):
-            assert r.start % c == 0 and (r.stop % c == 0 or r.stop == n)
+            assert r.start % c == 0
+            assert r.stop % c == 0 or r.stop == n
         size = itemsize * int(np.prod([r.stop - r.start for r in region]))
         assert size <= max(limit, itemsize * int(np.prod(chunks)))
     assert (seen == 1).all()
@@ -52,12 +53,15 @@ def test_stats_match_numpy(tmp_path: Path, backend: str) -> None:
         be.create_array((name,), shape=x.shape, dtype=x.dtype, data=x, chunks=(37,) + x.shape[1:])
     res = check_data(be, [(n,) for n in CASES], block_bytes=256, workers=3)
     be.close()
-    assert not res.faults and not res.missing
+    assert not res.faults
+    assert not res.missing
     for name, x in CASES.items():
         st = res.stats[name]
         ref = x.astype(np.float64)
-        assert st.count == x.size and st.nan == 0
-        assert st.min == pytest.approx(ref.min()) and st.max == pytest.approx(ref.max())
+        assert st.count == x.size
+        assert st.nan == 0
+        assert st.min == pytest.approx(ref.min())
+        assert st.max == pytest.approx(ref.max())
         assert st.mean == pytest.approx(ref.mean(), rel=1e-6, abs=1e-6)
         assert st.std == pytest.approx(ref.std(), rel=1e-4), name
 
@@ -73,8 +77,11 @@ def test_nan_inf_left_out_and_histogram(tmp_path: Path) -> None:
     st = res.stats["x"]
     finite = x[np.isfinite(x)].astype(np.float64)
     assert (st.nan, st.inf, st.count) == (2, 1, 100)
-    assert st.mean == pytest.approx(finite.mean()) and st.std == pytest.approx(finite.std())
-    assert st.histogram is not None and sum(st.histogram) == 97 and len(st.histogram) == 4
+    assert st.mean == pytest.approx(finite.mean())
+    assert st.std == pytest.approx(finite.std())
+    assert st.histogram is not None
+    assert sum(st.histogram) == 97
+    assert len(st.histogram) == 4
 
 
 def test_bfloat16_stats(tmp_path: Path) -> None:
@@ -87,7 +94,8 @@ def test_bfloat16_stats(tmp_path: Path) -> None:
     rep = ptd.validate(tmp_path / "b.h5", data=True)
     st = rep.stats["b"]
     ref = t.float()
-    assert st["min"] == -2.0 and st["max"] == 2.0
+    assert st["min"] == -2.0
+    assert st["max"] == 2.0
     assert st["mean"] == pytest.approx(float(ref.mean()), abs=1e-6)
     assert st["std"] == pytest.approx(float(ref.std(unbiased=False)), rel=1e-5)
     assert list(itertools.islice(iter(rep.stats), 1)) == ["b"]
@@ -105,13 +113,16 @@ def test_sharded_zarr_counts_shards(tmp_path: Path) -> None:
     a[:] = np.arange(64, dtype="f4") + 1
     be = get_backend("zarr").open(str(tmp_path / "s.zarr"), "r")
     res = check_data(be, [("a",)])
-    assert not res.missing and res.stats["a"].chunks == 2 and res.stats["a"].max == 64
+    assert not res.missing
+    assert res.stats["a"].chunks == 2
+    assert res.stats["a"].max == 64
     be.close()
     os.remove(tmp_path / "s.zarr" / "a" / "c" / "1")
     be = get_backend("zarr").open(str(tmp_path / "s.zarr"), "r")
     res = check_data(be, [("a",)])
     be.close()
-    assert res.missing["a"][:2] == (1, 2) and res.missing["a"][2] == [[1]]
+    assert res.missing["a"][:2] == (1, 2)
+    assert res.missing["a"][2] == [[1]]
 
 
 @pytest.mark.parametrize("backend", ["h5", "zarr"])
@@ -135,7 +146,9 @@ def test_integer_and_bool_leaves_get_counts_per_value(tmp_path: Path, backend: s
         ]
     assert [type(v) for v, _ in res.stats["done"].values or []] == [bool, bool]
     step = res.stats["step"]
-    assert step.values is None and step.histogram is not None and len(step.histogram) == 8
+    assert step.values is None
+    assert step.histogram is not None
+    assert len(step.histogram) == 8
     # two values far apart: blocks of one value count, the merged counts stay exact
     assert res.stats["label"].values == [[7, 500], [70_000, 500]]
     assert res.stats["action"].channels is None
@@ -160,9 +173,11 @@ def test_image_like_uint8_leaves_get_a_summary_per_channel(
     be.close()
     st = res.stats["img"]
     others = tuple(i for i in range(4) if i != axis)
-    assert st.channel_axis == axis and st.channels is not None
+    assert st.channel_axis == axis
+    assert st.channels is not None
     for c, got in enumerate(st.channels):
         ref = np.take(x, c, axis=axis)
         assert got["mean"] == pytest.approx(ref.mean())
         assert (got["min"], got["max"]) == (ref.min(), ref.max())
-    assert len(st.channels) == x.shape[axis] and others
+    assert len(st.channels) == x.shape[axis]
+    assert others

@@ -84,17 +84,22 @@ def fmt(request: pytest.FixtureRequest) -> str:
 def test_episode_file_healthy_and_one_short_leaf(tmp_path: Path, fmt: str) -> None:
     lengths = [142, 150, 139, 151, 147, 140, 150, 149]
     ok = ptd.validate(write_plain(tmp_path / f"ok.{fmt}", fmt, robomimic(lengths)))
-    assert ok.valid and ok.problems == [], ok.problems
+    assert ok.valid, ok.problems
+    assert ok.problems == [], ok.problems
     by_key = {g["key"]: g for g in ok.group_batches}
     # each demo has its own length, its source the rule's; data/ and mask/ have none
     assert [by_key[f"data/demo_{i}"]["length"] for i in range(len(lengths))] == lengths
     assert by_key["data/demo_3"]["length_source"] == "4 of 4 voters"
-    assert by_key["data"]["length"] is None and by_key["mask"]["length"] is None
+    assert by_key["data"]["length"] is None
+    assert by_key["mask"]["length"] is None
     bad = ptd.validate(write_plain(tmp_path / f"bad.{fmt}", fmt, robomimic(lengths, short=3)))
     assert codes(bad) == [("data/demo_3/actions", "length_mismatch")]
     (p,) = bad.problems
-    assert p.severity == "error" and p.shape == [150] and p.expected == [151]
-    assert "'data/demo_3'" in p.message and "3 of 4 voters" in p.message
+    assert p.severity == "error"
+    assert p.shape == [150]
+    assert p.expected == [151]
+    assert "'data/demo_3'" in p.message
+    assert "3 of 4 voters" in p.message
     assert not bad.valid
 
 
@@ -103,13 +108,13 @@ def test_batch_dims_is_per_group(tmp_path: Path, fmt: str) -> None:
     lengths = [142, 150, 139, 151]
     path = write_plain(tmp_path / f"ok.{fmt}", fmt, robomimic(lengths))
     rep = ptd.validate(path, batch_dims=1)
-    assert rep.valid and rep.problems == [], rep.problems
+    assert rep.valid, rep.problems
+    assert rep.problems == [], rep.problems
     by_key = {g["key"]: g for g in rep.group_batches}
     assert [by_key[f"data/demo_{i}"]["batch_size"] for i in range(4)] == [[n] for n in lengths]
     assert by_key["data/demo_1/obs"]["batch_size"] == [150]
-    assert (
-        by_key["data"]["batch_size"] == [] and by_key["data"]["batch_size_source"] == "batch_dims"
-    )
+    assert by_key["data"]["batch_size"] == []
+    assert by_key["data"]["batch_size_source"] == "batch_dims"
     bad = ptd.validate(
         write_plain(tmp_path / f"bad.{fmt}", fmt, robomimic(lengths, short=2)), batch_dims=1
     )
@@ -121,7 +126,8 @@ def test_flat_file_one_short_leaf(tmp_path: Path, fmt: str) -> None:
     tree["reward"] = np.zeros(4999, np.float32)
     rep = ptd.validate(write_plain(tmp_path / f"f.{fmt}", fmt, tree))
     assert codes(rep) == [("reward", "length_mismatch")]
-    assert rep.problems[0].shape == [4999] and rep.problems[0].expected == [5000]
+    assert rep.problems[0].shape == [4999]
+    assert rep.problems[0].expected == [5000]
 
 
 def test_side_arrays_and_metadata_groups_pass(tmp_path: Path, fmt: str) -> None:
@@ -146,7 +152,8 @@ def test_side_arrays_and_metadata_groups_pass(tmp_path: Path, fmt: str) -> None:
         },
     }
     rep = ptd.validate(write_plain(tmp_path / f"d4rl.{fmt}", fmt, tree))
-    assert rep.valid and rep.problems == [], rep.problems
+    assert rep.valid, rep.problems
+    assert rep.problems == [], rep.problems
     assert {g["key"]: g["length"] for g in rep.group_batches}[""] == n
 
 
@@ -202,7 +209,8 @@ def test_stored_batch_size_is_not_second_guessed(tmp_path: Path, fmt: str) -> No
         batch_size=[],
     ).close()
     rep = ptd.validate(path)
-    assert rep.valid and rep.batch_size_source == "stored", rep.problems
+    assert rep.valid, rep.problems
+    assert rep.batch_size_source == "stored", rep.problems
     assert rep.group_batches[0]["length"] is None
 
 
@@ -276,7 +284,8 @@ def test_generated_trees_flag_exactly_the_perturbed_leaf(
 ) -> None:
     tree, candidates = data
     key, n = candidates[pick % len(candidates)]
-    assert n >= MIN_LENGTH and tolerance(n) >= 1
+    assert n >= MIN_LENGTH
+    assert tolerance(n) >= 1
     if delta:
         parent = _get(tree, key)
         old = parent[key[-1]]

@@ -81,13 +81,16 @@ def test_alike_demos_are_one_row_with_their_count_and_lengths(tmp_path: Path, ba
         "data/demo_{0..19}/rewards",
     ]
     head = rows[1]
-    assert head.folded and head.count == DEMOS and head.kind == "group"
+    assert head.folded
+    assert head.count == DEMOS
+    assert head.kind == "group"
     assert head.lengths == (min(_lengths()), max(_lengths()))
     assert sorted(head.names, key=lambda n: int(n.split("_")[1])) == [
         f"demo_{i}" for i in range(DEMOS)
     ]
     actions = rows[2]
-    assert not actions.folded and actions.count == 1
+    assert not actions.folded
+    assert actions.count == 1
     # one member per demo, each the real entry of that demo
     assert sorted(m.key for m in actions.members) == sorted(
         f"data/demo_{i}/actions" for i in range(DEMOS)
@@ -105,7 +108,8 @@ def test_a_demo_that_differs_is_listed_on_its_own(tmp_path: Path, backend: str, 
     groups = {r.key: r for r in rows if r.kind == "group" and r.depth == 2}
     assert set(groups) == {"data/demo_{0..6,8..19}", "data/demo_7"}
     assert groups["data/demo_{0..6,8..19}"].count == DEMOS - 1
-    assert groups["data/demo_7"].count == 1 and not groups["data/demo_7"].folded
+    assert groups["data/demo_7"].count == 1
+    assert not groups["data/demo_7"].folded
     # demo_7's own subtree is listed under its own name
     assert any(r.key == "data/demo_7/actions" for r in rows)
     if odd == "key":
@@ -179,10 +183,12 @@ def test_group_findings_keeps_first_order_and_counts():
     groups = group_findings(found)
     assert [(g.code, g.count) for g in groups] == [("L002", 6), ("L006", 1)]
     l002 = groups[0]
-    assert l002.folded and l002.shown_keys == ["a", "b", "c"][:SHOWN_KEYS]
+    assert l002.folded
+    assert l002.shown_keys == ["a", "b", "c"][:SHOWN_KEYS]
     assert l002.more == 6 - SHOWN_KEYS
     assert l002.keys == ["a", "b", "c", "d", "e", "f"]
-    assert not groups[1].folded and groups[1].more == 0
+    assert not groups[1].folded
+    assert groups[1].more == 0
 
 
 _names = st.lists(

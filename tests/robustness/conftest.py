@@ -100,7 +100,7 @@ def read_everything(path: Path, fmt: str) -> None:
 
 
 class Run:
-    def __init__(self, result: Any):
+    def __init__(self, result: Any) -> None:
         self.code: int = result.exit_code
         self.stdout: str = result.stdout
         self.stderr: str = result.stderr
@@ -135,7 +135,8 @@ def assert_clean_exit(run: Run, ok_codes: tuple[int, ...] = (0,)) -> None:
         return
     assert run.code == 2, run
     lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("ptd: error: "), run
+    assert len(lines) == 1, run
+    assert lines[0].startswith("ptd: error: "), run
     assert "internal error" not in lines[0], run
     assert isinstance(run.exception, SystemExit), run
 

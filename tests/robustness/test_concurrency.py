@@ -87,7 +87,7 @@ def test_second_h5_writer_gets_a_clear_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "errno, text", [(38, "Function not implemented"), (37, "No locks available")]
+    ("errno", "text"), [(38, "Function not implemented"), (37, "No locks available")]
 )
 def test_lock_failures_name_the_locking_option(
     tmp_path: Path, monkeypatch, cli, errno: int, text: str
@@ -101,7 +101,7 @@ def test_lock_failures_name_the_locking_option(
     seen = []
 
     class FakeFile(real):  # type: ignore[misc,valid-type]
-        def __init__(self, name, mode="r", *args, locking=None, **kwargs):
+        def __init__(self, name, mode="r", *args, locking=None, **kwargs) -> None:
             seen.append(locking)
             if locking is None:
                 raise OSError(
@@ -115,7 +115,9 @@ def test_lock_failures_name_the_locking_option(
         PersistentTensorDict.from_h5(path)
     run = cli("inspect", path)
     assert_clean_exit(run)
-    assert run.code == 2 and "locking=False" in run.stderr and "HDF5_USE_FILE_LOCKING" in run.stderr
+    assert run.code == 2
+    assert "locking=False" in run.stderr
+    assert "HDF5_USE_FILE_LOCKING" in run.stderr
     with PersistentTensorDict.from_h5(path, locking=False) as p:  # the option reaches h5py
         assert p["x"].shape == (N, 16)
     assert seen[-1] is False

@@ -90,7 +90,8 @@ def test_pickles_are_refused_and_never_run(corpus: list[Case], cli, tmp_path: Pa
     for cmd, out in (("convert", "e.zarr"), ("memmap", "e.memmap")):
         run = cli(cmd, evil.path, tmp_path / out)
         assert_clean_exit(run)
-        assert run.code == 2 and "--allow-pickle" in run.stderr
+        assert run.code == 2
+        assert "--allow-pickle" in run.stderr
     mm = next(c for c in corpus if c.name == "memmap-pickle")
     with pytest.raises(ptd.errors.PickleRefusedError):
         load_memmap(mm.path)

@@ -128,7 +128,8 @@ def test_refused_writes_leave_entries_intact(tmp_path: Path, backend: str) -> No
         with pytest.raises(PtdError):
             p.update({"b": torch.ones(N, dtype=torch.bool), "x": torch.zeros(N, 2)})
         got = p.to_tensordict()
-    assert torch.equal(got["x"], want["x"]) and torch.equal(got["b"], want["b"])
+    assert torch.equal(got["x"], want["x"])
+    assert torch.equal(got["b"], want["b"])
 
 
 def test_cli_refuses_writing_over_its_source(tmp_path: Path, backend: str, cli) -> None:

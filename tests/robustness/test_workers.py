@@ -51,9 +51,12 @@ def test_pickle_holds_what_reopens(tmp_path: Path, backend: str) -> None:
     with open_ro(path, backend) as p:
         view = p["n"][torch.tensor([5, 1, 5])]
         state = view.__getstate__()
-        assert state["spec"].location.path == str(path) and state["mode"] == "r"
-        assert state["backend"] == backend and state["stored_batch"] == [N]
-        assert state["path"] == ("n",) and state["entries"] is not None
+        assert state["spec"].location.path == str(path)
+        assert state["mode"] == "r"
+        assert state["backend"] == backend
+        assert state["stored_batch"] == [N]
+        assert state["path"] == ("n",)
+        assert state["entries"] is not None
         back = pickle.loads(pickle.dumps(view))
         assert back._store is not view._store  # its own handle
         assert torch.equal(back["y"], torch.tensor([5, 1, 5]))
@@ -86,8 +89,10 @@ def test_dataloader_workers(tmp_path: Path, backend: str, ctx: str) -> None:
     with open_ro(path, backend) as p:
         want = p.to_tensordict()  # the parent reads before the workers start (fork: inherited)
         got, pids, parked = _load(p, ctx)
-        assert os.getpid() not in pids and len(pids) >= 1
-        assert torch.equal(got["x"], want["x"]) and torch.equal(got["n", "y"], want["n", "y"])
+        assert os.getpid() not in pids
+        assert len(pids) >= 1
+        assert torch.equal(got["x"], want["x"])
+        assert torch.equal(got["n", "y"], want["n", "y"])
         # fork: each worker parked the inherited handle and reopened; spawn: nothing inherited
         assert parked == ({1} if ctx == "fork" else {0})
         # and the parent's handle still works
@@ -130,7 +135,8 @@ def test_fork_reopens_read_only_and_refuses_writable_h5(tmp_path: Path, backend:
     out = _run_child(p)
     if backend == "h5":
         assert out[0][0] == "UnsupportedOperationError"
-        assert "forked" in out[0][1] and "mode='r'" in out[0][1]
+        assert "forked" in out[0][1]
+        assert "mode='r'" in out[0][1]
     else:  # zarr holds no OS handle: the child reopens it
         assert out[0] == ("ok", [1.0, 1.0])
     assert out[1:] == [("closed", None), ("closed-error", None)]
@@ -139,7 +145,8 @@ def test_fork_reopens_read_only_and_refuses_writable_h5(tmp_path: Path, backend:
     p["z"] = torch.zeros(4)
     p.close()
     with open_ro(tmp_path / f"w.{backend}", backend) as q:
-        assert torch.equal(q["x"][0], torch.tensor([7.0, 7.0])) and "z" in q.keys()
+        assert torch.equal(q["x"][0], torch.tensor([7.0, 7.0]))
+        assert "z" in q.keys()
     with open_ro(path, backend) as r:
         out = _run_child(r)
         assert out[0] == ("ok", [0.0, 1.0, 2.0])
@@ -202,5 +209,6 @@ def test_threads_of_a_forked_child_reopen_once(tmp_path: Path, backend: str) -> 
             child.start()
             errors, sums, parked = q.get(timeout=60)
             child.join(60)
-            assert errors == [] and sums == [want] * 8
+            assert errors == []
+            assert sums == [want] * 8
             assert parked == 1  # one reopen: the inherited backend parked once

@@ -211,7 +211,7 @@ def stores_1d(request, tmp_path_factory):
 @pytest.mark.parametrize("layout", ["plain", "chunked"])
 @pytest.mark.parametrize("idx", INDEXES_1D, ids=_ids)
 def test_every_index_kind_matches_the_library_path(stores_1d, layout, idx) -> None:
-    backend, pairs = stores_1d
+    _backend, pairs = stores_1d
     fast, slow = pairs[layout]
     if isinstance(idx, str):
         got, expected = fast.to_tensordict(), slow.to_tensordict()
@@ -222,7 +222,8 @@ def test_every_index_kind_matches_the_library_path(stores_1d, layout, idx) -> No
     if not isinstance(idx, str):  # a leaf read straight from the view, too
         for key in (("float32",), ("n", "m", "b"), ("bool",)):
             a, b = fast[idx][key], slow[idx][key]
-            assert a.dtype == b.dtype and a.shape == b.shape
+            assert a.dtype == b.dtype
+            assert a.shape == b.shape
             assert torch.equal(_bits(a), _bits(b))
 
 
@@ -386,17 +387,20 @@ def _backend_pair(tmp_path, backend: str, chunks=None, dtype=np.float32):
     return cls.open(path, "r", fast_path=True), cls.open(path, "r", fast_path=False), full
 
 
-@pytest.mark.parametrize("backend,chunks", [("h5", None), ("zarr", None), ("zarr", (2, 3, 4))])
+@pytest.mark.parametrize(("backend", "chunks"), [("h5", None), ("zarr", None), ("zarr", (2, 3, 4))])
 def test_backend_selections(tmp_path, backend, chunks) -> None:
     fast, slow, full = _backend_pair(tmp_path, backend, chunks)
     try:
-        assert fast._maps is not None and slow._maps is None
+        assert fast._maps is not None
+        assert slow._maps is None
         for sel in SELECTIONS:
             a, b = fast.read(("g",), sel), slow.read(("g",), sel)
             assert type(a) is np.ndarray, sel
-            assert a.dtype == b.dtype and a.shape == b.shape, sel
+            assert a.dtype == b.dtype, sel
+            assert a.shape == b.shape, sel
             assert np.array_equal(a, b), sel
-            assert a.flags.writeable and a.flags.c_contiguous, sel
+            assert a.flags.writeable, sel
+            assert a.flags.c_contiguous, sel
             if a.size:
                 assert not np.shares_memory(a, fast.read(("g",), sel)), sel  # new arrays
         # read_direct: unsorted, repeated indices, in the asked order
@@ -449,7 +453,8 @@ def _compare_raw(path: str, backend: str, key: tuple[str, ...], sels) -> tuple[b
     try:
         for sel in sels:
             a, b = fast.read(key, sel), slow.read(key, sel)
-            assert a.dtype == b.dtype and a.shape == b.shape, sel
+            assert a.dtype == b.dtype, sel
+            assert a.shape == b.shape, sel
             assert np.array_equal(a, b), sel
         if isinstance(fast, H5Backend):
             return fast._maps.source(key, fast._entry(key)[0]) is not None, True
@@ -619,7 +624,8 @@ def test_writes_through_ptd_are_seen(tmp_path, backend) -> None:
     )
     expected = {"a": data["a"].clone(), "b": data["n"]["b"].clone()}
     assert torch.equal(p["a"], expected["a"])  # maps made
-    assert mapped(p, ("a",)) and mapped(p, ("n", "b"))
+    assert mapped(p, ("a",))
+    assert mapped(p, ("n", "b"))
     for step in range(4):
         idx = torch.tensor([step, 7, 19 - step])
         new_a, new_b = expected["a"][idx] + step + 1, expected["b"][idx] + step + 1
@@ -650,7 +656,8 @@ def test_h5_writes_through_other_handles_are_seen(tmp_path) -> None:
     # the user's own writable h5py file, written with h5py behind ptd's back
     with h5py.File(path, "r+") as f:
         p = PersistentTensorDict(group=f, batch_size=[10], fast_path=True)
-        assert torch.equal(p["a"], torch.zeros(10, 2)) and mapped(p, ("a",))
+        assert torch.equal(p["a"], torch.zeros(10, 2))
+        assert mapped(p, ("a",))
         f["a"][3] = [5.0, 6.0]  # small: sits in HDF5's buffers until flushed
         assert torch.equal(p["a"][3], torch.tensor([5.0, 6.0]))
         assert torch.equal(p[[3, 3]]["a"], torch.tensor([[5.0, 6.0]] * 2))
@@ -671,7 +678,8 @@ def test_zarr_writes_through_other_handles_are_seen(tmp_path) -> None:
         {"a": torch.zeros(12, 2)}, path, backend="zarr", chunks=4
     ).close()
     r = PersistentTensorDict.from_zarr(path, mode="r+", fast_path=True)
-    assert torch.equal(r["a"], torch.zeros(12, 2)) and mapped(r, ("a",))
+    assert torch.equal(r["a"], torch.zeros(12, 2))
+    assert mapped(r, ("a",))
     g = zarr.open_group(path, mode="r+")
     g["a"][5] = [3.0, 4.0]
     assert torch.equal(r["a"][5], torch.tensor([3.0, 4.0]))
@@ -772,7 +780,8 @@ def test_close_releases_a_deleted_file(tmp_path) -> None:
     os.unlink(path)
     assert torch.equal(p[[1]]["a"], torch.tensor([1.0]))  # still readable while open
     p.close()
-    assert proc_maps_of(path) == [] and proc_fds_of(path) == []
+    assert proc_maps_of(path) == []
+    assert proc_fds_of(path) == []
 
 
 def test_user_file_closed_under_the_store(tmp_path) -> None:
@@ -781,11 +790,12 @@ def test_user_file_closed_under_the_store(tmp_path) -> None:
     f = h5py.File(path, "r")
     p = PersistentTensorDict(group=f, batch_size=[10], fast_path=True)
     be = p._store.backend
-    assert torch.equal(p["a"], torch.arange(10.0)) and mapped(p, ("a",))
+    assert torch.equal(p["a"], torch.arange(10.0))
+    assert mapped(p, ("a",))
     f.close()
     with pytest.raises(ClosedStoreError):
         p["a"]
-    with pytest.raises(Exception):  # noqa: B017 - whatever h5py raises: no stale data
+    with pytest.raises(Exception):  # noqa: B017, PT011 - whatever h5py raises: no stale data
         be.read(("a",), (np.array([1, 2]),))
     assert be._maps._fmap is None  # unmapped with the user's file
     p.close()
@@ -809,10 +819,14 @@ def test_switch(tmp_path, backend, monkeypatch) -> None:
             p.close()
 
     monkeypatch.delenv(_mmap.ENV_VAR, raising=False)
-    assert maps() and maps(fast_path=True) and not maps(fast_path=False)
+    assert maps()
+    assert maps(fast_path=True)
+    assert not maps(fast_path=False)
     for off in ("0", "false", "OFF", "no"):
         monkeypatch.setenv(_mmap.ENV_VAR, off)
-        assert not maps() and maps(fast_path=True) and not maps(fast_path=False)
+        assert not maps()
+        assert maps(fast_path=True)
+        assert not maps(fast_path=False)
     monkeypatch.setenv(_mmap.ENV_VAR, "1")
     assert maps()
     p = PersistentTensorDict(filename=path, backend=backend, batch_size=[6], fast_path=False)
@@ -836,7 +850,8 @@ def test_parallel_copy_of_large_reads(tmp_path, monkeypatch) -> None:
     a = np.arange(4000, dtype=np.float64).reshape(1000, 4)
     for view in (a, a[::3], a[5:900, 1:3], a[:2]):
         out = _mmap._copy(view)
-        assert np.array_equal(out, view) and out.flags.c_contiguous
+        assert np.array_equal(out, view)
+        assert out.flags.c_contiguous
         assert not np.shares_memory(out, a)
     assert sys.modules.get("torch") is not None
 
@@ -864,7 +879,8 @@ def test_streaming_copies_out_of_a_map_keep_resident_memory_bounded(tmp_path) ->
     step = 4 << 20
     for start in range(0, size, step):
         out = M._copy(arr[start : start + step])
-        assert out[0] == np.uint8(start % 256) and out[-1] == np.uint8((start + step - 1) % 256)
+        assert out[0] == np.uint8(start % 256)
+        assert out[-1] == np.uint8((start + step - 1) % 256)
         del out
     assert _rss_bytes() - before < 32 << 20  # without the release: the whole 64 MiB stays mapped
     del arr
@@ -877,4 +893,6 @@ def test_copies_from_ordinary_memory_are_never_released() -> None:
 
     heap = np.full(4 << 20, 7, dtype=np.uint8)
     out = M._copy(heap)
-    assert out.min() == 7 and heap.min() == 7 and heap.max() == 7
+    assert out.min() == 7
+    assert heap.min() == 7
+    assert heap.max() == 7

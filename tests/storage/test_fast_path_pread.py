@@ -92,7 +92,8 @@ def test_parallel_positional_read(
         got = p[0:ROWS]["obs"]
     with h5py.File(store, "r") as f:
         assert np.array_equal(got.numpy(), f["obs"][...])
-    assert len(preads) > 1 and sum(preads) == ROWS * 128
+    assert len(preads) > 1
+    assert sum(preads) == ROWS * 128
 
 
 def test_short_file_falls_back(tmp_path: Path) -> None:
@@ -103,7 +104,8 @@ def test_short_file_falls_back(tmp_path: Path) -> None:
     try:
         base = src.ctypes.data
         got = fp.pread_selection(fd, base, src, (slice(0, 70_000),))
-        assert got is not None and got.tobytes() == path.read_bytes()[:70_000]
+        assert got is not None
+        assert got.tobytes() == path.read_bytes()[:70_000]
         assert fp.pread_selection(fd, base, src, (slice(10_000, 80_000),)) is None  # past EOF
         assert fp.pread_selection(fd, base, src, (slice(0, 1000),)) is None  # small: map copy
         assert fp.pread_selection(fd, base, src, (np.array([1, 2]),)) is None

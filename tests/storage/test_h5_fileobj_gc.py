@@ -121,6 +121,7 @@ def test_paused_file_delegates(tmp_path: Path) -> None:
     assert f.read(2) == b"34"
     assert f.tell() == 5
     buf = bytearray(3)
-    assert f.readinto(buf) == 3 and bytes(buf) == b"567"
+    assert f.readinto(buf) == 3
+    assert bytes(buf) == b"567"
     f.close()
     assert raw.closed

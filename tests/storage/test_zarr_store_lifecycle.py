@@ -30,8 +30,10 @@ def test_user_zipstore_round_trip(tmp_path: Path) -> None:
     p.close()
     assert zipfile.is_zipfile(path)
     q = PersistentTensorDict.from_zarr(str(path))
-    assert torch.equal(q["a"], torch.arange(3.0)) and q["n", "b"].shape == (3, 2)
-    assert q["s"] == "text" and q.batch_size == (3,)
+    assert torch.equal(q["a"], torch.arange(3.0))
+    assert q["n", "b"].shape == (3, 2)
+    assert q["s"] == "text"
+    assert q.batch_size == (3,)
     q.close()
     reader = ZipStore(str(path), mode="r")
     q = PersistentTensorDict(filename=reader, batch_size=[3], backend="zarr")

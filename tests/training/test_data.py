@@ -180,21 +180,24 @@ def test_hints_name_the_next_group_of_the_stream(workers: int) -> None:
         seen: set[int] = set()
         for batch in mine:
             for start, stop in getattr(batch, "ahead", ()):
-                assert start % g == 0 and stop == min(5000, start + g)
+                assert start % g == 0
+                assert stop == min(5000, start + g)
                 assert start // g not in seen  # hinted before it is drawn
                 hinted.append(start // g)
             seen |= {r // g for r in batch}
         order = list(dict.fromkeys(r // g for batch in mine for r in batch))
         assert len(hinted) == len(set(hinted)) == max(0, len(order) - 1)
         assert set(hinted) == set(order) - {order[0]}  # all but the stream's first group
-        assert isinstance(mine[0], list) and not isinstance(mine[0], np.ndarray)
+        assert isinstance(mine[0], list)
+        assert not isinstance(mine[0], np.ndarray)
 
 
 def test_batch_indices_pickle_with_hints() -> None:
     s = ChunkShuffleSampler(1000, 50, group_rows=100, window=2, seed=0)
     batches = list(s)
     hinted = [b for b in batches if b.ahead]
-    assert hinted and all(pickle.loads(pickle.dumps(b)).ahead == b.ahead for b in hinted)
+    assert hinted
+    assert all(pickle.loads(pickle.dumps(b)).ahead == b.ahead for b in hinted)
     assert pickle.loads(pickle.dumps(batches[0])) == batches[0]
 
 
@@ -226,14 +229,16 @@ def test_dataset_equals_direct_reads(tmp_path: Path, backend: str, compressed: b
     want = _data()
     idx = [5, 999, 0, 5, 123, 51, 50, 49, -1]
     got = ds.__getitems__(idx)
-    assert isinstance(got, ptd.TensorDict) and got.batch_size == torch.Size([len(idx)])
+    assert isinstance(got, ptd.TensorDict)
+    assert got.batch_size == torch.Size([len(idx)])
     t = torch.tensor(idx)
     for key in [("obs",), ("done",), ("next", "obs"), ("action",)]:
         ref = want[key[0]] if len(key) == 1 else want[key[0]][key[1]]
         assert torch.equal(got.get(key), ref[t]), key
         assert got.get(key).dtype == ref.dtype
     one = ds[7]
-    assert one.batch_size == torch.Size([]) and torch.equal(one["obs"], want["obs"][7])
+    assert one.batch_size == torch.Size([])
+    assert torch.equal(one["obs"], want["obs"][7])
     assert ds.__getitems__([]).batch_size == torch.Size([0])
     with pytest.raises(PtdIndexError):
         ds.__getitems__([N])
@@ -283,7 +288,8 @@ def test_dataset_reads_ahead_exactly(tmp_path: Path, backend: str, consumer_wait
         assert ds.blocks_read == blocked * (N // 50)
         assert ds.blocks_read_ahead == blocked * (N // 50 - 1)
     ds.close()
-    assert ds._reader is None and ds._ahead == {}
+    assert ds._reader is None
+    assert ds._ahead == {}
 
 
 def test_dataset_read_ahead_off(tmp_path: Path, backend: str) -> None:
@@ -293,7 +299,8 @@ def test_dataset_read_ahead_off(tmp_path: Path, backend: str) -> None:
     rows = [r for b in s for r in ds.__getitems__(b)["action"].tolist()]
     assert sorted(rows) == list(range(N))
     assert ds.blocks_read == sum(g.blocked for g in ds.leaves) * (N // 50)
-    assert ds.blocks_read_ahead == 0 and ds._reader is None
+    assert ds.blocks_read_ahead == 0
+    assert ds._reader is None
     ds.close()
     dl = loader(path, 32, read_ahead=False)
     assert dl.dataset.read_ahead is False  # type: ignore[attr-defined]
@@ -375,7 +382,8 @@ def test_dataset_small_buffers_stay_exact(tmp_path: Path, backend: str, cache_ro
         assert torch.equal(got["action"], t)
     for table in ds._blocks.values():  # the table agrees with itself
         held = table.block_in[table.block_in >= 0]
-        assert (table.slot_of[held] >= 0).all() and len(set(held.tolist())) == len(held)
+        assert (table.slot_of[held] >= 0).all()
+        assert len(set(held.tolist())) == len(held)
         assert int((table.slot_of >= 0).sum()) == len(held) <= table.slots
     ds.close()
 
@@ -408,7 +416,8 @@ def test_dataset_pickles_without_blocks(tmp_path: Path, backend: str) -> None:
     ds.__getitems__([1, 500])
     assert ds._blocks
     back = pickle.loads(pickle.dumps(ds))
-    assert back._blocks == {} and back._td is None
+    assert back._blocks == {}
+    assert back._td is None
     assert torch.equal(back.__getitems__([1, 500])["obs"], ds.__getitems__([1, 500])["obs"])
     back.close()
     ds.close()
@@ -425,7 +434,8 @@ def test_collate() -> None:
 
 def test_store_leaves_geometry(tmp_path: Path, backend: str) -> None:
     leaves = {g.key: g for g in StoreDataset(_store(tmp_path, backend, chunks=50)).leaves}
-    assert leaves["obs",].chunk_rows == 50 and leaves["obs",].row_bytes == 16
+    assert leaves["obs",].chunk_rows == 50
+    assert leaves["obs",].row_bytes == 16
     plain = PersistentTensorDict.from_dict(
         _data(), str(tmp_path / f"p2.{backend}"), backend=backend
     )
@@ -508,7 +518,8 @@ def test_pin_memory_is_what_the_dataloader_calls(monkeypatch: pytest.MonkeyPatch
     td = ptd.TensorDict({"a": torch.zeros(3), "n": {"b": torch.ones(3)}}, batch_size=[3])
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a, **k: self + 1)
     out = pin_memory(td)
-    assert isinstance(out, ptd.TensorDict) and torch.equal(out["n", "b"], torch.full((3,), 2.0))
+    assert isinstance(out, ptd.TensorDict)
+    assert torch.equal(out["n", "b"], torch.full((3,), 2.0))
 
 
 def test_sharded_zarr_uses_inner_chunks(tmp_path: Path) -> None:
@@ -521,7 +532,8 @@ def test_sharded_zarr_uses_inner_chunks(tmp_path: Path) -> None:
     arr[...] = ref
     ds = StoreDataset(path, group_bytes=1)
     (leaf,) = ds.leaves
-    assert leaf.chunk_rows == 50 and leaf.blocked  # the inner chunks, not the 200-row shards
+    assert leaf.chunk_rows == 50
+    assert leaf.blocked
     assert ds.group_rows == 50
     got = ds.__getitems__([999, 0, 420])
     assert np.array_equal(got["obs"].numpy(), ref[[999, 0, 420]])

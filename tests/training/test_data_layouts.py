@@ -139,7 +139,8 @@ def test_d4rl_reads_its_rows_and_names_the_side_group(
         dl = loader(path, batch_size=32, seed=3)
     ds = dl.dataset
     assert isinstance(ds, StoreDataset)
-    assert len(ds) == N and ds.batch_size == torch.Size([N])
+    assert len(ds) == N
+    assert ds.batch_size == torch.Size([N])
     assert {k for k in ds.left_out} == {
         ("metadata", "algorithm"),
         ("metadata", "iteration"),
@@ -174,7 +175,8 @@ def test_keys_select_leaves_nested_keys_and_groups(
     path = _d4rl(tmp_path, backend, chunks=16)
     ds = StoreDataset(path, keys=keys)  # no side group in the way, no warning
     assert {g.key for g in ds.leaves} == want
-    assert len(ds) == N and ds.left_out == {}
+    assert len(ds) == N
+    assert ds.left_out == {}
     got = ds.__getitems__([5, 0, 119])
     assert got.batch_size == torch.Size([3])
     assert {tuple(k) if isinstance(k, tuple) else (k,) for k in got.keys(True, True)} == want
@@ -188,7 +190,8 @@ def test_group_key_selects_side_table_rows(tmp_path: Path, backend: str) -> None
     """A group key of another length gives a dataset of that length."""
     path = _d4rl(tmp_path, backend)
     ds = StoreDataset(path, keys=["metadata/policy"])
-    assert len(ds) == 16 and ds.batch_size == torch.Size([16])
+    assert len(ds) == 16
+    assert ds.batch_size == torch.Size([16])
     assert torch.equal(ds.__getitems__([15])["metadata", "policy", "fc0", "bias"], torch.ones(1))
 
 
@@ -198,7 +201,8 @@ def test_explicit_batch_size(tmp_path: Path, backend: str, validate: bool, given
     path = _d4rl(tmp_path, backend, chunks=16)
     with pytest.warns(LeftOutWarning, match="metadata"):
         ds = StoreDataset(path, batch_size=given, validate_batch_size=validate)
-    assert len(ds) == N and ds.batch_size == torch.Size([N])
+    assert len(ds) == N
+    assert ds.batch_size == torch.Size([N])
     assert ("observations",) in {g.key for g in ds.leaves}
     assert ("metadata", "iteration") in ds.left_out
     assert ds.__getitems__([7])["observations"][0, 0] == 7
@@ -211,7 +215,8 @@ def test_explicit_batch_size(tmp_path: Path, backend: str, validate: bool, given
 def test_explicit_batch_size_with_more_dims(tmp_path: Path, backend: str) -> None:
     path = _d4rl(tmp_path, backend)
     ds = StoreDataset(path, keys=["infos"], batch_size=[N, 4])
-    assert ds.batch_size == torch.Size([N, 4]) and len(ds) == N
+    assert ds.batch_size == torch.Size([N, 4])
+    assert len(ds) == N
     with pytest.raises(BatchSizeError, match=r"\[120, 4\] does not fit 'observations'"):
         StoreDataset(path, keys=["observations"], batch_size=[N, 4])
 
@@ -305,7 +310,10 @@ def test_short_column_beside_the_rows_is_refused(tmp_path: Path, backend: str) -
     with pytest.raises(BatchSizeError) as err:
         StoreDataset(path)
     msg = str(err.value)
-    assert "flat." in msg and "'reward'" in msg and "119 rows" in msg and "120 rows" in msg
+    assert "flat." in msg
+    assert "'reward'" in msg
+    assert "119 rows" in msg
+    assert "120 rows" in msg
     assert "keys=" in msg
     assert len(StoreDataset(path, keys=["obs", "action"])) == N  # the way out it names
     # lenient: what does not fit is left out
@@ -320,7 +328,8 @@ def test_keys_of_different_lengths_name_keys_and_lengths(tmp_path: Path, backend
         StoreDataset(path, keys=["data/action", "meta/episodes/length"])
     msg = str(err.value)
     assert "lerobot." in msg
-    assert "120 rows: 'data/action'" in msg and "7 rows: 'meta/episodes/length'" in msg
+    assert "120 rows: 'data/action'" in msg
+    assert "7 rows: 'meta/episodes/length'" in msg
 
 
 def test_key_errors(tmp_path: Path, backend: str) -> None:
@@ -329,7 +338,7 @@ def test_key_errors(tmp_path: Path, backend: str) -> None:
         StoreDataset(path, keys=["observations", "infos/nope"])
     with pytest.raises(BatchSizeError, match="metadata/iteration"):
         StoreDataset(path, keys=["metadata/iteration"])  # a scalar has no rows
-    with pytest.raises(BatchSizeError, match="no dims: 'metadata/iteration'.*16 rows"):
+    with pytest.raises(BatchSizeError, match=r"no dims: 'metadata/iteration'.*16 rows"):
         StoreDataset(path, keys=["metadata"])
     with pytest.raises(BatchSizeError, match=r"batch_size=\[100\] does not fit 'observations'"):
         StoreDataset(path, keys=["observations"], batch_size=[100])
@@ -368,11 +377,14 @@ def test_episode_file_is_refused_with_the_way_out(tmp_path: Path, backend: str) 
     with pytest.raises(BatchSizeError) as err:
         StoreDataset(path)
     msg = str(err.value)
-    assert "robo." in msg and "data/demo_0, data/demo_1, data/demo_2" in msg
-    assert "30 to 42 rows" in msg and "keys=['data/demo_0']" in msg
+    assert "robo." in msg
+    assert "data/demo_0, data/demo_1, data/demo_2" in msg
+    assert "30 to 42 rows" in msg
+    assert "keys=['data/demo_0']" in msg
     ds = StoreDataset(path, keys=["data/demo_1"])
-    assert len(ds) == 42 and {g.key[-1] for g in ds.leaves} == {"pos", "actions", "dones"}
-    with pytest.raises(BatchSizeError, match="30 rows: 'data/demo_0/actions'.*42 rows"):
+    assert len(ds) == 42
+    assert {g.key[-1] for g in ds.leaves} == {"pos", "actions", "dones"}
+    with pytest.raises(BatchSizeError, match=r"30 rows: 'data/demo_0/actions'.*42 rows"):
         StoreDataset(path, keys=["data/demo_0", "data/demo_1"])
 
 
@@ -399,7 +411,8 @@ def test_a_group_of_an_open_store_as_source(tmp_path: Path, backend: str) -> Non
     opener = PersistentTensorDict.from_h5 if backend == "h5" else PersistentTensorDict.from_zarr
     with opener(path) as td:
         ds = StoreDataset(td.get("data"))
-        assert len(ds) == N and ds.left_out == {}
+        assert len(ds) == N
+        assert ds.left_out == {}
         assert ds.__getitems__([9])["observation.state"][0, 0] == 9
         eps = StoreDataset(td.get("meta"), keys=["episodes/length"])
         assert len(eps) == E

@@ -34,9 +34,11 @@ def _batch(n: int = 5, seed: int = 0) -> ptd.TensorDict:
 
 
 def _same(a: Any, b: Any) -> None:
-    assert isinstance(a, ptd.TensorDict) and a.batch_size == b.batch_size
+    assert isinstance(a, ptd.TensorDict)
+    assert a.batch_size == b.batch_size
     for key in b.keys(True, True):
-        assert torch.equal(a[key], b[key]) and a[key].dtype == b[key].dtype, key
+        assert torch.equal(a[key], b[key]), key
+        assert a[key].dtype == b[key].dtype, key
     assert a["names"] == b["names"]
 
 
@@ -62,7 +64,8 @@ def test_slots_are_reused_and_sent_once() -> None:
     second = ring.pack(_batch(seed=2))
     assert second.slot is first.slot  # the released slot again
     again = pickle.dumps(second)  # no memory in it: plain pickle works, and it is small
-    assert len(again) < len(pickle.dumps(_batch(seed=2))) and len(ring.slots) == 1
+    assert len(again) < len(pickle.dumps(_batch(seed=2)))
+    assert len(ring.slots) == 1
     got2 = pickle.loads(again)
     _same(got2, _batch(seed=2))
     _same(got1, _batch(seed=1))  # the first batch owns its memory: not overwritten
@@ -71,7 +74,8 @@ def test_slots_are_reused_and_sent_once() -> None:
 def test_slots_in_flight_are_never_overwritten() -> None:
     ring = tr.Ring()
     refs = [ring.pack(_batch(seed=i)) for i in range(3)]  # none received yet
-    assert len({id(r.slot) for r in refs}) == 3 and ring.free_slots() == 0
+    assert len({id(r.slot) for r in refs}) == 3
+    assert ring.free_slots() == 0
     wire = [ForkingPickler.dumps(r) for r in refs]
     for i, w in enumerate(wire):
         _same(ForkingPickler.loads(bytes(w)), _batch(seed=i))
@@ -82,10 +86,12 @@ def test_a_larger_batch_gets_a_larger_slot() -> None:
     ring = tr.Ring()
     ForkingPickler.loads(bytes(ForkingPickler.dumps(ring.pack(_batch(4)))))
     big = ring.pack(_batch(400, seed=3))
-    assert big.slot is not ring.slots[0] and len(ring.slots) == 2
+    assert big.slot is not ring.slots[0]
+    assert len(ring.slots) == 2
     _same(ForkingPickler.loads(bytes(ForkingPickler.dumps(big))), _batch(400, seed=3))
     small = ring.pack(_batch(4, seed=4))  # fits a free slot again
-    assert small.slot in ring.slots and len(ring.slots) == 2
+    assert small.slot in ring.slots
+    assert len(ring.slots) == 2
     _same(ForkingPickler.loads(bytes(ForkingPickler.dumps(small))), _batch(4, seed=4))
 
 
@@ -113,7 +119,8 @@ def test_empty_and_zero_size_leaves() -> None:
     ring = tr.Ring()
     td = ptd.TensorDict({"a": torch.zeros(0, 3), "b": torch.ones(0)}, batch_size=[0])
     back = ForkingPickler.loads(bytes(ForkingPickler.dumps(ring.pack(td))))
-    assert back.batch_size == torch.Size([0]) and back["a"].shape == (0, 3)
+    assert back.batch_size == torch.Size([0])
+    assert back["a"].shape == (0, 3)
 
 
 def test_a_slot_pickled_by_value_is_never_kept() -> None:

@@ -92,10 +92,12 @@ def test_layout_round_trip_and_claims(tmp_path: Path, backend: str, to: str, nam
         if to == "h5":
             assert m.chunks is None, key  # contiguous: the fast path
         else:
-            assert m.chunks is not None and m.chunks[0] == N  # 8 MB chunks: all 600 rows
+            assert m.chunks is not None
+            assert m.chunks[0] == N
         assert random_row_bytes(m, to) == int(np.prod(m.shape[1:])) * m.dtype.itemsize
     plan = {p.key: p for p in result.plan}
-    assert plan["obs"].dst_compression is None and plan["obs"].dst_shards is None
+    assert plan["obs"].dst_compression is None
+    assert plan["obs"].dst_shards is None
 
 
 def test_layout_url_destination_is_sharded(tmp_path: Path) -> None:
@@ -103,12 +105,15 @@ def test_layout_url_destination_is_sharded(tmp_path: Path) -> None:
     url = f"memory://ptd-test/{tmp_path.name}/train.zarr"
     result = ptd.convert(src, url, layout="training")
     plan = {p.key: p for p in result.plan}
-    assert plan["obs"].dst_shards == [N, 8] and plan["obs"].dst_compression == "zstd(3)"
+    assert plan["obs"].dst_shards == [N, 8]
+    assert plan["obs"].dst_compression == "zstd(3)"
     be = get_backend("zarr").open(url, "r")
     try:
         m = be.array_meta(("obs",))
-        assert m.inner_chunks is not None and m.chunks == (N, 8)
-        assert m.compression is not None and m.compression.startswith("zstd")
+        assert m.inner_chunks is not None
+        assert m.chunks == (N, 8)
+        assert m.compression is not None
+        assert m.compression.startswith("zstd")
         assert random_row_bytes(m, "zarr", local=False) == m.inner_chunks[0] * 8 * 4
         got = be.read(("next", "obs"), (slice(None),))
     finally:
@@ -139,7 +144,8 @@ def test_cli_layout_and_inspect_per_row(tmp_path: Path, backend: str) -> None:
     assert r.exit_code == 0, r.output
     doc = json.loads(runner.invoke(app, ["inspect", dst, "--json"]).stdout)
     per_row = {e["key"]: e["random_row_bytes"] for e in doc["entries"]}
-    assert per_row["obs"] == 8 * 4 and per_row["next/obs"] == 8 * 4
+    assert per_row["obs"] == 8 * 4
+    assert per_row["next/obs"] == 8 * 4
     # the figure is shown in either text layout (a table's column, a line's field)
     text = runner.invoke(app, ["inspect", dst], env={"PTD_TABLE": "table"}).stdout
     assert "per row" in text.splitlines()[1]
@@ -149,7 +155,9 @@ def test_cli_layout_and_inspect_per_row(tmp_path: Path, backend: str) -> None:
     assert r.exit_code == 2
     r = runner.invoke(app, ["convert", src, str(tmp_path / "v.h5"), "--layout", "training",
                             "--chunks", "5"])  # fmt: skip
-    assert r.exit_code == 2 and "chunks" in r.output and not (tmp_path / "v.h5").exists()
+    assert r.exit_code == 2
+    assert "chunks" in r.output
+    assert not (tmp_path / "v.h5").exists()
 
 
 def test_random_row_bytes_rules() -> None:
@@ -185,7 +193,8 @@ def test_from_dict_zarr_chunks_along_batch(tmp_path: Path, monkeypatch: pytest.M
     p = PersistentTensorDict.from_dict(_data(), tmp_path / "x.zarr", backend="zarr")
     p.close()
     metas = _metas(str(tmp_path / "x.zarr"), "zarr")
-    assert metas["obs"].chunks == (32, 8) and metas["next/obs"].chunks == (32, 8)
+    assert metas["obs"].chunks == (32, 8)
+    assert metas["next/obs"].chunks == (32, 8)
     assert metas["flag"].chunks == (600,)  # 1 B rows: 1024 rows, capped at 600
     # the user's chunks win; h5 stays contiguous
     q = PersistentTensorDict.from_dict(_data(), tmp_path / "y.zarr", backend="zarr", chunks=7)
@@ -223,6 +232,7 @@ def test_from_dict_of_a_store_streams(
     src.close()
     out.close()
     obs = [n for k, n in writes if k == "obs"]
-    assert len(obs) > 1 and max(obs) <= 4096  # slab by slab, never the whole leaf
+    assert len(obs) > 1
+    assert max(obs) <= 4096
     # 2048 B chunks (64 rows of obs): made for the contiguous h5 source, kept from the zarr one
     assert _metas(str(tmp_path / "dst.zarr"), "zarr")["obs"].chunks == (64, 8)

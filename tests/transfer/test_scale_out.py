@@ -48,7 +48,7 @@ def _free_port() -> int:
 class S3:
     """The loopback S3 server: its storage options, an s3fs filesystem, helpers."""
 
-    def __init__(self, endpoint: str):
+    def __init__(self, endpoint: str) -> None:
         import s3fs
 
         self.endpoint = endpoint
@@ -213,7 +213,8 @@ def test_h5_to_s3_zarr_to_h5_round_trip_is_byte_exact(s3: S3, h5_src: str, tmp_p
         assert out[key][:3] == src[key][:3], key
     with PersistentTensorDict.from_zarr(url, storage_options=s3.options) as p:
         assert p.batch_size == torch.Size([40])
-        assert p["label"] == "episode" and p["tags"][3] == "t3"
+        assert p["label"] == "episode"
+        assert p["tags"][3] == "t3"
 
 
 def test_zarr_to_s3_zarr_is_byte_exact(s3: S3, zarr_src: str, tmp_path: Path) -> None:
@@ -241,10 +242,12 @@ def test_zarr_to_s3_zarr_is_byte_exact(s3: S3, zarr_src: str, tmp_path: Path) ->
 def test_remote_h5_reads_read_only(s3: S3, h5_src: str) -> None:
     url = f"s3://{BUCKET}/data.h5"
     s3.fs.put(h5_src, url)
-    with PersistentTensorDict.from_h5(url, storage_options=s3.options) as p:
-        with PersistentTensorDict.from_h5(h5_src) as q:
-            assert torch.equal(p["obs"][5:9], q["obs"][5:9])
-            assert torch.equal(p["half"], q["half"])
+    with (
+        PersistentTensorDict.from_h5(url, storage_options=s3.options) as p,
+        PersistentTensorDict.from_h5(h5_src) as q,
+    ):
+        assert torch.equal(p["obs"][5:9], q["obs"][5:9])
+        assert torch.equal(p["half"], q["half"])
     assert ptd.info(url, storage_options=s3.options).format == "h5"
     assert ptd.validate(url, storage_options=s3.options).valid
     with pytest.raises(UnsupportedOperationError, match="read-only"):
@@ -279,14 +282,17 @@ def test_cli_with_urls(s3: S3, h5_src: str, tmp_path: Path) -> None:
     url = f"s3://{BUCKET}/cli.zarr"
     r = _invoke("convert", h5_src, url, *s3.cli_options(), "--json")
     assert r.exit_code == 0, r.stderr
-    assert r.stdout and '"dst_format": "zarr"' in r.stdout
+    assert r.stdout
+    assert '"dst_format": "zarr"' in r.stdout
     r = _invoke("inspect", url, *s3.cli_options(), "--json")
-    assert r.exit_code == 0 and '"format": "zarr"' in r.stdout, r.stderr
+    assert r.exit_code == 0, r.stderr
+    assert '"format": "zarr"' in r.stdout, r.stderr
     r = _invoke("validate", url, *s3.cli_options())
     assert r.exit_code == 0, r.stderr
     back = tmp_path / "cli_back.h5"
     r = _invoke("convert", url, back, *s3.cli_options())
-    assert r.exit_code == 0 and back.exists(), r.stderr
+    assert r.exit_code == 0, r.stderr
+    assert back.exists(), r.stderr
     r = _invoke("memmap", url, tmp_path / "mm", *s3.cli_options(), "--json")
     assert r.exit_code == 0, r.stderr
     loaded = ptd.containers.memmap.load_memmap(tmp_path / "mm")
@@ -303,7 +309,8 @@ def test_memory_and_file_urls(h5_src: str, tmp_path: Path) -> None:
     assert _h5_content(str(back)) == _h5_content(str(ptd.convert(url, tmp_path / "b2.h5").dst))
     file_url = (tmp_path / "f.zarr").as_uri()
     r = ptd.convert(Path(h5_src).as_uri(), file_url)
-    assert r.dst == str(tmp_path / "f.zarr") and (tmp_path / "f.zarr" / "zarr.json").exists()
+    assert r.dst == str(tmp_path / "f.zarr")
+    assert (tmp_path / "f.zarr" / "zarr.json").exists()
     with pytest.raises(PtdValueError, match="storage_options only apply"):
         PersistentTensorDict(filename=h5_src, storage_options={"anon": True})
 
@@ -327,7 +334,8 @@ def test_workers_give_the_same_store(
         workers=4,
         progress=lambda done, total: seen.append((done, total)),
     )
-    assert four.workers == 4 and four.regions == one.regions > 1
+    assert four.workers == 4
+    assert four.regions == one.regions > 1
     assert seen[-1] == (four.nbytes, four.nbytes)
     if to == "zarr":
         assert _files(four.dst) == _files(one.dst)
@@ -336,7 +344,8 @@ def test_workers_give_the_same_store(
     with pytest.raises(PtdValueError, match="workers"):
         ptd.convert(src, tmp_path / "x.zarr", workers=0)
     r = _invoke("convert", src, tmp_path / f"cli.{to}", "--chunks", "5", "--workers", "2")
-    assert r.exit_code == 0 and "copied by 2 threads" in r.stdout, r.stderr
+    assert r.exit_code == 0, r.stderr
+    assert "copied by 2 threads" in r.stdout, r.stderr
 
 
 # ----------------------------------------------------------------------------- distributed
@@ -355,8 +364,10 @@ def test_distributed_convert_equals_local(
         chunks=4,
         progress=lambda done, total: seen.append(done),
     )
-    assert dist.scheduler == cluster.scheduler_address and dist.workers == 0
-    assert dist.regions == local.regions > 2 and seen[-1] == dist.nbytes
+    assert dist.scheduler == cluster.scheduler_address
+    assert dist.workers == 0
+    assert dist.regions == local.regions > 2
+    assert seen[-1] == dist.nbytes
     assert _files(dist.dst) == _files(local.dst)  # consolidated metadata included
     assert not [p for p in os.listdir(tmp_path) if ".ptd-tmp-" in p]
     # a zarr source (zstd chunks), re-chunked, through a Client

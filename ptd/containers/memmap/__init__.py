@@ -19,18 +19,18 @@ from ptd.ops import registry
 from ptd.transfer.slabs import SLAB_BYTES
 
 __all__ = [
-    "MemmapSummary",
+    "SLAB_BYTES",
     "MemmapFuture",
+    "MemmapSummary",
+    "decode_key",
+    "encode_key",
     "export_memmap",
     "is_archive",
     "load_into",
-    "memmap_tensordict",
-    "memmap_inplace",
     "load_memmap",
+    "memmap_inplace",
+    "memmap_tensordict",
     "tensor_nbytes",
-    "encode_key",
-    "decode_key",
-    "SLAB_BYTES",
 ]
 
 # the containers' memmap methods (TensorDict.memmap, PersistentTensorDict.memmap...) find these

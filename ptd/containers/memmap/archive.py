@@ -32,11 +32,11 @@ from ptd.storage.publish import remove
 
 __all__ = [
     "ARCHIVE_SUFFIX",
+    "check_archive_destination",
+    "compression_of",
+    "extract_to_temp",
     "is_archive",
     "pack_dir",
-    "extract_to_temp",
-    "compression_of",
-    "check_archive_destination",
 ]
 
 #: a prefix ending so is written as an archive unless ``archive=False``

@@ -31,7 +31,7 @@ from ptd.ops.nontensor import NonTensorData, NonTensorStack
 if TYPE_CHECKING:
     from ptd.containers.tensordict import TensorDict
 
-__all__ = ["encode_key", "decode_key", "load_dir", "map_leaf", "MODES"]
+__all__ = ["MODES", "decode_key", "encode_key", "load_dir", "map_leaf"]
 
 #: load modes: whether the mapping is shared (writes reach the file) or copy-on-write
 MODES = {"r+": True, "r": False}
@@ -128,7 +128,7 @@ def _child(directory: str, key: str, suffix: str, collection: bool) -> str | Non
 
 
 class _Loader:
-    def __init__(self, mode: str | None, allow_pickle: bool | None):
+    def __init__(self, mode: str | None, allow_pickle: bool | None) -> None:
         self.mode = mode
         self.allow_pickle = allow_pickle
 
@@ -276,6 +276,6 @@ def load_dir(
     kind = _node_kind(meta, mpath)
     if kind != "td":
         raise CorruptStoreError(
-            f"{mpath} describes a {kind == 'data' and 'NonTensorData' or 'NonTensorStack'}, not a tensordict"
+            f"{mpath} describes a {(kind == 'data' and 'NonTensorData') or 'NonTensorStack'}, not a tensordict"
         )
     return _Loader(mode, allow_pickle).td(directory, meta, None)

@@ -60,10 +60,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MemmapFuture",
-    "memmap_tensordict",
-    "memmap_inplace",
-    "load_memmap",
     "load_into",
+    "load_memmap",
+    "memmap_inplace",
+    "memmap_tensordict",
 ]
 
 
@@ -72,7 +72,7 @@ class MemmapFuture:
     are written: :meth:`result` waits and gives the tensordict (or raises the write's error).
     Do not use the source tensordict until then."""
 
-    def __init__(self, future: Future[Any]):
+    def __init__(self, future: Future[Any]) -> None:
         self._future = future
 
     def result(self, timeout: float | None = None) -> Any:
@@ -174,7 +174,7 @@ def memmap_tensordict(
                 progress=progress,
                 num_threads=num_threads,
                 like=like,
-            )  # fmt: skip
+            )
         )
     if path is not None and not _source_inside(src, path):  # that one is refused by _write
         _check_replaceable(path, overwrite)
@@ -369,7 +369,7 @@ def load_into(dst: TensorDictBase, src: TensorDictBase) -> None:
         if key not in keep:
             dst.del_(key)
     if tuple(dst.batch_size) != tuple(src.batch_size):
-        dst.batch_size = src.batch_size  # type: ignore[misc]
+        dst.batch_size = src.batch_size
     for key in src._keys_str():
         value = src._get_str(key)
         if (

@@ -147,7 +147,9 @@ class _Node:
 
 
 class _Writer:
-    def __init__(self, root: str, progress: Callable[[int], Any] | None, slab_bytes: int | None):
+    def __init__(
+        self, root: str, progress: Callable[[int], Any] | None, slab_bytes: int | None
+    ) -> None:
         self.root = root
         self.progress = progress
         self.slab_bytes = slab_bytes
@@ -502,10 +504,8 @@ def _store_non_tensor(node: Any, key: str) -> NonTensorData | NonTensorStack:
     if isinstance(data, np.bytes_):
         data = bytes(data)
     if isinstance(data, bytes) and node._tree.meta(node._path + (key,)).non_tensor_kind == "str":
-        try:
+        with contextlib.suppress(UnicodeDecodeError):
             data = data.decode("utf-8")
-        except UnicodeDecodeError:
-            pass
     elif isinstance(data, np.generic):
         data = data.item()
     return NonTensorData(data, value.batch_size)

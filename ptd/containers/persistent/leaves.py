@@ -5,7 +5,7 @@ leaves stream row slabs (:mod:`ptd.transfer.slabs`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -118,7 +118,7 @@ def _simple_selection(td: PersistentTensorDict) -> tuple[Any, ...] | None:
             else None
         )
         td._simple_sel = sel
-    return sel
+    return cast("tuple[Any, ...] | None", sel)
 
 
 def _leaf_view_shape(td: PersistentTensorDict, meta: Any) -> tuple[int, ...]:
@@ -219,7 +219,7 @@ def _row_nbytes(meta: Any) -> int:
     n = meta.dtype.itemsize
     for d in meta.shape[1:]:
         n *= d
-    return max(1, n)
+    return cast("int", max(1, n))
 
 
 def _entry_as_index(e: ix.Entry) -> Any:

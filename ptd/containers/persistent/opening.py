@@ -69,6 +69,7 @@ def backend_options(
 
 def from_h5(
     cls: type[PersistentTensorDict],
+    /,
     filename: Any,
     *,
     mode: str = "r",
@@ -98,6 +99,7 @@ def from_h5(
 
 def from_zarr(
     cls: type[PersistentTensorDict],
+    /,
     filename: Any,
     *,
     mode: str = "r",
@@ -126,6 +128,7 @@ def from_zarr(
 
 def _open_infer(
     cls: type[PersistentTensorDict],
+    /,
     filename: Any,
     backend: str,
     mode: str,
@@ -181,6 +184,7 @@ def _open_infer(
 
 def from_dict(
     cls: type[PersistentTensorDict],
+    /,
     input_dict: Mapping[str, Any] | TensorDictBase,
     filename: Any,
     *,

@@ -122,7 +122,7 @@ class PersistentTensorDict(TensorDictBase):
         use_consolidated: bool | None = None,
         chunk_cache: int | str | None = None,
         **kwargs: Any,
-    ):
+    ) -> None:
         cls = get_backend(backend)
         _check_allow_pickle(allow_pickle)
         check_target(filename, group, mode, _MODES)
@@ -531,7 +531,7 @@ class PersistentTensorDict(TensorDictBase):
     def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDictBase:
         """Read every entry into an in-memory :class:`ptd.TensorDict` (one copy of the data)."""
         self._check_open()
-        return super().to_tensordict()  # type: ignore[misc]
+        return super().to_tensordict()
 
     def clone(self, recurse: bool = True, *, filename: Any = None, **kwargs: Any) -> TensorDictBase:
         """``clone(False)``/``copy()``: a new PersistentTensorDict on the same open store (the
@@ -595,7 +595,7 @@ class PersistentTensorDict(TensorDictBase):
 
     # ------------------------------------------------------------------ ptd.containers.persistent.state
     _stored_names = state_ops._stored_names
-    _names = property(state_ops._names, state_ops._assign_names)  # type: ignore[assignment]
+    _names = property(state_ops._names, state_ops._assign_names)
     _set_names = state_ops._set_names
     rename = state_ops.rename
     is_locked = property(state_ops.is_locked, state_ops.set_is_locked)

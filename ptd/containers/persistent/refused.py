@@ -25,12 +25,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REFUSED",
-    "refused",
-    "view",
-    "squeeze",
-    "set_non_tensor",
     "flatten_keys",
+    "refused",
+    "set_non_tensor",
+    "squeeze",
     "unflatten_keys",
+    "view",
 ]
 
 _FIRST = "Call `to_tensordict()` first."

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
 
 
-__all__ = ["_Store", "_key_parts", "_check_allow_pickle"]
+__all__ = ["_Store", "_check_allow_pickle", "_key_parts"]
 
 
 #: backends inherited from a parent process: kept referenced (never closed nor collected) in
@@ -120,7 +120,7 @@ class _Store:
         dataset_kwargs: dict[str, Any],
         allow_pickle: bool | None,
         non_tensor_as_stack: bool,
-    ):
+    ) -> None:
         self._backend = backend
         self._tree = StoreTree(backend)
         self.filename = filename
@@ -213,7 +213,7 @@ class _Abandoned:
     writable = False
     reopen_spec = None
 
-    def __init__(self, old: Any):
+    def __init__(self, old: Any) -> None:
         self.name = old.name
         self.location = old.location
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
 
 
-__all__ = ["StreamedLeaves", "STREAMED"]
+__all__ = ["STREAMED", "StreamedLeaves"]
 
 _ACCUMULATED = frozenset(
     {

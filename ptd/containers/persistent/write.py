@@ -32,13 +32,13 @@ if TYPE_CHECKING:
     from ptd.storage.backends.base import Path
 
 __all__ = [
-    "warn_replace",
+    "batch_chunks",
     "batch_size_of",
     "check_dtypes",
+    "copy_leaf",
+    "warn_replace",
     "write_all",
     "write_value",
-    "copy_leaf",
-    "batch_chunks",
 ]
 
 
@@ -67,9 +67,12 @@ def batch_chunks(
         return None  # the user's
     shape = tuple(int(n) for n in shape)
     row = max(1, int(np.prod(shape[1:], dtype=np.int64)) * itemsize)
-    if src_chunks is not None and tuple(src_chunks[1:]) == shape[1:]:
-        if src_chunks[0] * row <= 8 * CHUNK_TARGET:
-            return (int(src_chunks[0]),) + shape[1:]
+    if (
+        src_chunks is not None
+        and tuple(src_chunks[1:]) == shape[1:]
+        and src_chunks[0] * row <= 8 * CHUNK_TARGET
+    ):
+        return (int(src_chunks[0]),) + shape[1:]
     return (max(1, min(shape[0], CHUNK_TARGET // row)),) + shape[1:]
 
 

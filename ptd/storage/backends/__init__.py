@@ -31,13 +31,13 @@ from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, NonTensorPay
 
 __all__ = [
     "BACKENDS",
-    "get_backend",
-    "detect_backend",
-    "Backend",
     "ArrayMeta",
+    "Backend",
     "NodeKind",
     "NonTensorPayload",
     "ValueKind",
+    "detect_backend",
+    "get_backend",
 ]
 
 #: registry name -> (module, class name)

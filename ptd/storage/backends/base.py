@@ -64,20 +64,20 @@ if TYPE_CHECKING:
     from ptd.storage.location import ReopenSpec
 
 __all__ = [
-    "Backend",
-    "NodeKind",
-    "ValueKind",
+    "GUARDED",
+    "MODES",
     "ArrayMeta",
+    "Backend",
     "NewArray",
+    "NodeKind",
     "NonTensorPayload",
     "Path",
     "Selection",
-    "MODES",
-    "GUARDED",
+    "ValueKind",
     "check_mode",
-    "selection_shape",
-    "fit_write_value",
     "check_path",
+    "fit_write_value",
+    "selection_shape",
     "translate_error",
 ]
 

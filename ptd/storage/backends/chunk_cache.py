@@ -46,7 +46,7 @@ import numpy as np
 
 from ptd.errors import PtdValueError
 
-__all__ = ["ENV_VAR", "DEFAULT_BUDGET", "ChunkCache", "parse_budget", "cache_budget"]
+__all__ = ["DEFAULT_BUDGET", "ENV_VAR", "ChunkCache", "cache_budget", "parse_budget"]
 
 #: the environment variable giving the budget when ``chunk_cache=None`` (``"0"`` turns it off)
 ENV_VAR = "PTD_CHUNK_CACHE"

@@ -46,13 +46,13 @@ from ptd.errors import PtdValueError
 from ptd.storage.backends.chunk_cache import ChunkCache
 
 __all__ = [
+    "PARALLEL_MIN_CHUNK_BYTES",
     "THREADS_ENV_VAR",
     "ChunkedArray",
-    "read_chunked",
     "decode_threads",
-    "set_decode_threads",
     "plan_dim",
-    "PARALLEL_MIN_CHUNK_BYTES",
+    "read_chunked",
+    "set_decode_threads",
 ]
 
 #: the environment variable giving the decode thread count

@@ -33,7 +33,7 @@ from typing import Any
 from ptd.storage.backends.base import Backend, Path
 from ptd.storage.backends.memmap_dir import RawFile
 
-__all__ = ["ChunkInfo", "FilterInfo", "chunk_info", "H5_PLUGIN_PACKAGES"]
+__all__ = ["H5_PLUGIN_PACKAGES", "ChunkInfo", "FilterInfo", "chunk_info"]
 
 #: HDF5 filter ids registered by plugins -> (name, the pip package that provides them)
 H5_PLUGIN_PACKAGES: dict[int, tuple[str, str]] = {

@@ -41,6 +41,7 @@ array (:func:`read_selection`) and unmapping. The per-format halves find the byt
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import sys
@@ -53,15 +54,15 @@ import numpy as np
 __all__ = [
     "ENV_VAR",
     "PARALLEL_COPY_BYTES",
+    "PREAD_BYTES",
     "ArrayMaps",
+    "close_maps",
     "fast_path_enabled",
     "mappable_dtype",
-    "read_selection",
     "pread_selection",
-    "PREAD_BYTES",
-    "view_of",
+    "read_selection",
     "release",
-    "close_maps",
+    "view_of",
 ]
 
 #: the environment variable that turns the fast path off (``PTD_FAST_PATH=0``)
@@ -304,8 +305,8 @@ def close_maps(maps: list[mmap.mmap]) -> None:
 
         gc.collect()
         for mm in pending:
-            try:
+            with contextlib.suppress(
+                BufferError
+            ):  # pragma: no cover - an array escaped: unmapped when it dies
                 mm.close()
-            except BufferError:  # pragma: no cover - an array escaped: unmapped when it dies
-                pass
     maps.clear()

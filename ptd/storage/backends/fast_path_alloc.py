@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["tune_malloc", "ENV_VAR", "MMAP_THRESHOLD", "TRIM_THRESHOLD"]
+__all__ = ["ENV_VAR", "MMAP_THRESHOLD", "TRIM_THRESHOLD", "tune_malloc"]
 
 #: the environment variable that leaves malloc alone (``PTD_MALLOC_TUNE=0``)
 ENV_VAR = "PTD_MALLOC_TUNE"

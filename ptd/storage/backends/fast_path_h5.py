@@ -11,6 +11,7 @@ pages are never faulted in, which is what a first pass over a freshly opened sto
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from collections.abc import Sequence
@@ -104,10 +105,8 @@ class FileMap:
         self._old = []
         if self.fd is not None:
             fd, self.fd = self.fd, None
-            try:
+            with contextlib.suppress(OSError):  # pragma: no cover - already closed
                 os.close(fd)
-            except OSError:  # pragma: no cover - already closed
-                pass
         close_maps(maps)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ptd.errors import CorruptStoreError, PtdError, PtdMemoryError, StoreIOError
 
-__all__ = ["GUARDED", "translate_error", "guarded", "guard_methods"]
+__all__ = ["GUARDED", "guard_methods", "guarded", "translate_error"]
 
 #: the Backend methods whose unexpected exceptions become ptd errors
 GUARDED = frozenset({

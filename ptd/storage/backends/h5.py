@@ -22,6 +22,7 @@ backends (and ``fast_path_h5``).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -186,10 +187,8 @@ class H5Backend(Backend):
     def _release_handles(self) -> None:
         self._ds_cache.clear()
         if self._owns_file:
-            try:
+            with contextlib.suppress(Exception):  # closing an already invalid file
                 self._root.file.close()
-            except Exception:  # noqa: BLE001 - closing an already invalid file
-                pass
         if self._fileobj is not None:  # a remote file's fsspec file object, after h5py's file
             fileobj, self._fileobj = self._fileobj, None
             fileobj.close()

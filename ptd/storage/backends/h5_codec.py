@@ -46,21 +46,21 @@ from ptd.storage.backends.strings import (
 )
 
 __all__ = [
-    "unsupported_reason",
-    "unmappable_meta",
-    "read_attrs",
-    "write_attrs",
-    "non_tensor_kind",
     "check_readable",
-    "encode_value",
-    "encode_stack",
+    "create_strings",
     "decode",
-    "string_type",
+    "encode_stack",
+    "encode_value",
+    "non_tensor_kind",
+    "read_attrs",
     "read_strings",
-    "string_type_of",
     "read_strings_of",
     "string_array",
-    "create_strings",
+    "string_type",
+    "string_type_of",
+    "unmappable_meta",
+    "unsupported_reason",
+    "write_attrs",
 ]
 
 _STACK_TYPE_ERROR = (

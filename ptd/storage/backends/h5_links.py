@@ -23,7 +23,7 @@ from typing import Any
 
 import h5py
 
-__all__ = ["walk", "child_links", "address", "ancestors", "SKIP_EXTERNAL", "Link"]
+__all__ = ["SKIP_EXTERNAL", "Link", "address", "ancestors", "child_links", "walk"]
 
 #: the reason an external link is skipped
 SKIP_EXTERNAL = "external link to {target}: not followed (it could read any file on this machine)"

@@ -17,11 +17,11 @@ from typing import Any, NamedTuple
 import h5py
 
 __all__ = [
-    "load",
-    "loaded",
     "FILTERS",
     "describe_filter",
     "describe_pipeline",
+    "load",
+    "loaded",
     "missing_filters",
 ]
 

@@ -23,13 +23,13 @@ from ptd.storage.backends.properties import Codec, CodecSupport, Encoding, Stage
 
 __all__ = [
     "PROPERTY_ATTRS",
-    "pipeline",
-    "fill_value",
-    "dimension_names",
-    "layout",
     "attr_types",
     "codec_support",
     "creation_options",
+    "dimension_names",
+    "fill_value",
+    "layout",
+    "pipeline",
     "set_dimension_names",
     "userblock_size",
 ]

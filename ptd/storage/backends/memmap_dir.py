@@ -130,7 +130,7 @@ class _Node:
     """One entry of a memmap directory: a group (``meta`` of a TensorDict directory), a tensor
     (``entry`` of its parent's ``meta.json``) or a non-tensor (``meta`` of its directory)."""
 
-    __slots__ = ("kind", "directory", "meta", "entry", "batch")
+    __slots__ = ("batch", "directory", "entry", "kind", "meta")
 
     def __init__(
         self,

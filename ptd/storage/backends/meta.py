@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Path", "NodeKind", "ValueKind", "ArrayMeta", "NonTensorPayload", "NewArray"]
+__all__ = ["ArrayMeta", "NewArray", "NodeKind", "NonTensorPayload", "Path", "ValueKind"]
 
 #: a key path: one str per level, relative to the backend's root group; ``()`` is the root
 Path = tuple[str, ...]

@@ -37,18 +37,18 @@ import numpy as np
 from ptd.storage.backends.meta import Path
 
 __all__ = [
-    "Stage",
-    "Codec",
-    "CodecSupport",
-    "ArrayProperties",
-    "StoreProperties",
-    "Encoding",
     "CODEC_NAMES",
     "LOSSY",
     "VALUE_FILTERS",
+    "ArrayProperties",
+    "Codec",
+    "CodecSupport",
+    "Encoding",
+    "Stage",
+    "StoreProperties",
+    "copy_userblock",
     "describe_pipeline",
     "same_fill",
-    "copy_userblock",
 ]
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from ptd.errors import PtdValueError
 
-__all__ = ["Selection", "selection_shape", "fit_write_value"]
+__all__ = ["Selection", "fit_write_value", "selection_shape"]
 
 #: a normalised selection (see the module doc)
 Selection = tuple[Any, ...]

@@ -31,9 +31,9 @@ __all__ = [
     "FIXED_BYTES",
     "FIXED_UTF8",
     "FIXED_UTF32",
-    "VLEN_UTF8",
-    "VLEN_BYTES",
     "STRING_TYPE_ATTR",
+    "VLEN_BYTES",
+    "VLEN_UTF8",
     "StringType",
     "as_object_array",
 ]

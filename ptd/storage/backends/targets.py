@@ -14,7 +14,7 @@ from typing import Any
 from ptd.errors import PtdTypeError, PtdValueError
 from ptd.storage.location import StoreLocation
 
-__all__ = ["parse_target", "EXISTS_HINT"]
+__all__ = ["EXISTS_HINT", "parse_target"]
 
 #: the end of a StoreExistsError for mode ``"w-"``/``"x"``
 EXISTS_HINT = "use mode 'w' to overwrite it or 'a' to append"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import platform
 from importlib import metadata
 
-__all__ = ["versions", "PACKAGES", "__version__"]
+__all__ = ["PACKAGES", "__version__", "versions"]
 
 #: the distributions reported, in the order shown
 PACKAGES = ("ptd", "h5py", "zarr", "numcodecs", "hdf5plugin", "numpy", "torch", "typer", "rich")

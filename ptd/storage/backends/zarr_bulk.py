@@ -46,7 +46,7 @@ from ptd.storage.backends.base import Backend, Path, check_path
 from ptd.storage.backends.meta import NewArray
 from ptd.storage.backends.zarr_read import batches, in_byte_order, single_raw_chunk
 
-__all__ = ["create", "create_groups", "create_many", "child_names", "CONCURRENCY"]
+__all__ = ["CONCURRENCY", "child_names", "create", "create_groups", "create_many"]
 
 #: files written at a time (threads for local files, tasks for zarr's asynchronous API x 4)
 CONCURRENCY = 4

@@ -41,17 +41,17 @@ from ptd.storage.backends.strings import (
 )
 
 __all__ = [
-    "jsonable",
     "attrs_json",
     "attrs_read",
-    "non_tensor_kind",
-    "encode",
     "check_stack_marker",
+    "create_strings",
     "decode",
-    "string_type",
+    "encode",
+    "jsonable",
+    "non_tensor_kind",
     "read_strings",
     "string_array",
-    "create_strings",
+    "string_type",
 ]
 
 

@@ -24,11 +24,11 @@ from ptd.storage.backends.meta import Path
 
 __all__ = [
     "ZARR_METADATA_NAMES",
+    "check_name",
     "escaped_name",
-    "plain_path",
     "listed_name",
     "node_attrs",
-    "check_name",
+    "plain_path",
     "record_name",
 ]
 

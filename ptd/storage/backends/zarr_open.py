@@ -21,7 +21,7 @@ from ptd.storage import remote as _url
 from ptd.storage.backends.targets import EXISTS_HINT
 from ptd.storage.location import StoreLocation
 
-__all__ = ["remote_store", "local_store", "open_root", "check_v2_mode"]
+__all__ = ["check_v2_mode", "local_store", "open_root", "remote_store"]
 
 
 #: what zarr raises at open for a store without a (readable) root group, or a root array: not
@@ -109,12 +109,16 @@ def local_store(path: str, mode: str) -> Any:
         raise CorruptStoreError(
             f"{path} is not a zarr store: it has no {ZARR_JSON} (v3) or {ZARR_V2_GROUP} (v2)"
         )
-    if exists and mode not in ("r", "w") and _has_v2_group(path):
-        if not os.path.exists(os.path.join(path, ZARR_JSON)):
-            raise ReadOnlyError(
-                f"{path} is a Zarr v2 store, which ptd opens read-only (mode 'r'); write a v3 "
-                f"copy with `ptd convert {path} NEW.zarr` to modify it"
-            )
+    if (
+        exists
+        and mode not in ("r", "w")
+        and _has_v2_group(path)
+        and not os.path.exists(os.path.join(path, ZARR_JSON))
+    ):
+        raise ReadOnlyError(
+            f"{path} is a Zarr v2 store, which ptd opens read-only (mode 'r'); write a v3 "
+            f"copy with `ptd convert {path} NEW.zarr` to modify it"
+        )
     return path
 
 

@@ -28,14 +28,14 @@ __all__ = [
     "MAXSHAPE_ATTR",
     "PROPERTY_ATTRS",
     "V2_DIMENSIONS_ATTR",
-    "pipeline",
-    "fill_value",
-    "dimension_names",
-    "maxshape",
     "attr_types",
-    "codec_support",
     "codec_note",
+    "codec_support",
     "creation_options",
+    "dimension_names",
+    "fill_value",
+    "maxshape",
+    "pipeline",
 ]
 
 #: ptd's record of an HDF5 maxshape (see the module doc)
@@ -235,10 +235,9 @@ def _blosc_shuffle(value: Any, itemsize: int) -> str:
 
 def _document(codec: Codec, dtype: np.dtype) -> dict[str, Any]:
     """The zarr v3 JSON of a step zarr can write."""
-    if codec.native_format == _NATIVE and isinstance(codec.native, dict):
-        if "name" in codec.native:
-            return dict(codec.native)
-        # a v2 codec (numcodecs' ``id`` form): written as its v3 spelling below
+    # a v2 codec (numcodecs' ``id`` form) is written as its v3 spelling below
+    if codec.native_format == _NATIVE and isinstance(codec.native, dict) and "name" in codec.native:
+        return dict(codec.native)
     conf = {k: v for k, v in codec.config.items() if k != "lossy"}
     name = codec.name
     if name == "gzip":

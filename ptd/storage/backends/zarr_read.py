@@ -25,7 +25,7 @@ from zarr.storage import LocalStore
 
 from ptd.storage.backends.base import Path
 
-__all__ = ["read_many", "raw_chunk", "single_raw_chunk", "in_byte_order", "batches"]
+__all__ = ["batches", "in_byte_order", "raw_chunk", "read_many", "single_raw_chunk"]
 
 #: files read at a time
 CONCURRENCY = 4

@@ -33,18 +33,22 @@ from ptd.storage.backends.meta import ArrayMeta, NodeKind, Path, ValueKind
 
 __all__ = [
     "UnreadableNode",
-    "kind_of",
     "child_names",
-    "listed_members",
-    "unreadable_or_missing",
     "find_unreadable",
+    "kind_of",
+    "listed_members",
     "quiet_failed_listing",
+    "unreadable_or_missing",
 ]
 
 #: the documents that make a name a node, in the order they are looked for
 _NODE_DOCS = (ZARR_JSON, ".zarray", ZARR_V2_GROUP)
 #: names in a group's listing that are metadata documents, not children
 _NOT_CHILDREN = frozenset({ZARR_JSON, ".zarray", ZARR_V2_GROUP, ".zattrs", ".zmetadata"})
+
+
+#: the dtype of a node whose document names none numpy understands
+_NO_DTYPE = np.dtype("V0")
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,7 @@ class UnreadableNode:
     #: the shape the document states, when it states one that reads as a shape, else ``()``
     shape: tuple[int, ...] = ()
     #: the stored dtype the document states, when numpy understands it, else ``V0``
-    dtype: np.dtype = np.dtype("V0")
+    dtype: np.dtype = _NO_DTYPE
     #: the document says the node is a group (its children are not listed)
     group: bool = False
 

@@ -99,7 +99,9 @@ def _arr(shape=(4, 3), dtype="float32") -> np.ndarray:
 class TestOpen:
     def test_modes_create_and_reopen(self, opener, path, name):
         b = opener("w")
-        assert b.writable and not b.closed and b.name == name
+        assert b.writable
+        assert not b.closed
+        assert b.name == name
         b.create_array(("a",), shape=(2,), dtype=np.dtype("f4"), data=np.ones(2, "f4"))
         b.close()
         assert b.closed
@@ -129,7 +131,8 @@ class TestOpen:
     def test_new_store_modes(self, opener, mode):
         b = opener(mode)
         assert b.writable
-        assert b.reopen_spec is not None and b.reopen_spec.mode == "r+"
+        assert b.reopen_spec is not None
+        assert b.reopen_spec.mode == "r+"
 
     @pytest.mark.parametrize("mode", ["q", "rb", "", None])
     def test_invalid_mode(self, opener, mode):
@@ -139,7 +142,8 @@ class TestOpen:
     def test_reopen_spec_never_truncates(self, opener, path, name):
         b = opener("w")
         spec = b.reopen_spec
-        assert spec.mode == "r+" and spec.location.path == os.fspath(path)
+        assert spec.mode == "r+"
+        assert spec.location.path == os.fspath(path)
         b.create_array(("a",), shape=(2,), dtype=np.dtype("f4"), data=np.ones(2, "f4"))
         b.close()
         again = spec.open()
@@ -164,19 +168,19 @@ class TestOpen:
         b.close()
         trunc = tmp_path / "trunc.h5"
         trunc.write_bytes(good.read_bytes()[:4000])
-        with pytest.raises(CorruptStoreError, match="trunc.h5"):
+        with pytest.raises(CorruptStoreError, match=r"trunc.h5"):
             get_backend("h5").open(trunc, "r")
         (tmp_path / "dir.h5").mkdir()
-        with pytest.raises(CorruptStoreError, match="dir.h5"):
+        with pytest.raises(CorruptStoreError, match=r"dir.h5"):
             get_backend("h5").open(tmp_path / "dir.h5", "r")
 
     def test_zarr_not_a_group(self, tmp_path):
         h5file = tmp_path / "x.h5"
         get_backend("h5").open(h5file, "w").close()
-        with pytest.raises(CorruptStoreError, match="x.h5"):
+        with pytest.raises(CorruptStoreError, match=r"x.h5"):
             get_backend("zarr").open(h5file, "r")
         zarr.open_array(tmp_path / "arr.zarr", mode="w", shape=(3,), dtype="i4")
-        with pytest.raises(CorruptStoreError, match="arr.zarr"):
+        with pytest.raises(CorruptStoreError, match=r"arr.zarr"):
             get_backend("zarr").open(tmp_path / "arr.zarr", "r")
 
     def test_h5_lock_conflict(self, tmp_path):
@@ -209,7 +213,8 @@ class TestArrays:
         assert out.dtype == data.dtype
         np.testing.assert_array_equal(out, data)
         meta = be.array_meta(("x",))
-        assert meta.kind is ValueKind.NUMERIC and meta.torch_dtype == dtype
+        assert meta.kind is ValueKind.NUMERIC
+        assert meta.torch_dtype == dtype
         assert meta.shape == (3, 2)
 
     def test_bfloat16_via_to_storage(self, be):
@@ -217,9 +222,11 @@ class TestArrays:
         arr, attrs = to_storage(t)
         be.create_array(("bf",), shape=arr.shape, dtype=arr.dtype, data=arr, attrs=attrs)
         meta = be.array_meta(("bf",))
-        assert meta.torch_dtype == "bfloat16" and meta.kind is ValueKind.NUMERIC
+        assert meta.torch_dtype == "bfloat16"
+        assert meta.kind is ValueKind.NUMERIC
         back = from_storage(be.read(("bf",)), meta.attrs)
-        assert back.dtype == torch.bfloat16 and torch.equal(back, t)
+        assert back.dtype == torch.bfloat16
+        assert torch.equal(back, t)
         row = from_storage(be.read(("bf",), (1,)), meta.attrs)
         assert torch.equal(row, t[1])
 
@@ -246,7 +253,8 @@ class TestArrays:
         be.create_array(("x",), shape=data.shape, dtype=data.dtype, data=data)
         expect = data[sel]  # one index array at most: numpy agrees with the contract
         out = be.read(("x",), sel)
-        assert isinstance(out, np.ndarray) and out.dtype == data.dtype
+        assert isinstance(out, np.ndarray)
+        assert out.dtype == data.dtype
         np.testing.assert_array_equal(out, expect)
         # write the selection back, negated
         be.write(("x",), sel, -expect)
@@ -267,7 +275,9 @@ class TestArrays:
     def test_0d_and_zero_size(self, be):
         be.create_array(("s",), shape=(), dtype=np.dtype("f8"), data=np.array(2.5))
         out = be.read(("s",))
-        assert isinstance(out, np.ndarray) and out.shape == () and out == 2.5
+        assert isinstance(out, np.ndarray)
+        assert out.shape == ()
+        assert out == 2.5
         be.write(("s",), (), np.array(4.0))
         assert be.read(("s",)) == 4.0
         be.create_array(("z",), shape=(0, 4), dtype=np.dtype("i4"))
@@ -283,7 +293,8 @@ class TestArrays:
         )
         be.create_array(("z",), shape=(0, 3), dtype=np.dtype("f4"), options=opts, chunks=(2, 3))
         be.write_non_tensor(("t",), "x", options=opts)
-        assert be.read(("s",)) == 1.0 and be.read(("z",)).shape == (0, 3)
+        assert be.read(("s",)) == 1.0
+        assert be.read(("z",)).shape == (0, 3)
 
     def test_broadcast_write(self, be):
         be.create_array(("x",), shape=(4, 3), dtype=np.dtype("f4"))
@@ -294,13 +305,14 @@ class TestArrays:
         np.testing.assert_array_equal(out[0], [7, 7, 7])
 
     @pytest.mark.parametrize(
-        "sel,shape", [((), (6, 7)), ((), (3,)), ((slice(0, 2),), (3, 2)), ((1,), (2, 2))]
+        ("sel", "shape"), [((), (6, 7)), ((), (3,)), ((slice(0, 2),), (3, 2)), ((1,), (2, 2))]
     )
     def test_shape_mismatch_raises(self, be, sel, shape, path):
         be.create_array(("n", "x"), shape=(6, 2), dtype=np.dtype("f4"))
         with pytest.raises(PtdValueError, match="n/x") as info:
             be.write(("n", "x"), sel, np.ones(shape, "f4"))
-        assert path.name in str(info.value) and str(list(shape)) in str(info.value)
+        assert path.name in str(info.value)
+        assert str(list(shape)) in str(info.value)
         np.testing.assert_array_equal(be.read(("n", "x")), np.zeros((6, 2), "f4"))
 
     def test_extra_leading_one_dims(self, be):
@@ -330,16 +342,20 @@ class TestArrays:
 class TestStructure:
     def test_groups_attrs(self, be):
         be.create_group(("g", "h"), attrs={"__tensordict__": {"batch_size": [3], "version": 1}})
-        assert be.kind(("g",)) is NodeKind.GROUP and be.kind(("g", "h")) is NodeKind.GROUP
+        assert be.kind(("g",)) is NodeKind.GROUP
+        assert be.kind(("g", "h")) is NodeKind.GROUP
         assert be.get_attrs(("g", "h")) == {"__tensordict__": {"batch_size": [3], "version": 1}}
         be.set_attrs(("g", "h"), {"note": "x", "n": 3, "l": [1, 2]})
         attrs = be.get_attrs(("g", "h"))
-        assert attrs["note"] == "x" and attrs["n"] == 3 and attrs["l"] == [1, 2]
+        assert attrs["note"] == "x"
+        assert attrs["n"] == 3
+        assert attrs["l"] == [1, 2]
         assert all(type(v) in (str, int, list, dict) for v in attrs.values())
         be.set_attrs((), {"root": True})
         assert be.get_attrs(())["root"] is True
         be.create_group(("g", "h"), attrs={"more": 1})  # existing group: attrs merged
-        assert be.get_attrs(("g", "h"))["note"] == "x" and be.get_attrs(("g", "h"))["more"] == 1
+        assert be.get_attrs(("g", "h"))["note"] == "x"
+        assert be.get_attrs(("g", "h"))["more"] == 1
         be.create_array(("a",), shape=(2,), dtype=np.dtype("f4"), attrs={"unit": "m"})
         assert be.get_attrs(("a",)) == {"unit": "m"} == dict(be.array_meta(("a",)).attrs)
 
@@ -366,8 +382,10 @@ class TestStructure:
             ("mid", NodeKind.ARRAY),
             ("zeta", NodeKind.ARRAY),
         ]
-        assert be.kind(("nope",)) is None and be.kind(("alpha", "x")) is None
-        assert be.kind(()) is NodeKind.GROUP and be.kind(("alpha",)) is NodeKind.ARRAY
+        assert be.kind(("nope",)) is None
+        assert be.kind(("alpha", "x")) is None
+        assert be.kind(()) is NodeKind.GROUP
+        assert be.kind(("alpha",)) is NodeKind.ARRAY
 
     def test_walk(self, be):
         be.create_array(("b",), shape=(3,), dtype=np.dtype("f4"))
@@ -446,7 +464,8 @@ class TestStructure:
         be.read(("x",))  # cached
         be.close()
         be.close()  # idempotent
-        assert be.closed and not be.writable
+        assert be.closed
+        assert not be.writable
         for call in (
             lambda: be.read(("x",)),
             lambda: be.children(()),
@@ -492,7 +511,8 @@ class TestNonTensor:
         expect = h5_expect if name == "h5" else zarr_expect
         be.write_non_tensor(("n", "v"), value)
         meta = be.array_meta(("n", "v"))
-        assert meta.kind is ValueKind.NON_TENSOR and meta.stack_shape is None
+        assert meta.kind is ValueKind.NON_TENSOR
+        assert meta.stack_shape is None
         warn = name == "h5" and case == "str"
         if warn:
             with pytest.warns(FutureWarning, match=STR_WARNING + " '/n/v'"):
@@ -506,7 +526,7 @@ class TestNonTensor:
             assert _same(be.read_non_tensor(("n", "v"), (0,), allow_pickle=True).value, expect)
 
     @pytest.mark.parametrize(
-        "values,shape",
+        ("values", "shape"),
         [
             (["a", "bb", "é"], (3,)),
             ([["a", "b"], ["c", "d"], ["e", "f"]], (3, 2)),
@@ -522,9 +542,12 @@ class TestNonTensor:
     def test_stack_roundtrip(self, be, values, shape):
         be.write_non_tensor(("st",), values, stack_shape=shape)
         meta = be.array_meta(("st",))
-        assert meta.kind is ValueKind.NON_TENSOR and meta.stack_shape == shape
+        assert meta.kind is ValueKind.NON_TENSOR
+        assert meta.stack_shape == shape
         out = be.read_non_tensor(("st",), allow_pickle=True)
-        assert out.is_stack and out.stack_shape == shape and out.value == values
+        assert out.is_stack
+        assert out.stack_shape == shape
+        assert out.value == values
         assert all(
             type(a) is type(b)
             for a, b in zip(
@@ -536,12 +559,14 @@ class TestNonTensor:
         if shape[0] >= 2:
             sel = (np.array([0, shape[0] - 1]),)
             part = be.read_non_tensor(("st",), sel, allow_pickle=True)
-            assert part.is_stack and part.value == [values[0], values[-1]]
+            assert part.is_stack
+            assert part.value == [values[0], values[-1]]
             assert part.stack_shape == (2,) + shape[1:]
             one = be.read_non_tensor(("st",), (1,), allow_pickle=True)
             assert one.value == values[1]
             sl = be.read_non_tensor(("st",), (slice(1, None),), allow_pickle=True)
-            assert sl.value == values[1:] and sl.stack_shape == (shape[0] - 1,) + shape[1:]
+            assert sl.value == values[1:]
+            assert sl.stack_shape == (shape[0] - 1,) + shape[1:]
 
     def test_stack_shape_mismatch(self, be):
         with pytest.raises(PtdValueError, match="st"):
@@ -554,7 +579,7 @@ class TestNonTensor:
             b.write_non_tensor(("st",), values, stack_shape=(2,))
             assert b.read_non_tensor(("st",)).value == values
             return
-        with pytest.raises(PtdTypeError, match="'st'.*Cannot write a NonTensorStack to h5 unless"):
+        with pytest.raises(PtdTypeError, match=r"'st'.*Cannot write a NonTensorStack to h5 unless"):
             b.write_non_tensor(("st",), values, stack_shape=(2,))
         assert b.kind(("st",)) is None
 
@@ -564,7 +589,7 @@ class TestNonTensor:
             b.write_non_tensor(("st",), [2**70, 1], stack_shape=(2,))
             assert b.read_non_tensor(("st",)).value == [2**70, 1]
             return
-        with pytest.raises(PtdTypeError, match="'st'.*int64"):
+        with pytest.raises(PtdTypeError, match=r"'st'.*int64"):
             b.write_non_tensor(("st",), [2**70, 1], stack_shape=(2,))
 
     def test_nul_in_str(self, be, name):
@@ -576,7 +601,7 @@ class TestNonTensor:
             return
         with pytest.raises(PtdValueError, match="NUL"):
             be.write_non_tensor(("s",), "a\x00b")
-        with pytest.raises(PtdValueError, match="'st'.*NUL"):
+        with pytest.raises(PtdValueError, match=r"'st'.*NUL"):
             be.write_non_tensor(("st",), ["a\x00", "b"], stack_shape=(2,))
 
     def test_unencodable_on_h5(self, opener, name):
@@ -611,11 +636,14 @@ class TestNonTensor:
                 meta = b.array_meta((key,))
                 assert meta.kind is ValueKind.NON_TENSOR
                 rows = b.read_non_tensor((key,), as_stack=True)
-                assert rows.is_stack and rows.value == exp and rows.stack_shape == (3,)
+                assert rows.is_stack
+                assert rows.value == exp
+                assert rows.stack_shape == (3,)
                 part = b.read_non_tensor((key,), (np.array([0, 2]),), as_stack=True)
                 assert part.value == [exp[0], exp[2]]
                 whole = b.read_non_tensor((key,))
-                assert not whole.is_stack and isinstance(whole.value, np.ndarray)
+                assert not whole.is_stack
+                assert isinstance(whole.value, np.ndarray)
                 assert whole.value.tolist() == exp
         finally:
             b.close()
@@ -651,7 +679,8 @@ class TestZarrPayloads:
     def test_layout(self, z, tmp_path):
         z.write_non_tensor(("s",), "é", options={"chunks": 1, "compressors": "zstd"})
         meta = json.loads((tmp_path / "p.zarr" / "s" / "zarr.json").read_text())
-        assert meta["shape"] == [8] and meta["data_type"] == "uint8"
+        assert meta["shape"] == [8]
+        assert meta["data_type"] == "uint8"
         assert meta["chunk_grid"]["configuration"]["chunk_shape"] == [8]
         assert meta["codecs"] == [{"name": "bytes"}] or meta["codecs"][0]["name"] == "bytes"
         assert len(meta["codecs"]) == 1
@@ -659,7 +688,7 @@ class TestZarrPayloads:
         assert (tmp_path / "p.zarr" / "s" / "c" / "0").read_bytes() == b'"\\u00e9"'
 
     @pytest.mark.parametrize(
-        "value,encoding",
+        ("value", "encoding"),
         [
             ("hello", "json"),
             (5, "json"),
@@ -679,14 +708,15 @@ class TestZarrPayloads:
         z.write_non_tensor(("v",), value)
         assert z.array_meta(("v",)).non_tensor_kind == encoding
         out = z.read_non_tensor(("v",), allow_pickle=True).value
-        assert out == value and type(out) is type(value)
+        assert out == value
+        assert type(out) is type(value)
 
     def test_allow_pickle_policy(self, z):
         z.write_non_tensor(("p",), (1, 2))
         z.write_non_tensor(("j",), [1, 2])
         with pytest.raises(
             PickleRefusedError,
-            match="Refusing to load pickled non-tensor data from a zarr TensorDict.*'p'",
+            match=r"Refusing to load pickled non-tensor data from a zarr TensorDict.*'p'",
         ) as info:
             z.read_non_tensor(("p",), allow_pickle=False)
         assert isinstance(info.value, RuntimeError)
@@ -708,7 +738,7 @@ class TestZarrPayloads:
             z.read_non_tensor(("evil",), allow_pickle=True)
 
     @pytest.mark.parametrize(
-        "payload,encoding,match",
+        ("payload", "encoding", "match"),
         [
             (b'"x"', "yaml", "Unknown zarr non-tensor encoding: 'yaml'."),
             (b'{"a": ', "json", "Corrupt JSON"),
@@ -722,7 +752,8 @@ class TestZarrPayloads:
         self._raw(z, "bad", payload, encoding)
         with pytest.raises(PtdValueError, match=match) as info:
             z.read_non_tensor(("bad",), allow_pickle=True)
-        assert "'bad'" in str(info.value) and "p.zarr" in str(info.value)
+        assert "'bad'" in str(info.value)
+        assert "p.zarr" in str(info.value)
 
     def test_marker_on_wrong_dtype(self, z):
         self._raw(z, "bad", b'"x"', "json", dtype="float32")
@@ -734,7 +765,8 @@ class TestZarrPayloads:
             ("st",), [["a", "b"], ["c", "d"]], stack_shape=(2, 2), options={"chunks": 1}
         )
         meta = json.loads((tmp_path / "p.zarr" / "st" / "zarr.json").read_text())
-        assert meta["data_type"] == "string" and meta["fill_value"] == ""
+        assert meta["data_type"] == "string"
+        assert meta["fill_value"] == ""
         assert meta["codecs"] == [{"name": "vlen-utf8", "configuration": {}}]
         assert meta["attributes"] == {"__tensordict_stack__": [2, 2]}
         assert meta["chunk_grid"]["configuration"]["chunk_shape"] == [1, 2]
@@ -745,7 +777,9 @@ class TestLayoutOptions:
         b = get_backend("h5").open(tmp_path / "o.h5", "w")
         b.create_array(("a",), shape=(10, 4), dtype=np.dtype("f4"))
         m = b.array_meta(("a",))
-        assert m.chunks is None and m.compression is None and m.stored_nbytes is not None
+        assert m.chunks is None
+        assert m.compression is None
+        assert m.stored_nbytes is not None
         b.create_array(
             ("c",),
             shape=(10, 4),
@@ -753,7 +787,9 @@ class TestLayoutOptions:
             options={"compression": "gzip", "compression_opts": 4, "shuffle": True},
         )
         m = b.array_meta(("c",))
-        assert m.chunks is not None and "gzip(4)" in m.compression and "shuffle" in m.compression
+        assert m.chunks is not None
+        assert "gzip(4)" in m.compression
+        assert "shuffle" in m.compression
         b.create_array(("d",), shape=(10, 4, 6), dtype=np.dtype("f4"), options={"chunks": (2,)})
         assert b.array_meta(("d",)).chunks == (2, 4, 6)
         b.create_array(
@@ -763,7 +799,7 @@ class TestLayoutOptions:
         b.close()
 
     @pytest.mark.parametrize(
-        "shape,chunks,expect",
+        ("shape", "chunks", "expect"),
         [
             ((10, 4, 6), None, (10, 4, 6)),
             ((10, 4, 6), (2,), (2, 4, 6)),
@@ -778,7 +814,8 @@ class TestLayoutOptions:
         opts = {} if chunks is None else {"chunks": chunks}
         b.create_array(("a",), shape=shape, dtype=np.dtype("f4"), options=opts)
         m = b.array_meta(("a",))
-        assert m.chunks == expect and m.compression is None
+        assert m.chunks == expect
+        assert m.compression is None
         meta = json.loads((tmp_path / "o.zarr" / "a" / "zarr.json").read_text())
         assert meta["codecs"] == [{"name": "bytes", "configuration": {"endian": "little"}}]
         b.close()
@@ -795,7 +832,8 @@ class TestLayoutOptions:
             options={"compressors": ZstdCodec(level=3), "chunks": 2},
         )
         m = b.array_meta(("a",))
-        assert m.chunks == (4, 1) and m.compression == "zstd(3)"
+        assert m.chunks == (4, 1)
+        assert m.compression == "zstd(3)"
         b.close()
 
 
@@ -847,7 +885,8 @@ class TestZarrStores:
         b.move(("b",), ("c", "d"))
         b.close()
         assert sorted(group["g"].keys()) == ["a", "c"]
-        assert detect_backend(store) == "zarr" and detect_backend(group) == "zarr"
+        assert detect_backend(store) == "zarr"
+        assert detect_backend(group) == "zarr"
 
     def test_storage_options_need_a_url(self, tmp_path):
         with pytest.raises(PtdValueError, match="storage_options"):
@@ -881,7 +920,8 @@ class TestH5Objects:
         with h5py.File(p, "w") as f:
             g = f.create_group("sub")
             b = get_backend("h5").open(g)
-            assert b.reopen_spec is None and "sub" in b.location
+            assert b.reopen_spec is None
+            assert "sub" in b.location
             b.create_array(("x",), shape=(2,), dtype=np.dtype("f4"), data=np.ones(2, "f4"))
             b.close()
             assert f.id.valid  # not closed: the user's file
@@ -897,7 +937,8 @@ class TestH5Objects:
             f["en"] = np.array([0, 1], dtype=h5py.enum_dtype({"A": 0, "B": 1}, basetype="i1"))
         b = get_backend("h5").open(p, "r")
         m = b.array_meta(("be",))
-        assert m.kind is ValueKind.NUMERIC and m.torch_dtype == "float32"
+        assert m.kind is ValueKind.NUMERIC
+        assert m.torch_dtype == "float32"
         assert torch.equal(from_storage(b.read(("be",)), m.attrs), torch.arange(3.0))
         assert b.array_meta(("ld",)).kind is ValueKind.UNSUPPORTED
         assert b.array_meta(("cp",)).kind is ValueKind.UNSUPPORTED
@@ -931,16 +972,19 @@ class TestH5Objects:
 
 class TestRegistry:
     def test_get_backend(self):
-        assert get_backend("h5").name == "h5" and get_backend("zarr").name == "zarr"
+        assert get_backend("h5").name == "h5"
+        assert get_backend("zarr").name == "zarr"
         with pytest.raises(UnknownBackendError) as info:
             get_backend("hdf5")
         assert str(info.value) == "Unknown backend 'hdf5'. Supported backends are ['h5', 'zarr']."
-        assert isinstance(info.value, NotImplementedError) and isinstance(info.value, PtdError)
+        assert isinstance(info.value, NotImplementedError)
+        assert isinstance(info.value, PtdError)
 
     def test_detect(self, tmp_path):
         h = tmp_path / "a.bin"
         get_backend("h5").open(h, "w").close()
-        assert detect_backend(h) == "h5" and detect_backend(str(h)) == "h5"
+        assert detect_backend(h) == "h5"
+        assert detect_backend(str(h)) == "h5"
         ub = tmp_path / "ub.bin"
         with h5py.File(ub, "w", userblock_size=1024) as f:
             f["x"] = 1
@@ -967,7 +1011,7 @@ class TestGuard:
             fn = getattr(cls, attr)
             assert getattr(getattr(fn, "__func__", fn), "__ptd_guarded__", False), attr
 
-    @pytest.mark.parametrize("hook, call", [
+    @pytest.mark.parametrize(("hook", "call"), [
         ("_read", lambda b: b.read(("x",))),
         ("_write", lambda b: b.write(("x",), (), np.zeros(3))),
         ("_decode_non_tensor", lambda b: b.read_non_tensor(("x",))),
@@ -982,7 +1026,8 @@ class TestGuard:
         monkeypatch.setattr(type(be), hook, boom)
         with pytest.raises(PtdError, match="boom") as info:
             call(be)
-        assert "'x'" in str(info.value) and be.location in str(info.value)
+        assert "'x'" in str(info.value)
+        assert be.location in str(info.value)
 
     def test_store_location_target(self, name, path):
         loc = StoreLocation.parse(path)
@@ -990,7 +1035,8 @@ class TestGuard:
         b.create_array(("a",), shape=(2,), dtype=np.dtype("int64"), data=np.arange(2))
         b.close()
         r = get_backend(name).open(loc, "r")
-        assert r.location == str(path) and r.reopen_spec.location == loc
+        assert r.location == str(path)
+        assert r.reopen_spec.location == loc
         assert r.read(("a",)).tolist() == [0, 1]
         r.close()
         with pytest.raises(PtdTypeError, match=f"with the {name} backend: expected a path"):
@@ -1038,10 +1084,13 @@ def test_interop_read_tensordict_files(tmp_path, backend):
             assert b.read_non_tensor(("s",)).value == "hello"
             assert b.get_attrs(())["__tensordict__"] == {"batch_size": [3], "version": 1}
         st = b.read_non_tensor(("st",))
-        assert st.is_stack and st.value == ["x", "y", "z"] and st.stack_shape == (3,)
+        assert st.is_stack
+        assert st.value == ["x", "y", "z"]
+        assert st.stack_shape == (3,)
         assert b.array_meta(("st",)).stack_shape == (3,)
         si = b.read_non_tensor(("si",), (slice(1, 3),))
-        assert si.value == [2, 3] and si.stack_shape == (2,)
+        assert si.value == [2, 3]
+        assert si.stack_shape == (2,)
     finally:
         b.close()
 
@@ -1114,7 +1163,8 @@ def test_interop_h5_layout_matches_tensordict(tmp_path):
     with h5py.File(ref, "r") as r, h5py.File(mine, "r") as m:
         for key in ("a", "s", "st", "si"):
             assert r[key].id.get_type() == m[key].id.get_type(), key
-            assert r[key].shape == m[key].shape and r[key].chunks == m[key].chunks
+            assert r[key].shape == m[key].shape
+            assert r[key].chunks == m[key].chunks
             assert (
                 r[key].id.get_create_plist() == m[key].id.get_create_plist()
                 or r[key].chunks is None
