@@ -1,6 +1,9 @@
-"""Making tensordicts and moving entries around: ``get_at``/``set_at_``, ``new_zeros``,
-``empty``, ``create_nested``, ``split_keys``, ``cat_tensors``, ``clear``, ``popitem``, as
-tensordict 0.15 has them (the ``from_*`` constructors are in :mod:`ptd.ops.factories`).
+"""Entries and rows: adding, removing and moving entries (``create_nested``, ``clear``,
+``popitem``, ``replace``, ``separates``, ``filter_empty_``, ``split_keys``, ``cat_tensors``,
+``stack_tensors``), the rows of one entry (``get_at``, ``set_at_``, ``update_at_``) and new
+tensordicts shaped like this one (``empty``, ``new_zeros``, ``new_ones``, ``new_full``,
+``new_tensor``...), as tensordict 0.15 has them (the ``from_*`` constructors are in
+:mod:`ptd.ops.factories`).
 
 Row access goes through the container's own indexing, so on a PersistentTensorDict
 ``get_at``/``set_at_``/``update_at_`` read or write only the rows asked for, and ``clear``,

@@ -603,8 +603,6 @@ class PersistentTensorDict(TensorDictBase):
     _check_can_unlock = state_ops._check_can_unlock
     _unlock_tree = state_ops._unlock_tree
 
-    # ------------------------------------------------------------------ ptd.containers.persistent.streaming
-
     # ------------------------------------------------------------------ ptd.containers.persistent.opening
     from_h5 = classmethod(opening_ops.from_h5)
     from_zarr = classmethod(opening_ops.from_zarr)
