@@ -64,6 +64,7 @@ __all__ = [
     "UnknownBackendError",
     "UnsupportedDtypeError",
     "UnsupportedOperationError",
+    "UntestedDependencyError",
 ]
 
 
@@ -225,6 +226,11 @@ class StoreLockedError(PtdError, OSError):
 
 class UnknownBackendError(PtdError, NotImplementedError):
     """A backend name that ptd does not know (the reference raises NotImplementedError)."""
+
+
+class UntestedDependencyError(PtdError, ImportError):
+    """An installed library whose version ptd was not tested with, where ptd relies on parts
+    of it that may change between releases (zarr-python's private ``zarr.core`` API)."""
 
 
 class NotSupportedError(UnsupportedOperationError, NotImplementedError):

@@ -9,6 +9,24 @@ from typing import Any
 
 import pytest
 import torch
+import zarr.errors
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """zarr's own warnings about its experimental features are not failures: ignore them by
+    class where this zarr has the classes, else every UserWarning zarr issues."""
+    if hasattr(zarr.errors, "ZarrUserWarning"):
+        config.addinivalue_line("filterwarnings", "ignore::zarr.errors.ZarrUserWarning")
+        config.addinivalue_line(
+            "filterwarnings", "ignore::zarr.errors.UnstableSpecificationWarning"
+        )
+    else:
+        config.addinivalue_line("filterwarnings", "ignore::UserWarning:zarr")
+    # numcodecs' own zarr 3 wrappers (what zarr < 3.1.3 uses) say the same of themselves
+    config.addinivalue_line(
+        "filterwarnings", "ignore:Numcodecs codecs are not in the Zarr version 3:UserWarning"
+    )
+
 
 BACKEND_NAMES = ("h5", "zarr")
 SUFFIX = {"h5": ".h5", "zarr": ".zarr"}

@@ -114,6 +114,10 @@ def test_upward_imports_and_third_party_rules_are_found(
         "ptd/containers/persistent/y.py": "import h5py\n",
         "ptd/report/__init__.py": "",
         "ptd/report/r.py": "import rich\n" + "x = 1\n" * 601,
+        "ptd/storage/__init__.py": "",
+        "ptd/storage/backends/__init__.py": "",
+        "ptd/storage/backends/zarr_x.py": "from zarr.core.sync import sync\n",
+        "ptd/storage/backends/zarr_private.py": "from zarr.core.sync import sync\n",
     })  # fmt: skip
     out = _run(checker, monkeypatch, root, capsys)
     assert (
@@ -122,6 +126,9 @@ def test_upward_imports_and_third_party_rules_are_found(
     )
     assert "ptd.containers.persistent.y imports h5py" in out
     assert "ptd.report.r imports rich" in out
+    # zarr's private API: only through the one module that checks zarr's version
+    assert "ptd.storage.backends.zarr_x imports zarr.core.sync, private API of zarr" in out
+    assert "zarr_private imports" not in out
     assert "lines" not in out  # no line cap: a long module is not a problem
 
 

@@ -94,6 +94,13 @@ RESTRICTED = {
     "rich": ("ptd_cli",),
     "tensordict": (),
 }
+#: private modules of a third-party package -> the one ptd module that may import them (it
+#: checks the package's version first: zarr calls everything under zarr.core private)
+PRIVATE_THIRD_PARTY = {
+    "zarr.core": "ptd.storage.backends.zarr_private",
+    "zarr.codecs.numcodecs._codecs": "ptd.storage.backends.zarr_private",
+    "numcodecs.zarr3": "ptd.storage.backends.zarr_private",
+}
 
 
 def module_name(path: Path) -> str:
@@ -340,6 +347,12 @@ def main() -> int:
                 problems.append(f"{where}: {mod} imports torch (layer {layer} is torch-free)")
             if top in RESTRICTED and not any(mod.startswith(p) for p in RESTRICTED[top]):
                 problems.append(f"{where}: {mod} imports {top}")
+            for private, owner in PRIVATE_THIRD_PARTY.items():
+                if (target == private or target.startswith(private + ".")) and mod != owner:
+                    problems.append(
+                        f"{where}: {mod} imports {target}, private API of "
+                        f"{private.split('.')[0]} (only {owner} may, behind its version check)"
+                    )
             if top not in PACKAGES:
                 continue
             # the innermost known module the import names

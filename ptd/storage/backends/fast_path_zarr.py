@@ -60,7 +60,8 @@ def _zarr_layout(arr: Any, root: str) -> _ZarrLayout | None:
     cannot be read from maps (compressed, sharded, transposed, v2, not a plain numeric type)."""
     try:
         from zarr.codecs import BytesCodec
-        from zarr.core.chunk_grids import RegularChunkGrid
+
+        from ptd.storage.backends.zarr_private import RegularChunkGrid
 
         md = arr.metadata
         if getattr(md, "zarr_format", None) != 3:

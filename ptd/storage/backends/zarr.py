@@ -1,4 +1,4 @@
-"""The Zarr v3 backend (zarr>=3.1.1), on-disk compatible with tensordict 0.15's ``backend="zarr"``.
+"""The Zarr v3 backend (zarr 3.1.2 to 3.1.x, see zarr_version.py), on-disk compatible with tensordict 0.15's ``backend="zarr"``.
 
 Layout (``docs/format.md`` §2): groups are nested tensordicts, arrays are leaves.
 Tensors are one uncompressed chunk by default (``compressors=None``; a ``chunks=`` option covers
@@ -31,8 +31,6 @@ from typing import Any
 import numpy as np
 import zarr
 from zarr.abc.store import Store
-from zarr.core.buffer import default_buffer_prototype
-from zarr.core.sync import sync
 from zarr.storage import LocalStore, ZipStore
 
 from ptd.errors import (
@@ -79,6 +77,7 @@ from ptd.storage.backends.zarr_arrays import array_layout, read_selection
 from ptd.storage.backends.zarr_chunks import ZarrChunks
 from ptd.storage.backends.zarr_consolidated import Consolidation
 from ptd.storage.backends.zarr_open import check_v2_mode, local_store, open_root, remote_store
+from ptd.storage.backends.zarr_private import default_buffer_prototype, sync
 from ptd.storage.backends.zarr_unreadable import UnreadableNode, listed_members
 from ptd.storage.location import ReopenSpec
 

@@ -34,9 +34,6 @@ from typing import Any
 
 import numpy as np
 import zarr
-from zarr.core.array import AsyncArray
-from zarr.core.buffer import default_buffer_prototype
-from zarr.core.sync import sync
 from zarr.storage import LocalStore, StorePath
 
 from ptd.errors import PtdTypeError
@@ -44,6 +41,7 @@ from ptd.format.names import ZARR_JSON
 from ptd.storage.backends import zarr_codec, zarr_names
 from ptd.storage.backends.base import Backend, Path, check_path
 from ptd.storage.backends.meta import NewArray
+from ptd.storage.backends.zarr_private import AsyncArray, default_buffer_prototype, sync
 from ptd.storage.backends.zarr_read import batches, in_byte_order, single_raw_chunk
 
 __all__ = ["CONCURRENCY", "child_names", "create", "create_groups", "create_many"]

@@ -27,21 +27,21 @@ from typing import Any
 import numpy as np
 from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec
 from zarr.codecs import BytesCodec, ShardingCodec
-from zarr.core.array_spec import ArraySpec
-from zarr.core.buffer import default_buffer_prototype
-from zarr.core.chunk_grids import RegularChunkGrid
 from zarr.storage import LocalStore
-
-try:  # zarr's wrappers of numcodecs codecs (lz4...), and the call its decode runs
-    from zarr.codecs.numcodecs._codecs import _NumcodecsBytesBytesCodec as _NumcodecsBytes
-    from zarr.core.buffer.cpu import as_numpy_array_wrapper as _as_numpy_array_wrapper
-except ImportError:  # pragma: no cover - a zarr without them: such arrays go through zarr
-    _NumcodecsBytes = None  # type: ignore[assignment,misc]
-    _as_numpy_array_wrapper = None  # type: ignore[assignment]
 
 from ptd.storage.backends.chunk_cache import ChunkCache
 from ptd.storage.backends.chunk_read import ChunkedArray, read_chunked
 from ptd.storage.backends.fast_path import mappable_dtype
+from ptd.storage.backends.zarr_private import (
+    ArraySpec,
+    RegularChunkGrid,
+    decode_sync,
+    default_buffer_prototype,
+)
+
+# zarr's wrappers of numcodecs codecs (lz4...), and the call their decode runs
+from ptd.storage.backends.zarr_private import NumcodecsBytesBytesCodec as _NumcodecsBytes
+from ptd.storage.backends.zarr_private import as_numpy_array_wrapper as _as_numpy_array_wrapper
 
 __all__ = ["ZarrChunks"]
 
@@ -75,8 +75,6 @@ def _numcodecs_decode(codec: Any) -> Callable[[Any, ArraySpec], Any] | None:
     ``bz2``, ``lzma``, ``zlib``, the numcodecs checksums...): zarr's own ``_decode_single``
     runs ``as_numpy_array_wrapper(codec._codec.decode, ...)`` in a thread; this runs that same
     call in ours. None when ``codec`` is not such a wrapper (or overrides that decode)."""
-    if _NumcodecsBytes is None or _as_numpy_array_wrapper is None:
-        return None
     if not isinstance(codec, _NumcodecsBytes):
         return None
     if type(codec)._decode_single is not _NumcodecsBytes._decode_single:
@@ -97,8 +95,9 @@ def _sync_decode(codec: Any) -> Callable[[Any, ArraySpec], Any] | None:
     """The synchronous decode of a byte-to-byte codec, or None when it has none."""
     if not isinstance(codec, BytesBytesCodec):
         return None
-    if hasattr(codec, "_decode_sync"):
-        return codec._decode_sync  # type: ignore[no-any-return]
+    found = decode_sync(codec)
+    if found is not None:
+        return found
     return _numcodecs_decode(codec)
 
 
@@ -119,6 +118,9 @@ def _decoder(codecs: tuple[Any, ...], spec: ArraySpec) -> Callable[[bytes], np.n
     if chain is None:
         return None
     bytes_codec, rest = chain
+    bytes_decode = decode_sync(bytes_codec)
+    if bytes_decode is None:
+        return None
     proto = spec.prototype
     rest = rest[::-1]
 
@@ -126,7 +128,7 @@ def _decoder(codecs: tuple[Any, ...], spec: ArraySpec) -> Callable[[bytes], np.n
         buf = proto.buffer.from_bytes(raw)
         for step in rest:
             buf = step(buf, spec)
-        return np.asarray(bytes_codec._decode_sync(buf, spec).as_numpy_array())
+        return np.asarray(bytes_decode(buf, spec).as_numpy_array())
 
     return decode
 

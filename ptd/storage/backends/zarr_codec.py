@@ -172,7 +172,7 @@ def string_array(stype: StringType, data: Any) -> tuple[Any, np.ndarray, dict[st
     """``(zarr dtype, data, attributes)`` of the array holding the strings ``data`` as
     ``stype``: zarr's type for it (fixed-length UTF-8, which zarr lacks, as fixed-length bytes
     with the kind recorded)."""
-    from zarr.core.dtype import VariableLengthBytes
+    from ptd.storage.backends.zarr_private import VariableLengthBytes
 
     arr = np.asarray(data)
     if stype.kind in (FIXED_BYTES, FIXED_UTF8):

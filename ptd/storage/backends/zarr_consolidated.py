@@ -20,11 +20,10 @@ import warnings
 from typing import Any
 
 import zarr
-from zarr.core.buffer import default_buffer_prototype
-from zarr.core.sync import sync
 from zarr.storage import LocalStore
 
 from ptd.format.names import ZARR_JSON
+from ptd.storage.backends.zarr_private import default_buffer_prototype, sync
 
 __all__ = ["Consolidation"]
 

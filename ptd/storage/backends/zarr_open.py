@@ -11,7 +11,6 @@ import zipfile
 from typing import Any
 
 import zarr
-from zarr.core.sync import sync
 from zarr.storage import ZipStore
 
 from ptd.errors import CorruptStoreError, ReadOnlyError, StoreExistsError, StoreNotFoundError
@@ -19,6 +18,7 @@ from ptd.format.detect import ROOT_ARRAY_HINT
 from ptd.format.names import ZARR_JSON, ZARR_V2_GROUP
 from ptd.storage import remote as _url
 from ptd.storage.backends.targets import EXISTS_HINT
+from ptd.storage.backends.zarr_private import sync
 from ptd.storage.location import StoreLocation
 
 __all__ = ["check_v2_mode", "local_store", "open_root", "remote_store"]

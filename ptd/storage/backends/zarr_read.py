@@ -19,11 +19,10 @@ from typing import Any
 
 import numpy as np
 from zarr.codecs import BytesCodec
-from zarr.core.metadata.v3 import ArrayV3Metadata
-from zarr.core.sync import sync
 from zarr.storage import LocalStore
 
 from ptd.storage.backends.base import Path
+from ptd.storage.backends.zarr_private import ArrayV3Metadata, sync
 
 __all__ = ["batches", "in_byte_order", "raw_chunk", "read_many", "single_raw_chunk"]
 

@@ -24,12 +24,11 @@ from typing import Any
 
 import numpy as np
 import zarr
-from zarr.core.buffer import default_buffer_prototype
-from zarr.core.sync import sync
 
 from ptd.errors import CorruptStoreError, UnsupportedDtypeError
 from ptd.format.names import ZARR_JSON, ZARR_V2_GROUP
 from ptd.storage.backends.meta import ArrayMeta, NodeKind, Path, ValueKind
+from ptd.storage.backends.zarr_private import default_buffer_prototype, sync
 
 __all__ = [
     "UnreadableNode",
