@@ -35,16 +35,24 @@ __all__ = [
 
 _FIRST = "Call `to_tensordict()` first."
 
+
+def _store_refuses(name: str, fix: str = _FIRST) -> str:
+    """The message of a refusal that names its fix (as tensordict's _NoShapeOps words it)."""
+    return f"Cannot call `{name}` on a PersistentTensorDict. {fix}"
+
+
+#: select/exclude/rename_keys, worded as tensordict's _NoSelectExclude
+_SELECT_LIKE = "Cannot call {} on a PersistentTensorDict. Call to_tensordict() first."
 #: the operations a store refuses outright: name -> (error class, message). Each becomes a
 #: method of PersistentTensorDict through :func:`refused`; the ones that refuse only some
 #: arguments (``view``, ``squeeze``, ``flatten_keys(inplace=True)``...) are functions below.
 REFUSED: dict[str, tuple[type[Exception], str]] = {
-    "permute": (UnsupportedOperationError, f"Cannot call `permute` on a PersistentTensorDict. {_FIRST}"),
-    "transpose": (UnsupportedOperationError, f"Cannot call `transpose` on a PersistentTensorDict. {_FIRST}"),
-    "unsqueeze": (UnsupportedOperationError, f"Cannot call `unsqueeze` on a PersistentTensorDict. {_FIRST}"),
-    "select": (NotSupportedError, "Cannot call select on a PersistentTensorDict. Call to_tensordict() first."),
-    "exclude": (NotSupportedError, "Cannot call exclude on a PersistentTensorDict. Call to_tensordict() first."),
-    "rename_keys": (NotSupportedError, "Cannot call rename_keys on a PersistentTensorDict. Call to_tensordict() first."),
+    "permute": (UnsupportedOperationError, _store_refuses("permute")),
+    "transpose": (UnsupportedOperationError, _store_refuses("transpose")),
+    "unsqueeze": (UnsupportedOperationError, _store_refuses("unsqueeze")),
+    "select": (NotSupportedError, _SELECT_LIKE.format("select")),
+    "exclude": (NotSupportedError, _SELECT_LIKE.format("exclude")),
+    "rename_keys": (NotSupportedError, _SELECT_LIKE.format("rename_keys")),
     "share_memory_": (NotSupportedError, "Cannot call share_memory_ on a PersistentTensorDict. Call `to_tensordict()` first."),
     "pin_memory": (UnsupportedOperationError, "Cannot pin memory of a PersistentTensorDict. Call to_tensordict() before making this call."),
     "memmap_": (UnsupportedOperationError, "Cannot build a memmap TensorDict in-place from a PersistentTensorDict. Use `td.memmap()` instead."),
@@ -64,7 +72,7 @@ def refused(name: str) -> Callable[..., NoReturn]:
 
 
 def _refuse(name: str, fix: str = _FIRST) -> UnsupportedOperationError:
-    return UnsupportedOperationError(f"Cannot call `{name}` on a PersistentTensorDict. {fix}")
+    return UnsupportedOperationError(_store_refuses(name, fix))
 
 
 def view(
