@@ -180,8 +180,8 @@ def child(op: str, src: str, dst: str) -> None:
     warnings.simplefilter("ignore")
     if op.startswith("ptd"):
         # import costs outside the timing, as for the plain side (ptd loads backends lazily)
-        import ptd.storage.backends.h5
-        import ptd.storage.backends.zarr
+        import ptd.storage.h5.backend
+        import ptd.storage.zarr.backend
     else:
         import h5py  # noqa: F401
         import zarr  # noqa: F401

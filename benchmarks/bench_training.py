@@ -341,7 +341,7 @@ class _Ptd:
     def rows(self, idx: np.ndarray) -> Any:
         import torch
 
-        from ptd.storage.backends.chunk_read import set_decode_threads
+        from ptd.storage.read.decoded import set_decode_threads
 
         set_decode_threads(self.threads)
         try:
@@ -454,7 +454,7 @@ def _has_zarrs() -> bool:
 
 
 def _budget_note() -> str:
-    from ptd.storage.backends.chunk_cache import cache_budget
+    from ptd.storage.read.cache import cache_budget
 
     return f"{cache_budget(None) / (1 << 20):.0f} MiB"
 

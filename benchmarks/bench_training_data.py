@@ -331,8 +331,8 @@ def raw_copy(src: str, dst: str) -> None:
 def child_fromdict(op: str, src: str, dst: str) -> None:
     if op == "ptd":
         import ptd
-        import ptd.storage.backends.h5
-        import ptd.storage.backends.zarr  # noqa: F401
+        import ptd.storage.h5.backend
+        import ptd.storage.zarr.backend  # noqa: F401
         from ptd import PersistentTensorDict
     import h5py  # noqa: F401
     import zarr  # noqa: F401

@@ -141,8 +141,8 @@ def child(op: str, paths: list[str]) -> None:
     import ptd
     import ptd.report.diff
     import ptd.report.validate
-    import ptd.storage.backends.h5
-    import ptd.storage.backends.zarr
+    import ptd.storage.h5.backend
+    import ptd.storage.zarr.backend
 
     t = time.perf_counter()
     if op == "plain":

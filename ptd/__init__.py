@@ -35,8 +35,8 @@ _PUBLIC: dict[str, str] = {
     "ConvertOptions": "ptd.transfer.options",
     "convert_distributed": "ptd.transfer.distributed",
     "verify_conversion": "ptd.transfer.verify",
-    "versions": "ptd.storage.backends.versions",
-    "__version__": "ptd.storage.backends.versions",
+    "versions": "ptd.storage.versions",
+    "__version__": "ptd.storage.versions",
     "info": "ptd.report.info",
     "StoreInfo": "ptd.report.info",
     "validate": "ptd.report.validate",
@@ -92,8 +92,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from ptd.report.diff import DiffReport, diff
     from ptd.report.info import StoreInfo, info
     from ptd.report.validate import ValidationReport, validate
-    from ptd.storage.backends.versions import __version__, versions
     from ptd.storage.location import StoreLocation
+    from ptd.storage.versions import __version__, versions
     from ptd.transfer.convert import convert
     from ptd.transfer.distributed import convert_distributed
     from ptd.transfer.options import ConvertOptions, ConvertResult

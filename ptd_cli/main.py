@@ -78,7 +78,7 @@ def get_version() -> str:
 def version_lines() -> list[str]:
     """``ptd 0.1.0`` then one line per library that reads or writes the data (a bug report's
     first lines)."""
-    from ptd.storage.backends.versions import versions
+    from ptd.storage.versions import versions
 
     found = versions()
     width = max(len(k) for k in found)
@@ -192,7 +192,7 @@ def version(
     if json_:
         import json
 
-        from ptd.storage.backends.versions import versions
+        from ptd.storage.versions import versions
 
         typer.echo(json.dumps(versions(), indent=2))
         return

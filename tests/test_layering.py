@@ -38,7 +38,6 @@ def test_the_package_is_layered(checker: ModuleType, capsys: pytest.CaptureFixtu
     # the imports by name that remain are declared, and said on every run
     declared = [ln for ln in out.splitlines() if ln.startswith("declared: ")]
     assert {ln.split(":")[1].strip() for ln in declared} == {
-        "ptd/storage/backends/__init__.py",  # get_backend (issue 24)
         "ptd/containers/memmap/loader.py",  # memmap's private attributes (issue 24)
         "ptd/data/dataset.py",  # ptd.data's private attributes (issue 24)
     }
@@ -115,9 +114,9 @@ def test_upward_imports_and_third_party_rules_are_found(
         "ptd/report/__init__.py": "",
         "ptd/report/r.py": "import rich\n" + "x = 1\n" * 601,
         "ptd/storage/__init__.py": "",
-        "ptd/storage/backends/__init__.py": "",
-        "ptd/storage/backends/zarr_x.py": "from zarr.core.sync import sync\n",
-        "ptd/storage/backends/zarr_private.py": "from zarr.core.sync import sync\n",
+        "ptd/storage/zarr/__init__.py": "",
+        "ptd/storage/zarr/x.py": "from zarr.core.sync import sync\n",
+        "ptd/storage/zarr/private.py": "from zarr.core.sync import sync\n",
     })  # fmt: skip
     out = _run(checker, monkeypatch, root, capsys)
     assert (
@@ -127,8 +126,8 @@ def test_upward_imports_and_third_party_rules_are_found(
     assert "ptd.containers.persistent.y imports h5py" in out
     assert "ptd.report.r imports rich" in out
     # zarr's private API: only through the one module that checks zarr's version
-    assert "ptd.storage.backends.zarr_x imports zarr.core.sync, private API of zarr" in out
-    assert "zarr_private imports" not in out
+    assert "ptd.storage.zarr.x imports zarr.core.sync, private API of zarr" in out
+    assert "ptd.storage.zarr.private imports" not in out
     assert "lines" not in out  # no line cap: a long module is not a problem
 
 

@@ -58,13 +58,7 @@ LAYERS: dict[str, set[str]] = {
     "ptd.__main__": {"ptd_cli"},
 }  # fmt: skip
 #: modules allowed to import ptd modules by name, and why (each one is debt, printed every run)
-DYNAMIC_IMPORTS: dict[str, str] = {
-    "ptd.storage.backends": (
-        "get_backend imports the backend modules by name; they import ptd.storage.location, "
-        "which opens stores through get_backend: a cycle the storage redesign (issue 24: one "
-        "backend interface in ptd/storage/api.py) removes"
-    ),
-}
+DYNAMIC_IMPORTS: dict[str, str] = {}
 #: private attributes a package reads of another package, and why (each one is debt, printed
 #: on every run, like DYNAMIC_IMPORTS)
 PRIVATE_ATTRIBUTES: dict[str, tuple[frozenset[str], str]] = {
@@ -87,9 +81,10 @@ PRIVATE_ATTRIBUTES: dict[str, tuple[frozenset[str], str]] = {
 TORCH_FREE = {"ptd", "ptd.errors", "ptd.format", "ptd.storage", "ptd.report", "ptd.transfer"}
 #: third-party packages -> the only module prefixes allowed to import them
 RESTRICTED = {
-    "h5py": ("ptd.storage.backends.",),
-    "zarr": ("ptd.storage.backends.",),
-    "numcodecs": ("ptd.storage.backends.",),
+    "h5py": ("ptd.storage.h5.",),
+    "zarr": ("ptd.storage.zarr.",),
+    # numcodecs: zarr's codecs, and the decoders of HDF5's plugin filters (blosc, lz4...)
+    "numcodecs": ("ptd.storage.zarr.", "ptd.storage.h5."),
     "typer": ("ptd_cli",),
     "rich": ("ptd_cli",),
     "tensordict": (),
@@ -97,9 +92,9 @@ RESTRICTED = {
 #: private modules of a third-party package -> the one ptd module that may import them (it
 #: checks the package's version first: zarr calls everything under zarr.core private)
 PRIVATE_THIRD_PARTY = {
-    "zarr.core": "ptd.storage.backends.zarr_private",
-    "zarr.codecs.numcodecs._codecs": "ptd.storage.backends.zarr_private",
-    "numcodecs.zarr3": "ptd.storage.backends.zarr_private",
+    "zarr.core": "ptd.storage.zarr.private",
+    "zarr.codecs.numcodecs._codecs": "ptd.storage.zarr.private",
+    "numcodecs.zarr3": "ptd.storage.zarr.private",
 }
 
 
@@ -162,6 +157,11 @@ def private_imports(path: Path, module: str) -> list[tuple[str, int]]:
 #: the module declaring the container interface, whose private names any layer above ptd.ops
 #: may use (``class Container(Protocol)`` in it lists them)
 INTERFACE = ROOT / "ptd" / "ops" / "interface.py"
+#: the module declaring the backend interface: the private members of ``class Backend`` in it
+#: (its hooks and the state it keeps) are the contract between the interface and the formats'
+#: subpackages, which ``ptd.storage``'s packages may use (``ptd.storage.h5`` implementing
+#: ``_read``, ``ptd.storage.read`` reading ``_maps``)
+BACKEND_INTERFACE = ROOT / "ptd" / "storage" / "api.py"
 
 
 def _is_private(name: str) -> bool:
@@ -204,21 +204,49 @@ def interface_names() -> set[str]:
     return set()
 
 
+def backend_interface_names() -> set[str]:
+    """The private members of ``Backend`` in :data:`BACKEND_INTERFACE`: its methods, and the
+    attributes its methods assign on ``self`` (empty without the file)."""
+    if not BACKEND_INTERFACE.exists():
+        return set()
+    for node in ast.parse(BACKEND_INTERFACE.read_text()).body:
+        if isinstance(node, ast.ClassDef) and node.name == "Backend":
+            names = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+            for n in ast.walk(node):
+                if (
+                    isinstance(n, ast.Attribute)
+                    and isinstance(n.ctx, ast.Store)
+                    and isinstance(n.value, ast.Name)
+                    and n.value.id == "self"
+                ):
+                    names.add(n.attr)
+            return {n for n in names if _is_private(n)}
+    return set()
+
+
 def private_attributes(
-    tree: ast.AST, module: str, declared: dict[str, set[str]], interface: set[str]
+    tree: ast.AST,
+    module: str,
+    declared: dict[str, set[str]],
+    interface: set[str],
+    backend_interface: frozenset[str] = frozenset(),
 ) -> list[tuple[str, str, int]]:
     """(attribute, packages declaring it, line) for every ``x._name`` read in ``module`` whose
     name its own package never declares but another ptd package does. The container
-    interface's names are allowed in every layer above ``ptd.ops``."""
+    interface's names are allowed in every layer above ``ptd.ops``, the backend interface's
+    in ``ptd.storage`` and its subpackages."""
     own = declared.get(package_of(module), set())
     layer = layer_of(module)
     above_ops = layer == "ptd.ops" or "ptd.ops" in LAYERS.get(layer, set())
+    allowed = (interface if above_ops else set()) | (
+        backend_interface if module.startswith("ptd.storage.") else set()
+    )
     out: list[tuple[str, str, int]] = []
     for n in ast.walk(tree):
         if not (isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)):
             continue
         name = n.attr
-        if not _is_private(name) or name in own or (above_ops and name in interface):
+        if not _is_private(name) or name in own or name in allowed:
             continue
         owners = sorted(pkg for pkg, names in declared.items() if name in names)
         if owners:
@@ -310,9 +338,12 @@ def main() -> int:
     for mod, tree in trees.items():
         by_package.setdefault(package_of(mod), set()).update(declared_names(tree))
     interface = interface_names()
+    backend_interface = frozenset(backend_interface_names())
     private_debt: dict[str, dict[str, str]] = {}
     for mod, path in modules.items():
-        for attr, owners, line in private_attributes(trees[mod], mod, by_package, interface):
+        for attr, owners, line in private_attributes(
+            trees[mod], mod, by_package, interface, backend_interface
+        ):
             where = f"{path.relative_to(ROOT)}:{line}"
             debt = PRIVATE_ATTRIBUTES.get(package_of(mod))
             if debt is not None and attr in debt[0]:

@@ -55,6 +55,7 @@ from ptd.data.rows import select_rows, where_of
 from ptd.data.transport import as_numpy, assemble, put, worker_ring
 from ptd.errors import PtdIndexError, PtdTypeError, PtdValueError
 from ptd.storage.location import StoreLocation
+from ptd.storage.registry import detect
 
 __all__ = ["LeftOutWarning", "StoreDataset", "collate"]
 
@@ -218,7 +219,7 @@ class StoreDataset(Dataset[Any]):
             if self._no_chunk_cache:
                 kwargs.setdefault("chunk_cache", 0)
             loc = StoreLocation.parse(self._source, kwargs.get("storage_options"))
-            fmt = loc.detect().format
+            fmt = detect(loc).format
             if fmt == "zarr":
                 self._td = PersistentTensorDict.from_zarr(self._source, **kwargs)
             else:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ptd.storage.backends.base import ValueKind
+from ptd.storage.api import ValueKind
 
 if TYPE_CHECKING:
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict

@@ -39,7 +39,7 @@ import torch
 
 from ptd.errors import BatchSizeError, PtdTypeError, PtdValueError
 from ptd.format.shapes import fits
-from ptd.storage.backends.base import NodeKind
+from ptd.storage.api import NodeKind
 
 if TYPE_CHECKING:
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict

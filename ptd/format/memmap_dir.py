@@ -2,7 +2,7 @@
 file names, and what kind of node a ``meta.json`` describes.
 
 Both the writer and loader of :mod:`ptd.containers.memmap` (torch) and the read-only storage backend of
-memmap directories (:mod:`ptd.storage.backends.memmap_dir`, for ``ptd inspect``/``validate``/
+memmap directories (:mod:`ptd.storage.memmap_dir`, for ``ptd inspect``/``validate``/
 ``diff``/``convert``) use these.
 
 >>> encode_key("weird key/x"), decode_key("weird%20key%2Fx")

@@ -34,7 +34,7 @@ PTD_JSON_ATTR = "__ptd_json__"
 PTD_JSON_ATTRS = "__ptd_json_attrs__"
 
 #: string array attribute naming the kind of string (``"fixed_utf8:10"``) a conversion stored
-#: in the nearest type the destination has (``ptd.storage.backends.strings``)
+#: in the nearest type the destination has (``ptd.storage.strings``)
 STRING_TYPE_ATTR = "__ptd_string_type__"
 #: zarr node attribute listing the attributes ptd stored as UTF-8 text that were bytes (JSON
 #: has no bytes); they read back as bytes

@@ -14,7 +14,7 @@ convert --layout random-access`` writes one where it is the row's size (or, at a
 inner chunk).
 
 >>> import numpy as np
->>> from ptd.storage.backends.base import ArrayMeta, ValueKind
+>>> from ptd.storage.api import ArrayMeta, ValueKind
 >>> m = ArrayMeta(("obs",), (10**6, 64), np.dtype("float32"), ValueKind.NUMERIC, "float32",
 ...               chunks=(1024, 64), compression="gzip(4)")
 >>> random_row_bytes(m, "h5"), row_bytes(m)
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 
-from ptd.storage.backends.base import ArrayMeta, ValueKind
+from ptd.storage.api import ArrayMeta, ValueKind
 
 __all__ = ["H5_CHUNK_CACHE", "random_row_bytes", "row_bytes"]
 

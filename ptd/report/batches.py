@@ -14,7 +14,7 @@ from ptd.format.tdmeta import parse_td_meta
 from ptd.report.lengths import GroupLength, LengthMismatch, group_prefixes
 from ptd.report.problems import Problem
 from ptd.report.scan import Scan
-from ptd.storage.backends.base import ArrayMeta, NodeKind, Path, ValueKind
+from ptd.storage.api import ArrayMeta, NodeKind, Path, ValueKind
 
 __all__ = [
     "expected_batches",

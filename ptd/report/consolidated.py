@@ -33,8 +33,9 @@ from typing import Any
 
 from ptd.errors import CorruptStoreError
 from ptd.format.names import ZARR_JSON
-from ptd.storage.backends.base import Backend
+from ptd.storage.api import Backend
 from ptd.storage.location import StoreLocation
+from ptd.storage.registry import detect, open_store
 
 __all__ = [
     "CONSOLIDATED_CODES",
@@ -233,8 +234,8 @@ def open_checked(
     store is opened on its real listing. Returns the backend (close it) and the findings."""
     stale = [] if loc.is_remote or not os.path.isdir(loc.path) else check_consolidated(loc.path)
     stale = narrowed_findings(stale, loc.inner)
-    loc = loc.detect()
+    loc = detect(loc)
     opts: dict[str, Any] = {"fast_path": False}
     if loc.format == "zarr" and (stale or use_consolidated is False):
         opts["use_consolidated"] = False
-    return loc.open("r", **opts), stale
+    return open_store(loc, "r", **opts), stale

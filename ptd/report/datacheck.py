@@ -24,7 +24,7 @@ Nothing here imports torch. Non-tensor entries are decoded once each (pickles ar
 decoded: they are code, not data).
 
 >>> import os, tempfile, numpy as np
->>> from ptd.storage.backends import get_backend
+>>> from ptd.storage.registry import get_backend
 >>> with tempfile.TemporaryDirectory() as d:
 ...     be = get_backend("h5").open(os.path.join(d, "x.h5"), "w")
 ...     be.create_array(("x",), shape=(6,), dtype=np.dtype("f4"),
@@ -53,8 +53,8 @@ import numpy as np
 
 from ptd.errors import PickleRefusedError, PtdError
 from ptd.storage import cancel
-from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
-from ptd.storage.backends.chunks import ChunkInfo, chunk_info
+from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
+from ptd.storage.chunk_info import ChunkInfo, chunk_info
 
 __all__ = [
     "BLOCK_BYTES",

@@ -14,7 +14,7 @@ default); NaN equals NaN only with ``equal_nan``. Each difference names the key;
 differences also give the count of differing elements and the first differing rows.
 
 >>> import os, tempfile, numpy as np
->>> from ptd.storage.backends import get_backend
+>>> from ptd.storage.registry import get_backend
 >>> with tempfile.TemporaryDirectory() as d:
 ...     for name, last in (("a.h5", 0.0), ("b.h5", 9.0)):
 ...         be = get_backend("h5").open(os.path.join(d, name), "w")
@@ -45,11 +45,11 @@ from ptd.report.consolidated import open_checked
 from ptd.report.info import jsonable, leaf_shape, user_attrs
 from ptd.report.scan import Scan, scan
 from ptd.storage import cancel
-from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
-from ptd.storage.backends.chunks import chunk_info
-from ptd.storage.backends.properties import same_fill
+from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.cancel import cancellable
+from ptd.storage.chunk_info import chunk_info
 from ptd.storage.location import StoreLocation, as_path_str
+from ptd.storage.properties import same_fill
 
 __all__ = ["DIFF_KINDS", "DiffReport", "Difference", "diff"]
 

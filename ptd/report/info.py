@@ -111,9 +111,9 @@ from ptd.format.tables import describe_table, is_table, table_fields
 from ptd.report.access import random_row_bytes
 from ptd.report.consolidated import check_consolidated, narrowed_findings
 from ptd.report.scan import open_stream, scan, zarr_array_nbytes
-from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
-from ptd.storage.backends.properties import Stage, same_fill
+from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.location import StoreLocation
+from ptd.storage.properties import Stage, same_fill
 
 __all__ = ["FORMAT_VERSION", "EntryInfo", "StoreInfo", "Totals", "info", "jsonable"]
 

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ptd.storage.backends.base import Path
+from ptd.storage.api import Path
 
 __all__ = [
     "MIN_LENGTH",

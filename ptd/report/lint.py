@@ -28,7 +28,7 @@ that alone). L004's cost is :func:`ptd.report.access.random_row_bytes`, the figu
 inspect`` shows as "per row".
 
 >>> import os, tempfile, numpy as np
->>> from ptd.storage.backends import get_backend
+>>> from ptd.storage.registry import get_backend
 >>> from ptd.report.scan import scan
 >>> with tempfile.TemporaryDirectory() as d:
 ...     be = get_backend("h5").open(os.path.join(d, "x.h5"), "w")
@@ -52,8 +52,8 @@ from ptd.format.tdmeta import parse_td_meta
 from ptd.report.access import random_row_bytes
 from ptd.report.consolidated import has_consolidated
 from ptd.report.scan import Scan
-from ptd.storage.backends.base import NodeKind, ValueKind
-from ptd.storage.backends.chunks import chunk_info
+from ptd.storage.api import NodeKind, ValueKind
+from ptd.storage.chunk_info import chunk_info
 from ptd.storage.remote import is_remote
 
 __all__ = ["LINT_CODES", "SEVERITIES", "LintFinding", "lint", "severity_at_least"]

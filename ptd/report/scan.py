@@ -25,8 +25,8 @@ from ptd.errors import CorruptStoreError, PtdError, SkippedKeyWarning
 from ptd.format.names import ZARR_JSON
 from ptd.format.shapes import fits
 from ptd.format.tdmeta import parse_td_meta
-from ptd.storage import cancel
-from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path
+from ptd.storage import cancel, registry
+from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path
 from ptd.storage.location import StoreLocation
 from ptd.storage.remote import filesystem, is_remote
 from ptd.storage.tree import StoreTree
@@ -85,8 +85,8 @@ class Scan:
 @contextmanager
 def open_stream(location: StoreLocation) -> Iterator[Backend]:
     """Open an existing store read-only for a metadata pass (format detected from its content
-    unless the location has one), closed on exit. See :meth:`StoreLocation.open_stream`."""
-    be = location.open_stream()
+    unless the location has one), closed on exit. See :func:`ptd.storage.registry.open_stream`."""
+    be = registry.open_stream(location)
     try:
         yield be
     finally:

@@ -71,7 +71,7 @@ from ptd.report.lint import LINT_CODES, severity_at_least
 from ptd.report.lint import lint as run_lint
 from ptd.report.problems import CHECKS, Problem, from_consolidated, from_data, from_lint
 from ptd.report.scan import scan
-from ptd.storage.backends.base import ArrayMeta, NodeKind, Path, ValueKind
+from ptd.storage.api import ArrayMeta, NodeKind, Path, ValueKind
 from ptd.storage.cancel import cancellable
 from ptd.storage.location import StoreLocation, as_path_str
 

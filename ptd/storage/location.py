@@ -17,8 +17,8 @@ ptd.errors.PtdValueError: storage options {'anon'} only apply to URLs (like 's3:
 
 A location may lead *into* a store (``robo.h5/data/demo_0``, h5ls's convention):
 :meth:`StoreLocation.parse_source` splits such a path into the store (``path``) and the group
-or array inside it (``inner``), and :meth:`StoreLocation.open` opens the store narrowed to that
-node (:mod:`ptd.storage.backends.subtree`). Only the readers of whole stores parse their
+or array inside it (``inner``), and :func:`ptd.storage.registry.open_store` opens the store narrowed to that
+node (:mod:`ptd.storage.subtree`). Only the readers of whole stores parse their
 sources that way (``ptd.info``, ``ptd.validate``, ``ptd.diff``, ``ptd.convert``'s and
 ``ptd.export_memmap``'s source); :meth:`StoreLocation.parse` takes a path as it is, as h5py and
 tensordict do (a PersistentTensorDict is narrowed by indexing it).
@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ptd.errors import PtdValueError, StoreNotFoundError
+from ptd.errors import PtdValueError
 from ptd.format.detect import (
     DEFAULT_SUFFIX,
     FORMATS,
@@ -51,7 +51,7 @@ from ptd.format.names import MEMMAP_SUFFIX
 from ptd.storage import remote
 
 if TYPE_CHECKING:
-    from ptd.storage.backends.base import Backend
+    pass
 
 __all__ = ["ReopenSpec", "StoreLocation", "as_path_str", "split_options"]
 
@@ -160,18 +160,6 @@ class StoreLocation:
     def __str__(self) -> str:
         return self.described
 
-    # --- the store behind it -----------------------------------------------------------------
-    def detect(self) -> StoreLocation:
-        """This location with its format read from the content (an existing store), or as
-        given. Missing: StoreNotFoundError; neither format: CorruptStoreError."""
-        if self.format is not None:
-            return self
-        from ptd.storage.backends import detect_backend
-
-        if not self.is_remote and not os.path.exists(self.path):
-            raise StoreNotFoundError(f"{self.path} does not exist")
-        return replace(self, format=detect_backend(self.path, self.options))
-
     def with_format(self, format: str) -> StoreLocation:
         if format not in FORMATS:
             raise PtdValueError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
@@ -184,28 +172,6 @@ class StoreLocation:
         if ext.lower() not in SUFFIXES:
             root = stem
         return replace(self, path=root + DEFAULT_SUFFIX[format], format=format, inner=())
-
-    def open(self, mode: str = "r", **options: Any) -> Backend:
-        """Open the store with its backend (the format is detected when unknown).
-
-        ``options`` go to the backend (``fast_path=``, ``locking=``...); storage options come
-        from the location. A location with an ``inner`` key opens the store narrowed to it
-        (a missing key raises StoreNotFoundError naming the store and the key)."""
-        from ptd.storage.backends import get_backend
-        from ptd.storage.backends.subtree import narrow
-
-        loc = self.detect() if self.format is None else self
-        assert loc.format is not None
-        if loc.storage_options:
-            options["storage_options"] = loc.options
-        be = get_backend(loc.format).open(loc.path, mode, **options)
-        return narrow(be, loc.inner, loc.described)
-
-    def open_stream(self) -> Backend:
-        """Open read-only for a streamed whole-store pass (convert, memmap export, ``validate
-        --data``): without memory maps, whose mapped pages would count in resident memory and
-        gain a streamed copy nothing, nor a chunk cache (each chunk is read once)."""
-        return self.open("r", fast_path=False, chunk_cache=0)
 
     def nbytes(self) -> int | None:
         """Bytes the store occupies (a file, a directory tree, or under a URL), None if
@@ -307,15 +273,12 @@ class ReopenSpec:
         kept = {k: v for k, v in options.items() if v is not None}
         return cls(location, mode, tuple(sorted(kept.items())))
 
-    def open(self, mode: str | None = None) -> Backend:
-        return self.location.open(self.mode if mode is None else mode, **dict(self.options))
-
     def with_mode(self, mode: str) -> ReopenSpec:
         return replace(self, mode=mode)
 
     def streaming(self) -> ReopenSpec:
         """The same store opened for a streamed pass: without memory maps (see
-        :meth:`StoreLocation.open_stream`)."""
+        :func:`ptd.storage.registry.open_stream`)."""
         opts = dict(self.options, fast_path=False, chunk_cache=0)
         return replace(self, options=tuple(sorted(opts.items())))
 

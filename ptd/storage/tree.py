@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 from ptd.format.shapes import check_leaf, common_prefix, fits
 from ptd.format.tdmeta import parse_td_meta
-from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
+from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
 
 __all__ = ["StoreTree"]
 

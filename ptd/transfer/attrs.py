@@ -18,7 +18,7 @@ import numpy as np
 
 from ptd.format.names import PTD_JSON_ATTR, RESERVED_ATTRS, TD_NON_TENSOR_ATTR
 from ptd.report.info import jsonable
-from ptd.storage.backends.base import ArrayMeta, ValueKind
+from ptd.storage.api import ArrayMeta, ValueKind
 
 __all__ = ["attr_problem", "attrs_for", "decode_str", "is_column", "user_attrs"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ptd.errors import Option, PtdValueError
-from ptd.storage.backends.properties import Codec, Stage
+from ptd.storage.properties import Codec, Stage
 
 __all__ = [
     "COMPRESSIONS",

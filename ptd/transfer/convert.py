@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ptd.storage.backends.base import Backend
+from ptd.storage.api import Backend
 from ptd.storage.cancel import cancellable
 from ptd.transfer.job import failed, finish, planned
 from ptd.transfer.options import ConvertOptions, ConvertResult

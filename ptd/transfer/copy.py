@@ -21,8 +21,9 @@ from ptd.format.names import TD_STACK_ATTR, TD_STR_ATTR
 from ptd.format.shapes import fits
 from ptd.format.tdmeta import parse_td_meta, td_meta_attrs
 from ptd.storage import cancel, remote
-from ptd.storage.backends.base import ArrayMeta, Backend, NewArray, NodeKind, Path, ValueKind
-from ptd.storage.backends.strings import StringType
+from ptd.storage.api import ArrayMeta, Backend, NewArray, NodeKind, Path, ValueKind
+from ptd.storage.registry import reopen
+from ptd.storage.strings import StringType
 from ptd.transfer.attrs import attr_problem, attrs_for, decode_str, is_column, user_attrs
 from ptd.transfer.layouts import LeafLayout
 from ptd.transfer.options import ConvertOptions, ConvertResult
@@ -385,7 +386,7 @@ class Copier:
             if be is None:
                 if spec is None:
                     return self.src  # reads are serialised below
-                be = spec.streaming().open("r")
+                be = reopen(spec.streaming(), "r")
                 with lock:
                     opened.append(be)
                 local.be = be

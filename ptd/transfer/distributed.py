@@ -36,8 +36,9 @@ from ptd.errors import (
     UnsupportedOperationError,
 )
 from ptd.storage import cancel
-from ptd.storage.backends.base import Backend, Path
+from ptd.storage.api import Backend, Path
 from ptd.storage.location import ReopenSpec
+from ptd.storage.registry import reopen
 from ptd.transfer.copy import CANCEL_POLL_S, Region, copy_region
 from ptd.transfer.job import failed, finish, planned
 from ptd.transfer.options import ConvertOptions, ConvertResult
@@ -59,7 +60,7 @@ def _backend(token: str, role: str, spec: ReopenSpec) -> Backend:
     with _OPEN_LOCK:
         be = _OPEN.get(key)
         if be is None or be.closed:
-            be = _OPEN[key] = spec.streaming().open()
+            be = _OPEN[key] = reopen(spec.streaming())
         return be
 
 

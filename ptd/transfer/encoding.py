@@ -1,9 +1,9 @@
 """The codec policy of ``convert``: how each property of a source array (its codec pipeline,
-fill value, dimension names, resizable dims; :class:`~ptd.storage.backends.properties.
+fill value, dimension names, resizable dims; :class:`~ptd.storage.properties.
 ArrayProperties`) is carried into the destination, translated, or named as not kept.
 
 Every step of the source's pipeline is asked of the destination's backend
-(:meth:`~ptd.storage.backends.base.Backend.codec_support`):
+(:meth:`~ptd.storage.api.Backend.codec_support`):
 
 * a step the destination writes as it is (same format: HDF5 filters with their settings, zarr
   codecs with their JSON) is **kept**, plugin filters included (the source's readers needed the
@@ -29,11 +29,11 @@ dropped, noted) so that reads can map them.
 
 Fill values, dimension names and HDF5 maxshape are carried whenever the destination has them
 (zarr arrays resize freely: a resizable HDF5 maxshape is recorded for a copy back, see
-:mod:`ptd.storage.backends.zarr_properties`).
+:mod:`ptd.storage.zarr.properties`).
 
 >>> import numpy as np
->>> from ptd.storage.backends import get_backend
->>> from ptd.storage.backends.properties import ArrayProperties, Codec, Stage
+>>> from ptd.storage.registry import get_backend
+>>> from ptd.storage.properties import ArrayProperties, Codec, Stage
 >>> zstd = Codec("zstd", Stage.COMPRESSOR, {"level": 3}, "zarr", {"name": "zstd"})
 >>> props = ArrayProperties(("x",), (100, 4), np.dtype("f4"), (10, 4), None, (zstd,), None,
 ...                         None, None, {}, {}, "chunked")
@@ -47,8 +47,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ptd.storage.backends.base import Backend
-from ptd.storage.backends.properties import (
+from ptd.storage.api import Backend
+from ptd.storage.properties import (
     ArrayProperties,
     Codec,
     CodecSupport,

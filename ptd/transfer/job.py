@@ -21,11 +21,11 @@ from ptd.errors import BatchSizeError, ConvertError, Interrupted, Option, PtdErr
 from ptd.report.batches import expected_batches
 from ptd.report.scan import Scan, scan, zarr_array_nbytes
 from ptd.storage import cancel, publish, remote
-from ptd.storage.backends import get_backend
-from ptd.storage.backends.base import Backend, Path
-from ptd.storage.backends.properties import copy_userblock
+from ptd.storage.api import Backend, Path
 from ptd.storage.limits import check_free_space
 from ptd.storage.location import StoreLocation
+from ptd.storage.properties import copy_userblock
+from ptd.storage.registry import detect, get_backend, open_store, open_stream
 from ptd.transfer.codecs import chosen_steps
 from ptd.transfer.copy import Copier
 from ptd.transfer.layouts import LeafLayout
@@ -62,7 +62,7 @@ class Target:
         return self.dst.is_remote
 
     def open(self, mode: str, **options: Any) -> Backend:
-        return self.work.open(mode, **options)
+        return open_store(self.work, mode, **options)
 
     def discard(self) -> tuple[str, ...]:
         """Remove the partial output; returns what is still there after (checked), if any."""
@@ -167,8 +167,8 @@ def planned(opts: ConvertOptions) -> Iterator[Job]:
     distributed conversion); the source stays open while the context is."""
     t0 = time.perf_counter()
     cancel.phase("planning", opts.src.path)
-    src = opts.src.detect()
-    be = src.open_stream()
+    src = detect(opts.src)
+    be = open_stream(src)
     try:
         dst = destination(opts, src.format)
         exists = check_destination(src, dst, opts)
@@ -278,7 +278,7 @@ def _stored_nbytes(dst: StoreLocation, result: ConvertResult) -> int | None:
     if dst.format == "zarr":  # file sizes, listed once (zarr states no stored size)
         sizes = zarr_array_nbytes(dst.path, paths, dst.options)
         return sum(sizes.values()) if sizes else None
-    be = dst.open_stream()
+    be = open_stream(dst)
     try:
         return sum(be.stored_sizes(paths).values())
     finally:

@@ -18,7 +18,7 @@ copied as usual, uncompressed):
   per inner chunk.
 
 >>> import numpy as np
->>> from ptd.storage.backends.base import ArrayMeta, ValueKind
+>>> from ptd.storage.api import ArrayMeta, ValueKind
 >>> m = ArrayMeta(("obs",), (1_000_000, 64), np.dtype("float32"), ValueKind.NUMERIC, "float32",
 ...               chunks=(1024, 64), compression="gzip(4)")
 >>> random_access(m, "h5", remote=False)
@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass, field
 
 from ptd.errors import PtdValueError
-from ptd.storage.backends.base import ArrayMeta
+from ptd.storage.api import ArrayMeta
 from ptd.transfer.encoding import LeafEncoding
 
 __all__ = [

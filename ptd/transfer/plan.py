@@ -33,10 +33,10 @@ from ptd.format.detect import SUFFIXES
 from ptd.format.keynames import brief_key
 from ptd.format.tables import describe_table, is_table, numeric_fields_only
 from ptd.storage import remote
-from ptd.storage.backends import BACKENDS, MEMMAP_FORMAT, get_backend
-from ptd.storage.backends.base import ArrayMeta, Backend, NodeKind, Path, ValueKind
-from ptd.storage.backends.properties import ArrayProperties, Stage
+from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.location import StoreLocation
+from ptd.storage.properties import ArrayProperties, Stage
+from ptd.storage.registry import BACKENDS, MEMMAP_FORMAT, detect, get_backend
 from ptd.transfer.encoding import describe_pipeline, leaf_encoding
 from ptd.transfer.layouts import LeafLayout, balanced_rows, random_access
 from ptd.transfer.options import ConvertOptions, ConvertResult, LeafPlan
@@ -88,7 +88,7 @@ def destination(opts: ConvertOptions, src_format: str | None = None) -> StoreLoc
                 path=opts.dst.path,
             )
     if to is None:
-        src_format = src_format or opts.src.detect().format
+        src_format = src_format or detect(opts.src).format
         to = "zarr" if src_format == "h5" else "h5"
     if opts.dst is not None:
         return opts.dst.with_format(to)

@@ -114,7 +114,7 @@ def ptd_store(tmp_path: Path, fmt: str) -> Path:
 
 def read_all(path: Path) -> ptd.TensorDict:
     """Everything in a store, in memory (strings decoded)."""
-    from ptd.storage.backends import detect_backend
+    from ptd.storage.registry import detect_backend
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import ptd
-from ptd.storage.backends.h5 import H5Backend
-from ptd.storage.backends.zarr import ZarrBackend
+from ptd.storage.h5.backend import H5Backend
+from ptd.storage.zarr.backend import ZarrBackend
 from ptd.transfer import slabs
 
 from .conftest import (

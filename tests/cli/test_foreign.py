@@ -56,7 +56,7 @@ def _direct(path: Path, key: str) -> np.ndarray:
     docs/format.md)."""
     if path.is_dir():
         from ptd.format.keynames import escape_name
-        from ptd.storage.backends.zarr import ZarrBackend
+        from ptd.storage.zarr.backend import ZarrBackend
 
         stored = "/".join(
             escape_name(n) if ZarrBackend.escaped_name(n) else n for n in key.split("/")
@@ -288,7 +288,7 @@ def test_dict_attributes_ptd_wrote_still_read_as_dicts(tmp_path: Path) -> None:
     with PersistentTensorDict(filename=str(path), mode="w") as p:
         p["x"] = torch.zeros(2)
         p.file.attrs["text"] = '{"a": 1}'  # the user's string
-    be = ptd.storage.backends.get_backend("h5").open(str(path), "r+")
+    be = ptd.storage.registry.get_backend("h5").open(str(path), "r+")
     try:
         be.set_attrs((), {"cfg": {"a": [1, 2]}, "text2": '{"b": 2}'})
         attrs = be.get_attrs(())
@@ -472,8 +472,8 @@ def test_many_small_arrays_convert_concurrently_and_read_back(tmp_path: Path) ->
 
 
 def test_create_arrays_replaces_and_checks_names(tmp_path: Path) -> None:
-    from ptd.storage.backends import get_backend
-    from ptd.storage.backends.meta import NewArray
+    from ptd.storage.meta import NewArray
+    from ptd.storage.registry import get_backend
 
     be = get_backend("zarr").open(str(tmp_path / "b.zarr"), "w")
     try:

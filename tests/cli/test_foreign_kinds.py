@@ -24,8 +24,8 @@ from ptd.errors import (
     UnsupportedDtypeError,
     UnsupportedOperationError,
 )
-from ptd.storage.backends import get_backend
-from ptd.storage.backends.meta import NewArray
+from ptd.storage.meta import NewArray
+from ptd.storage.registry import get_backend
 
 from .conftest import assert_one_line_error
 

@@ -18,6 +18,7 @@ import zarr
 import ptd
 from ptd.errors import StoreNotFoundError
 from ptd.storage.location import StoreLocation
+from ptd.storage.registry import open_store
 from tests.cli.conftest import assert_one_line_error
 
 LENGTHS = (5, 7, 9)
@@ -197,7 +198,7 @@ def test_memmap_export_from_inner_group(ptd_cli, episodes: Path, tmp_path: Path)
 
 # --- the narrowed backend itself -------------------------------------------------------------
 def test_narrowed_backend_paths_are_relative(episodes: Path) -> None:
-    be = StoreLocation.parse_source(f"{episodes}/data/demo_1").open()
+    be = open_store(StoreLocation.parse_source(f"{episodes}/data/demo_1"))
     try:
         assert [n for n, _ in be.children(())] == ["actions", "obs", "rewards"]
         assert be.array_meta(("obs", "pos")).path == ("obs", "pos")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import ptd
-from ptd.storage.backends.h5 import H5Backend
-from ptd.storage.backends.zarr import ZarrBackend
+from ptd.storage.h5.backend import H5Backend
+from ptd.storage.zarr.backend import ZarrBackend
 
 from .conftest import ROWS, assert_one_line_error, make_plain_h5, make_plain_zarr, write_ptd
 

@@ -17,7 +17,7 @@ from zarr.codecs import ZstdCodec
 
 from ptd.report.access import random_row_bytes
 from ptd.report.lint import ROW_COST, SMALL_CHUNK
-from ptd.storage.backends.base import ArrayMeta, ValueKind
+from ptd.storage.api import ArrayMeta, ValueKind
 from ptd.transfer.layouts import random_access
 
 N = 4000

@@ -15,9 +15,9 @@ import zarr
 
 import ptd
 from ptd.errors import CorruptStoreError, PickleRefusedError, ReadOnlyError
-from ptd.storage.backends import detect_backend, get_backend
-from ptd.storage.backends.base import NodeKind, ValueKind
+from ptd.storage.api import NodeKind, ValueKind
 from ptd.storage.location import StoreLocation
+from ptd.storage.registry import detect, detect_backend, get_backend
 from tests.cli.conftest import assert_one_line_error
 
 GOLDEN = Path(__file__).parent.parent / "data" / "memmap_td015"
@@ -42,7 +42,7 @@ def exported(tmp_path: Path) -> tuple[Path, Path]:
 def test_detected_by_content(exported: tuple[Path, Path]) -> None:
     _src, out = exported
     assert detect_backend(out) == "memmap"
-    assert StoreLocation.parse(out).detect().format == "memmap"
+    assert detect(StoreLocation.parse(out)).format == "memmap"
 
 
 def test_every_read_command_takes_a_memmap_dir(ptd_cli, exported, tmp_path: Path) -> None:

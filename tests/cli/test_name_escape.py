@@ -19,7 +19,7 @@ import ptd
 from ptd import PersistentTensorDict
 from ptd.errors import PtdError, PtdKeyError
 from ptd.format.keynames import escape_name, unescape_name
-from ptd.storage.backends import get_backend
+from ptd.storage.registry import get_backend
 
 ODD = ["__categories", "a\\b", "zarr.json", ".zattrs", "__x.y%z"]
 

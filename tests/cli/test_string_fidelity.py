@@ -195,7 +195,7 @@ def test_attributes_keep_str_and_bytes(to: str, tmp_path: Path) -> None:
             attrs = zarr.open_group(str(mid), mode="r").attrs.asdict()
         assert attrs["b"] == "raw"
         assert sorted(attrs["__ptd_bytes_attrs__"]) == ["b", "lb"]
-        from ptd.storage.backends import get_backend
+        from ptd.storage.registry import get_backend
 
         be = get_backend("zarr").open(str(mid), "r")
         try:
@@ -206,7 +206,7 @@ def test_attributes_keep_str_and_bytes(to: str, tmp_path: Path) -> None:
 
 
 def test_zarr_attrs_bytes_listing_follows_later_writes(tmp_path: Path) -> None:
-    from ptd.storage.backends import get_backend
+    from ptd.storage.registry import get_backend
 
     be = get_backend("zarr").open(str(tmp_path / "a.zarr"), "w")
     try:

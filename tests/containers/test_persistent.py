@@ -77,8 +77,8 @@ def rows_of(selection, n: int) -> int:
 def read_log(monkeypatch):
     """Every ``Backend.read(path, selection)`` call, on both backends (and every
     ``read_direct`` call that read: the memory-map fast path)."""
-    from ptd.storage.backends.h5 import H5Backend
-    from ptd.storage.backends.zarr import ZarrBackend
+    from ptd.storage.h5.backend import H5Backend
+    from ptd.storage.zarr.backend import ZarrBackend
 
     log: list = []
     for cls in (H5Backend, ZarrBackend):
@@ -103,8 +103,8 @@ def read_log(monkeypatch):
 @pytest.fixture
 def write_log(monkeypatch):
     """Every ``Backend.write(path, selection, value)`` call, on both backends."""
-    from ptd.storage.backends.h5 import H5Backend
-    from ptd.storage.backends.zarr import ZarrBackend
+    from ptd.storage.h5.backend import H5Backend
+    from ptd.storage.zarr.backend import ZarrBackend
 
     log: list = []
     for cls in (H5Backend, ZarrBackend):

@@ -297,8 +297,8 @@ def test_stack_views_match_in_memory(tmp_path, backend, stack, shape) -> None:
 @pytest.fixture
 def non_tensor_read_log(monkeypatch):
     """Every ``Backend.read_non_tensor(path, selection)`` call, on both backends."""
-    from ptd.storage.backends.h5 import H5Backend
-    from ptd.storage.backends.zarr import ZarrBackend
+    from ptd.storage.h5.backend import H5Backend
+    from ptd.storage.zarr.backend import ZarrBackend
 
     log: list = []
     for cls in (H5Backend, ZarrBackend):

@@ -309,8 +309,8 @@ def test_entry_class_names_the_container_class(tmp_path, backend) -> None:
 @pytest.fixture
 def io_log(monkeypatch):
     """Every ``Backend.read``/``read_direct``/``write`` call: (kind, path, selection)."""
-    from ptd.storage.backends.h5 import H5Backend
-    from ptd.storage.backends.zarr import ZarrBackend
+    from ptd.storage.h5.backend import H5Backend
+    from ptd.storage.zarr.backend import ZarrBackend
 
     monkeypatch.setenv("PTD_FAST_PATH", "0")
     log: list = []

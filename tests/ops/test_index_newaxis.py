@@ -83,8 +83,8 @@ def rows_of(selection: Any, n: int) -> int:
 @pytest.fixture
 def io_log(monkeypatch) -> dict[str, list]:
     """Every ``Backend.read``/``read_direct`` (that read) and ``Backend.write`` call."""
-    from ptd.storage.backends.h5 import H5Backend
-    from ptd.storage.backends.zarr import ZarrBackend
+    from ptd.storage.h5.backend import H5Backend
+    from ptd.storage.zarr.backend import ZarrBackend
 
     log: dict[str, list] = {"read": [], "write": []}
     monkeypatch.setenv("PTD_FAST_PATH", "0")

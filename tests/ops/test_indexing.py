@@ -3,7 +3,7 @@
 The oracle: a stored array of ids ``np.arange(N).reshape(shape)`` indexed by numpy with the same
 chain of indices gives, for every element of the view, the stored element it stands for. A
 simulated backend applies the planned *selection* with orthogonal semantics (ints, positive
-slices, at most one sorted unique array, the contract of ``ptd.storage.backends.base``), and the plan's
+slices, at most one sorted unique array, the contract of ``ptd.storage.api``), and the plan's
 in-memory step must then give exactly what numpy gives.
 """
 

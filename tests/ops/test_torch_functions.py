@@ -163,8 +163,8 @@ def test_stack_and_cat_out_of_the_wrong_batch_size_raise_like_tensordict() -> No
 @pytest.fixture
 def write_log(monkeypatch):
     """Every ``Backend.write(path, selection, value)`` call, on both backends."""
-    from ptd.storage.backends.h5 import H5Backend
-    from ptd.storage.backends.zarr import ZarrBackend
+    from ptd.storage.h5.backend import H5Backend
+    from ptd.storage.zarr.backend import ZarrBackend
 
     log: list = []
     for cls in (H5Backend, ZarrBackend):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ptd.report.datacheck import check_data, plan_blocks
-from ptd.storage.backends import get_backend
+from ptd.storage.registry import get_backend
 
 
 @pytest.mark.parametrize(

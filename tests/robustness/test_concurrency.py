@@ -93,7 +93,7 @@ def test_lock_failures_name_the_locking_option(
     tmp_path: Path, monkeypatch, cli, errno: int, text: str
 ) -> None:
     """What HDF5 reports when the file system refuses locks (NFS, some FUSE mounts)."""
-    import ptd.storage.backends.h5 as h5mod
+    import ptd.storage.h5.backend as h5mod
 
     path = tmp_path / "d.h5"
     PersistentTensorDict.from_dict(data(), path).close()

@@ -133,7 +133,7 @@ def test_from_dict_refuses_bad_keys(tmp_path: Path, backend: str, key: str) -> N
 @pytest.mark.parametrize("name", ["..", ".", "", "a/b", "a\x00b", "/abs"], ids=repr)
 def test_backends_refuse_bad_names(tmp_path: Path, backend: str, name: str) -> None:
     """The backend layer checks too (convert and the streaming copy write through it)."""
-    from ptd.storage.backends import get_backend
+    from ptd.storage.registry import get_backend
 
     be = get_backend(backend).open(str(tmp_path / f"b.{backend}"), "w")
     try:

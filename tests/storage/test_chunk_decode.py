@@ -28,10 +28,10 @@ import zarr
 from ptd import PersistentTensorDict
 from ptd.errors import PtdError, PtdValueError
 from ptd.ops.dtypes import to_storage
-from ptd.storage.backends import chunk_cache as cc
-from ptd.storage.backends import chunk_read as cr
-from ptd.storage.backends.h5_chunks import fletcher32_ok, unshuffle
-from ptd.storage.backends.zarr_private import decode_sync
+from ptd.storage.h5.decode import fletcher32_ok, unshuffle
+from ptd.storage.read import cache as cc
+from ptd.storage.read import decoded as cr
+from ptd.storage.zarr.private import decode_sync
 
 #: zarr's numcodecs wrappers (zarr >= 3.1.3; numcodecs.zarr3 ships them for older zarr)
 zarr_numcodecs = getattr(zarr.codecs, "numcodecs", None) or importlib.import_module(
@@ -678,7 +678,7 @@ def test_deflate_with_and_without_libdeflate(stores: dict, monkeypatch: pytest.M
     import sys
     import zlib
 
-    from ptd.storage.backends import h5_chunks
+    from ptd.storage.h5 import decode as h5_chunks
 
     path = stores[("h5", "shuffle_gzip_fletcher")]
     idx = torch.tensor([60, 3, 3, 28, 41])
@@ -735,7 +735,7 @@ def test_lz4_filter_framing() -> None:
     add up is refused (h5py then reads the chunk and raises as it does)."""
     import numcodecs
 
-    from ptd.storage.backends import h5_chunks as hc
+    from ptd.storage.h5 import decode as hc
 
     data = bytes(range(256)) * 3 + b"\x00" * 232  # 1000 bytes
     block = 600

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 from ptd import PersistentTensorDict, TensorDict
 from ptd.errors import ClosedStoreError, PtdError
-from ptd.storage.backends import fast_path as _mmap
-from ptd.storage.backends.h5 import H5Backend
-from ptd.storage.backends.zarr import ZarrBackend
+from ptd.storage.h5.backend import H5Backend
+from ptd.storage.read import mapped as _mmap
+from ptd.storage.zarr.backend import ZarrBackend
 
 SUFFIX = {"h5": ".h5", "zarr": ".zarr"}
 N = 9
@@ -867,7 +867,7 @@ def _rss_bytes() -> int:
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc (Linux)")
 def test_streaming_copies_out_of_a_map_keep_resident_memory_bounded(tmp_path) -> None:
-    from ptd.storage.backends import fast_path as M
+    from ptd.storage.read import mapped as M
 
     path = tmp_path / "big.bin"
     size = 64 << 20
@@ -889,7 +889,7 @@ def test_streaming_copies_out_of_a_map_keep_resident_memory_bounded(tmp_path) ->
 
 def test_copies_from_ordinary_memory_are_never_released() -> None:
     """MADV_DONTNEED would zero anonymous memory: only file-backed maps are released."""
-    from ptd.storage.backends import fast_path as M
+    from ptd.storage.read import mapped as M
 
     heap = np.full(4 << 20, 7, dtype=np.uint8)
     out = M._copy(heap)

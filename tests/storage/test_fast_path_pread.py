@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from ptd import PersistentTensorDict
-from ptd.storage.backends import fast_path as fp
-from ptd.storage.backends import fast_path_alloc
+from ptd.storage.read import alloc as fast_path_alloc
+from ptd.storage.read import mapped as fp
 
 ROWS = 5000
 

@@ -1,5 +1,5 @@
 """HDF5 files read through a Python file object (URLs): the deadlock between h5py's global lock
-and a garbage collection on the thread that serves the read (ptd/storage/backends/h5_open.py).
+and a garbage collection on the thread that serves the read (ptd/storage/h5/opening.py).
 
 The file object below hands each read to a helper thread, as fsspec hands it to its IO thread.
 That thread allocates enough cyclic garbage to start a collection; an unreachable h5py object
@@ -18,7 +18,7 @@ import h5py
 import numpy as np
 import pytest
 
-from ptd.storage.backends.h5_open import GcPausedFile, gc_paused
+from ptd.storage.h5.opening import GcPausedFile, gc_paused
 
 
 class _ServedElsewhere(io.RawIOBase):

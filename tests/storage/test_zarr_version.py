@@ -11,9 +11,9 @@ import pytest
 import zarr
 
 from ptd.errors import PtdError, UntestedDependencyError
-from ptd.storage.backends import zarr_version
-from ptd.storage.backends.zarr_version import TESTED_ZARR, UNTESTED_ENV, check_version
-from ptd.storage.backends.zarr_version import tested as is_tested
+from ptd.storage.zarr import version as zarr_version
+from ptd.storage.zarr.version import TESTED_ZARR, UNTESTED_ENV, check_version
+from ptd.storage.zarr.version import tested as is_tested
 
 
 def test_the_installed_zarr_is_tested() -> None:

@@ -17,7 +17,7 @@ import ptd
 from ptd import PersistentTensorDict
 from ptd.errors import PtdValueError
 from ptd.report.access import random_row_bytes
-from ptd.storage.backends import get_backend
+from ptd.storage.registry import get_backend
 from ptd_cli.main import app
 
 N = 600
@@ -161,7 +161,7 @@ def test_cli_layout_and_inspect_per_row(tmp_path: Path, backend: str) -> None:
 
 
 def test_random_row_bytes_rules() -> None:
-    from ptd.storage.backends.base import ArrayMeta, ValueKind
+    from ptd.storage.api import ArrayMeta, ValueKind
 
     def meta(**kw: Any) -> ArrayMeta:
         base: dict[str, Any] = {"chunks": None, "compression": None}

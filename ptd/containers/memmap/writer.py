@@ -100,6 +100,7 @@ from ptd.storage.cancel import cancellable
 from ptd.storage.limits import check_free_space, nbytes_of
 from ptd.storage.location import ReopenSpec, StoreLocation, split_options
 from ptd.storage.publish import check_free_destination, make_temp_dir, publish, remove
+from ptd.storage.registry import detect
 from ptd.transfer.attrs import attr_problem, attrs_for, decode_str, user_attrs
 from ptd.transfer.plan import left_out_keys
 from ptd.transfer.slabs import slab_rows
@@ -647,7 +648,7 @@ def export_memmap(
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
 
     # the source may lead into a store (robo.h5/data/demo_0: that group is exported)
-    loc = StoreLocation.parse_source(split_options(storage_options, src, dst)[0]).detect()
+    loc = detect(StoreLocation.parse_source(split_options(storage_options, src, dst)[0]))
     if loc.format == MEMMAP_FORMAT:
         raise PtdValueError(f"{loc.described} is a memmap directory already: copy it instead")
     left_out, lost = left_out_keys(loc, MEMMAP_FORMAT, skip_unsupported)

@@ -16,7 +16,7 @@ from ptd.ops import indexing as ix
 from ptd.ops.apply import pick_operand
 from ptd.ops.dtypes import dtype_from_str, from_storage, to_storage
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
-from ptd.storage.backends.base import Backend, Path
+from ptd.storage.api import Backend, Path
 from ptd.storage.limits import check_chunks, check_read, nbytes_of, physical_memory
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from ptd.containers.persistent.store import _check_allow_pickle, _Store
 from ptd.containers.persistent.write import batch_size_of, check_dtypes, write_all
 from ptd.errors import ArgumentError, PtdTypeError, PtdValueError, UnsupportedOperationError
 from ptd.ops.batch import as_batch_size
-from ptd.storage.backends import get_backend
-from ptd.storage.backends.chunk_cache import parse_budget
+from ptd.storage.read.cache import parse_budget
+from ptd.storage.registry import get_backend, reopen
 
 if TYPE_CHECKING:
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
@@ -251,7 +251,7 @@ def getstate(td: PersistentTensorDict) -> dict[str, Any]:
 
 
 def setstate(td: PersistentTensorDict, state: dict[str, Any]) -> None:
-    be = state["spec"].open()
+    be = reopen(state["spec"])
     store = _Store(
         be,
         filename=state["filename"],

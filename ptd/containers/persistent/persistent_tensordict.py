@@ -54,8 +54,8 @@ from ptd.ops.lastop import caller_site, entered_from_call
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
 from ptd.ops.registry import new_tensordict, register
 from ptd.ops.tdhooks import REQUIRED, wants_default
-from ptd.storage.backends import get_backend
-from ptd.storage.backends.base import NodeKind, Path, ValueKind
+from ptd.storage.api import NodeKind, Path, ValueKind
+from ptd.storage.registry import get_backend
 
 __all__ = ["PersistentTensorDict"]
 

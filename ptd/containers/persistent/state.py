@@ -18,7 +18,7 @@ from ptd.format.tdmeta import td_meta_attrs
 from ptd.ops import indexing as ix
 from ptd.ops import locking as locking_ops
 from ptd.ops import names as names_ops
-from ptd.storage.backends.base import Path
+from ptd.storage.api import Path
 
 if TYPE_CHECKING:
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict

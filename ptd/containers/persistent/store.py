@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from ptd.errors import ClosedStoreError, PtdKeyError, PtdTypeError, UnsupportedOperationError
-from ptd.storage.backends.base import Backend, Path
+from ptd.storage.api import Backend, Path
+from ptd.storage.registry import reopen
 from ptd.storage.tree import StoreTree
 
 if TYPE_CHECKING:
@@ -188,7 +189,7 @@ class _Store:
             return
         if old.name == "h5":
             old.close()
-        new = spec.open()
+        new = reopen(spec)
         self._backend = new
         self._tree.backend = new
         self.pid = os.getpid()

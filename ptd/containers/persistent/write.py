@@ -29,7 +29,7 @@ from ptd.transfer.slabs import slab_rows
 
 if TYPE_CHECKING:
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
-    from ptd.storage.backends.base import Path
+    from ptd.storage.api import Path
 
 __all__ = [
     "batch_chunks",

@@ -35,9 +35,9 @@ from ptd.errors import (
     UnknownBackendError,
 )
 from ptd.ops.dtypes import from_storage, to_storage
-from ptd.storage.backends import BACKENDS, detect_backend, get_backend
-from ptd.storage.backends.base import GUARDED, Backend, NodeKind, ValueKind
+from ptd.storage.api import GUARDED, Backend, NodeKind, ValueKind
 from ptd.storage.location import StoreLocation
+from ptd.storage.registry import BACKENDS, detect_backend, get_backend, reopen
 
 NUMERIC_DTYPES = [
     "bool",
@@ -146,7 +146,7 @@ class TestOpen:
         assert spec.location.path == os.fspath(path)
         b.create_array(("a",), shape=(2,), dtype=np.dtype("f4"), data=np.ones(2, "f4"))
         b.close()
-        again = spec.open()
+        again = reopen(spec)
         np.testing.assert_array_equal(again.read(("a",)), np.ones(2, "f4"))
         assert opener("r").reopen_spec.mode == "r"
 

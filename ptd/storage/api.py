@@ -1,0 +1,747 @@
+"""The backend interface: the only thing the containers know about storage.
+
+A :class:`Backend` is one open store (an HDF5 file or a Zarr v3 group hierarchy). Paths are
+tuples of str, one component per level, relative to the backend's root group; ``()`` is the root.
+Everything above ``ptd/storage/backends/`` is written against this interface alone and never
+imports h5py or zarr.
+
+``Backend`` also holds what both implementations share, so that each keeps only what its format
+does differently: the open/closed/writable state and its checks, the errors naming a key and
+the store, the preamble of ``delete``/``move``, ``read``/``read_direct``/``write`` around the
+memory maps of the fast path, the error wrapping of ``read_non_tensor``, and how an array's
+metadata is classified (numeric / non-tensor / unsupported). The subclasses fill in the
+``_``-prefixed hooks.
+
+Selections (``read``/``write``) are described in :mod:`ptd.storage.selection`; the
+value types (:class:`ArrayMeta`...) live in :mod:`ptd.storage.meta`, the error guard in
+:mod:`ptd.storage.guard`. This module re-exports them.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from ptd.errors import (
+    ClosedStoreError,
+    PtdError,
+    PtdKeyError,
+    PtdValueError,
+    ReadOnlyError,
+    SkippedKeyWarning,
+)
+from ptd.format.dtypes import torch_dtype_name
+from ptd.format.keynames import impossible_name
+from ptd.format.names import TD_STACK_ATTR
+from ptd.format.payload import parse_stack_shape
+from ptd.storage import cancel
+from ptd.storage.chunk_info import ChunkInfo
+from ptd.storage.guard import GUARDED, guard_methods, translate_error
+from ptd.storage.meta import (
+    ArrayMeta,
+    NewArray,
+    NodeKind,
+    NonTensorPayload,
+    Path,
+    ValueKind,
+)
+from ptd.storage.properties import (
+    ArrayProperties,
+    Codec,
+    CodecSupport,
+    Encoding,
+    StoreProperties,
+)
+from ptd.storage.selection import Selection, fit_write_value, selection_shape
+
+if TYPE_CHECKING:
+    from ptd.storage.location import ReopenSpec
+    from ptd.storage.read.mapped import ArrayMaps
+    from ptd.storage.strings import StringType
+
+__all__ = [
+    "GUARDED",
+    "MODES",
+    "ArrayMeta",
+    "Backend",
+    "NewArray",
+    "NodeKind",
+    "NonTensorPayload",
+    "Path",
+    "Selection",
+    "ValueKind",
+    "check_mode",
+    "check_path",
+    "fit_write_value",
+    "selection_shape",
+    "translate_error",
+]
+
+#: the open modes every backend accepts (``"x"`` == ``"w-"``)
+MODES = ("r", "r+", "w", "w-", "x", "a")
+
+
+def check_mode(mode: Any) -> str:
+    """Return ``mode`` if it is one of :data:`MODES`, else raise PtdValueError listing them."""
+    if not isinstance(mode, str) or mode not in MODES:
+        raise PtdValueError(f"Invalid mode {mode!r}; must be one of {', '.join(MODES)}")
+    return mode
+
+
+def check_path(path: Path, location: str) -> None:
+    """Keys are data, not paths: raise PtdKeyError for a component that is empty, ``"."``,
+    ``".."``, or holds ``/`` or a NUL character (so that no key reaches outside its store)."""
+    for part in path:
+        if not isinstance(part, str) or part in ("", ".", "..") or "/" in part or "\x00" in part:
+            raise PtdKeyError(
+                f"invalid key {'/'.join(map(str, path))!r} for {location}: bad name {part!r} "
+                "(empty names, '.', '..', '/' and NUL are refused)"
+            )
+
+
+@functools.lru_cache(maxsize=64)
+def _torch_dtype_of(dt: np.dtype) -> str | None:
+    return torch_dtype_name(dt)
+
+
+class Backend(ABC):
+    """One open store. Create with the subclass's :meth:`open`.
+
+    Every method named in :data:`GUARDED` raises only ptd errors: anything else that escapes it
+    (h5py's ``RuntimeError``/``KeyError`` on a damaged file, zarr's ``TypeError`` on malformed
+    metadata, a codec's error on a corrupt chunk, ``MemoryError``, a full disk) is turned into
+    one naming the store and the key (see :func:`translate_error`), whether the subclass or this
+    class implements it.
+    """
+
+    #: the registry name: ``"h5"`` or ``"zarr"``
+    name: str = ""
+    #: whether arrays can be sharded (stored as shards holding a grid of inner chunks, read
+    #: one inner chunk at a time): a ``shards=`` creation option (zarr)
+    stores_shards: bool = False
+    #: whether every array is stored in chunks (zarr), so a source's chunk shape may say
+    #: nothing about how its data wants to be stored; otherwise arrays may be contiguous
+    #: (HDF5, which stores a small array smaller so)
+    chunks_required: bool = False
+    #: what the store library raises for a bad read (or write) of data, reported as
+    #: PtdValueError naming the key (anything else is the guard's)
+    _DATA_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, IndexError)
+    _WRITE_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError)
+
+    def __init__(self, location: str, *, writable: bool, maps: ArrayMaps | None = None) -> None:
+        #: the store's description in messages (see :attr:`location`)
+        self._location = location
+        #: opened for writing (mode other than ``"r"``)
+        self._writable = writable
+        self._closed = False
+        #: the fast path's memory maps (:mod:`ptd.storage.read.mapped`), or None
+        self._maps = maps
+        #: the reader of chunked, compressed arrays that decodes chunks in parallel through a
+        #: chunk cache (:mod:`ptd.storage.read.decoded`), set by the subclass, or None
+        self._chunked: Any = None
+        #: keys that are links to other keys (h5 soft/extra hard links), found by listing:
+        #: path -> what it links to (``"soft link to /obs"``)
+        self.walk_links: dict[Path, str] = {}
+        #: keys the store holds but ptd does not list (dangling or external links...), found
+        #: by listing: path -> the reason
+        self.walk_skipped: dict[Path, str] = {}
+        #: arrays whose data is outside the store (h5 virtual datasets, external storage),
+        #: which ptd does not read: found when their metadata is read
+        self.data_elsewhere: set[Path] = set()
+        #: attributes the backend could not read (or hand over unchanged) and left out of
+        #: ``get_attrs``/``array_meta``: path -> {name: reason}
+        self.attrs_skipped: dict[Path, dict[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        guard_methods(cls)
+
+    # --- names the format can hold (the rule: ptd.format.keynames) -----------------------------
+    @classmethod
+    def escaped_name(cls, name: str) -> str | None:
+        """The escaped name (:mod:`ptd.format.keynames`) a node called ``name`` is stored
+        under when this format cannot hold it as it is, or None; listings give originals.
+        HDF5 holds every name a key can have; the zarr backend escapes some."""
+        return None
+
+    def stored_path(self, path: Path) -> Path:
+        """``path`` as the store names it from its root, escaped names and all (for tools that
+        read the store's own keys: file sizes)."""
+        return tuple(self.escaped_name(p) or p for p in path)
+
+    @classmethod
+    def name_problem(cls, name: str, *, array: bool = False) -> str | None:
+        """Why this format cannot hold a node (``array``: an array) named ``name`` at all,
+        even escaped, or None. HDF5 holds names of any length; formats that keep nodes as
+        files refuse names longer than file systems hold."""
+        return impossible_name(name)
+
+    # --- string arrays as types of their own (ptd.storage.strings) ---------------------
+    def string_type(self, meta: ArrayMeta) -> StringType | None:
+        """The kind of a string array that a conversion copies as a string array of that kind
+        and shape (a foreign one, or a string stack), or None (a format without string
+        arrays keeps these defaults)."""
+        return None
+
+    def read_strings(self, path: Path) -> np.ndarray:
+        """The whole string array at ``path``, its shape kept (``S n`` / ``U n``, or an object
+        array of str or bytes for the variable-length kinds)."""
+        raise PtdValueError(f"key {'/'.join(path)!r} of {self._location} is no string array")
+
+    def create_strings(
+        self,
+        path: Path,
+        stype: StringType,
+        data: np.ndarray,
+        *,
+        attrs: Mapping[str, Any] | None = None,
+        chunks: Sequence[int] | None = None,
+    ) -> None:
+        """Create the string array at ``path`` (replacing a node) in this format's type for
+        ``stype``, or its nearest with the kind recorded."""
+        raise PtdValueError(f"{self._location} cannot store string arrays")
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def open(cls, target: Any, mode: str = "r", **options: Any) -> Backend:
+        """Open ``target`` (a path, or the library's own file/group/store object).
+
+        ``mode`` is one of ``r, r+, w, w-, x, a`` (``"x"`` == ``"w-"``); anything else raises
+        ``PtdValueError`` listing them. A missing store in ``r``/``r+`` raises
+        ``StoreNotFoundError``; an existing one with ``w-``/``x`` raises ``StoreExistsError``; a
+        file that is not of this format raises ``CorruptStoreError``. ``options`` are
+        backend-specific (``locking=`` for h5, ``storage_options=`` for zarr...).
+        """
+
+    def close(self) -> None:
+        """Close the store. Idempotent. Afterwards every other call raises ClosedStoreError."""
+        if self._closed:
+            return
+        try:
+            self._flush_before_close()
+        finally:
+            self._closed = True
+            if self._maps is not None:
+                self._maps.close()
+                self._maps = None
+            if self._chunked is not None:
+                self._chunked.close()
+                self._chunked = None
+            self._release_handles()
+
+    def _flush_before_close(self) -> None:  # noqa: B027 - optional hook
+        """:meth:`close`'s first step, while the store is still open (no-op by default)."""
+
+    def _release_handles(self) -> None:  # noqa: B027 - optional hook
+        """:meth:`close`'s last step: drop caches, close what this backend opened."""
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def writable(self) -> bool:
+        return self._writable and not self.closed
+
+    @property
+    def format_version(self) -> int | None:
+        """The store format's version where it has several (Zarr: 2 or 3), else None."""
+        return None
+
+    @property
+    def location(self) -> str:
+        """A short description naming the file or store, for error messages."""
+        return self._location
+
+    @property
+    @abstractmethod
+    def reopen_spec(self) -> ReopenSpec | None:
+        """What it takes to reopen this store in another process, or None when the store
+        cannot be reopened by name (an in-memory store, a user's h5py/zarr object)."""
+
+    def raw_group(self, path: Path) -> Any:
+        """The library's own group object at ``path`` (``h5py.Group`` / ``zarr.Group``), for
+        users who need to reach past ptd (``PersistentTensorDict.file``)."""
+        return self._group(path)
+
+    # --- the property inventory (ptd.storage.properties) ------------------------------
+    def stored_sizes(self, paths: Sequence[Path]) -> dict[Path, int]:
+        """The bytes each array at ``paths`` occupies in the store (its chunks, encoded), for
+        a summary of many arrays; an array whose size the store does not tell counts 0."""
+        return {p: self.array_meta(p).stored_nbytes or 0 for p in paths}
+
+    @classmethod
+    def library_versions(cls) -> dict[str, str]:
+        """The C libraries this backend links and their versions (for bug reports:
+        ``ptd version``), e.g. ``{"hdf5": "1.14.6"}``; the Python packages are reported by
+        their distributions' metadata."""
+        return {}
+
+    def chunk_info(self, path: Path, *, list_stored: bool = True) -> ChunkInfo:
+        """What ``validate --data`` and the layout lint need of the array at ``path``'s chunks:
+        its filters (installed or not), checksum and chunk shape, and with ``list_stored``
+        the chunks that are stored (one pass over the chunk index). See
+        :mod:`ptd.storage.chunk_info`."""
+        return self._chunk_info(self._array_handle(path), list_stored)
+
+    def array_properties(self, path: Path, meta: ArrayMeta | None = None) -> ArrayProperties:
+        """Everything the store states about the array at ``path`` besides its values: codec
+        pipeline in order, fill value, dimension names, resizable dims, attribute types,
+        layout (``meta``, when the caller holds it, saves reading it again).
+
+        This default knows only what :class:`ArrayMeta` says (no pipeline, no fill value);
+        the format backends override it."""
+        meta = meta if meta is not None else self.array_meta(path)
+        return ArrayProperties(
+            path=path,
+            shape=tuple(meta.shape),
+            dtype=meta.dtype,
+            chunks=meta.chunks,
+            shards=meta.shards,
+            pipeline=(),
+            fill_value=None,
+            dimension_names=None,
+            maxshape=None,
+            attrs=dict(meta.attrs),
+            attr_types={},
+            layout="contiguous" if meta.chunks is None else "chunked",
+            link=self.walk_links.get(path),
+        )
+
+    def store_properties(self) -> StoreProperties:
+        """What the store states about itself (the HDF5 user block, the zarr format...)."""
+        return StoreProperties(format=self.name, format_version=self.format_version)
+
+    @classmethod
+    def codec_support(cls, codec: Codec) -> CodecSupport:
+        """Whether this format can write the step ``codec`` (:class:`Codec`, neutral name),
+        and whether its plain readers decode it without a plugin. None by default."""
+        return CodecSupport.NONE
+
+    #: whether the format keeps an array's fill value, dimension names, and that it can grow
+    #: (maxshape)
+    holds_fill_value: ClassVar[bool] = True
+    holds_dimension_names: ClassVar[bool] = True
+    holds_maxshape: ClassVar[bool] = True
+
+    @classmethod
+    def codec_available(cls, codec: Codec) -> bool:
+        """Whether this process can write the step ``codec`` (a plugin the format supports
+        may not be installed here). True by default."""
+        return True
+
+    @classmethod
+    def codec_note(cls, codec: Codec) -> str | None:
+        """What a user should know about this format writing ``codec`` (a step of another
+        format's), e.g. that other implementations may not read it; None when nothing."""
+        return None
+
+    @classmethod
+    def creation_options(cls, encoding: Encoding, dtype: np.dtype) -> dict[str, Any]:
+        """:meth:`create_array` ``options`` that store a new array as ``encoding`` says
+        (its pipeline holds only steps :meth:`codec_support` accepts). A format without
+        codecs ignores it."""
+        return {}
+
+    #: the names of attributes through which the format states a property (HDF5's
+    #: ``DIMENSION_LABELS``): part of the inventory, not user attributes to copy
+    property_attrs: frozenset[str] = frozenset()
+
+    # --- structure ---------------------------------------------------------------------------
+    @abstractmethod
+    def kind(self, path: Path) -> NodeKind | None:
+        """GROUP, ARRAY, or None when nothing is at ``path``."""
+
+    @abstractmethod
+    def children(self, path: Path) -> list[tuple[str, NodeKind]]:
+        """Direct children of the group at ``path``, in the store's order."""
+
+    @abstractmethod
+    def array_meta(self, path: Path) -> ArrayMeta:
+        """Metadata of the array at ``path`` (no data read)."""
+
+    def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
+        """Every node below ``path`` (depth first, parents before children), with array metadata.
+
+        Backends override this with a faster single-pass walk when the store offers one.
+        """
+        out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
+        for name, kind in self.children(path):
+            p = path + (name,)
+            if kind is NodeKind.ARRAY:
+                out.append((p, kind, self.array_meta(p)))
+            else:
+                out.append((p, kind, None))
+                out.extend(self.walk(p))
+        return out
+
+    @abstractmethod
+    def create_group(self, path: Path, attrs: Mapping[str, Any] | None = None) -> None:
+        """Create a group (and missing parents). An existing group is kept (attrs updated)."""
+
+    @abstractmethod
+    def create_array(
+        self,
+        path: Path,
+        *,
+        shape: Sequence[int],
+        dtype: np.dtype,
+        data: np.ndarray | None = None,
+        attrs: Mapping[str, Any] | None = None,
+        chunks: Sequence[int] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Create a numeric array (missing parents too), optionally filled with ``data``.
+
+        ``chunks`` is a full chunk shape (or None for the backend's default: contiguous for h5,
+        one chunk for zarr). ``options`` are the user's creation kwargs
+        (``compression=...`` for h5, ``compressors=...`` for zarr...), passed through.
+        """
+
+    def create_arrays(self, specs: Sequence[NewArray]) -> None:
+        """Create (and fill) many arrays: :meth:`create_array` for each by default; backends
+        that can create nodes concurrently override it (zarr)."""
+        for spec in specs:
+            self.create_array(
+                spec.path,
+                shape=spec.shape,
+                dtype=spec.dtype,
+                data=spec.data,
+                attrs=spec.attrs,
+                chunks=spec.chunks,
+                options=spec.options,
+            )
+
+    def create_groups(self, specs: Sequence[tuple[Path, Mapping[str, Any] | None]]) -> None:
+        """Create many groups ``(path, attrs)``, parents listed before their children:
+        :meth:`create_group` for each by default (zarr writes them concurrently)."""
+        for path, attrs in specs:
+            self.create_group(path, attrs)
+
+    def read_many(self, paths: Sequence[Path]) -> list[np.ndarray]:
+        """Whole numeric arrays, one per path, as :meth:`read` returns them (backends read
+        many small arrays faster than one by one)."""
+        return [self.read(path, ()) for path in paths]
+
+    def delete(self, path: Path) -> None:
+        """Delete the node at ``path``; a missing node raises PtdKeyError."""
+        key = self.key_str(path)
+        self.check_writable(key)
+        if not path:
+            raise PtdValueError(f"cannot delete the root group of {self._location}")
+        self._delete(path, key)
+
+    def move(self, src: Path, dst: Path) -> None:
+        """Rename a node without reading its data; ``dst`` must not exist."""
+        skey, dkey = self.key_str(src), self.key_str(dst)
+        self.check_writable(skey)
+        check_path(dst, self._location)
+        if not self._exists(src):
+            raise self._not_found(src)
+        if self._exists(dst):
+            raise PtdKeyError(f"key {dkey!r} already present in {self._location}")
+        if not src or not dst or dst[: len(src)] == src:
+            raise PtdValueError(f"cannot move {skey!r} to {dkey!r} in {self._location}")
+        self._move(src, dst)
+
+    # --- attributes --------------------------------------------------------------------------
+    @abstractmethod
+    def get_attrs(self, path: Path) -> dict[str, Any]:
+        """The node's attributes as plain python values (numpy scalars/arrays -> python/lists)."""
+
+    @abstractmethod
+    def set_attrs(self, path: Path, attrs: Mapping[str, Any]) -> None:
+        """Merge ``attrs`` into the node's attributes."""
+
+    # --- data --------------------------------------------------------------------------------
+    def read(self, path: Path, selection: Selection = ()) -> np.ndarray:
+        """Read a numeric array (or a part of it) into a new numpy array of the stored dtype.
+
+        Every job reads through here, a slab or a chunk at a time: a requested cancellation
+        (:mod:`ptd.storage.cancel`) stops it at this safe point."""
+        cancel.check()
+        handle = self._array_handle(path)
+        try:
+            if not selection and self._small_whole_read(handle):
+                return self._read(handle, selection)  # one small read: the library's own
+            out = self._read_mapped(path, handle, selection)
+            if out is None and self._chunked is not None:
+                out = self._chunked.read(path, handle, selection)
+            return out if out is not None else self._read(handle, selection)
+        except self._DATA_ERRORS as err:
+            raise self._read_error(path, selection, err) from None
+
+    def _small_whole_read(self, handle: Any) -> bool:
+        """Whether the whole array of ``handle`` is small enough that the format library's
+        own read beats setting up the fast path's map or chunk reader for it."""
+        return False
+
+    def read_direct(self, path: Path, selection: Selection) -> np.ndarray | None:
+        """Optional: :meth:`read`, where the selection's index array may also be unsorted and
+        hold repeats (the result follows its order), or None when this array cannot be read
+        that way cheaply (callers then :meth:`read` a sorted selection and re-order). Arrays
+        served by the fast path's memory maps are, and chunked arrays the backend decodes
+        itself (:mod:`ptd.storage.read.decoded`); the others give None."""
+        if self._maps is None and self._chunked is None:
+            return None
+        cancel.check()
+        handle = self._array_handle(path)
+        try:
+            out = self._read_mapped(path, handle, selection)
+            if out is None and self._chunked is not None:
+                out = self._chunked.read(path, handle, selection)
+            return out
+        except self._DATA_ERRORS as err:
+            raise self._read_error(path, selection, err) from None
+
+    def write(self, path: Path, selection: Selection, value: np.ndarray) -> None:
+        """Write ``value`` (already of the stored dtype and of the selected shape, or
+        broadcastable to it) into a numeric array. A shape that does not fit raises
+        PtdValueError naming the key (zarr must not silently cut it)."""
+        key = self.key_str(path)
+        self.check_writable(key)
+        handle = self._array_handle(path)
+        target = selection_shape(handle.shape, selection)
+        value = fit_write_value(value, target, key, self._location)
+        if 0 in target:
+            return
+        try:
+            self._write(handle, selection, value)
+        except self._WRITE_ERRORS as err:
+            raise self._write_error(key, err) from None
+
+    # --- non-tensor entries ------------------------------------------------------------------
+    @abstractmethod
+    def write_non_tensor(
+        self,
+        path: Path,
+        value: Any,
+        *,
+        stack_shape: tuple[int, ...] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Create (replacing any existing node) a non-tensor entry in this format's convention.
+
+        ``stack_shape`` None: one value (NonTensorData). Otherwise ``value`` is a nested list of
+        that shape (NonTensorStack). Values that the format cannot hold raise PtdTypeError
+        naming the key.
+        """
+
+    def read_non_tensor(
+        self,
+        path: Path,
+        selection: Selection = (),
+        *,
+        allow_pickle: bool | None = None,
+        as_stack: bool = False,
+    ) -> NonTensorPayload:
+        """Decode a non-tensor entry.
+
+        ``selection`` applies to stacks (marked stacks, or foreign columns when ``as_stack``).
+        ``as_stack``: read a foreign string/bytes column as a stack of its rows.
+        ``allow_pickle`` follows the reference: False raises PickleRefusedError before decoding,
+        None decodes with a FutureWarning, True decodes silently.
+        """
+        key = self.key_str(path)
+        entry = self._non_tensor_entry(path)
+        try:
+            return self._decode_non_tensor(
+                entry, key, selection, allow_pickle=allow_pickle, as_stack=as_stack
+            )
+        except self._DATA_ERRORS as err:
+            if isinstance(err, PtdError):
+                raise
+            raise PtdValueError(f"cannot read key {key!r} of {self._location}: {err}") from None
+
+    # --- optional capabilities ---------------------------------------------------------------
+    def flush(self) -> None:  # noqa: B027 - optional hook
+        """Flush buffered writes (no-op by default)."""
+
+    def finalize(self) -> None:  # noqa: B027 - optional hook
+        """Called after a bulk write (``from_dict``, convert): e.g. consolidate zarr metadata."""
+
+    # --- what the implementations fill in ----------------------------------------------------
+    @abstractmethod
+    def _group(self, path: Path) -> Any:
+        """The library's group at ``path``; a missing node or an array raises PtdKeyError."""
+
+    @abstractmethod
+    def _exists(self, path: Path) -> bool:
+        """Whether a node is at ``path``."""
+
+    @abstractmethod
+    def _delete(self, path: Path, key: str) -> None:
+        """:meth:`delete` of a non-root ``path``, in a writable store."""
+
+    @abstractmethod
+    def _move(self, src: Path, dst: Path) -> None:
+        """:meth:`move`, once ``src`` exists, ``dst`` does not and is not inside ``src``."""
+
+    @abstractmethod
+    def _array_handle(self, path: Path) -> Any:
+        """What :meth:`_read`/:meth:`_write` take for the numeric array at ``path`` (it has
+        the array's ``shape``); a missing node or a group raises PtdKeyError."""
+
+    @abstractmethod
+    def _chunk_info(self, handle: Any, list_stored: bool) -> ChunkInfo:
+        """The chunk facts of an array handle (see :meth:`chunk_info`)."""
+
+    @abstractmethod
+    def _read(self, handle: Any, selection: Selection) -> np.ndarray:
+        """``handle[selection]`` through the store library (a new array)."""
+
+    @abstractmethod
+    def _write(self, handle: Any, selection: Selection, value: np.ndarray) -> None:
+        """Store ``value`` (of the selected, non-empty shape) at ``handle[selection]``."""
+
+    def _read_mapped(self, path: Path, handle: Any, selection: Selection) -> np.ndarray | None:
+        """``handle[selection]`` from the fast path's maps, or None when they cannot serve it."""
+        return None if self._maps is None else self._maps.read(path, handle, selection)
+
+    @abstractmethod
+    def _non_tensor_entry(self, path: Path) -> Any:
+        """What :meth:`_decode_non_tensor` takes for the entry at ``path`` (its metadata read
+        and checked; errors here are the guard's)."""
+
+    @abstractmethod
+    def _decode_non_tensor(
+        self,
+        entry: Any,
+        key: str,
+        selection: Selection,
+        *,
+        allow_pickle: bool | None,
+        as_stack: bool,
+    ) -> NonTensorPayload:
+        """:meth:`read_non_tensor` of ``entry``; the store library's :attr:`_DATA_ERRORS`
+        become PtdValueError naming the key."""
+
+    @abstractmethod
+    def _value_kind(
+        self, dtype: np.dtype, attrs: Mapping[str, Any]
+    ) -> tuple[ValueKind, str | None]:
+        """What an array of ``dtype`` with ``attrs`` holds, by this format's conventions:
+        ``(NUMERIC, torch dtype name)``, ``(NON_TENSOR, non-tensor kind)`` or
+        ``(UNSUPPORTED, None)`` (see :meth:`_numeric_kind` for the torch side)."""
+
+    def _is_payload(self, attrs: Mapping[str, Any]) -> bool:
+        """Whether a non-tensor's stack shape is in its encoded value rather than its array
+        shape (zarr's JSON/pickle payloads); no by default."""
+        return False
+
+    # --- helpers shared by both implementations ----------------------------------------------
+    def _skip(self, path: Path, reason: str) -> None:
+        """Record a key the store holds that is not listed, warning the first time."""
+        if path not in self.walk_skipped:
+            self.walk_skipped[path] = reason
+            warnings.warn(
+                f"key {self.key_str(path)!r} of {self._location} is skipped: {reason}",
+                SkippedKeyWarning,
+                stacklevel=3,
+            )
+
+    @staticmethod
+    def key_str(path: Path) -> str:
+        return "/".join(path) if path else "/"
+
+    def _check_open(self, key: str = "/") -> None:
+        if self.closed:
+            raise ClosedStoreError(f"cannot access key {key!r}: {self._location} is closed")
+
+    def check_writable(self, key: str) -> None:
+        self._check_open(key)
+        if not self._writable:
+            raise ReadOnlyError(
+                f"cannot write key {key!r}: {self._location} is opened read-only (mode 'r')"
+            )
+
+    def _check_create(self, path: Path) -> str:
+        """The key of a new array at ``path``, after the checks every creation makes."""
+        key = self.key_str(path)
+        self.check_writable(key)
+        if not path:
+            raise PtdValueError(f"cannot create an array at the root of {self._location}")
+        check_path(path, self._location)
+        return key
+
+    def _not_found(self, path: Path) -> PtdKeyError:
+        return PtdKeyError(f"key {self.key_str(path)!r} not found in {self._location}")
+
+    def _wrong_kind(self, path: Path, found: NodeKind) -> PtdKeyError:
+        """The error for a node at ``path`` that is a ``found`` where the other kind is needed."""
+        what = "a group, not an array" if found is NodeKind.GROUP else "an array, not a group"
+        return PtdKeyError(f"key {self.key_str(path)!r} in {self._location} is {what}")
+
+    def _create_error(
+        self, path: Path, shape: Sequence[int], dtype: Any, options: Any, err: Exception
+    ) -> PtdValueError:
+        return PtdValueError(
+            f"cannot create key {self.key_str(path)!r} in {self._location} (shape "
+            f"{list(shape)}, dtype {dtype}, options {options}): {err}"
+        )
+
+    def _read_error(self, path: Path, selection: Selection, err: Exception) -> PtdError:
+        key = self.key_str(path)
+        self._check_open(key)
+        return PtdValueError(f"cannot read key {key!r} of {self._location} at {selection}: {err}")
+
+    def _write_error(self, key: str, err: Exception) -> PtdError:
+        self._check_open(key)
+        return PtdValueError(f"cannot write key {key!r} of {self._location}: {err}")
+
+    def _numeric_kind(
+        self, dtype: np.dtype, attrs: Mapping[str, Any]
+    ) -> tuple[ValueKind, str | None]:
+        """``(NUMERIC, name)`` when torch has a dtype for the array
+        (:func:`~ptd.format.dtypes.torch_dtype_name`), else ``(UNSUPPORTED, None)``."""
+        name = torch_dtype_name(dtype, attrs) if attrs else _torch_dtype_of(dtype)
+        return (ValueKind.UNSUPPORTED, None) if name is None else (ValueKind.NUMERIC, name)
+
+    def _describe_array(
+        self,
+        path: Path,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        attrs: dict[str, Any],
+        *,
+        chunks: tuple[int, ...] | None,
+        compression: str | None,
+        stored_nbytes: int | None,
+    ) -> ArrayMeta:
+        """The :class:`ArrayMeta` of an array, classified by :meth:`_value_kind`.
+
+        A non-tensor's ``__tensordict_stack__`` shape is trusted only when it is the array's
+        own shape (or, for payloads, when it parses): a corrupt marker is left out here, and
+        reading the entry raises."""
+        kind, name = self._value_kind(dtype, attrs)
+        stack_shape = None
+        if kind is ValueKind.NON_TENSOR and TD_STACK_ATTR in attrs:
+            stack_shape = parse_stack_shape(attrs[TD_STACK_ATTR])
+            if not self._is_payload(attrs) and stack_shape != tuple(shape):
+                stack_shape = None
+        return ArrayMeta(
+            path=path,
+            shape=shape,
+            dtype=dtype,
+            kind=kind,
+            torch_dtype=name if kind is ValueKind.NUMERIC else None,
+            attrs=attrs,
+            chunks=chunks,
+            compression=compression,
+            stored_nbytes=stored_nbytes,
+            non_tensor_kind=name if kind is ValueKind.NON_TENSOR else None,
+            stack_shape=stack_shape,
+            unsupported=(name or f"the type {dtype}, which torch cannot represent")
+            if kind is ValueKind.UNSUPPORTED
+            else None,
+        )
+
+
+# the methods implemented here for every backend are guarded too
+guard_methods(Backend)

@@ -1,0 +1,681 @@
+"""The HDF5 backend (h5py), on-disk compatible with tensordict 0.15's ``backend="h5"``.
+
+Layout (see ``docs/format.md`` §1): a nested key ``("a", "b")`` is the HDF5 path
+``a/b``; groups are nested tensordicts, datasets are leaves. Non-tensors follow tensordict's
+conventions (vlen UTF-8 strings marked ``__tensordict_str__``, opaque bytes/numbers, stacks
+marked ``__tensordict_stack__``) plus one ptd extension: values that have no HDF5 form (None,
+dicts, lists of non-numbers) are stored as their JSON text in a string dataset marked
+``__ptd_json__`` (tensordict reads such an entry as the ``bytes`` of that text). Nothing is ever
+pickled on h5. ``bytes`` ending in NUL bytes, which numpy's ``S`` type would cut, are stored as
+raw opaque bytes (``|V<n>``; tensordict reads them as ``np.void``).
+
+Reads follow tensordict 0.15: a string that tensordict (or ptd) wrote, marked
+``__tensordict_str__``, reads as ``bytes`` with tensordict's ``FutureWarning``; foreign strings
+read as ``bytes`` silently; opaque values as the numpy scalar/array h5py returns. Group and
+dataset attributes that are dicts are stored as JSON object text and decoded on read.
+
+The codec of those values is :mod:`~ptd.storage.h5.codec`; opening files (local or at
+a URL) is :mod:`~ptd.storage.h5.opening`; contiguous datasets are read from memory maps by
+:mod:`~ptd.storage.h5.maps`. h5py is imported only by the ``h5*`` modules of the
+backends (and ``fast_path_h5``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, NamedTuple
+
+import h5py
+import numpy as np
+
+from ptd.errors import (
+    ClosedStoreError,
+    PtdError,
+    PtdKeyError,
+    PtdValueError,
+    ReadOnlyError,
+    UnsupportedOperationError,
+)
+from ptd.storage.api import (
+    ArrayMeta,
+    Backend,
+    NodeKind,
+    NonTensorPayload,
+    Path,
+    Selection,
+    ValueKind,
+    check_mode,
+    check_path,
+)
+from ptd.storage.chunk_info import ChunkInfo
+from ptd.storage.chunking import leading_chunks
+from ptd.storage.h5 import bulk as h5_bulk
+from ptd.storage.h5 import codec as h5_codec
+from ptd.storage.h5 import links as h5_links
+from ptd.storage.h5 import plugins as h5_plugins
+from ptd.storage.h5 import properties as h5_properties
+from ptd.storage.h5.chunk_index import h5_chunk_info
+from ptd.storage.h5.decode import H5Chunks
+from ptd.storage.h5.maps import H5Maps
+from ptd.storage.h5.opening import open_local, open_remote
+from ptd.storage.h5.span import read_span as _read_span
+from ptd.storage.location import ReopenSpec, StoreLocation
+from ptd.storage.properties import (
+    ArrayProperties,
+    Codec,
+    CodecSupport,
+    Encoding,
+    StoreProperties,
+)
+from ptd.storage.targets import parse_target
+
+__all__ = ["H5Backend"]
+
+#: dataset creation options that a scalar (or unchunkable) dataset cannot take
+_CHUNK_OPTIONS = frozenset(
+    {
+        "chunks",
+        "compression",
+        "compression_opts",
+        "shuffle",
+        "fletcher32",
+        "scaleoffset",
+        "maxshape",
+        "dcpl",
+    }
+)
+#: reads of at least this many bytes go straight into a new array (one copy less)
+_DIRECT_READ_BYTES = 1 << 20
+#: a whole dataset of at most this many bytes is read by h5py alone (no map, no chunk reader)
+_SMALL_WHOLE_READ = 64 << 10
+
+
+class _Entry(NamedTuple):
+    """A cached dataset and what reads need of it."""
+
+    ds: h5py.Dataset
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    nbytes: int
+
+
+class H5Backend(Backend):
+    """One open HDF5 file (or a group inside a user's ``h5py.File``)."""
+
+    name = "h5"
+    _DATA_ERRORS = (OSError, ValueError, TypeError, IndexError)
+    _WRITE_ERRORS = (OSError, ValueError, TypeError)
+
+    def __init__(
+        self,
+        root: h5py.Group,
+        *,
+        loc: StoreLocation | None,
+        owns_file: bool,
+        locking: Any = None,
+        read_only: bool = False,
+        fast_path: bool | None = None,
+        fileobj: Any = None,
+        chunk_cache: Any = None,
+    ) -> None:
+        if loc is not None:
+            location = loc.path
+        else:
+            name = root.file.filename
+            location = name if root.name == "/" else f"{name}:{root.name}"
+        # mode "r" stays read-only even when HDF5 shares an already writable handle
+        super().__init__(
+            location,
+            writable=root.file.mode == "r+" and not read_only,
+            # the fast path: contiguous datasets read from a memory map (fast_path_h5.py)
+            maps=H5Maps.create(root.file, fast_path),
+        )
+        self._root = root
+        self._loc = loc
+        self._owns_file = owns_file
+        self._locking = locking
+        self._fast_path = fast_path
+        self._chunk_cache = chunk_cache
+        # chunked datasets decoded in parallel through a chunk cache (h5_chunks.py), mode "r"
+        self._chunked = H5Chunks.create(root.file, chunk_cache)
+        #: a remote file's fsspec file object, closed after h5py's file
+        self._fileobj = fileobj
+        self._ds_cache: dict[Path, _Entry] = {}
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        target: Any,
+        mode: str = "r",
+        *,
+        locking: Any = None,
+        fast_path: bool | None = None,
+        storage_options: dict[str, Any] | None = None,
+        chunk_cache: Any = None,
+        userblock_size: int = 0,
+        **_: Any,
+    ) -> H5Backend:
+        """Open an HDF5 file by path or URL, or wrap an open ``h5py.File``/``h5py.Group``.
+
+        A user's file or group is used as the root (``mode`` is then ignored) and is not closed
+        by :meth:`close`. ``locking`` goes to ``h5py.File``. ``fast_path``: read contiguous
+        datasets from a memory map (None: on unless ``PTD_FAST_PATH=0``; see ``fast_path``).
+        ``chunk_cache``: the chunk cache's budget (see ``chunk_cache.py``). A URL
+        (``s3://...``, with ``storage_options``) is opened read-only. ``userblock_size``:
+        the bytes a new file reserves at its start for another program's header.
+        """
+        check_mode(mode)
+        h5_plugins.load()  # blosc, zstd, lz4... filters (hdf5plugin)
+        opts = {"fast_path": fast_path, "chunk_cache": chunk_cache}
+        if isinstance(target, (h5py.File, h5py.Group)):
+            if not target.id.valid:
+                raise ClosedStoreError(f"the h5py object {target!r} is closed")
+            return cls(target, loc=None, owns_file=False, locking=locking, **opts)
+        loc = parse_target(
+            target, storage_options, format=cls.name, accepted="an h5py.File or an h5py.Group"
+        )
+        if loc.is_remote:
+            file, fobj = open_remote(loc, mode)
+            return cls(file, loc=loc, owns_file=True, read_only=True, fileobj=fobj, **opts)
+        return cls(
+            open_local(loc.path, mode, locking, userblock_size),
+            loc=loc,
+            owns_file=True,
+            locking=locking,
+            read_only=mode == "r",
+            **opts,
+        )
+
+    def _release_handles(self) -> None:
+        self._ds_cache.clear()
+        if self._owns_file:
+            with contextlib.suppress(Exception):  # closing an already invalid file
+                self._root.file.close()
+        if self._fileobj is not None:  # a remote file's fsspec file object, after h5py's file
+            fileobj, self._fileobj = self._fileobj, None
+            fileobj.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or not self._root.id.valid
+
+    @property
+    def reopen_spec(self) -> ReopenSpec | None:
+        if self._loc is None:
+            return None
+        # never "w"/"w-": reopening must not truncate (nor fail on) the file we made
+        return ReopenSpec.make(
+            self._loc,
+            "r+" if self._writable else "r",
+            locking=self._locking,
+            fast_path=self._fast_path,
+            chunk_cache=self._chunk_cache,
+        )
+
+    # --- helpers -----------------------------------------------------------------------------
+    def _node(self, path: Path) -> h5py.Group | h5py.Dataset:
+        self._check_open(self.key_str(path))
+        if not path:
+            return self._root
+        try:
+            return self._root["/".join(path)]
+        except (KeyError, ValueError, TypeError):
+            raise self._not_found(path) from None
+
+    def _entry(self, path: Path, data: bool = True) -> _Entry:
+        """The dataset at ``path`` and its shape, dtype and size, cached (ptd never resizes a
+        dataset).
+
+        ``data``: the caller reads or writes the data, which must then lie in this file: a
+        dataset with external raw storage or a virtual dataset (data in other files, which a
+        hostile file could point anywhere) raises UnsupportedOperationError."""
+        entry = self._ds_cache.get(path)
+        if entry is not None and not self._closed:
+            if data and path in self.data_elsewhere:
+                self._refuse_outside(path)
+            return entry
+        node = self._node(path)
+        if not isinstance(node, h5py.Dataset):
+            raise self._wrong_kind(path, NodeKind.GROUP)
+        entry = self._remember(path, node)
+        if data and path in self.data_elsewhere:
+            self._refuse_outside(path)
+        return entry
+
+    def _remember(self, path: Path, node: h5py.Dataset, dcpl: Any = None) -> _Entry:
+        """Cache the dataset ``node`` found at ``path`` (noting data outside the file)."""
+        dsid = node.id
+        dcpl = dcpl if dcpl is not None else dsid.get_create_plist()
+        if dcpl.get_layout() == h5py.h5d.VIRTUAL or dcpl.get_external_count():
+            self.data_elsewhere.add(path)
+        shape, dtype = dsid.shape, dsid.dtype
+        # a null dataspace (h5py.Empty) has no shape: no data (described as unsupported)
+        shape = () if shape is None else shape
+        entry = _Entry(node, shape, dtype, math.prod(shape) * dtype.itemsize)
+        self._ds_cache[path] = entry
+        return entry
+
+    def _refuse_outside(self, path: Path) -> None:
+        raise UnsupportedOperationError(
+            f"key {self.key_str(path)!r} of {self._location} keeps its data outside the file "
+            "(external storage or a virtual dataset): ptd does not follow it, since a file "
+            "could point it at any file on this machine. Read it with h5py if you trust the file."
+        )
+
+    def _group(self, path: Path) -> h5py.Group:
+        node = self._node(path)
+        if not isinstance(node, h5py.Group):
+            raise self._wrong_kind(path, NodeKind.ARRAY)
+        return node
+
+    def _exists(self, path: Path) -> bool:
+        return self.kind(path) is not None
+
+    def _parent_for_create(self, path: Path) -> tuple[h5py.Group, str]:
+        """The (created) parent group of ``path`` and the last name; an existing node at
+        ``path`` is deleted first (creation replaces)."""
+        key = self._check_create(path)
+        parent = self._root
+        try:
+            for i, part in enumerate(path[:-1]):
+                child = parent.get(part)
+                if child is None:
+                    child = parent.create_group(part)
+                elif not isinstance(child, h5py.Group):
+                    raise PtdKeyError(
+                        f"cannot create key {key!r} in {self._location}: "
+                        f"{self.key_str(path[: i + 1])!r} is an array"
+                    )
+                parent = child
+            if path[-1] in parent:
+                del parent[path[-1]]
+                self._ds_cache.clear()
+        except (OSError, ValueError, KeyError) as err:
+            if isinstance(err, PtdKeyError):
+                raise
+            raise PtdValueError(f"cannot create key {key!r} in {self._location}: {err}") from None
+        self._ds_cache.pop(path, None)
+        return parent, path[-1]
+
+    def _meta(self, path: Path, ds: h5py.Dataset, dcpl: Any = None, entry: Any = None) -> ArrayMeta:
+        dsid = ds.id
+        dcpl = dcpl if dcpl is not None else dsid.get_create_plist()
+        chunks = dcpl.get_chunk() if dcpl.get_layout() == h5py.h5d.CHUNKED else None
+        shape = dsid.shape if entry is None else entry.shape
+        meta = self._describe_array(
+            path,
+            shape or (),
+            dsid.dtype if entry is None else entry.dtype,
+            self._read_attrs(path, ds),
+            chunks=chunks,
+            compression=None if chunks is None else h5_plugins.describe_pipeline(dcpl),
+            stored_nbytes=dsid.get_storage_size(),
+        )
+        if dsid.get_space().get_simple_extent_type() == h5py.h5s.NULL:
+            why = "no data (an HDF5 null dataspace, h5py.Empty)"
+            meta = replace(meta, kind=ValueKind.UNSUPPORTED, torch_dtype=None, unsupported=why)
+        return meta
+
+    def _value_kind(
+        self, dtype: np.dtype, attrs: Mapping[str, Any]
+    ) -> tuple[ValueKind, str | None]:
+        """h5py's type metadata first: the types ptd cannot copy (references, vlen sequences,
+        compound types: ``(UNSUPPORTED, reason)``), tensordict's non-tensor types, then
+        torch's dtypes."""
+        reason = h5_codec.unsupported_reason(dtype)
+        if reason is not None:
+            return ValueKind.UNSUPPORTED, reason
+        nt = h5_codec.non_tensor_kind(dtype, attrs)
+        if nt is not None:
+            return ValueKind.NON_TENSOR, nt
+        return self._numeric_kind(dtype, attrs)
+
+    # --- structure ---------------------------------------------------------------------------
+    def kind(self, path: Path) -> NodeKind | None:
+        self._check_open(self.key_str(path))
+        if not path:
+            return NodeKind.GROUP
+        try:
+            cls = self._root.get("/".join(path), getclass=True)
+        except (KeyError, ValueError, TypeError):
+            return None
+        if cls is h5py.Dataset:
+            return NodeKind.ARRAY
+        if cls is h5py.Group:
+            return NodeKind.GROUP
+        return None
+
+    def children(self, path: Path) -> list[tuple[str, NodeKind]]:
+        """Each link of the group that reaches a dataset or group in this file (soft links and
+        extra hard links included, see :mod:`~ptd.storage.h5.links`); the others
+        (dangling, external, cyclic) are left out and recorded in :attr:`walk_skipped`, with a
+        :class:`~ptd.errors.SkippedKeyWarning` the first time."""
+        group = self._group(path)
+        ancestors = h5_links.ancestors(self._root, path)
+        out = []
+        for name, obj, _note, skip in h5_links.child_links(group, ancestors, {}, lambda n: n):
+            if skip is not None:
+                self._skip(path + (name,), skip)
+            elif isinstance(obj, h5py.Dataset):
+                out.append((name, NodeKind.ARRAY))
+            else:
+                out.append((name, NodeKind.GROUP))
+        return out
+
+    # --- the property inventory (h5_properties.py) --------------------------------------------
+    property_attrs = h5_properties.PROPERTY_ATTRS
+
+    def array_properties(self, path: Path, meta: ArrayMeta | None = None) -> ArrayProperties:
+        meta = meta if meta is not None else self.array_meta(path)
+        ds = self._entry(path, data=False).ds
+        dcpl = getattr(ds, "_dcpl", None) or ds.id.get_create_plist()
+        attrs = dict(meta.attrs)
+        names = h5_properties.dimension_names(ds, attrs)
+        user = {k: v for k, v in attrs.items() if k not in h5_properties.PROPERTY_ATTRS}
+        return ArrayProperties(
+            path=path,
+            shape=tuple(meta.shape),
+            dtype=meta.dtype,
+            chunks=meta.chunks,
+            shards=None,
+            pipeline=h5_properties.pipeline(dcpl, meta.dtype),
+            fill_value=h5_properties.fill_value(ds, dcpl),
+            dimension_names=names,
+            maxshape=tuple(maxshape) if (maxshape := ds.maxshape) is not None else None,
+            attrs=user,
+            attr_types=h5_properties.attr_types(ds, user),
+            layout=h5_properties.layout(dcpl),
+            link=self.walk_links.get(path),
+        )
+
+    def store_properties(self) -> StoreProperties:
+        return StoreProperties(
+            format=self.name, userblock_size=h5_properties.userblock_size(self._root.file)
+        )
+
+    @classmethod
+    def codec_support(cls, codec: Codec) -> CodecSupport:
+        return h5_properties.codec_support(codec)
+
+    @classmethod
+    def codec_available(cls, codec: Codec) -> bool:
+        return h5_properties.codec_available(codec)
+
+    @classmethod
+    def creation_options(cls, encoding: Encoding, dtype: np.dtype) -> dict[str, Any]:
+        return h5_properties.creation_options(encoding, dtype)
+
+    def stored_sizes(self, paths: Sequence[Path]) -> dict[Path, int]:
+        # the low-level open: no h5py.Dataset (and its property lists) per array
+        self._check_open("/")
+        fid = self._root.id
+        out: dict[Path, int] = {}
+        for path in paths:
+            try:
+                oid = h5py.h5o.open(fid, "/".join(path).encode("utf-8"))
+            except (KeyError, ValueError, RuntimeError, OSError):
+                raise self._not_found(path) from None
+            out[path] = int(oid.get_storage_size()) if isinstance(oid, h5py.h5d.DatasetID) else 0
+        return out
+
+    def array_meta(self, path: Path) -> ArrayMeta:
+        try:
+            entry = self._entry(path, data=False)
+        except (TypeError, ValueError) as err:
+            node = self._node(path)
+            if not isinstance(node, h5py.Dataset):
+                raise
+            return h5_codec.unmappable_meta(path, node, err)
+        return self._meta(path, entry.ds)
+
+    def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
+        """One pass over the links below ``path`` (name order, parents first), opening only
+        the datasets; links are followed as :meth:`children` says, and noted in
+        :attr:`walk_links`."""
+        group = self._group(path)
+        out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
+
+        def visit(p: Path, obj: Any, note: str | None) -> None:
+            if note is not None:
+                self.walk_links[p] = note
+            if isinstance(obj, h5py.Group):
+                out.append((p, NodeKind.GROUP, None))
+                return
+            try:
+                # (h5py's Dataset holds its creation property list already)
+                dcpl = getattr(obj, "_dcpl", None) or obj.id.get_create_plist()
+                meta = self._meta(p, obj, dcpl, self._remember(p, obj, dcpl))
+            except (TypeError, ValueError) as err:
+                # a type h5py cannot map to numpy (e.g. an opaque tag naming no dtype):
+                # listed, and reading it raises an error naming the key
+                meta = h5_codec.unmappable_meta(p, obj, err)
+            out.append((p, NodeKind.ARRAY, meta))
+
+        h5_links.walk(
+            group, path, visit, self._skip, ancestors=h5_links.ancestors(self._root, path)
+        )
+        return out
+
+    def create_group(self, path: Path, attrs: Mapping[str, Any] | None = None) -> None:
+        key = self.key_str(path)
+        self.check_writable(key)
+        check_path(path, self._location)
+        try:
+            group = self._root.require_group("/".join(path)) if path else self._root
+        except TypeError:
+            raise PtdKeyError(
+                f"cannot create group {key!r} in {self._location}: an array is in the way"
+            ) from None
+        except ValueError as err:
+            raise PtdValueError(f"cannot create group {key!r} in {self._location}: {err}") from None
+        if attrs:
+            h5_codec.write_attrs(group, attrs, key, self._location)
+
+    def create_array(
+        self,
+        path: Path,
+        *,
+        shape: Sequence[int],
+        dtype: np.dtype,
+        data: np.ndarray | None = None,
+        attrs: Mapping[str, Any] | None = None,
+        chunks: Sequence[int] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Create a dataset (an existing node at ``path`` is replaced).
+
+        With no ``chunks``/``options`` the dataset is contiguous, like tensordict's. A
+        ``chunks`` option that is an int or a tuple shorter than the array covers its leading
+        dims (the rest stay whole). Chunk/filter options are dropped for 0-d datasets, and
+        explicit chunks for zero-size ones, which HDF5 cannot chunk.
+        """
+        parent, name = self._parent_for_create(path)
+        shape = tuple(int(s) for s in shape)
+        opts = dict(options or {})
+        if chunks is not None:
+            opts["chunks"] = tuple(chunks)
+        self._create_dataset(parent, name, path, shape, np.dtype(dtype), data, opts, attrs)
+
+    # many small datasets created or read at once (h5_bulk.py)
+    create_arrays, read_many = h5_bulk.create, h5_bulk.read_many
+
+    def _create_dataset(
+        self,
+        parent: h5py.Group,
+        name: str,
+        path: Path,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        data: Any,
+        opts: dict[str, Any],
+        attrs: Mapping[str, Any] | None,
+    ) -> h5py.Dataset:
+        size = int(np.prod(shape)) if shape else 1
+        labels = opts.pop("dimension_names", None)
+        if not shape:
+            opts = {k: v for k, v in opts.items() if k not in _CHUNK_OPTIONS}
+        elif "chunks" in opts and opts["chunks"] not in (None, True, False):
+            if size == 0:
+                opts.pop("chunks")
+            else:
+                chunks = leading_chunks(opts["chunks"], shape)
+                opts["chunks"] = tuple(min(c, s) for c, s in zip(chunks, shape, strict=True))
+        try:
+            ds = parent.create_dataset(name, shape=shape, dtype=dtype, data=data, **opts)
+        except (ValueError, TypeError) as err:
+            if size == 0 and any(k in _CHUNK_OPTIONS for k in opts):
+                opts = {k: v for k, v in opts.items() if k not in _CHUNK_OPTIONS}
+                ds = parent.create_dataset(name, shape=shape, dtype=dtype, data=data, **opts)
+            else:
+                raise self._create_error(path, shape, dtype, opts, err) from None
+        if labels:
+            h5_properties.set_dimension_names(ds, labels)
+        if attrs:
+            h5_codec.write_attrs(ds, attrs, self.key_str(path), self._location)
+        return ds
+
+    def _delete(self, path: Path, key: str) -> None:
+        try:
+            del self._root["/".join(path)]
+        except (KeyError, ValueError):
+            raise self._not_found(path) from None
+        self._ds_cache.clear()
+
+    def _move(self, src: Path, dst: Path) -> None:
+        if len(dst) > 1:
+            self.create_group(dst[:-1])
+        try:
+            self._root.move("/".join(src), "/".join(dst))
+        except (KeyError, ValueError) as err:
+            raise PtdValueError(
+                f"cannot move {self.key_str(src)!r} to {self.key_str(dst)!r} in "
+                f"{self._location}: {err}"
+            ) from None
+        self._ds_cache.clear()
+
+    # --- attributes --------------------------------------------------------------------------
+    def get_attrs(self, path: Path) -> dict[str, Any]:
+        return self._read_attrs(path, self._node(path))
+
+    def _read_attrs(self, path: Path, node: Any) -> dict[str, Any]:
+        skipped: dict[str, str] = {}
+        out = h5_codec.read_attrs(node, skipped)
+        if skipped:
+            self.attrs_skipped[path] = skipped
+        return out
+
+    def set_attrs(self, path: Path, attrs: Mapping[str, Any]) -> None:
+        key = self.key_str(path)
+        self.check_writable(key)
+        h5_codec.write_attrs(self._node(path), attrs, key, self._location)
+
+    # --- data --------------------------------------------------------------------------------
+    def _array_handle(self, path: Path) -> _Entry:
+        return self._entry(path)
+
+    @classmethod
+    def library_versions(cls) -> dict[str, str]:
+        return {"hdf5": h5py.version.hdf5_version}
+
+    def _chunk_info(self, handle: _Entry, list_stored: bool) -> ChunkInfo:
+        return h5_chunk_info(handle.ds, list_stored)
+
+    def _read_mapped(self, path: Path, handle: _Entry, selection: Selection) -> np.ndarray | None:
+        return None if self._maps is None else self._maps.read(path, handle.ds, selection)
+
+    def _small_whole_read(self, handle: _Entry) -> bool:
+        return handle.nbytes <= _SMALL_WHOLE_READ
+
+    def _read(self, handle: _Entry, selection: Selection) -> np.ndarray:
+        ds, shape, dtype, nbytes = handle
+        if not selection:
+            if not shape:
+                return np.asarray(ds[()])
+            if nbytes >= _DIRECT_READ_BYTES:
+                out = np.empty(shape, dtype)
+                ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, out)
+                return out
+            return ds[()]
+        if any(isinstance(item, np.ndarray) for item in selection):
+            return _read_span(ds, shape, dtype, selection)
+        out = ds[selection]  # ints and slices: h5py's fast path
+        return out if type(out) is np.ndarray else np.asarray(out)
+
+    def _write(self, handle: _Entry, selection: Selection, value: np.ndarray) -> None:
+        if not value.flags.c_contiguous:
+            # h5py broadcasts element by element: expand a broadcast view in memory first
+            value = np.ascontiguousarray(value)
+        handle.ds[selection if selection else ()] = value
+
+    def _read_error(self, path: Path, selection: Selection, err: Exception) -> PtdError:
+        missing = h5_plugins.missing_filters(self._entry(path, data=False).ds.id.get_create_plist())
+        if not missing:
+            return super()._read_error(path, selection, err)
+        self._check_open(self.key_str(path))
+        return UnsupportedOperationError(
+            f"cannot read key {self.key_str(path)!r} of {self._location}: it is compressed with "
+            f"{', '.join(missing)}, which is not available here (pip install hdf5plugin)"
+        )
+
+    def _write_error(self, key: str, err: Exception) -> PtdError:
+        self._check_open(key)
+        if "no write intent" in str(err):
+            return ReadOnlyError(f"cannot write key {key!r}: {self._location} is read-only")
+        return super()._write_error(key, err)
+
+    # string arrays kept as their kind (h5_codec.py)
+    string_type, read_strings = h5_codec.string_type_of, h5_codec.read_strings_of
+    create_strings = h5_codec.create_strings
+
+    # --- non-tensor entries ------------------------------------------------------------------
+    def write_non_tensor(
+        self,
+        path: Path,
+        value: Any,
+        *,
+        stack_shape: tuple[int, ...] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        key = self.key_str(path)
+        if stack_shape is not None:
+            arr, attrs = h5_codec.encode_stack(value, tuple(stack_shape), key, self._location)
+            opts = dict(options or {})
+        else:
+            arr, attrs = h5_codec.encode_value(value, key)
+            opts = {}  # scalar datasets take no chunk/filter options (tensordict passes them and fails)
+        parent, name = self._parent_for_create(path)
+        self._create_dataset(parent, name, path, arr.shape, arr.dtype, arr, opts, None)
+        ds = parent[name]
+        for k, v in attrs.items():
+            ds.attrs[k] = v
+
+    def _non_tensor_entry(self, path: Path) -> tuple[h5py.Dataset, dict[str, Any]]:
+        ds = self._entry(path).ds
+        attrs = h5_codec.read_attrs(ds)
+        h5_codec.check_readable(ds.dtype, self.key_str(path), self._location)
+        return ds, attrs
+
+    def _decode_non_tensor(
+        self,
+        entry: tuple[h5py.Dataset, dict[str, Any]],
+        key: str,
+        selection: Selection,
+        *,
+        allow_pickle: bool | None,
+        as_stack: bool,
+    ) -> NonTensorPayload:
+        """h5 never pickles: ``allow_pickle`` is not used."""
+        ds, attrs = entry
+        return h5_codec.decode(
+            ds,
+            attrs,
+            key,
+            self._location,
+            selection,
+            as_stack=as_stack,
+            read_rows=lambda d, sel: _read_span(d, d.shape, d.dtype, sel),
+        )

@@ -1,0 +1,305 @@
+"""The fast path for zarr: uncompressed chunks of a local store read from memory maps.
+
+A Zarr v3 array whose only codec is ``bytes`` (no compression, no sharding: what ptd and
+tensordict write by default) in a local directory store is one raw C-order file per chunk.
+:class:`ZarrMaps` maps those files (at most :data:`ZARR_MAX_MAPS` at a time) and serves
+selections across them (see :mod:`ptd.storage.read.mapped` for the switch, the copy-out
+and the consistency rules). In writable modes each read checks the chunk files it touches.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import mmap
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ptd.storage.read.alloc import tune_malloc
+from ptd.storage.read.mapped import (
+    close_maps,
+    fast_path_enabled,
+    mappable_dtype,
+    read_selection,
+    release,
+    view_of,
+)
+
+__all__ = ["ZARR_MAX_MAPS", "ZarrMaps"]
+
+#: chunk files kept mapped per zarr store (each map holds a file descriptor)
+ZARR_MAX_MAPS = 128
+
+
+@dataclass(slots=True, eq=False)
+class _ZarrLayout:
+    """What it takes to find and decode the chunks of one uncompressed zarr v3 array."""
+
+    array: Any
+    directory: str
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    #: the dtype zarr returns, and the dtype of the bytes in the chunk files
+    dtype: np.dtype
+    stored: np.dtype
+    fill: np.ndarray
+    #: chunk coordinates -> the chunk's key in the store
+    encode: Callable[[tuple[int, ...]], str]
+
+    def filename(self, coords: tuple[int, ...]) -> str:
+        return os.path.join(self.directory, *self.encode(coords).split("/"))
+
+
+def _zarr_layout(arr: Any, root: str) -> _ZarrLayout | None:
+    """The layout of ``arr`` (a ``zarr.Array`` in the local store at ``root``), or None when it
+    cannot be read from maps (compressed, sharded, transposed, v2, not a plain numeric type)."""
+    try:
+        from zarr.codecs import BytesCodec
+
+        from ptd.storage.zarr.private import RegularChunkGrid
+
+        md = arr.metadata
+        if getattr(md, "zarr_format", None) != 3:
+            return None
+        codecs = tuple(md.codecs)
+        if len(codecs) != 1 or type(codecs[0]) is not BytesCodec:
+            return None
+        if not isinstance(md.chunk_grid, RegularChunkGrid):
+            return None
+        dt = np.dtype(arr.dtype)
+        if not mappable_dtype(dt):
+            return None
+        # the bytes codec's byte order; zarr returns arr.dtype (native or not) whatever it is
+        endian = getattr(codecs[0].endian, "value", codecs[0].endian)
+        stored = dt
+        if dt.itemsize > 1 and endian in ("big", "little"):
+            stored = dt.newbyteorder(">" if endian == "big" else "<")
+        shape = tuple(int(s) for s in md.shape)
+        chunks = tuple(int(c) for c in md.chunk_grid.chunk_shape)
+        if len(chunks) != len(shape) or any(c < 1 for c in chunks):
+            return None
+        fill = np.asarray(md.fill_value, dtype=dt)
+        parts = [p for p in arr.path.split("/") if p]
+        if any(p in (".", "..") or os.sep in p or "\x00" in p for p in parts):
+            return None  # a name that would leave the store: zarr's own path decides
+        directory = os.path.join(root, *parts)
+        return _ZarrLayout(
+            arr, directory, shape, chunks, dt, stored, fill, md.chunk_key_encoding.encode_chunk_key
+        )
+    except Exception:  # noqa: BLE001 - anything unexpected: zarr's own path
+        return None
+
+
+def _dim_plan(item: Any, size: int, c: int) -> list[tuple[int, Any, slice | None]]:
+    """How one selection entry over a dim of ``size`` cut in chunks of ``c`` splits by chunk:
+    ``(chunk index, the entry in chunk coordinates, the output range or None for an int)``."""
+    if isinstance(item, np.ndarray):
+        if item.min() < 0 or item.max() >= size:
+            raise IndexError(f"index out of range for a dimension of size {size}")
+        ks = item // c
+        cuts = np.flatnonzero(ks[1:] != ks[:-1]) + 1
+        bounds = [0, *cuts.tolist(), len(item)]
+        out: list[tuple[int, Any, slice | None]] = []
+        for a, b in itertools.pairwise(bounds):
+            k = int(ks[a])
+            out.append((k, item[a:b] - k * c, slice(a, b)))
+        return out
+    if isinstance(item, slice):
+        start, stop, step = item.indices(size)
+        out = []
+        pos = 0
+        for k in range(start // c, (stop - 1) // c + 1) if stop > start else ():
+            lo, hi = k * c, min(k * c + c, stop)
+            first = start if start >= lo else start + -(-(lo - start) // step) * step
+            if first >= hi:
+                continue
+            n = len(range(first, hi, step))
+            out.append((k, slice(first - lo, hi - lo, step), slice(pos, pos + n)))
+            pos += n
+        return out
+    i = int(item)
+    if i < 0:
+        i += size
+    if not 0 <= i < size:
+        raise IndexError(f"index {int(item)} is out of range for a dimension of size {size}")
+    return [(i // c, i % c, None)]
+
+
+class ZarrMaps:
+    """Mapped chunk files of the uncompressed arrays of one local zarr store.
+
+    Threads share it (a DataLoader worker and its read-ahead thread, the decode pool): the
+    bookkeeping of layouts and maps is done under one lock; the copies out of a map are not
+    (a map dropped while a copy still uses it is closed later, see :meth:`_drop`)."""
+
+    def __init__(self, root: str, writable: bool, max_maps: int = ZARR_MAX_MAPS) -> None:
+        self._root = root
+        self._check = writable
+        self._max = max(1, max_maps)
+        #: path -> layout (or None: not mappable)
+        self._layouts: dict[Any, _ZarrLayout | None] = {}
+        #: filename -> (map or None, view or None (missing), file signature)
+        self._chunks: collections.OrderedDict[str, tuple[Any, Any, Any]] = collections.OrderedDict()
+        self._pending: list[mmap.mmap] = []
+        self._lock = threading.RLock()
+
+    @classmethod
+    def create(cls, store: Any, writable: bool, option: bool | None) -> ZarrMaps | None:
+        """The maps of ``store`` when it is a local directory store and the fast path is on."""
+        if not fast_path_enabled(option):
+            return None
+        try:
+            from zarr.storage import LocalStore
+        except ImportError:  # pragma: no cover
+            return None
+        if type(store) is not LocalStore:
+            return None
+        tune_malloc()  # fresh read buffers recycled, not faulted in
+        return cls(os.fspath(store.root), writable)
+
+    def layout(self, path: Any, arr: Any) -> _ZarrLayout | None:
+        with self._lock:
+            return self._layout(path, arr)
+
+    def _layout(self, path: Any, arr: Any) -> _ZarrLayout | None:
+        hit = self._layouts.get(path)
+        if path in self._layouts and (hit is None or hit.array is arr):
+            return hit
+        lay = _zarr_layout(arr, self._root)
+        if hit is not None:  # the array was replaced: its chunk maps are stale
+            self._forget_dir(hit.directory)
+        self._layouts[path] = lay
+        return lay
+
+    def read(self, path: Any, arr: Any, selection: Sequence[Any]) -> np.ndarray | None:
+        """``arr[selection]`` (orthogonal, like the backend's read) from maps, or None: use zarr.
+
+        The index array may be unsorted and hold repeats (the result follows its order)."""
+        lay = self.layout(path, arr)
+        if lay is None:
+            return None
+        shape = lay.shape
+        sel = tuple(selection) + tuple(slice(0, s, 1) for s in shape[len(selection) :])
+        out_shape = _out_shape(shape, sel)
+        if 0 in out_shape:
+            return np.empty(out_shape, lay.dtype)
+        for pos, item in enumerate(sel):
+            if (
+                isinstance(item, np.ndarray)
+                and shape[pos] > lay.chunks[pos]
+                and len(item) > 1
+                and not bool(np.all(item[1:] > item[:-1]))
+            ):  # several chunks: read the sorted unique rows, then put them in the asked order
+                u, inv = np.unique(item, return_inverse=True)
+                got = self.read(path, arr, sel[:pos] + (u,) + sel[pos + 1 :])
+                if got is None:
+                    return None
+                axis = sum(1 for s in sel[:pos] if isinstance(s, (slice, np.ndarray)))
+                return np.take(got, inv.reshape(-1), axis=axis)
+        plans = [_dim_plan(item, s, c) for item, s, c in zip(sel, shape, lay.chunks, strict=True)]
+        if all(len(p) == 1 for p in plans):  # one chunk: no output buffer to fill
+            coords = tuple(p[0][0] for p in plans)
+            chunk = self._chunk(lay, coords)
+            if chunk is False:
+                return None
+            local = tuple(p[0][1] for p in plans)
+            if chunk is None:
+                return np.full(out_shape, lay.fill, dtype=lay.dtype)
+            return read_selection(chunk, local).astype(lay.dtype, copy=False)
+        out = np.empty(out_shape, lay.dtype)
+        for combo in itertools.product(*plans):
+            chunk = self._chunk(lay, tuple(p[0] for p in combo))
+            if chunk is False:
+                return None
+            dst = tuple(p[2] for p in combo if p[2] is not None)
+            if chunk is None:
+                out[dst] = lay.fill
+            else:
+                part = view_of(chunk, tuple(p[1] for p in combo))
+                out[dst] = part
+                if isinstance(part, np.ndarray):
+                    release(part)
+            chunk = None
+        return out
+
+    def _chunk(self, lay: _ZarrLayout, coords: tuple[int, ...]) -> Any:
+        """The mapped chunk (an array of the chunk shape), None for a missing chunk (fill
+        value), False when the file is not a raw chunk (use zarr)."""
+        with self._lock:
+            return self._chunk_locked(lay, coords)
+
+    def _chunk_locked(self, lay: _ZarrLayout, coords: tuple[int, ...]) -> Any:
+        name = lay.filename(coords)
+        hit = self._chunks.get(name)
+        if hit is not None and not self._check:
+            self._chunks.move_to_end(name)
+            return hit[1]
+        try:
+            st = os.stat(name)
+            sig: Any = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
+        except FileNotFoundError:
+            sig = None
+        except OSError:
+            return False
+        if hit is not None and hit[2] == sig:
+            self._chunks.move_to_end(name)
+            return hit[1]
+        if hit is not None:
+            self._drop(name)
+        if sig is None:
+            self._remember(name, (None, None, None))
+            return None
+        count = int(np.prod(lay.chunks, dtype=np.int64))
+        if sig[2] != count * lay.stored.itemsize:
+            return False
+        try:
+            with open(name, "rb") as f:
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            return False
+        view = np.frombuffer(mm, dtype=lay.stored, count=count).reshape(lay.chunks)
+        self._remember(name, (mm, view, sig))
+        return view
+
+    def _remember(self, name: str, entry: tuple[Any, Any, Any]) -> None:
+        self._chunks[name] = entry
+        while len(self._chunks) > self._max:
+            old = next(iter(self._chunks))
+            self._drop(old)
+
+    def _drop(self, name: str) -> None:
+        entry = self._chunks.pop(name, None)
+        mm = entry[0] if entry is not None else None
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:  # still referenced by a read in progress
+                self._pending.append(mm)
+
+    def _forget_dir(self, directory: str) -> None:
+        prefix = directory + os.sep
+        for name in [n for n in self._chunks if n.startswith(prefix)]:
+            self._drop(name)
+
+    def close(self) -> None:
+        with self._lock:
+            self._layouts.clear()
+            maps = [e[0] for e in self._chunks.values() if e[0] is not None] + self._pending
+            self._chunks.clear()
+            self._pending = []
+        close_maps(maps)
+
+
+def _out_shape(shape: Sequence[int], sel: Sequence[Any]) -> tuple[int, ...]:
+    out = []
+    for item, s in zip(sel, shape, strict=True):
+        if isinstance(item, np.ndarray):
+            out.append(int(item.shape[0]))
+        elif isinstance(item, slice):
+            out.append(len(range(*item.indices(s))))
+    return tuple(out)
