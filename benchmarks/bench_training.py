@@ -11,9 +11,27 @@ rows (default 1,000,000; about 525 MB uncompressed):
     reward    float32 [N]
     done      bool    [N]
 
-in the layouts a section asks for (each is written once, on first use):
+of one of two data kinds (``--data``, comma separated: ``normal,walk`` runs every chosen
+section once per kind, the kinds' stores one after the other; rows, tables and JSON rows name
+the kind; default ``normal``, the data of the figures before the walk was added):
 
-    h5_gzip        HDF5, gzip level 4, ``--chunk-rows`` (1024) rows per chunk
+    normal   obs, next/obs and reward standard-normal float32 (barely compressible: about
+             1.1x), action uniform in [0, 18), done true with probability 0.01
+    walk     compressible: obs a random walk along the rows, each column its own,
+             ``x[0] ~ N(0, 1)``, ``x[t+1] = x[t] + 0.002 * N(0, 1)`` (float64, carried on from
+             one generator block to the next), stored as ``float32(round(x[t], 3))``;
+             ``next/obs[t] = obs[t+1]`` (the same walk one row on, as in a replay buffer);
+             reward the same kind of walk (one column); action and done as ``normal``. The
+             whole store compresses about 1.65x with gzip 4 + shuffle in 1024-row chunks
+             (1.65x at 20,000 rows, 1.66x at 50,000, 1.67x at 200,000); zarr's bytes + zstd
+             gives about 2.4x in 1024-row chunks and 1.8x in 128-row inner chunks
+
+in the layouts a section asks for (each is written once per data kind, on first use; the
+"[wrote ...]" line gives its size on disk and how much it compresses: uncompressed bytes over
+bytes on disk):
+
+    h5_gzip        HDF5, gzip level 4, ``--chunk-rows`` (1024) rows per chunk; for ``walk``
+                   gzip 4 with the shuffle filter (the layout the walk data is defined by)
     zarr_default   Zarr v3, zarr's default codecs (bytes + zstd), 1024-row chunks
     zarr_sharded   Zarr v3, default codecs inside shards of ``--shard-rows`` (16384) rows made
                    of small inner chunks of ``--inner-rows`` (128) rows
@@ -49,8 +67,24 @@ Sections (``--sections``, comma separated; default all). One function per sectio
              (bar >= 1.0x), with
              the process CPU time of each pass (load-independent).
 
-The last three sections run the measurement functions of ``bench_training_data.py`` (which
-can also run them alone, with its own stores) on this script's stores.
+The last four sections run the measurement functions of ``bench_training_data.py`` (which
+can also run them alone, with its own normal-data stores) on this script's stores.
+
+At the end, a bar summary of the random and shuffled sections (of those that ran), h5_gzip,
+zarr_default and zarr_sharded side by side, one block per data kind, PASS or MISS per cell,
+under each layout's compression ratio:
+
+    random    ptd with 2 decode threads and the default chunk cache over raw h5py / zarr,
+              cold (bar >= 2.5x)
+    shuffled  the next epoch (warm: persistent workers, the store open) through ptd.data:
+              2 workers over 0 workers (the median of the rounds' ratios; bar >= 1.0x), and
+              2 workers and 0 workers each over the raw sequential read of every leaf (the
+              section's ratio; bar >= 1.0x)
+
+(the stores were just written and sit in the OS page cache in every figure). These are the
+summary's bars; the sections' own tables keep theirs (1.6x, 0.7x). ``--json`` writes every
+row: one ``store`` row per store written (MB on disk, its compression ratio), the sections'
+rows and the ``summary`` cells, each with its ``data`` kind.
 
 Random-section figures are rows/s over the whole run (one pass: the cache is cold at its start, so no repeat
 of it is warm); the files were just written and sit in the OS page cache, so the figures
@@ -62,6 +96,7 @@ Usage::
     python benchmarks/bench_training.py                          # everything, 1,000,000 rows
     python benchmarks/bench_training.py --rows 100000 --sections random
     python benchmarks/bench_training.py --rows 200000 --sections shuffled,sequential --repeats 1
+    python benchmarks/bench_training.py --rows 100000 --data normal,walk --sections random,shuffled
     python benchmarks/bench_training.py --json out.json
 """
 
@@ -78,7 +113,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +138,12 @@ ROW_BYTES = sum(dt.itemsize * int(np.prod(shape, dtype=np.int64)) for _, dt, sha
 TD_META_ATTR = "__tensordict__"
 #: rows generated per write, to keep the generator's memory small
 GEN_BLOCK = 1 << 17
+#: ``--data``: standard-normal floats (barely compressible) or rounded random walks
+DATA_KINDS = ("normal", "walk")
+#: the walk's step: WALK_STEP x a standard-normal draw per row and column
+WALK_STEP = 0.002
+#: decimals the walks are rounded to (then stored as float32)
+WALK_DECIMALS = 3
 PAGE_CACHE_NOTE = (
     "the stores were just written and sit in the OS page cache: figures measure decoding and "
     "library overhead, not the disk"
@@ -126,22 +167,62 @@ def _block(rng: np.random.Generator, key: tuple[str, ...], n: int) -> np.ndarray
     raise AssertionError(name)
 
 
-def _blocks(rows: int, seed: int, align: int) -> Any:
+def _walk(rng: np.random.Generator, at: np.ndarray, n: int) -> np.ndarray:
+    """The ``n`` points of a random walk after ``at`` (float64, unrounded): ``at + cumsum`` of
+    ``WALK_STEP`` x standard-normal steps along the rows, each column its own walk."""
+    return at + np.cumsum(rng.standard_normal((n, *at.shape)) * WALK_STEP, axis=0)
+
+
+def _rounded(x: np.ndarray) -> np.ndarray:
+    return np.round(x, WALK_DECIMALS).astype(np.float32)
+
+
+def _blocks(
+    rows: int, seed: int, align: int, data: str = "normal"
+) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     """``(start, {leaf name: block})`` covering ``rows`` rows, each block whole chunks of
-    ``align`` rows (the last one excepted)."""
+    ``align`` rows (the last one excepted); ``data``: one of :data:`DATA_KINDS`."""
     rng = np.random.default_rng(seed)
     step = max(align, GEN_BLOCK // align * align)
+    if data == "normal":
+        for start in range(0, rows, step):
+            n = min(step, rows - start)
+            yield start, {leaf_name(k): _block(rng, k, n) for k, _, _ in LEAVES}
+        return
+    if data != "walk":
+        raise AssertionError(data)
+    # the walks carry on from block to block (the last point of one is where the next starts)
+    obs_at = rng.standard_normal(64)
+    reward_at = np.asarray(rng.standard_normal())
     for start in range(0, rows, step):
         n = min(step, rows - start)
-        yield start, {leaf_name(k): _block(rng, k, n) for k, _, _ in LEAVES}
+        nxt = _walk(rng, obs_at, n)  # points start+1 .. start+n
+        action = rng.integers(0, 18, size=n, dtype=np.int64)
+        reward = _walk(rng, reward_at, n)
+        done = rng.random(n) < 0.01
+        obs = np.concatenate([obs_at[None], nxt[:-1]])  # points start .. start+n-1
+        yield (
+            start,
+            {
+                "obs": _rounded(obs),
+                "next/obs": _rounded(nxt),  # next/obs[t] == obs[t + 1]
+                "action": action,
+                "reward": _rounded(np.concatenate([reward_at[None], reward[:-1]])),
+                "done": done,
+            },
+        )
+        obs_at, reward_at = nxt[-1], np.asarray(reward[-1])
 
 
 def _td_meta(rows: int) -> dict[str, Any]:
     return {TD_META_ATTR: {"batch_size": [rows], "version": 1}}
 
 
-def write_h5(path: Path, rows: int, seed: int, chunk_rows: int | None, **filters: Any) -> None:
-    """An HDF5 store; ``chunk_rows`` None: contiguous (then ``filters`` must be empty)."""
+def write_h5(
+    path: Path, rows: int, seed: int, chunk_rows: int | None, data: str = "normal", **filters: Any
+) -> None:
+    """An HDF5 store of ``data`` (see :data:`DATA_KINDS`); ``chunk_rows`` None: contiguous
+    (then ``filters`` must be empty)."""
     with h5py.File(path, "w") as f:
         dsets = {}
         for key, dt, shape in LEAVES:
@@ -151,16 +232,21 @@ def write_h5(path: Path, rows: int, seed: int, chunk_rows: int | None, **filters
             dsets[leaf_name(key)] = f.create_dataset(
                 leaf_name(key), shape=(rows, *shape), dtype=dt, **opts
             )
-        for start, block in _blocks(rows, seed, chunk_rows or 1):
+        for start, block in _blocks(rows, seed, chunk_rows or 1, data):
             for name, arr in block.items():
                 dsets[name][start : start + len(arr)] = arr
 
 
 def write_zarr(
-    path: Path, rows: int, seed: int, chunk_rows: int, shard_rows: int | None = None
+    path: Path,
+    rows: int,
+    seed: int,
+    chunk_rows: int,
+    shard_rows: int | None = None,
+    data: str = "normal",
 ) -> None:
-    """A Zarr v3 store with zarr's default codecs; sharded when ``shard_rows`` is given
-    (``chunk_rows`` is then the inner chunk)."""
+    """A Zarr v3 store of ``data`` (see :data:`DATA_KINDS`) with zarr's default codecs;
+    sharded when ``shard_rows`` is given (``chunk_rows`` is then the inner chunk)."""
     root = zarr.open_group(str(path), mode="w", attributes=_td_meta(rows))
     root.create_group("next", attributes=_td_meta(rows))
     arrays = {}
@@ -173,7 +259,7 @@ def write_zarr(
         arrays[leaf_name(key)] = root.create_array(
             leaf_name(key), shape=(rows, *shape), dtype=dt, **kw
         )
-    for start, block in _blocks(rows, seed, shard_rows or chunk_rows):
+    for start, block in _blocks(rows, seed, shard_rows or chunk_rows, data):
         for name, arr in block.items():
             arrays[name][start : start + len(arr)] = arr
     with warnings.catch_warnings():
@@ -181,21 +267,37 @@ def write_zarr(
         zarr.consolidate_metadata(str(path))
 
 
-#: layout name -> (suffix, writer(path, args))
-LAYOUTS: dict[str, tuple[str, Callable[[Path, argparse.Namespace], None]]] = {
-    "h5_gzip": (
-        ".h5",
-        lambda p, a: write_h5(
-            p, a.rows, a.seed, a.chunk_rows, compression="gzip", compression_opts=4
-        ),
+def _write_h5_gzip(path: Path, a: argparse.Namespace, data: str) -> None:
+    # normal: gzip 4 alone, as the figures before the walk data; walk: gzip 4 + shuffle (the
+    # layout the walk variant is defined by)
+    shuffle = {"shuffle": True} if data == "walk" else {}
+    write_h5(
+        path, a.rows, a.seed, a.chunk_rows, data, compression="gzip", compression_opts=4, **shuffle
+    )
+
+
+#: layout name -> (suffix, writer(path, args, data kind))
+LAYOUTS: dict[str, tuple[str, Callable[[Path, argparse.Namespace, str], None]]] = {
+    "h5_gzip": (".h5", _write_h5_gzip),
+    "zarr_default": (
+        ".zarr",
+        lambda p, a, d: write_zarr(p, a.rows, a.seed, a.chunk_rows, data=d),
     ),
-    "zarr_default": (".zarr", lambda p, a: write_zarr(p, a.rows, a.seed, a.chunk_rows)),
     "zarr_sharded": (
         ".zarr",
-        lambda p, a: write_zarr(p, a.rows, a.seed, a.inner_rows, a.shard_rows),
+        lambda p, a, d: write_zarr(p, a.rows, a.seed, a.inner_rows, a.shard_rows, d),
     ),
-    "h5_plain": (".h5", lambda p, a: write_h5(p, a.rows, a.seed, None)),
+    "h5_plain": (".h5", lambda p, a, d: write_h5(p, a.rows, a.seed, None, d)),
 }
+
+
+def layout_note(layout: str, data: str) -> str:
+    """What a layout's codecs are for ``data``."""
+    if layout == "h5_gzip":
+        return "gzip 4 + shuffle" if data == "walk" else "gzip 4"
+    if layout == "h5_plain":
+        return "contiguous, uncompressed"
+    return "bytes + zstd"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -204,7 +306,8 @@ LAYOUTS: dict[str, tuple[str, Callable[[Path, argparse.Namespace], None]]] = {
 
 @dataclass
 class Row:
-    """One measured line: a section, a store layout, a variant, its figure and its ratio."""
+    """One measured line: a section, a store layout, a variant, its figure and its ratio;
+    ``data``: the data kind of the store (see :data:`DATA_KINDS`)."""
 
     section: str
     layout: str
@@ -214,32 +317,61 @@ class Row:
     ratio: float | None = None
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    data: str = "normal"
 
 
 class Context:
-    """What a section gets: the arguments, a temp dir, the stores (written on first use)."""
+    """What a section gets: the arguments, a temp dir, the data kind being run (``data``) and
+    its stores (written on first use)."""
 
     def __init__(self, args: argparse.Namespace, tmp: Path) -> None:
         self.args = args
         self.tmp = tmp
-        self._stores: dict[str, Path] = {}
+        self.data = "normal"
+        self._stores: dict[tuple[str, str], Path] = {}
+        #: one "store" row per store written: MB on disk, compression ratio
+        self.written: list[Row] = []
 
     def store(self, layout: str) -> Path:
-        """The path of the generated store in ``layout`` (see :data:`LAYOUTS`)."""
-        if layout not in self._stores:
+        """The path of the generated store of the current data kind in ``layout`` (see
+        :data:`LAYOUTS`)."""
+        key = (self.data, layout)
+        if key not in self._stores:
             suffix, writer = LAYOUTS[layout]
-            path = self.tmp / f"{layout}{suffix}"
+            path = self.tmp / f"{self.data}-{layout}{suffix}"
             t = time.perf_counter()
-            writer(path, self.args)
+            writer(path, self.args, self.data)
             took = time.perf_counter() - t
             size = _disk_bytes(path)
+            ratio = self.args.rows * ROW_BYTES / size
+            note = layout_note(layout, self.data)
             print(
-                f"  [wrote {layout}: {self.args.rows:,} rows, {size / 1e6:,.0f} MB on disk, "
-                f"{took:.1f} s]",
+                f"  [wrote {layout} ({note}), {self.data} data: {self.args.rows:,} rows, "
+                f"{size / 1e6:,.0f} MB on disk, compresses {ratio:.2f}x, {took:.1f} s]",
                 flush=True,
             )
-            self._stores[layout] = path
-        return self._stores[layout]
+            self.written.append(
+                Row("store", layout, note, size / 1e6, "MB", ratio,
+                    "x: uncompressed bytes / bytes on disk", {"write_s": took}, self.data)
+            )  # fmt: skip
+            self._stores[key] = path
+        return self._stores[key]
+
+    def drop_stores(self) -> None:
+        """Delete the current data kind's stores (before the next kind's are written)."""
+        for (data, layout), path in list(self._stores.items()):
+            if data == self.data:
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink()
+                del self._stores[(data, layout)]
+
+    def table(self, title: str, rows: list[Row]) -> None:
+        """Label ``rows`` with the current data kind and print them."""
+        for r in rows:
+            r.data = self.data
+        print_table(title, rows)
 
 
 def _disk_bytes(path: Path) -> int:
@@ -279,10 +411,12 @@ def load_note() -> str:
 def print_table(title: str, rows: list[Row]) -> None:
     print(f"\n{title}")
     width = max([len(r.variant) for r in rows] + [10])
+    lw = max([len(f"{r.layout} [{r.data}]") for r in rows] + [13])
     for r in rows:
         ratio = f"{r.ratio:6.2f}x" if r.ratio is not None else " " * 7
+        where = f"{r.layout} [{r.data}]"
         print(
-            f"  {r.layout:<13} {r.variant:<{width}}  "
+            f"  {where:<{lw}} {r.variant:<{width}}  "
             f"{r.value:>14,.{2 if r.unit == 's' else 0}f} {r.unit:<7} {ratio}"
             f"  {r.note}"
         )
@@ -405,7 +539,10 @@ def section_random(ctx: Context) -> list[Row]:
     batches = _batches(args)
     rows_timed = args.batch * (len(batches) - 1)
     out: list[Row] = []
-    print(f"\n== random minibatches: {args.batch} unsorted rows x {args.batches}, cold cache ==")
+    print(
+        f"\n== random minibatches, {ctx.data} data: {args.batch} unsorted rows x "
+        f"{args.batches}, cold cache =="
+    )
     print(f"  {load_note()}")
     for layout in ctx.args.layouts.split(","):
         path = ctx.store(layout)
@@ -417,10 +554,7 @@ def section_random(ctx: Context) -> list[Row]:
         if not h5 and _has_zarrs():
             variants.append(("raw zarr + zarrs", _RawZarr(path, "zarrs.ZarrsCodecPipeline")))
         for threads, cache in ((1, None), (2, None), (1, 0), (2, 0)):
-            what = f"ptd, {threads} thread{'s' if threads > 1 else ''}, " + (
-                f"cache {_budget_note()} (default)" if cache is None else "no cache"
-            )
-            variants.append((what, _Ptd(layout, path, threads, cache)))
+            variants.append((ptd_variant(threads, cache), _Ptd(layout, path, threads, cache)))
         try:
             figures = interleaved(variants, batches)
             raw_rate = rows_timed / figures[0][0]
@@ -435,13 +569,20 @@ def section_random(ctx: Context) -> list[Row]:
         finally:
             for _, v in variants:
                 v.close()
-        print_table(f"  {layout} (cold: every variant opened just before the pass)", rows)
+        ctx.table(f"  {layout} (cold: every variant opened just before the pass)", rows)
         out.extend(rows)
     print(
         f"  ({PAGE_CACHE_NOTE}; ratios are rows/s over raw's; cpu: process CPU seconds of the "
         f"timed batches, all threads; after the run: {load_note()})"
     )
     return out
+
+
+def ptd_variant(threads: int, cache: int | None) -> str:
+    """The random section's name of a ptd variant (``cache`` None: the default cache)."""
+    return f"ptd, {threads} thread{'s' if threads > 1 else ''}, " + (
+        f"cache {_budget_note()} (default)" if cache is None else "no cache"
+    )
 
 
 def _has_zarrs() -> bool:
@@ -487,7 +628,8 @@ def section_shuffled(ctx: Context) -> list[Row]:
     args = ctx.args
     out: list[Row] = []
     print(
-        f"\n== shuffled epochs: DataLoader + ChunkShuffleSampler, batch {bd.BATCH}, window "
+        f"\n== shuffled epochs, {ctx.data} data: DataLoader + ChunkShuffleSampler, batch "
+        f"{bd.BATCH}, window "
         f"{args.window}, 0 and 2 workers (prefetch_factor "
         f"{args.prefetch_factor or _default_prefetch()}); median of {args.repeats} rounds =="
     )
@@ -520,9 +662,11 @@ def section_shuffled(ctx: Context) -> list[Row]:
                         med[tag + " / seq"],
                         f"x raw sequential (bar 0.7x); {med[tag + ' / random']:,.0f}x raw "
                         "random (bar 100x)",
+                        # 2 workers over 0 (the median of the rounds' ratios)
+                        {"over 0 workers": med[f"{tag} / w0{tag[2:]}"]} if w else {},
                     )
                 )
-        print_table(f"  {layout}", rows)
+        ctx.table(f"  {layout}", rows)
         out.extend(rows)
     return out
 
@@ -534,7 +678,8 @@ def section_overlap(ctx: Context) -> list[Row]:
     args = ctx.args
     med = bd.measure_overlap(ctx.store("h5_gzip"), args.rows, args.repeats, args.step_ms)
     print(
-        f"\n== read ahead: a shuffled epoch, 0 workers, a {args.step_ms} ms training step after "
+        f"\n== read ahead, {ctx.data} data: a shuffled epoch, 0 workers, a {args.step_ms} ms "
+        "training step after "
         f"each batch (a sleep: the CPU is free, as while an accelerator trains); first epoch "
         f"(cold); median of {args.repeats} =="
     )
@@ -552,7 +697,7 @@ def section_overlap(ctx: Context) -> list[Row]:
                 f"x the steps alone (+{med[k] - med['steps']:.2f} s of loading not hidden)",
             )
         )
-    print_table("  h5_gzip", rows)
+    ctx.table("  h5_gzip", rows)
     return rows
 
 
@@ -564,7 +709,8 @@ def section_fromdict(ctx: Context) -> list[Row]:
     med = bd.measure_fromdict(src, ctx.tmp, ctx.args.repeats)
     mb = ctx.args.rows * ROW_BYTES / 1e6
     print(
-        f"\n== from_dict(store, zarr): {mb:,.0f} MB uncompressed contiguous h5 -> zarr, a fresh "
+        f"\n== from_dict(store, zarr), {ctx.data} data: {mb:,.0f} MB uncompressed contiguous "
+        "h5 -> zarr, a fresh "
         f"process each (cold process, files in the page cache); median of {ctx.args.repeats} =="
     )
     print(f"  {load_note()}")
@@ -584,7 +730,7 @@ def section_fromdict(ctx: Context) -> list[Row]:
                 f"{m['growth_mb']:.0f} MB{' (bar < 100 MB)' if ratio else ''}",
             )
         )
-    print_table("  h5_plain -> zarr", rows)
+    ctx.table("  h5_plain -> zarr", rows)
     return rows
 
 
@@ -597,7 +743,8 @@ def section_sequential(ctx: Context) -> list[Row]:
     reps = max(ctx.args.repeats, 11)  # a pass is ~0.1 s: the rounds spread by +-30%
     med = bd.measure_sequential(src, ctx.args.rows, reps)
     print(
-        "\n== sequential passes: 4096-row slices, all leaves, uncompressed contiguous h5; each "
+        f"\n== sequential passes, {ctx.data} data: 4096-row slices, all leaves, uncompressed "
+        "contiguous h5; each "
         f"round two fresh processes (raw, ptd; order alternating); median of {reps} =="
     )
     print(f"  {load_note()}")
@@ -617,7 +764,7 @@ def section_sequential(ctx: Context) -> list[Row]:
                 f"{med['ratio'][k + '_cpu']:.2f}x less CPU",
             )
         )
-    print_table("  h5_plain", rows)
+    ctx.table("  h5_plain", rows)
     return rows
 
 
@@ -629,6 +776,101 @@ SECTIONS: dict[str, Callable[[Context], list[Row]]] = {
     "fromdict": section_fromdict,
     "sequential": section_sequential,
 }
+
+
+# ----------------------------------------------------------------------------------------------
+# the bar summary
+
+#: the summary's layouts, side by side
+SUMMARY_LAYOUTS = ("h5_gzip", "zarr_default", "zarr_sharded")
+#: the random section's ptd variant the summary shows: 2 decode threads, the default cache
+SUMMARY_PTD: tuple[int, int | None] = (2, None)
+
+
+@dataclass
+class _Bar:
+    """A summary line: the figure of ``variant``'s row of ``section`` (its ratio, or
+    ``extra[key]``) against ``bar``."""
+
+    section: str
+    what: str
+    variant: str
+    bar: float
+    key: str | None = None
+
+
+def _summary_bars(batch: int, sections: set[str]) -> list[_Bar]:
+    bars = []
+    if "random" in sections:
+        bars.append(
+            _Bar("random", f"random {batch}-row batches (cold): ptd / raw h5py|zarr",
+                 ptd_variant(*SUMMARY_PTD), 2.5)
+        )  # fmt: skip
+    if "shuffled" in sections:
+        w0, w2 = (f"ptd.data {w} workers, next (warm)" for w in (0, 2))
+        bars += [
+            _Bar("shuffled", "shuffled, next epoch (warm): 2 workers / 0 workers", w2, 1.0,
+                 "over 0 workers"),
+            _Bar("shuffled", "shuffled, next epoch (warm): 2 workers / raw seq.", w2, 1.0),
+            _Bar("shuffled", "shuffled, next epoch (warm): 0 workers / raw seq.", w0, 1.0),
+        ]  # fmt: skip
+    return bars
+
+
+def print_summary(
+    rows: list[Row], written: list[Row], kinds: list[str], layouts: list[str], batch: int
+) -> list[Row]:
+    """The bar summary of the random and shuffled sections (those that ran), the layouts side
+    by side, one block per data kind; returns its cells as rows (section ``summary``)."""
+    shown = [x for x in SUMMARY_LAYOUTS if x in layouts]
+    index = {(r.data, r.section, r.layout, r.variant): r for r in rows}
+    ran = {r.section for r in rows}
+    bars = _summary_bars(batch, ran)
+    out: list[Row] = []
+    if not bars or not shown:
+        return out
+    label, col = max(len(b.what) for b in bars) + 2, 14
+    head = ["\n== bar summary (PASS: the ratio meets the bar)."]
+    if "random" in ran:
+        head.append(
+            "random: cold (every variant opened just before its pass, chunk cache empty), "
+            f"ptd = '{ptd_variant(*SUMMARY_PTD)}'."
+        )
+    if "shuffled" in ran:
+        head.append(
+            "shuffled: the next epoch (warm: persistent workers, store open); 'raw seq.': the "
+            "mean of the raw sequential reads of every leaf just before and after it."
+        )
+    head.append(f"The stores were just written and sit in the OS page cache; {load_note()} ==")
+    print(" ".join(head))
+    for data in kinds:
+        mine = [b for b in bars if any(k[:2] == (data, b.section) for k in index)]
+        if not mine:
+            continue
+        print(f"\n  {f'{data} data':<{label}} {'bar':>7}" + "".join(f"{x:>{col}}" for x in shown))
+        comp = {r.layout: f"{r.ratio:.2f}x" for r in written if r.data == data}
+        print(
+            f"  {'compression (uncompressed / on disk)':<{label}} {'':>7}"
+            + "".join(f"{comp.get(x, '-'):>{col}}" for x in shown)
+        )
+        for b in mine:
+            cells = []
+            for x in shown:
+                r = index.get((data, b.section, x, b.variant))
+                ratio = None
+                if r is not None:
+                    ratio = r.ratio if b.key is None else r.extra[b.key]
+                if ratio is None:
+                    cells.append(f"{'-':>{col}}")
+                    continue
+                ok = "PASS" if ratio >= b.bar else "MISS"
+                cells.append(f"{f'{ratio:.2f}x {ok}':>{col}}")
+                out.append(
+                    Row("summary", x, b.what, ratio, "x", ratio, f"{ok} (bar >= {b.bar:.1f}x)",
+                        {"bar": b.bar, "of": b.variant}, data)
+                )  # fmt: skip
+            print(f"  {b.what:<{label}} {f'>= {b.bar:.1f}x':>7}" + "".join(cells))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -670,6 +912,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--random-batches", type=int, default=20,
         help="raw random-index batches the shuffled section compares with",
     )  # fmt: skip
+    ap.add_argument(
+        "--data",
+        default="normal",
+        help="data kind(s) of the generated stores, comma separated (of "
+        f"{', '.join(DATA_KINDS)}; default normal): every chosen section runs once per kind",
+    )
     ap.add_argument("--tmp", default=None, help="directory for the generated stores")
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     return ap.parse_args(argv)
@@ -689,8 +937,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown layout(s) {bad}; choose from h5_gzip, zarr_default, zarr_sharded",
               file=sys.stderr)  # fmt: skip
         return 2
+    kinds = list(dict.fromkeys(d.strip() for d in args.data.split(",") if d.strip()))
+    if not kinds or any(d not in DATA_KINDS for d in kinds):
+        print(f"unknown data kind(s) in {args.data!r}; choose from {', '.join(DATA_KINDS)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     print(
         f"bench_training: {args.rows:,} rows ({args.rows * ROW_BYTES / 1e6:,.0f} MB uncompressed), "
+        f"data {', '.join(kinds)}, "
         f"python {platform.python_version()}, h5py {h5py.__version__}, zarr {zarr.__version__}, "
         f"{os.cpu_count()} CPUs"
     )
@@ -698,13 +952,20 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     try:
         ctx = Context(args, tmp)
-        for name in wanted:
-            rows.extend(SECTIONS[name](ctx))
+        for data in kinds:
+            ctx.data = data
+            for name in wanted:
+                got = SECTIONS[name](ctx)
+                for r in got:
+                    r.data = data
+                rows.extend(got)
+            ctx.drop_stores()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    rows.extend(print_summary(rows, ctx.written, kinds, args.layouts.split(","), args.batch))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([asdict(r) for r in rows], f, indent=1)
+            json.dump([asdict(r) for r in ctx.written + rows], f, indent=1)
     return 0
 
 

@@ -200,7 +200,8 @@ def measure_shuffled(
     with 2 workers, and reads it raw a third time; each ptd epoch is compared with the mean of
     the raw sequential reads just before and after it (the machine's load moves between them).
     Returns medians over the rounds: rows/s (``raw_random``, ``raw_seq``, ``w0``, ``w0 next``,
-    ``w2``, ``w2 next``) and ratios (``... / seq``, ``... / random``)."""
+    ``w2``, ``w2 next``) and ratios (``... / seq``, ``... / random``; ``w2 / w0`` and
+    ``w2 next / w0 next``: 2 workers over 0 workers in the same round)."""
     res: dict[str, list[float]] = {}
 
     def add(k: str, v: float) -> None:
@@ -224,6 +225,8 @@ def measure_shuffled(
                 add(tag, v)
                 add(f"{tag} / seq", v / around)
                 add(f"{tag} / random", v / rnd)
+        for sfx in ("", " next"):  # 2 workers over 0, epoch for epoch
+            add(f"w2{sfx} / w0{sfx}", epochs[2][bool(sfx)][0] / epochs[0][bool(sfx)][0])
     return {k: statistics.median(v) for k, v in res.items()}
 
 
