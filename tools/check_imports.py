@@ -14,6 +14,9 @@ time) hide an edge from this check, so they are refused everywhere but in the pu
 ``ptd/__init__.py`` (PEP 562), except where :data:`DYNAMIC_IMPORTS` declares one, with why and
 what removes it; the declared ones are printed on every run, so they stay in sight.
 
+Outside ``ptd/storage`` and ``ptd/format`` nothing compares a value with a format's name
+(``fmt == "h5"``): the code there asks the format's policy (``ptd.storage.api.FormatPolicy``).
+
 A ``_private`` name is its package's own (a subpackage such as ``ptd.containers.persistent`` is
 a package of its own): importing one from another package (``from ptd.ops.elementwise import
 _helper`` in ``ptd.containers.persistent``) is refused, and so is reading ``x._name`` where
@@ -254,6 +257,37 @@ def private_attributes(
     return out
 
 
+#: the format names nothing outside the formats' own layers may branch on
+FORMAT_NAMES = frozenset({"h5", "hdf5", "zarr"})
+#: the layers that know formats by name: the backends (and their policies) and the on-disk
+#: conventions
+FORMAT_LAYERS = ("ptd.storage", "ptd.format")
+
+
+def _names_a_format(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and node.value.lower() in FORMAT_NAMES
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_names_a_format(e) for e in node.elts)
+    return False
+
+
+def format_branches(tree: ast.AST) -> list[int]:
+    """Lines where code compares something with a format's name (``fmt == "h5"``,
+    ``be.name != "zarr"``, ``x in ("h5", "zarr")``) or matches on one (``case "zarr":``):
+    outside :data:`FORMAT_LAYERS` a caller asks the format's policy
+    (``backend.policy.stores_shards``...) instead, so that a new format touches only its own
+    subpackage."""
+    out: list[int] = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Compare):
+            if any(_names_a_format(x) for x in [n.left, *n.comparators]):
+                out.append(n.lineno)
+        elif isinstance(n, ast.MatchValue) and _names_a_format(n.value):
+            out.append(n.lineno)
+    return sorted(set(out))
+
+
 _BY_NAME = {"import_module", "__import__"}
 
 
@@ -354,6 +388,13 @@ def main() -> int:
                 "package a public way, add it to the container interface in "
                 "ptd/ops/interface.py, or declare it in PRIVATE_ATTRIBUTES with why)"
             )
+        if not any(mod == lay or mod.startswith(lay + ".") for lay in FORMAT_LAYERS):
+            for line in format_branches(trees[mod]):
+                problems.append(
+                    f"{path.relative_to(ROOT)}:{line}: {mod} branches on a format's name (ask "
+                    "the format's policy, ptd.storage.api.FormatPolicy, or add what it should "
+                    "know to it)"
+                )
         for name, line in private_imports(path, mod):
             problems.append(
                 f"{path.relative_to(ROOT)}:{line}: {mod} imports the private name {name} of "

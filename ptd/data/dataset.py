@@ -49,6 +49,7 @@ import torch
 from torch.utils.data import Dataset, get_worker_info
 
 from ptd.containers.base import TensorDictBase
+from ptd.containers.persistent.opening import open_existing
 from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
 from ptd.data.geometry import GROUP_BYTES, LeafGeometry, group_rows, store_leaves
 from ptd.data.rows import select_rows, where_of
@@ -220,10 +221,8 @@ class StoreDataset(Dataset[Any]):
                 kwargs.setdefault("chunk_cache", 0)
             loc = StoreLocation.parse(self._source, kwargs.get("storage_options"))
             fmt = detect(loc).format
-            if fmt == "zarr":
-                self._td = PersistentTensorDict.from_zarr(self._source, **kwargs)
-            else:
-                self._td = PersistentTensorDict.from_h5(self._source, **kwargs)
+            assert fmt is not None
+            self._td = open_existing(PersistentTensorDict, self._source, fmt, **kwargs)
         return self._td
 
     @property

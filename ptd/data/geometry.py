@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ptd.storage.api import ValueKind
+from ptd.storage.api import ValueKind, random_row_cost
 
 if TYPE_CHECKING:
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
@@ -46,25 +46,14 @@ class LeafGeometry:
     chunk_rows: int | None
     #: bytes of one row
     row_bytes: int
-    #: True: a random row costs a chunk decode (compressed, chunked h5, sharded zarr or a
-    #: remote store), so the dataset reads it in whole chunk groups and keeps them decoded;
+    #: True: a random row costs more than itself (:func:`ptd.storage.api.random_row_cost`:
+    #: a chunk decode, or a whole chunk read), so the dataset reads it in whole chunk groups
+    #: and keeps them decoded;
     #: False: random rows are read directly (the fast path: uncompressed contiguous h5,
     #: uncompressed unsharded local zarr)
     blocked: bool
     #: a tensor leaf (else a non-tensor entry, read directly)
     tensor: bool = True
-
-
-def _blocked(
-    backend: str, chunks: tuple[int, ...] | None, compression: str | None, sharded: bool, n: int
-) -> bool:
-    if chunks is None:
-        return False  # contiguous h5: the fast path
-    if compression is not None or sharded:
-        return True
-    if backend == "h5":
-        return chunks[0] < n  # uncompressed chunked h5: hyperslab reads per chunk
-    return False  # uncompressed unsharded zarr: mapped chunk files
 
 
 def store_leaves(
@@ -88,13 +77,11 @@ def _leaf_geometry(
     row = math.prod(shape[1:]) * am.dtype.itemsize if shape else am.dtype.itemsize
     if am.kind is not ValueKind.NUMERIC or am.torch_dtype is None:
         return LeafGeometry(key, None, max(1, row), False, tensor=False)
+    # (a sharded array's chunks are its inner chunks: what one read decodes)
     chunks = tuple(am.chunks) if am.chunks is not None and shape else None
-    inner = getattr(am, "inner_chunks", None)
-    if chunks is not None and inner:
-        chunks = tuple(inner)  # a sharded zarr array decodes its inner chunks
-    blocked = _blocked(td.backend, chunks, am.compression, bool(inner), n) or (
-        remote and chunks is not None
-    )
+    # blocked where a random row costs more than itself (the storage's one cost model)
+    cost = random_row_cost(am, td._backend.policy, local=not remote)
+    blocked = cost is not None and not cost.direct
     rows = min(chunks[0], n) if chunks else None
     return LeafGeometry(key, rows, max(1, row), blocked)
 

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ptd.errors import ArgumentError, PtdTypeError, PtdValueError
+from ptd.format.detect import FORMATS
 from ptd.ops.joining import stack
 from ptd.ops.keys import NestedKey
 from ptd.ops.nontensor import NonTensorData
@@ -89,7 +90,7 @@ def from_schema(
     (torch.Size([4, 2, 3]), torch.uint8, 0)
     """
     batch = torch.Size(batch_size if batch_size is not None else ())
-    if storage not in (None, "shared", "memmap", "h5", "zarr"):
+    if storage not in (None, "shared", "memmap", *FORMATS):
         raise ArgumentError(
             f"from_schema: unknown storage {storage!r}; expected one of None, 'memmap', "
             "'h5', 'zarr', 'shared' (tensordict's 'redis'/'dragonfly' servers are not ptd's)"

@@ -35,7 +35,7 @@ from ptd.errors import CorruptStoreError
 from ptd.format.names import ZARR_JSON
 from ptd.storage.api import Backend
 from ptd.storage.location import StoreLocation
-from ptd.storage.registry import detect, open_store
+from ptd.storage.registry import detect, open_store, policy
 
 __all__ = [
     "CONSOLIDATED_CODES",
@@ -236,6 +236,7 @@ def open_checked(
     stale = narrowed_findings(stale, loc.inner)
     loc = detect(loc)
     opts: dict[str, Any] = {"fast_path": False}
-    if loc.format == "zarr" and (stale or use_consolidated is False):
+    assert loc.format is not None
+    if policy(loc.format).consolidated_metadata and (stale or use_consolidated is False):
         opts["use_consolidated"] = False
     return open_store(loc, "r", **opts), stale

@@ -512,13 +512,14 @@ def check_data(
     open backend once (see the module doc). ``progress(nbytes)`` is called as blocks complete;
     ``histogram_bins``: also a histogram of each float leaf.
 
-    ``workers`` (default: 2 for HDF5, whose library reads under one global lock, so that a
-    second thread only computes one block's statistics while the next is read; ``min(4,
-    CPUs)`` for zarr, whose codecs run in parallel) blocks are in flight at once, each ``block_bytes`` (default 16 MiB for HDF5,
-    :data:`BLOCK_BYTES` for zarr). ``metas``: the leaves' metadata when the caller has read it."""
+    ``workers`` (default: 2 where the store library reads under one global lock,
+    ``FormatPolicy.serial_reads`` (HDF5), so that a second thread only computes one block's
+    statistics while the next is read; ``min(4, CPUs)`` elsewhere (zarr, whose codecs run in
+    parallel)) blocks are in flight at once, each ``block_bytes`` (default twice
+    :data:`BLOCK_BYTES` under one lock, else :data:`BLOCK_BYTES`). ``metas``: the leaves' metadata when the caller has read it."""
     cancel.phase("reading", str(be.location))
     if block_bytes is None:
-        block_bytes = 2 * BLOCK_BYTES if be.name == "h5" else BLOCK_BYTES
+        block_bytes = 2 * BLOCK_BYTES if be.policy.serial_reads else BLOCK_BYTES
     t0 = time.perf_counter()
     constraints = constraints or {}
     res = DataResult()
@@ -656,7 +657,7 @@ def check_data(
     def read_batch(batch: list[tuple[_Leaf, tuple[slice, ...]]]) -> int:
         return sum(read_block(leaf, region) for leaf, region in batch)
 
-    default_workers = min(2 if be.name == "h5" else 4, os.cpu_count() or 1)
+    default_workers = min(2 if be.policy.serial_reads else 4, os.cpu_count() or 1)
     n_workers = max(1, int(workers) if workers else default_workers)
     with ThreadPoolExecutor(n_workers, thread_name_prefix="ptd-datacheck") as pool:
         pending: list[Future[int]] = []

@@ -76,7 +76,7 @@ which are stable (new fields may be added; none is renamed or removed within a
     whose arrays resize freely), ``resizable`` (the dims the array can grow along, per its
     maxshape) and ``layout`` (``contiguous``, ``chunked``, ``compact``, ``sharded``,
     ``virtual``, ``external``). ``random_row_bytes``: what reading one random row decodes
-    (:mod:`ptd.report.access`, the cost the lint's L004 judges).
+    (:func:`ptd.storage.api.random_row_cost`, the cost the lint's L004 judges).
 ``zarr_format``
     ``2`` or ``3`` for a zarr store (v2 stores are read, never written), ``null`` for HDF5.
 ``skipped``
@@ -102,16 +102,14 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
-
 from ptd.errors import PtdError
+from ptd.format.attrvalues import jsonable
 from ptd.format.names import PTD_JSON_ATTR, RESERVED_ATTRS, TD_NON_TENSOR_ATTR
 from ptd.format.shapes import fits
 from ptd.format.tables import describe_table, is_table, table_fields
-from ptd.report.access import random_row_bytes
 from ptd.report.consolidated import check_consolidated, narrowed_findings
-from ptd.report.scan import open_stream, scan, zarr_array_nbytes
-from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
+from ptd.report.scan import open_stream, scan
+from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind, random_row_cost
 from ptd.storage.location import StoreLocation
 from ptd.storage.properties import Stage, same_fill
 
@@ -245,23 +243,6 @@ class StoreInfo:
         return json.dumps(self.to_dict(), indent=indent)
 
 
-def jsonable(value: Any) -> Any:
-    """An attribute value as JSON-able python (bytes decoded, numpy unwrapped, NaN kept)."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, np.ndarray):
-        return jsonable(value.tolist())
-    if isinstance(value, np.generic):
-        return jsonable(value.item())
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return repr(value)
-
-
 def user_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
     return {k: jsonable(v) for k, v in attrs.items() if k not in RESERVED_ATTRS}
 
@@ -303,13 +284,14 @@ def info(
     with open_stream(loc) as be:
         fmt = be.name
         s = scan(be, fmt)
-        stored_sizes: dict[tuple[str, ...], int] = {}
-        if fmt == "zarr":
-            # the keys as the whole store names them: escaped names, and the location may
-            # lead into the store (``x.zarr/inner``)
-            arrays = {be.stored_path(q): q for q, k, _ in s.nodes if k is NodeKind.ARRAY}
-            sizes = zarr_array_nbytes(p, list(arrays), loc.options)
-            stored_sizes = {arrays[q]: n for q, n in sizes.items()}
+        # the sizes the arrays' metadata does not state, asked of the store at once (zarr's:
+        # one listing of its chunk files)
+        untold = [
+            q
+            for q, k, m in s.nodes
+            if k is NodeKind.ARRAY and (m is None or m.stored_nbytes is None)
+        ]
+        stored_sizes = be.stored_sizes(untold) if untold else {}
         entries: list[EntryInfo] = []
         totals = Totals()
         t_stored = 0
@@ -361,7 +343,8 @@ def info(
                 e.dtype = meta.torch_dtype
                 e.nbytes = math.prod(meta.shape) * meta.dtype.itemsize
                 e.ratio = _ratio(e.nbytes, stored)
-                e.random_row_bytes = random_row_bytes(meta, fmt, local=not loc.is_remote)
+                cost = random_row_cost(meta, be.policy, local=not loc.is_remote)
+                e.random_row_bytes = cost.nbytes if cost is not None else None
                 totals.nbytes += e.nbytes
                 if stored is not None:
                     any_stored = True
@@ -403,7 +386,7 @@ def info(
             depth=depth,
             attrs=user_attrs(s.group_attrs.get((), {})) if attrs else None,
             consolidated=[{"key": f.key, "code": f.code, "message": f.message} for f in stale],
-            zarr_format=be.format_version if fmt == "zarr" else None,
+            zarr_format=be.format_version,
             userblock_size=_userblock(be),
             skipped=[{"key": "/".join(k), "reason": r} for k, r in s.skipped.items()],
             inner="/".join(loc.inner) or None,

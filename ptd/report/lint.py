@@ -24,7 +24,7 @@ L010  table                 info      a table (records of named fields): copied 
 
 The chunk rules (L001-L004) judge what one read decodes: the chunk, or for a sharded zarr
 array its inner chunk (a read looks the inner chunk up in the shard's small index and decodes
-that alone). L004's cost is :func:`ptd.report.access.random_row_bytes`, the figure ``ptd
+that alone). L004's cost is :func:`ptd.storage.api.random_row_cost`, the figure ``ptd
 inspect`` shows as "per row".
 
 >>> import os, tempfile, numpy as np
@@ -49,10 +49,9 @@ from dataclasses import dataclass
 from ptd.errors import PtdError
 from ptd.format.tables import describe_table, is_table
 from ptd.format.tdmeta import parse_td_meta
-from ptd.report.access import random_row_bytes
 from ptd.report.consolidated import has_consolidated
 from ptd.report.scan import Scan
-from ptd.storage.api import NodeKind, ValueKind
+from ptd.storage.api import NodeKind, ValueKind, random_row_cost
 from ptd.storage.chunk_info import chunk_info
 from ptd.storage.remote import is_remote
 
@@ -228,7 +227,8 @@ def lint(s: Scan, ignore: Iterable[str] = ()) -> list[LintFinding]:
         elif chunk_bytes > LARGE_CHUNK and n_units > 1:
             out.append(_finding("L003", key, f"{key!r} has {layout} ({_bytes(chunk_bytes)})"))
         # a random row decodes the chunks holding it, as `ptd inspect`'s "per row" says
-        cost = random_row_bytes(meta, be.name, local=on_disk) or 0
+        row_cost = random_row_cost(meta, be.policy, local=on_disk)
+        cost = row_cost.nbytes if row_cost is not None else 0
         if cost > ROW_COST and n_units > 1:
             out.append(
                 _finding(
@@ -248,7 +248,7 @@ def lint(s: Scan, ignore: Iterable[str] = ()) -> list[LintFinding]:
                 "no batch size is stored (__tensordict__): readers infer it from the shapes",
             )
         )
-    if be.name == "zarr" and len(s.nodes) > MANY_NODES:
+    if be.policy.object_per_node and be.policy.consolidated_metadata and len(s.nodes) > MANY_NODES:
         local = s.location if os.path.isdir(s.location) else None
         if local is not None and has_consolidated(local) is False:
             out.append(

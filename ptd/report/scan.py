@@ -13,22 +13,18 @@ gets the same answer here as there: it is ignored (the batch size is inferred) a
 from __future__ import annotations
 
 import contextlib
-import os
 import warnings
-import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from ptd.errors import CorruptStoreError, PtdError, SkippedKeyWarning
-from ptd.format.names import ZARR_JSON
 from ptd.format.shapes import fits
 from ptd.format.tdmeta import parse_td_meta
 from ptd.storage import cancel, registry
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path
 from ptd.storage.location import StoreLocation
-from ptd.storage.remote import filesystem, is_remote
 from ptd.storage.tree import StoreTree
 
 __all__ = [
@@ -36,7 +32,6 @@ __all__ = [
     "Scan",
     "open_stream",
     "scan",
-    "zarr_array_nbytes",
 ]
 
 #: how a group's batch size was found
@@ -274,57 +269,3 @@ def _batches(s: Scan, given: tuple[int, ...] | None, batch_dims: int | None) -> 
                 + (f": {misfit}" if misfit else ""),
             )
         s.batches[path] = GroupBatch(found_g, src, st, problem)
-
-
-def zarr_array_nbytes(
-    store_path: str, arrays: list[Path], storage_options: dict[str, Any] | None = None
-) -> dict[Path, int]:
-    """Chunk bytes of each array of a zarr store (directory, zip or URL), from file sizes.
-
-    zarr reports no stored size; this sums the sizes of the files under each array's prefix,
-    except its ``zarr.json``. Stores that cannot be listed give an empty dict.
-    """
-    if not arrays:
-        return {}
-    wanted = {"/".join(p): p for p in arrays}
-    sizes: dict[Path, int] = {p: 0 for p in arrays}
-
-    def account(rel: str, size: int) -> None:
-        parts = rel.split("/")
-        if parts[-1] in (ZARR_JSON, ".zarray", ".zattrs", ".zgroup", ".zmetadata"):
-            return  # metadata (v3 and v2), not chunks
-        for i in range(1, len(parts)):
-            hit = wanted.get("/".join(parts[:i]))
-            if hit is not None:
-                sizes[hit] += size
-                return
-
-    if os.path.isdir(store_path):
-        root_len = len(store_path.rstrip(os.sep)) + 1
-        for root, _dirs, files in os.walk(store_path):
-            rel_root = root[root_len:].replace(os.sep, "/")
-            for f in files:
-                try:
-                    size = os.path.getsize(os.path.join(root, f))
-                except OSError:
-                    continue
-                account(f"{rel_root}/{f}" if rel_root else f, size)
-        return sizes
-    if os.path.isfile(store_path) and zipfile.is_zipfile(store_path):
-        with zipfile.ZipFile(store_path) as z:
-            for info in z.infolist():
-                account(info.filename, info.compress_size)
-        return sizes
-    if is_remote(store_path):
-        try:
-            fs, root = filesystem(store_path, storage_options)
-            root = root.rstrip("/")
-            if hasattr(fs, "invalidate_cache"):
-                fs.invalidate_cache(root)
-            for name, detail in fs.find(root, detail=True).items():
-                if name.startswith(root + "/"):
-                    account(name[len(root) + 1 :], int(detail.get("size") or 0))
-        except Exception:  # noqa: BLE001 - sizes are informative only
-            return {}
-        return sizes
-    return {}

@@ -7,6 +7,7 @@ from ptd.report.diff import DiffReport
 from ptd.report.formats import Case, Finding, Suite
 from ptd.report.problems import CHECKS, Problem
 from ptd.report.validate import ValidationReport
+from ptd.storage.registry import policy
 
 __all__ = ["diff_suite", "error_suite", "validation_suite"]
 
@@ -29,7 +30,9 @@ def validation_suite(report: ValidationReport) -> Suite:
         elif check == "data" and not report.data_checked:
             case.skipped = "not run (--data reads every chunk)"
             case.findings = found
-        elif check == "consolidated" and report.format != "zarr":
+        elif check == "consolidated" and (
+            report.format is None or not policy(report.format).consolidated_metadata
+        ):
             case.skipped = "not a zarr store"
         if check == "data":
             case.seconds = report.data_seconds

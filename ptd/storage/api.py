@@ -20,9 +20,11 @@ value types (:class:`ArrayMeta`...) live in :mod:`ptd.storage.meta`, the error g
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -69,15 +71,19 @@ __all__ = [
     "MODES",
     "ArrayMeta",
     "Backend",
+    "FormatPolicy",
     "NewArray",
     "NodeKind",
     "NonTensorPayload",
     "Path",
+    "RowCost",
     "Selection",
     "ValueKind",
     "check_mode",
     "check_path",
     "fit_write_value",
+    "random_row_cost",
+    "row_nbytes",
     "selection_shape",
     "translate_error",
 ]
@@ -104,6 +110,185 @@ def check_path(path: Path, location: str) -> None:
             )
 
 
+# --- what a format is: its policy, asked instead of its name -------------------------------
+
+
+class FormatPolicy:
+    """What a format is and how ptd stores values in it, for the code above the backends:
+    everything there asks the policy (``backend.policy``, ``get_backend(name).policy``, or
+    :func:`ptd.storage.registry.policy` when no store library should be imported) instead of
+    comparing format names. One instance per format, in its subpackage's ``policy.py``
+    (``ptd/storage/h5/policy.py``...), which imports no store library.
+
+    The flags are facts about the format (and the library ptd reads it with), each worded as
+    what a caller may rely on; the methods say how a value is written in the format's terms.
+
+    >>> from ptd.storage.registry import policy
+    >>> h5, zarr = policy("h5"), policy("zarr")
+    >>> h5.label, h5.suffix, h5.stores_contiguous, zarr.chunks_required, zarr.stores_shards
+    ('HDF5', '.h5', True, True, True)
+    """
+
+    #: the registry name (``"h5"``), the name people know (``"HDF5"``), the suffix ptd gives
+    #: a new store of this format
+    name: str = ""
+    label: str = ""
+    suffix: str = ""
+
+    # --- layout ------------------------------------------------------------------------------
+    #: arrays can be stored unchunked, as one byte range (HDF5's contiguous layout)
+    stores_contiguous: bool = False
+    #: every array is stored in chunks, so a source's chunk shape may say nothing about how
+    #: its data wants to be stored (zarr)
+    chunks_required: bool = False
+    #: arrays can be sharded: shards holding a grid of inner chunks, read one inner chunk at a
+    #: time (a ``shards=`` creation option)
+    stores_shards: bool = False
+    #: uncompressed, unsharded chunks of a local store are whole files ptd reads from memory
+    #: maps: a random row of one costs its own bytes (zarr)
+    maps_chunk_files: bool = False
+    #: the size of the store library's own per-array chunk cache when unfiltered chunks larger
+    #: than it are read in place, not whole (HDF5's 1 MiB); None when there is no such rule
+    in_place_chunk_bytes: int | None = None
+    #: every array with a batch dim is chunked along it when ptd creates it (``from_dict``,
+    #: ``convert``), as tensordict writes the format; otherwise it is stored as it comes
+    chunks_along_batch: bool = False
+
+    # --- writing -----------------------------------------------------------------------------
+    #: ptd can create and write a store of this format at a URL (fsspec), not only locally
+    writes_remote: bool = False
+    #: several processes may write one store at once, each its own chunks (a distributed
+    #: conversion); otherwise one writer holds the whole file
+    concurrent_writers: bool = False
+    #: a file may begin with a user block (bytes before the format's own) that a copy keeps
+    keeps_userblock: bool = False
+    #: an open handle of the store library cannot be used across ``fork``: a forked process
+    #: reopens the store by name, and one opened for writing (or from a library object) cannot
+    #: be used there at all
+    handles_survive_fork: bool = True
+
+    # --- metadata ----------------------------------------------------------------------------
+    #: a store may carry consolidated metadata (one document listing every node), which can go
+    #: stale when another tool writes the store
+    consolidated_metadata: bool = False
+    #: every group and array is a metadata object of its own: listing N nodes reads N objects
+    #: (a remote store pays a request each)
+    object_per_node: bool = False
+    #: the store library reads under one global lock: a second reader thread waits, so a
+    #: streamed pass overlaps one read with the statistics of the previous one instead of
+    #: reading in parallel
+    serial_reads: bool = False
+
+    # --- values ------------------------------------------------------------------------------
+    #: an unmarked bytes array with dims reads as one value per element (a column), as a
+    #: string array does (zarr's vlen-bytes); otherwise it is one bytes value
+    bytes_columns: bool = False
+    #: a list of bytes values is held only as a stack: a bytes array of the list's shape (h5)
+    bytes_list_as_stack: bool = False
+    #: the structured (compound) dtypes a copy can write as raw values: ``"any"`` without
+    #: objects, ``"numeric"`` of plain number fields only, ``"none"``
+    tables: str = "none"
+    #: what a copy's summary says of tables written in this format (None: nothing)
+    table_note: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<FormatPolicy {self.name}>"
+
+    def library_versions(self) -> dict[str, str]:
+        """The C libraries the format's store library links and their versions (for bug
+        reports: ``ptd version``), e.g. ``{"hdf5": "1.14.6"}``; the Python packages are
+        reported by their distributions' metadata. Imports the store library only if it must."""
+        return {}
+
+    def codec_options(self, name: str | None, level: int) -> dict[str, Any]:
+        """The creation options (``create_array(options=...)``) that compress with the codec
+        ``name`` of ``convert``'s ``compression=`` names (gzip, zstd, blosc, lz4; None or
+        ``"none"``: uncompressed) at ``level``."""
+        raise NotImplementedError
+
+    def chosen_steps(self, name: str | None, level: int) -> tuple[Codec, ...]:
+        """:meth:`codec_options`'s codec as the pipeline steps the format writes (empty for
+        none), in the neutral terms of :mod:`ptd.storage.properties`."""
+        raise NotImplementedError
+
+    def attrs_for(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        """Attribute values in the python types this format stores (the same values): JSON's
+        for zarr, numpy's for HDF5 (a list of str as a vlen string array); bytes stay bytes."""
+        raise NotImplementedError
+
+    def attr_problem(self, value: Any) -> str | None:
+        """Why an attribute of this format cannot hold ``value`` unchanged, or None."""
+        raise NotImplementedError
+
+
+# --- the access-cost model: what one random row costs -----------------------------------------
+
+
+@dataclass(frozen=True)
+class RowCost:
+    """What reading one random row (one index along the first dim) of an array costs: the
+    bytes read and decoded to return it, against the row's own bytes. The one model that
+    ``ptd inspect`` (its per-row figure), the layout lint, ``convert --layout random-access``
+    and ``ptd.data``'s reader all use."""
+
+    #: bytes read (and decoded) to return one random row
+    nbytes: int
+    #: the row's own bytes
+    row_nbytes: int
+
+    @property
+    def direct(self) -> bool:
+        """A random row is read as itself (memory maps, in-place reads): nothing is gained by
+        reading whole chunks and keeping them decoded."""
+        return self.nbytes <= self.row_nbytes
+
+    @property
+    def amplification(self) -> float:
+        """Bytes read per byte returned."""
+        return self.nbytes / max(1, self.row_nbytes)
+
+
+def row_nbytes(meta: ArrayMeta) -> int:
+    """Bytes of one row (one index along the first dim) of an array."""
+    shape = tuple(meta.shape)
+    return math.prod(shape[1:]) * meta.dtype.itemsize if shape else meta.dtype.itemsize
+
+
+def random_row_cost(meta: ArrayMeta, policy: FormatPolicy, *, local: bool = True) -> RowCost | None:
+    """What one random row of the tensor leaf ``meta`` costs in a store of ``policy``'s format
+    (``local``: a local file or directory, where uncompressed chunk files are memory-mapped);
+    None for non-tensors and 0-d or empty arrays.
+
+    * contiguous (no chunks): the row itself (mapped, or one hyperslab read);
+    * uncompressed, unsharded chunks: the row itself where the format reads such chunks in
+      place (:attr:`FormatPolicy.maps_chunk_files` on a local store; chunks over
+      :attr:`FormatPolicy.in_place_chunk_bytes`);
+    * otherwise every chunk the row lies in, whole: one along the first dim, all of those
+      across the others (a sharded array's inner chunks: its shard index read is small).
+
+    >>> from ptd.storage.registry import policy
+    >>> meta = ArrayMeta(("obs",), (1000, 64), np.dtype("f4"), ValueKind.NUMERIC, "float32",
+    ...                  chunks=(100, 64), compression="gzip")
+    >>> random_row_cost(meta, policy("h5")).nbytes, random_row_cost(meta, policy("h5")).row_nbytes
+    (25600, 256)
+    """
+    shape = tuple(meta.shape)
+    if meta.kind is not ValueKind.NUMERIC or not shape or 0 in shape:
+        return None
+    row = row_nbytes(meta)
+    if meta.chunks is None:
+        return RowCost(row, row)
+    unit = tuple(meta.chunks)
+    chunk = math.prod(unit) * meta.dtype.itemsize
+    if meta.compression is None and meta.shards is None:
+        if policy.maps_chunk_files and local:
+            return RowCost(row, row)
+        if policy.in_place_chunk_bytes is not None and chunk > policy.in_place_chunk_bytes:
+            return RowCost(row, row)
+    count = math.prod(-(-s // max(1, c)) for s, c in zip(shape[1:], unit[1:], strict=False))
+    return RowCost(count * chunk, row)
+
+
 @functools.lru_cache(maxsize=64)
 def _torch_dtype_of(dt: np.dtype) -> str | None:
     return torch_dtype_name(dt)
@@ -121,13 +306,8 @@ class Backend(ABC):
 
     #: the registry name: ``"h5"`` or ``"zarr"``
     name: str = ""
-    #: whether arrays can be sharded (stored as shards holding a grid of inner chunks, read
-    #: one inner chunk at a time): a ``shards=`` creation option (zarr)
-    stores_shards: bool = False
-    #: whether every array is stored in chunks (zarr), so a source's chunk shape may say
-    #: nothing about how its data wants to be stored; otherwise arrays may be contiguous
-    #: (HDF5, which stores a small array smaller so)
-    chunks_required: bool = False
+    #: what the format is and how values are stored in it (:class:`FormatPolicy`)
+    policy: ClassVar[FormatPolicy] = FormatPolicy()
     #: what the store library raises for a bad read (or write) of data, reported as
     #: PtdValueError naming the key (anything else is the guard's)
     _DATA_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, IndexError)
@@ -273,15 +453,13 @@ class Backend(ABC):
     # --- the property inventory (ptd.storage.properties) ------------------------------
     def stored_sizes(self, paths: Sequence[Path]) -> dict[Path, int]:
         """The bytes each array at ``paths`` occupies in the store (its chunks, encoded), for
-        a summary of many arrays; an array whose size the store does not tell counts 0."""
-        return {p: self.array_meta(p).stored_nbytes or 0 for p in paths}
-
-    @classmethod
-    def library_versions(cls) -> dict[str, str]:
-        """The C libraries this backend links and their versions (for bug reports:
-        ``ptd version``), e.g. ``{"hdf5": "1.14.6"}``; the Python packages are reported by
-        their distributions' metadata."""
-        return {}
+        a summary of many arrays; an array whose size the store does not tell is left out."""
+        out: dict[Path, int] = {}
+        for p in paths:
+            n = self.array_meta(p).stored_nbytes
+            if n is not None:
+                out[p] = n
+        return out
 
     def chunk_info(self, path: Path, *, list_stored: bool = True) -> ChunkInfo:
         """What ``validate --data`` and the layout lint need of the array at ``path``'s chunks:

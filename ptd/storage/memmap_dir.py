@@ -36,7 +36,9 @@ from ptd.errors import (
     PtdValueError,
     ReadOnlyError,
     StoreNotFoundError,
+    UnsupportedOperationError,
 )
+from ptd.format.attrvalues import json_problem, json_values
 from ptd.format.detect import MEMMAP_FORMAT
 from ptd.format.dtypes import BITS, DIRECT, canonical_name
 from ptd.format.memmap_dir import (
@@ -71,6 +73,7 @@ from ptd.format.tdmeta import td_meta_attrs
 from ptd.storage.api import (
     ArrayMeta,
     Backend,
+    FormatPolicy,
     NodeKind,
     NonTensorPayload,
     Path,
@@ -80,6 +83,7 @@ from ptd.storage.api import (
 )
 from ptd.storage.chunk_info import ChunkInfo
 from ptd.storage.location import ReopenSpec, StoreLocation
+from ptd.storage.properties import Codec
 from ptd.storage.selection import selection_shape
 from ptd.storage.targets import parse_target
 
@@ -160,10 +164,40 @@ def _batch(meta: Mapping[str, Any]) -> tuple[int, ...]:
     return ()
 
 
+class MemmapPolicy(FormatPolicy):
+    """ptd's memmap directories: one raw file per tensor (contiguous, uncompressed) and a
+    ``meta.json`` per TensorDict, read-only here (``ptd memmap`` and ``TensorDict.memmap``
+    write them)."""
+
+    name = MEMMAP_FORMAT
+    label = "memmap directory"
+    suffix = MEMMAP_SUFFIX
+    stores_contiguous = True
+
+    def codec_options(self, name: str | None, level: int) -> dict[str, Any]:
+        raise UnsupportedOperationError("a memmap directory stores raw, uncompressed files")
+
+    def chosen_steps(self, name: str | None, level: int) -> tuple[Codec, ...]:
+        if name in (None, "none"):
+            return ()
+        raise UnsupportedOperationError("a memmap directory stores raw, uncompressed files")
+
+    def attrs_for(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        return json_values(attrs)  # meta.json is JSON
+
+    def attr_problem(self, value: Any) -> str | None:
+        return json_problem(value)
+
+
+#: the one instance (``MemmapDirBackend.policy``)
+MEMMAP_POLICY = MemmapPolicy()
+
+
 class MemmapDirBackend(Backend):
     """One memmap directory, opened read-only (see the module doc)."""
 
     name = MEMMAP_FORMAT
+    policy = MEMMAP_POLICY
 
     def __init__(self, loc: StoreLocation, root_meta: dict[str, Any]) -> None:
         super().__init__(loc.path, writable=False)

@@ -27,7 +27,7 @@ from ptd.format.detect import (
     store_dir_format,
 )
 from ptd.format.names import ZARR_JSON
-from ptd.storage.api import ArrayMeta, Backend, NodeKind, NonTensorPayload, ValueKind
+from ptd.storage.api import ArrayMeta, Backend, FormatPolicy, NodeKind, NonTensorPayload, ValueKind
 from ptd.storage.location import ReopenSpec, StoreLocation
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "get_backend",
     "open_store",
     "open_stream",
+    "policy",
     "reopen",
 ]
 
@@ -69,6 +70,28 @@ def get_backend(name: str) -> type[Backend]:
         from ptd.storage.memmap_dir import MemmapDirBackend
 
         return MemmapDirBackend
+    raise UnknownBackendError(f"Unknown backend {name!r}. Supported backends are {list(BACKENDS)}.")
+
+
+def policy(name: str) -> FormatPolicy:
+    """The :class:`~ptd.storage.api.FormatPolicy` of the format registered as ``name``,
+    without importing its store library (``get_backend(name).policy`` is the same object).
+
+    >>> policy("h5").label, policy("zarr").stores_shards
+    ('HDF5', True)
+    """
+    if name == "h5":
+        from ptd.storage.h5.policy import POLICY as H5_POLICY
+
+        return H5_POLICY
+    if name == "zarr":
+        from ptd.storage.zarr.policy import POLICY as ZARR_POLICY
+
+        return ZARR_POLICY
+    if name == MEMMAP_FORMAT:
+        from ptd.storage.memmap_dir import MEMMAP_POLICY
+
+        return MEMMAP_POLICY
     raise UnknownBackendError(f"Unknown backend {name!r}. Supported backends are {list(BACKENDS)}.")
 
 

@@ -95,6 +95,10 @@ class SubtreeBackend(Backend):
             return None
         return rel
 
+    def stored_sizes(self, paths: Sequence[Path]) -> dict[Path, int]:
+        full = {self._full(p): p for p in paths}
+        return {full[q]: n for q, n in self._inner.stored_sizes(list(full)).items()}
+
     def stored_path(self, path: Path) -> Path:
         """``path`` as the whole store names it (``("actions",)`` -> ``("data", "demo_0",
         "actions")``, with the wrapped format's escaped names)."""

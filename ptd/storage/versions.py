@@ -2,7 +2,7 @@
 needs (``ptd --version``, ``ptd version --json``, :func:`ptd.versions`).
 
 Package versions come from the installed distributions' metadata (nothing is imported for
-them); a backend adds the C libraries it links (``Backend.library_versions``: HDF5's is h5py's,
+them); a backend adds the C libraries it links (``FormatPolicy.library_versions``: HDF5's is h5py's,
 since h5py may bundle its own).
 
 >>> v = versions()
@@ -36,12 +36,12 @@ __version__: str = _version("ptd") or "0+unknown"
 def versions() -> dict[str, str | None]:
     """``{"ptd": "0.3.0", "python": "3.11.7", "h5py": ..., "hdf5": "1.14.6", ...}``; None
     for a package that is not installed."""
-    from ptd.storage.registry import BACKENDS, get_backend
+    from ptd.storage.registry import BACKENDS, policy
 
     out: dict[str, str | None] = {"ptd": __version__, "python": platform.python_version()}
     for name in PACKAGES[1:]:
         out[name] = _version(name)
         if name == "h5py":  # the libraries a backend links (h5py's HDF5), after its package
             for backend in BACKENDS:
-                out.update(get_backend(backend).library_versions())
+                out.update(policy(backend).library_versions())
     return out

@@ -1,5 +1,6 @@
 """Compression codecs in ``convert``'s terms: the ``compression=`` names and levels, and the
-pipeline steps each format writes for a chosen one (:func:`chosen_steps`).
+pipeline steps each format writes for a chosen one (:func:`chosen_steps`, from the
+destination's policy).
 
 >>> check_compression("zstd", None), check_compression(None, None)
 (('zstd', 3), (None, None))
@@ -9,19 +10,16 @@ pipeline steps each format writes for a chosen one (:func:`chosen_steps`).
 
 from __future__ import annotations
 
-from typing import Any
-
 from ptd.errors import Option, PtdValueError
-from ptd.storage.properties import Codec, Stage
+from ptd.storage.api import FormatPolicy
+from ptd.storage.properties import Codec
 
 __all__ = [
     "COMPRESSIONS",
     "DEFAULT_LEVEL",
-    "H5_FILTER",
     "LEVELS",
     "check_compression",
     "chosen_steps",
-    "codec_options",
     "describe",
 ]
 
@@ -30,8 +28,6 @@ COMPRESSIONS = ("none", "gzip", "zstd", "blosc", "lz4")
 #: each codec's level when none is given, and the levels it accepts
 DEFAULT_LEVEL = {"gzip": 4, "zstd": 3, "blosc": 5, "lz4": 5}
 LEVELS = {"gzip": (0, 9), "zstd": (0, 22), "blosc": (0, 9), "lz4": (0, 9)}
-#: registered HDF5 filter ids of the plugin codecs
-H5_FILTER = {"zstd": 32015, "blosc": 32001, "lz4": 32004}
 
 
 def check_compression(compression: str | None, level: int | None) -> tuple[str | None, int | None]:
@@ -58,60 +54,19 @@ def check_compression(compression: str | None, level: int | None) -> tuple[str |
     return name, int(level)
 
 
-def codec_options(fmt: str, name: str | None, level: int | None) -> dict[str, Any]:
-    """The backend creation options for a codec (``None``/``"none"``: uncompressed)."""
-    if name in (None, "none"):
-        return {} if fmt == "h5" else {"compressors": None}
-    assert name is not None
-    level = DEFAULT_LEVEL[name] if level is None else level
-    if fmt == "h5":
-        if name == "gzip":
-            return {"compression": "gzip", "compression_opts": level}
-        if name == "zstd":
-            return {"compression": H5_FILTER["zstd"], "compression_opts": (level,)}
-        if name == "blosc":  # cd_values: reserved x4, clevel, shuffle, compressor (5: zstd)
-            return {
-                "compression": H5_FILTER["blosc"],
-                "compression_opts": (0, 0, 0, 0, level, 1, 5),
-            }
-        return {"compression": H5_FILTER["lz4"], "compression_opts": (0,)}
-    if name == "gzip":
-        codec: dict[str, Any] = {"name": "gzip", "configuration": {"level": level}}
-    elif name == "zstd":
-        codec = {"name": "zstd", "configuration": {"level": level, "checksum": False}}
-    else:
-        cname = "lz4" if name == "lz4" else "zstd"
-        codec = {
-            "name": "blosc",
-            "configuration": {"cname": cname, "clevel": level, "shuffle": "shuffle"},
-        }
-    return {"compressors": [codec]}
+def chosen_steps(dst: FormatPolicy, name: str | None, level: int | None) -> tuple[Codec, ...]:
+    """A ``compression=`` choice as pipeline steps in the ``dst`` format's own terms (what
+    its policy's ``codec_options`` writes): empty for none; the level defaults to the codec's.
 
-
-def chosen_steps(fmt: str, name: str | None, level: int | None) -> tuple[Codec, ...]:
-    """A ``compression=`` choice as pipeline steps in the ``fmt`` destination's own terms
-    (what :func:`codec_options` writes): empty for none.
-
-    >>> [c.describe() for c in chosen_steps("h5", "zstd", 5)], chosen_steps("zarr", "none", None)
-    (['zstd(5)'], ())
+    >>> from ptd.storage.registry import policy
+    >>> [c.describe() for c in chosen_steps(policy("h5"), "zstd", 5)]
+    ['zstd(5)']
+    >>> chosen_steps(policy("zarr"), "none", None)
+    ()
     """
     if name in (None, "none"):
         return ()
-    opts = codec_options(fmt, name, level)
-    lvl = DEFAULT_LEVEL[str(name)] if level is None else level
-    if fmt == "h5":
-        code = opts["compression"]
-        if code == "gzip":
-            return (Codec("gzip", Stage.COMPRESSOR, {"level": lvl}),)
-        values = tuple(int(v) for v in opts["compression_opts"])
-        config = {"cname": "zstd", "clevel": lvl} if name == "blosc" else {"level": lvl}
-        return (Codec(str(name), Stage.COMPRESSOR, config, "h5", (int(code), 1, values)),)
-    out = []
-    for doc in opts.get("compressors") or ():
-        conf = dict(doc.get("configuration") or {})
-        neutral = {"level": lvl} if doc["name"] in ("gzip", "zstd") else conf
-        out.append(Codec(str(doc["name"]), Stage.COMPRESSOR, neutral, "zarr", dict(doc)))
-    return tuple(out)
+    return dst.chosen_steps(name, DEFAULT_LEVEL[str(name)] if level is None else level)
 
 
 def describe(name: str | None, level: int | None) -> str | None:

@@ -24,7 +24,7 @@ from ptd.storage import cancel, remote
 from ptd.storage.api import ArrayMeta, Backend, NewArray, NodeKind, Path, ValueKind
 from ptd.storage.registry import reopen
 from ptd.storage.strings import StringType
-from ptd.transfer.attrs import attr_problem, attrs_for, decode_str, is_column, user_attrs
+from ptd.transfer.attrs import decode_str, is_column, user_attrs
 from ptd.transfer.layouts import LeafLayout
 from ptd.transfer.options import ConvertOptions, ConvertResult
 from ptd.transfer.plan import leaf_target
@@ -108,14 +108,14 @@ class Copier:
         out and listed in ``result.not_copied`` (once per node and name)."""
         ok: dict[str, Any] = {}
         for name, value in attrs.items():
-            problem = attr_problem(self.fmt, value)
+            problem = self.dst.policy.attr_problem(value)
             if problem is None:
                 ok[name] = value
                 continue
             item = {"key": "/".join(path) or "/", "attr": name, "reason": problem}
             if item not in self.result.not_copied:
                 self.result.not_copied.append(item)
-        return attrs_for(self.fmt, ok)
+        return self.dst.policy.attrs_for(ok)
 
     def group_attrs(self, path: Path) -> dict[str, Any]:
         """The source group's attributes, with the batch size to record (if any) in place of
@@ -291,7 +291,7 @@ class Copier:
         NonTensorStack)."""
         attrs = self.attrs_for(path, user_attrs(dict(meta.attrs)))
         stacked = meta.stack_shape is not None
-        if not stacked and is_column(meta, self.s.format):
+        if not stacked and is_column(meta, self.src.policy):
             batch = self.s.batches[path[:-1]].batch
             stacked = bool(len(batch)) and fits(meta.shape, batch)
         if stacked:
@@ -314,16 +314,16 @@ class Copier:
                     value = decode_str(value)
                 stack = tuple(payload.stack_shape) if payload.is_stack else tuple(meta.stack_shape)
                 self.dst.write_non_tensor(path, value, stack_shape=stack)
-            elif is_column(meta, self.s.format):
+            elif is_column(meta, self.src.policy):
                 payload = self.src.read_non_tensor(path, allow_pickle=allow_pickle, as_stack=True)
                 value = payload.value
                 if meta.non_tensor_kind == "str":
                     value = decode_str(value)
                 batch = self.s.batches[path[:-1]].batch
                 if (len(batch) and fits(meta.shape, batch)) or (
-                    self.fmt == "h5" and meta.non_tensor_kind == "bytes"
+                    self.dst.policy.bytes_list_as_stack and meta.non_tensor_kind == "bytes"
                 ):
-                    # (h5 holds a list of bytes only as a stack: a bytes array of its shape)
+                    # (a format may hold a list of bytes only as a stack: a bytes array of its shape)
                     self.dst.write_non_tensor(path, value, stack_shape=tuple(meta.shape))
                 else:
                     self.dst.write_non_tensor(path, value, stack_shape=None)

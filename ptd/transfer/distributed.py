@@ -38,7 +38,7 @@ from ptd.errors import (
 from ptd.storage import cancel
 from ptd.storage.api import Backend, Path
 from ptd.storage.location import ReopenSpec
-from ptd.storage.registry import reopen
+from ptd.storage.registry import policy, reopen
 from ptd.transfer.copy import CANCEL_POLL_S, Region, copy_region
 from ptd.transfer.job import failed, finish, planned
 from ptd.transfer.options import ConvertOptions, ConvertResult
@@ -169,7 +169,8 @@ def run_distributed(
     opts: ConvertOptions, progress: Callable[[int, int], None] | None = None
 ) -> ConvertResult:
     """The conversion ``opts`` describes, on the Dask cluster ``opts.scheduler``."""
-    if opts.to == "h5" or (opts.dst is not None and opts.dst.suffix_format == "h5"):
+    named = opts.to or (opts.dst.suffix_format if opts.dst is not None else None)
+    if named is not None and not policy(named).concurrent_writers:
         raise PtdValueError(
             "distributed conversion writes zarr destinations only (an HDF5 file cannot be "
             "written by several processes at once); convert to zarr, or convert locally with ",
@@ -184,7 +185,7 @@ def run_distributed(
     with planned(opts) as job:
         result = job.result
         result.workers = 0
-        if result.dst_format != "zarr":
+        if not policy(result.dst_format).concurrent_writers:
             raise PtdValueError(
                 f"distributed conversion writes zarr destinations only, not {result.dst} (an "
                 "HDF5 file cannot be written by several processes at once)"

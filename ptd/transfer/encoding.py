@@ -97,7 +97,7 @@ def default_compressors(dst: type[Backend], itemsize: int) -> tuple[Codec, ...]:
 
 
 def _format(dst: type[Backend]) -> str:
-    return "HDF5" if dst.name == "h5" else dst.name
+    return dst.policy.label
 
 
 def _native_to(codec: Codec, dst: type[Backend]) -> bool:
@@ -181,9 +181,9 @@ def leaf_encoding(
             )
         compressors, checksums = [], []
         if raw and compression not in (None, "none"):  # remote zarr: zstd inner chunks
-            compressors = list(chosen_steps(dst.name, compression, level))
+            compressors = list(chosen_steps(dst.policy, compression, level))
     elif compression is not None:
-        compressors = list(chosen_steps(dst.name, compression, level))
+        compressors = list(chosen_steps(dst.policy, compression, level))
         for step in compressors:
             if dst.codec_support(step) is CodecSupport.PLUGIN:
                 out.notes.append(

@@ -19,13 +19,13 @@ from typing import Any
 
 from ptd.errors import BatchSizeError, ConvertError, Interrupted, Option, PtdError
 from ptd.report.batches import expected_batches
-from ptd.report.scan import Scan, scan, zarr_array_nbytes
+from ptd.report.scan import Scan, scan
 from ptd.storage import cancel, publish, remote
 from ptd.storage.api import Backend, Path
 from ptd.storage.limits import check_free_space
 from ptd.storage.location import StoreLocation
 from ptd.storage.properties import copy_userblock
-from ptd.storage.registry import detect, get_backend, open_store, open_stream
+from ptd.storage.registry import detect, get_backend, open_store, open_stream, policy
 from ptd.transfer.codecs import chosen_steps
 from ptd.transfer.copy import Copier
 from ptd.transfer.layouts import LeafLayout
@@ -205,7 +205,7 @@ def check_chosen_codec(opts: ConvertOptions, dst: StoreLocation) -> None:
     the destination (an HDF5 filter plugin that is not installed)."""
     assert dst.format is not None
     backend = get_backend(dst.format)
-    for step in chosen_steps(dst.format, opts.compression, opts.level):
+    for step in chosen_steps(backend.policy, opts.compression, opts.level):
         if not backend.codec_available(step):
             raise ConvertError(
                 f"cannot write {dst.path} with {step.name} compression: the HDF5 {step.name} "
@@ -222,7 +222,9 @@ def _userblock(
     size = be.store_properties().userblock_size
     if not size:
         return 0, None
-    if dst.format == "h5" and not src.is_remote and not src.inner and not dst.is_remote:
+    assert dst.format is not None
+    keeps = policy(dst.format).keeps_userblock
+    if keeps and not src.is_remote and not src.inner and not dst.is_remote:
         return size, src.path
     where = "a key inside the file" if src.inner else f"a {dst.format} store"
     result.not_copied.append(
@@ -275,11 +277,9 @@ def _stored_nbytes(dst: StoreLocation, result: ConvertResult) -> int | None:
     paths = [tuple(lp.key.split("/")) for lp in result.plan if lp.kind == "tensor"]
     if not paths:
         return 0
-    if dst.format == "zarr":  # file sizes, listed once (zarr states no stored size)
-        sizes = zarr_array_nbytes(dst.path, paths, dst.options)
-        return sum(sizes.values()) if sizes else None
     be = open_stream(dst)
     try:
-        return sum(be.stored_sizes(paths).values())
+        sizes = be.stored_sizes(paths)  # none told: unknown
+        return sum(sizes.values()) if sizes else None
     finally:
         be.close()

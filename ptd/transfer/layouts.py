@@ -19,13 +19,14 @@ copied as usual, uncompressed):
 
 >>> import numpy as np
 >>> from ptd.storage.api import ArrayMeta, ValueKind
+>>> from ptd.storage.registry import policy
 >>> m = ArrayMeta(("obs",), (1_000_000, 64), np.dtype("float32"), ValueKind.NUMERIC, "float32",
 ...               chunks=(1024, 64), compression="gzip(4)")
->>> random_access(m, "h5", remote=False)
+>>> random_access(m, policy("h5"), remote=False)
 LeafLayout(chunks=None, shards=None, codec=None, level=None)
->>> random_access(m, "zarr", remote=False)
+>>> random_access(m, policy("zarr"), remote=False)
 LeafLayout(chunks=(32259, 64), shards=None, codec=None, level=None)
->>> random_access(m, "zarr", remote=True)
+>>> random_access(m, policy("zarr"), remote=True)
 LeafLayout(chunks=(256, 64), shards=(62720, 64), codec='zstd', level=3)
 """
 
@@ -35,7 +36,7 @@ import math
 from dataclasses import dataclass, field
 
 from ptd.errors import PtdValueError
-from ptd.storage.api import ArrayMeta
+from ptd.storage.api import ArrayMeta, FormatPolicy
 from ptd.transfer.encoding import LeafEncoding
 
 __all__ = [
@@ -103,21 +104,24 @@ def balanced_rows(n: int, target: int) -> int:
 
 
 def random_access(
-    meta: ArrayMeta, fmt: str, *, remote: bool, resizable: bool = False
+    meta: ArrayMeta, dst: FormatPolicy, *, remote: bool, resizable: bool = False
 ) -> LeafLayout:
-    """The ``random-access`` layout of a leaf in a ``fmt`` destination (see the module doc;
-    ``resizable``: the leaf keeps a maxshape it can grow to, which HDF5 holds only chunked)."""
+    """The ``random-access`` layout of a leaf in a destination of the format ``dst`` (see the
+    module doc; ``resizable``: the leaf keeps a maxshape it can grow to, which HDF5 holds only
+    chunked): contiguous where the format stores so; else uncompressed chunks of about
+    :data:`CHUNK_TARGET` where the format reads those in place (memory-mapped chunk files of a
+    local store; chunks over the library's chunk cache); else, at a URL, small zstd inner
+    chunks in shards."""
     shape = tuple(meta.shape)
     if not shape or 0 in shape:
         return LeafLayout(None, None, None, None)
     row = math.prod(shape[1:]) * meta.dtype.itemsize
     n = shape[0]
-    if fmt == "h5":
-        if not resizable:
-            return LeafLayout(None, None, None, None)
-        # uncompressed chunks of about 8 MB: over HDF5's chunk cache, so read in place
-        return LeafLayout((balanced_rows(n, CHUNK_TARGET // row),) + shape[1:], None, None, None)
-    if not remote:
+    if dst.stores_contiguous and not resizable:
+        return LeafLayout(None, None, None, None)
+    in_place = dst.in_place_chunk_bytes is not None and dst.in_place_chunk_bytes < CHUNK_TARGET
+    if in_place or (dst.maps_chunk_files and not remote) or not dst.stores_shards:
+        # uncompressed chunks of about 8 MB, read in place
         return LeafLayout((balanced_rows(n, CHUNK_TARGET // row),) + shape[1:], None, None, None)
     # inner chunks of at least INNER_TARGET bytes (a shard's padding is at most one of them)
     inner = min(n, -(-INNER_TARGET // max(1, row)))

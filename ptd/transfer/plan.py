@@ -36,7 +36,7 @@ from ptd.storage import remote
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.location import StoreLocation
 from ptd.storage.properties import ArrayProperties, Stage
-from ptd.storage.registry import BACKENDS, MEMMAP_FORMAT, detect, get_backend
+from ptd.storage.registry import BACKENDS, MEMMAP_FORMAT, detect, get_backend, policy
 from ptd.transfer.encoding import describe_pipeline, leaf_encoding
 from ptd.transfer.layouts import LeafLayout, balanced_rows, random_access
 from ptd.transfer.options import ConvertOptions, ConvertResult, LeafPlan
@@ -89,7 +89,7 @@ def destination(opts: ConvertOptions, src_format: str | None = None) -> StoreLoc
             )
     if to is None:
         src_format = src_format or detect(opts.src).format
-        to = "zarr" if src_format == "h5" else "h5"
+        to = next(f for f in BACKENDS if f != src_format)  # the other format
     if opts.dst is not None:
         return opts.dst.with_format(to)
     dst = opts.src.with_suffix_of(to)
@@ -147,7 +147,8 @@ def check_destination(src: StoreLocation, dst: StoreLocation, opts: ConvertOptio
 def _check_remote_destination(src: StoreLocation, dst: StoreLocation) -> bool:
     """A URL destination: zarr only, not the source itself, its bucket present. Returns
     whether something is there already."""
-    if dst.format != "zarr":
+    assert dst.format is not None
+    if not policy(dst.format).writes_remote:
         raise PtdValueError(
             f"cannot write {dst.path}: HDF5 destinations must be local paths (h5py writes local "
             "files); convert to zarr (",
@@ -170,9 +171,11 @@ SMALL_CONTIGUOUS = 1 << 20
 
 
 def dst_chunks(
-    meta: ArrayMeta, rows: int | None, dst_fmt: str, compressed: bool
+    meta: ArrayMeta, rows: int | None, contiguous: bool, compressed: bool
 ) -> tuple[int, ...] | None:
-    """The destination's chunk shape for a leaf (None: contiguous; see the module doc)."""
+    """The destination's chunk shape for a leaf (None: contiguous; see the module doc);
+    ``contiguous``: the destination may store it unchunked
+    (``FormatPolicy.stores_contiguous``)."""
     shape = tuple(meta.shape)
     if not shape or 0 in shape:
         return None
@@ -182,7 +185,7 @@ def dst_chunks(
     src = tuple(meta.chunks) if meta.chunks is not None else None
     if src is not None and math.prod(src) * meta.dtype.itemsize <= CHUNK_MAX:
         return src
-    if dst_fmt == "h5" and not compressed and src is None:
+    if contiguous and not compressed and src is None:
         return None  # contiguous, like the source
     return (balanced_rows(shape[0], CHUNK_TARGET // row_bytes),) + shape[1:]
 
@@ -229,7 +232,7 @@ def leaf_target(
     dst = get_backend(fmt)
     props = props if props is not None else _bare_properties(meta)
     if opts.layout == "random-access":
-        base = random_access(meta, fmt, remote=remote, resizable=bool(props.resizable))
+        base = random_access(meta, dst.policy, remote=remote, resizable=bool(props.resizable))
         leaf = leaf_encoding(
             props,
             dst,
@@ -245,8 +248,8 @@ def leaf_target(
         opts.chunks is None
         and not chosen
         and src is not None
-        and src.chunks_required
-        and not dst.chunks_required
+        and src.policy.chunks_required
+        and not dst.policy.chunks_required
         and _one_small_chunk(meta, props)
     ):
         chunks: tuple[int, ...] | None = None
@@ -258,9 +261,11 @@ def leaf_target(
             ],
         )
     else:
-        chunks = dst_chunks(meta, opts.chunks, fmt, chosen or source_coded)
+        contiguous = dst.policy.stores_contiguous
+        chunks = dst_chunks(meta, opts.chunks, contiguous, chosen or source_coded)
     if chunks is None and props.resizable and tuple(meta.shape) and 0 not in meta.shape:
-        chunks = dst_chunks(replace(meta, chunks=None), opts.chunks, "zarr", True)
+        # (a resizable leaf is chunked: HDF5 holds a maxshape only so)
+        chunks = dst_chunks(replace(meta, chunks=None), opts.chunks, False, True)
     leaf = leaf_encoding(
         props,
         dst,
@@ -287,29 +292,24 @@ def kept_shards(
     (see the module doc)."""
     if meta.shards is None or rows is not None or chunks is None:
         return None
-    if tuple(chunks) != tuple(meta.chunks or ()) or not get_backend(fmt).stores_shards:
+    if tuple(chunks) != tuple(meta.chunks or ()) or not get_backend(fmt).policy.stores_shards:
         return None
     return tuple(meta.shards)
 
 
 # ----------------------------------------------------------------------------- leaves
 #: said once when a table goes to a zarr store
-ZARR_TABLE_NOTE = (
-    "tables (records) are written as zarr-python's `structured` data type, which other Zarr "
-    "v3 implementations may not read"
-)
 
 
 def copyable(meta: ArrayMeta, fmt: str) -> bool:
-    """Whether an unsupported leaf can still be copied to ``fmt`` as its raw values: compound
-    types without objects to h5, of plain number fields to zarr; references, vlen sequences
-    and array types never."""
+    """Whether an unsupported leaf can still be copied to ``fmt`` as its raw values: the
+    tables (compound types) its policy takes (``FormatPolicy.tables``: without objects to h5,
+    of plain number fields to zarr); references, vlen sequences and array types never."""
     dt = meta.dtype
     if not is_table(dt) or dt.hasobject or meta.kind is not ValueKind.UNSUPPORTED:
         return False
-    if fmt == "h5":
-        return True
-    return fmt == "zarr" and numeric_fields_only(dt)
+    tables = policy(fmt).tables
+    return tables == "any" or (tables == "numeric" and numeric_fields_only(dt))
 
 
 def name_problem(fmt: str, name: str, *, array: bool = False) -> str | None:
@@ -452,14 +452,15 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> dict[Pa
             )
         if (
             props.maxshape is None
-            and s.backend.chunks_required
-            and not dst_cls.chunks_required
+            and s.backend.policy.chunks_required
+            and not dst_cls.policy.chunks_required
             and resize_note not in result.notes
         ):
             result.notes.append(resize_note)
         table = meta.kind is not ValueKind.NUMERIC and is_table(meta.dtype)
-        if table and dst_cls.name == "zarr" and ZARR_TABLE_NOTE not in result.notes:
-            result.notes.append(ZARR_TABLE_NOTE)
+        note = dst_cls.policy.table_note
+        if table and note is not None and note not in result.notes:
+            result.notes.append(note)
         result.plan.append(
             LeafPlan(
                 key,

@@ -15,10 +15,17 @@ import pytest
 import zarr
 from zarr.codecs import ZstdCodec
 
-from ptd.report.access import random_row_bytes
 from ptd.report.lint import ROW_COST, SMALL_CHUNK
-from ptd.storage.api import ArrayMeta, ValueKind
+from ptd.storage.api import ArrayMeta, ValueKind, random_row_cost
+from ptd.storage.registry import policy
 from ptd.transfer.layouts import random_access
+
+
+def random_row_bytes(meta: ArrayMeta, fmt: str, *, local: bool = True) -> int | None:
+    """The storage cost model's bytes per random row, for a format named ``fmt``."""
+    cost = random_row_cost(meta, policy(fmt), local=local)
+    return None if cost is None else cost.nbytes
+
 
 N = 4000
 
@@ -222,7 +229,7 @@ def test_lint_never_flags_random_access_output(ptd_cli, tmp_path: Path, dst_fmt:
 def test_remote_random_access_layout_clears_the_lint(shape: tuple, dtype: str) -> None:
     # at a URL: sharded, zstd inner chunks; the inner chunk is what one read decodes
     meta = ArrayMeta(("x",), shape, np.dtype(dtype), ValueKind.NUMERIC, dtype)
-    lay = random_access(meta, "zarr", remote=True)
+    lay = random_access(meta, policy("zarr"), remote=True)
     assert lay.chunks is not None
     assert lay.shards is not None
     assert lay.shards[0] % lay.chunks[0] == 0 or lay.shards[0] >= shape[0]

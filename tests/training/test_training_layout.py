@@ -16,9 +16,16 @@ from typer.testing import CliRunner
 import ptd
 from ptd import PersistentTensorDict
 from ptd.errors import PtdValueError
-from ptd.report.access import random_row_bytes
-from ptd.storage.registry import get_backend
+from ptd.storage.api import random_row_cost
+from ptd.storage.registry import get_backend, policy
 from ptd_cli.main import app
+
+
+def random_row_bytes(meta: Any, fmt: str, *, local: bool = True) -> int | None:
+    """The storage cost model's bytes per random row, for a format named ``fmt``."""
+    cost = random_row_cost(meta, policy(fmt), local=local)
+    return None if cost is None else cost.nbytes
+
 
 N = 600
 

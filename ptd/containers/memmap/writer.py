@@ -75,6 +75,7 @@ from ptd.errors import (
     SkippedKeyWarning,
     StoreIOError,
 )
+from ptd.format.attrvalues import json_problem, json_values
 from ptd.format.detect import MEMMAP_FORMAT
 from ptd.format.memmap_dir import entry_name_problem, stored_entry_name
 from ptd.format.names import (
@@ -101,7 +102,7 @@ from ptd.storage.limits import check_free_space, nbytes_of
 from ptd.storage.location import ReopenSpec, StoreLocation, split_options
 from ptd.storage.publish import check_free_destination, make_temp_dir, publish, remove
 from ptd.storage.registry import detect
-from ptd.transfer.attrs import attr_problem, attrs_for, decode_str, user_attrs
+from ptd.transfer.attrs import decode_str, user_attrs
 from ptd.transfer.plan import left_out_keys
 from ptd.transfer.slabs import slab_rows
 
@@ -271,9 +272,9 @@ class _Writer:
         ok = {}
         for name, value in raw.items():
             value = decode_str(value)  # UTF-8 bytes are text (h5's variable-length strings)
-            problem = attr_problem("zarr", value)  # the JSON rule: meta.json is JSON
+            problem = json_problem(value)  # meta.json is JSON
             if problem is None:
-                value = attrs_for("zarr", {name: value})[name]
+                value = json_values({name: value})[name]
                 try:
                     json.dumps(value)
                 except (TypeError, ValueError) as err:
@@ -645,6 +646,7 @@ def export_memmap(
         return _write(
             src, os.fspath(dst), overwrite=overwrite, progress=progress, slab_bytes=slab_bytes
         )[1]
+    from ptd.containers.persistent.opening import open_existing
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
 
     # the source may lead into a store (robo.h5/data/demo_0: that group is exported)
@@ -660,10 +662,10 @@ def export_memmap(
     with warnings.catch_warnings():
         # the skipped links are listed in the summary's not_copied
         warnings.simplefilter("ignore", SkippedKeyWarning)
-        if loc.format == "h5":
-            store = PersistentTensorDict.from_h5(loc.path, **kwargs)
-        else:
-            store = PersistentTensorDict.from_zarr(loc.path, allow_pickle=allow_pickle, **kwargs)
+        assert loc.format is not None
+        store = open_existing(
+            PersistentTensorDict, loc.path, loc.format, allow_pickle=allow_pickle, **kwargs
+        )
     owner = store
     source: TensorDictBase = store
     if loc.inner:

@@ -18,7 +18,7 @@ from ptd.containers.persistent.write import batch_size_of, check_dtypes, write_a
 from ptd.errors import ArgumentError, PtdTypeError, PtdValueError, UnsupportedOperationError
 from ptd.ops.batch import as_batch_size
 from ptd.storage.read.cache import parse_budget
-from ptd.storage.registry import get_backend, reopen
+from ptd.storage.registry import get_backend, policy, reopen
 
 if TYPE_CHECKING:
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
@@ -59,7 +59,7 @@ def backend_options(
     if storage_options is not None:
         opts["storage_options"] = dict(storage_options)
     if use_consolidated is not None:
-        if backend != "zarr":
+        if not policy(backend).consolidated_metadata:
             raise ArgumentError("use_consolidated= applies to zarr stores only")
         opts["use_consolidated"] = bool(use_consolidated)
     if chunk_cache is not None:
@@ -123,6 +123,32 @@ def from_zarr(
         non_tensor_as_stack,
         dict(kwargs, allow_pickle=allow_pickle, fast_path=fast_path, chunk_cache=chunk_cache),
         "from_zarr",
+    )
+
+
+def open_existing(
+    cls: type[PersistentTensorDict],
+    filename: Any,
+    backend: str,
+    /,
+    *,
+    mode: str = "r",
+    non_tensor_as_stack: bool = False,
+    **kwargs: Any,
+) -> PersistentTensorDict:
+    """Open an existing store whose format (``backend``) is known, as ``from_h5``/``from_zarr``
+    open theirs (the recorded batch size, else the inferred one): for readers that take
+    either format (``ptd.data``, the memmap export), so that they need not branch on it."""
+    return cls._open_infer(
+        filename,
+        backend,
+        mode,
+        False,
+        None,
+        None,
+        non_tensor_as_stack,
+        kwargs,
+        f"from_{backend}",
     )
 
 

@@ -550,7 +550,7 @@ class PersistentTensorDict(TensorDictBase):
                 UserWarning,
                 stacklevel=2,
             )
-            suffix = ".h5" if self.backend == "h5" else ".zarr"
+            suffix = self._backend.policy.suffix
             filename = tempfile.mkdtemp(prefix="ptd-clone-") + "/clone" + suffix
         return type(self).from_dict(
             self, filename, backend=self.backend, device=self._device, **self._store.dataset_kwargs

@@ -172,22 +172,22 @@ class _Store:
             self.pid = os.getpid()
             return
         spec = old.reopen_spec
-        if old.name == "h5" and (spec is None or old.writable):
+        if not old.policy.handles_survive_fork and (spec is None or old.writable):
             why = (
                 "it is open for writing"
                 if spec is not None
-                else "it was opened from an h5py object"
+                else f"it was opened from a {old.policy.label} library object"
             )
             raise UnsupportedOperationError(
                 f"cannot use the PersistentTensorDict on {old.location} in this forked process "
-                f"({os.getpid()}): {why} in the parent process ({self.pid}), and an HDF5 handle "
-                "cannot be shared across fork. Open it by file name with mode='r' before "
-                "starting workers (or open it in each worker)."
+                f"({os.getpid()}): {why} in the parent process ({self.pid}), and a "
+                f"{old.policy.label} handle cannot be shared across fork. Open it by file name "
+                "with mode='r' before starting workers (or open it in each worker)."
             )
         if spec is None:  # zarr in-memory store or a user's group: no OS handle is shared
             self.pid = os.getpid()
             return
-        if old.name == "h5":
+        if not old.policy.handles_survive_fork:
             old.close()
         new = reopen(spec)
         self._backend = new

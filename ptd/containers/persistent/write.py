@@ -24,6 +24,7 @@ from ptd.ops.dtypes import storage_dtype, to_storage
 from ptd.ops.foreign import adopt_non_tensor, foreign_batch_size, foreign_names
 from ptd.ops.lastop import user_stacklevel
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
+from ptd.storage.api import FormatPolicy
 from ptd.transfer.plan import CHUNK_TARGET
 from ptd.transfer.slabs import slab_rows
 
@@ -43,25 +44,30 @@ __all__ = [
 
 
 def batch_chunks(
-    backend: str,
+    dst: FormatPolicy,
     shape: Sequence[int],
     itemsize: int,
     options: Mapping[str, Any] | None,
     batch_dims: int,
     src_chunks: Sequence[int] | None = None,
 ) -> tuple[int, ...] | None:
-    """The chunks a new zarr array gets when the user gave none: about
+    """The chunks a new array gets when the user gave none, in a format that chunks every
+    array along its batch dim (:attr:`~ptd.storage.api.FormatPolicy.chunks_along_batch`,
+    zarr): about
     :data:`~ptd.transfer.plan.CHUNK_TARGET` bytes (8 MB) along the first (batch) dim, as
     ``ptd convert`` writes them, or a store source's chunks when they are along it and not
     too large; None otherwise (h5 stays contiguous: the fast path; zarr arrays without a batch
     dim are one chunk, as tensordict writes them).
 
-    >>> batch_chunks("zarr", (1_000_000, 64), 4, None, 1)  # 256 B rows: 32768-row chunks
+    >>> from ptd.storage.registry import policy
+    >>> batch_chunks(policy("zarr"), (1_000_000, 64), 4, None, 1)  # 256 B rows: 32768 rows
     (32768, 64)
-    >>> batch_chunks("zarr", (100, 64), 4, None, 1), batch_chunks("h5", (10**6, 64), 4, None, 1)
-    ((100, 64), None)
+    >>> batch_chunks(policy("zarr"), (100, 64), 4, None, 1)
+    (100, 64)
+    >>> batch_chunks(policy("h5"), (10**6, 64), 4, None, 1) is None
+    True
     """
-    if backend != "zarr" or batch_dims < 1 or not shape or 0 in shape:
+    if not dst.chunks_along_batch or batch_dims < 1 or not shape or 0 in shape:
         return None
     if options and options.get("chunks") is not None:
         return None  # the user's
@@ -195,7 +201,7 @@ def write_value(dst: PersistentTensorDict, path: Path, value: Any) -> None:
     options = dst._store.dataset_kwargs
     if isinstance(value, torch.Tensor):
         arr, attrs = to_storage(value, key)
-        chunks = batch_chunks(be.name, arr.shape, arr.dtype.itemsize, options, dst.batch_dims)
+        chunks = batch_chunks(be.policy, arr.shape, arr.dtype.itemsize, options, dst.batch_dims)
         be.create_array(
             path,
             shape=arr.shape,
@@ -281,7 +287,7 @@ def copy_leaf(
     src_meta = src._tree.meta(src._path + (key,))
     if chunks is None:
         chunks = batch_chunks(
-            dst_backend.name, shape, np_dtype.itemsize, options, src.batch_dims, src_meta.chunks
+            dst_backend.policy, shape, np_dtype.itemsize, options, src.batch_dims, src_meta.chunks
         )
     dst_backend.create_array(
         dst_path, shape=shape, dtype=np_dtype, attrs=attrs, chunks=chunks, options=options

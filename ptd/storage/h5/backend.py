@@ -61,6 +61,7 @@ from ptd.storage.h5.chunk_index import h5_chunk_info
 from ptd.storage.h5.decode import H5Chunks
 from ptd.storage.h5.maps import H5Maps
 from ptd.storage.h5.opening import open_local, open_remote
+from ptd.storage.h5.policy import POLICY
 from ptd.storage.h5.span import read_span as _read_span
 from ptd.storage.location import ReopenSpec, StoreLocation
 from ptd.storage.properties import (
@@ -106,6 +107,7 @@ class H5Backend(Backend):
     """One open HDF5 file (or a group inside a user's ``h5py.File``)."""
 
     name = "h5"
+    policy = POLICY
     _DATA_ERRORS = (OSError, ValueError, TypeError, IndexError)
     _WRITE_ERRORS = (OSError, ValueError, TypeError)
 
@@ -576,10 +578,6 @@ class H5Backend(Backend):
     # --- data --------------------------------------------------------------------------------
     def _array_handle(self, path: Path) -> _Entry:
         return self._entry(path)
-
-    @classmethod
-    def library_versions(cls) -> dict[str, str]:
-        return {"hdf5": h5py.version.hdf5_version}
 
     def _chunk_info(self, handle: _Entry, list_stored: bool) -> ChunkInfo:
         return h5_chunk_info(handle.ds, list_stored)

@@ -78,7 +78,9 @@ from ptd.storage.zarr.consolidated import Consolidation
 from ptd.storage.zarr.decode import ZarrChunks
 from ptd.storage.zarr.maps import ZarrMaps
 from ptd.storage.zarr.opening import check_v2_mode, local_store, open_root, remote_store
+from ptd.storage.zarr.policy import POLICY
 from ptd.storage.zarr.private import default_buffer_prototype, sync
+from ptd.storage.zarr.sizes import chunk_file_sizes
 from ptd.storage.zarr.unreadable import UnreadableNode, listed_members
 
 __all__ = ["ZarrBackend"]
@@ -90,8 +92,7 @@ class ZarrBackend(Backend):
     """One open zarr group hierarchy (a path, a zarr store, or a user's ``zarr.Group``)."""
 
     name = "zarr"
-    stores_shards = True
-    chunks_required = True
+    policy = POLICY
 
     @classmethod
     def escaped_name(cls, name: str) -> str | None:
@@ -232,6 +233,17 @@ class ZarrBackend(Backend):
             # directory is written then): close it even when the user handed it over, so that
             # after close() the store holds everything written
             self._store.close()
+
+    def stored_sizes(self, paths: Sequence[Path]) -> dict[Path, int]:
+        # zarr states no stored size: the sizes of the chunk files, listed once (a store
+        # opened from a zarr object, with no location to list, tells none)
+        self._check_open("/")
+        if self._spec is None or not paths:
+            return {}
+        loc = self._spec.location
+        stored = {self.stored_path(p): p for p in paths}
+        sizes = chunk_file_sizes(loc.path, list(stored), loc.options)
+        return {stored[q]: n for q, n in sizes.items()}
 
     @property
     def reopen_spec(self) -> ReopenSpec | None:
