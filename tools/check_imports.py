@@ -1,7 +1,8 @@
 """Check ptd's layering: no import cycle between modules, each layer importing only the layers
 below it, and the third-party rules (h5py/zarr only in the backends, no torch in the torch-free
-layers, no typer/rich/tensordict in the library). One declared exception: ``ptd/__main__.py``
-(``python -m ptd``) imports ``ptd_cli`` to start the command line.
+layers, no typer/rich/tensordict in the library, pytest only in the test helpers of
+``ptd.testing``). One declared exception: ``ptd/__main__.py`` (``python -m ptd``) imports
+``ptd_cli`` to start the command line.
 
     python tools/check_imports.py          # prints every violation; exit 1 if there is one
 
@@ -53,6 +54,9 @@ LAYERS: dict[str, set[str]] = {
         "ptd.errors", "ptd.format", "ptd.storage", "ptd.report", "ptd.transfer", "ptd.ops",
     },
     "ptd.data": {"ptd.errors", "ptd.format", "ptd.storage", "ptd.ops", "ptd.containers"},
+    # test helpers for code built on ptd (the backend contract): pytest, and the interface
+    # they test; nothing in ptd imports them
+    "ptd.testing": {"ptd.errors", "ptd.format", "ptd.storage"},
     "ptd": {"ptd.errors"},  # everything else by name, lazily (PEP 562)
     "ptd_cli": {"ptd", "ptd.errors", "ptd.report", "ptd.transfer", "ptd.containers",
                 "ptd.storage", "ptd.format"},
@@ -81,7 +85,9 @@ PRIVATE_ATTRIBUTES: dict[str, tuple[frozenset[str], str]] = {
     ),
 }  # fmt: skip
 #: layers that must never import torch (``ptd inspect``/``validate`` run without it)
-TORCH_FREE = {"ptd", "ptd.errors", "ptd.format", "ptd.storage", "ptd.report", "ptd.transfer"}
+TORCH_FREE = {
+    "ptd", "ptd.errors", "ptd.format", "ptd.storage", "ptd.report", "ptd.transfer", "ptd.testing",
+}  # fmt: skip
 #: third-party packages -> the only module prefixes allowed to import them
 RESTRICTED = {
     "h5py": ("ptd.storage.h5.",),
@@ -91,6 +97,8 @@ RESTRICTED = {
     "typer": ("ptd_cli",),
     "rich": ("ptd_cli",),
     "tensordict": (),
+    # a test extra: only the test helpers, which nothing in ptd imports
+    "pytest": ("ptd.testing",),
 }
 #: private modules of a third-party package -> the one ptd module that may import them (it
 #: checks the package's version first: zarr calls everything under zarr.core private)
