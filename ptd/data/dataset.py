@@ -55,6 +55,7 @@ from ptd.data.geometry import GROUP_BYTES, LeafGeometry, group_rows, store_leave
 from ptd.data.rows import select_rows, where_of
 from ptd.data.transport import as_numpy, assemble, put, worker_ring
 from ptd.errors import PtdIndexError, PtdTypeError, PtdValueError
+from ptd.storage import runtime
 from ptd.storage.location import StoreLocation
 from ptd.storage.registry import detect
 
@@ -376,7 +377,7 @@ class StoreDataset(Dataset[Any]):
                         key = next(iter(self._ahead))
                         self._ahead.pop(key).cancel()  # unused: dropped (read or not)
                     if self._reader is None:
-                        self._reader = ThreadPoolExecutor(1, thread_name_prefix="ptd-read-ahead")
+                        self._reader = runtime.serial_worker("read-ahead")
                     self._ahead[rows, b] = self._reader.submit(
                         self._read_block, td, table.leaves, rows, b
                     )

@@ -45,14 +45,14 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ptd.errors import PickleRefusedError, PtdError
-from ptd.storage import cancel
+from ptd.storage import cancel, runtime
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.chunk_info import ChunkInfo, chunk_info
 
@@ -659,7 +659,7 @@ def check_data(
 
     default_workers = min(2 if be.policy.serial_reads else 4, os.cpu_count() or 1)
     n_workers = max(1, int(workers) if workers else default_workers)
-    with ThreadPoolExecutor(n_workers, thread_name_prefix="ptd-datacheck") as pool:
+    with runtime.job_pool(n_workers, "datacheck") as pool:
         pending: list[Future[int]] = []
         for batch in batches():
             pending.append(pool.submit(read_batch, batch))

@@ -32,7 +32,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -44,7 +44,7 @@ from ptd.format.tables import describe_table, is_table, table_fields
 from ptd.report.consolidated import open_checked
 from ptd.report.info import jsonable, leaf_shape, user_attrs
 from ptd.report.scan import Scan, scan
-from ptd.storage import cancel
+from ptd.storage import cancel, runtime
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.cancel import cancellable
 from ptd.storage.chunk_info import chunk_info
@@ -645,7 +645,7 @@ def _values(
     if progress is not None:
         progress(total=sum(math.prod(ma.shape) * ma.dtype.itemsize for _p, ma, _mb in pairs))
     n_workers = max(2, int(workers))
-    with ThreadPoolExecutor(n_workers, thread_name_prefix="ptd-diff") as pool:
+    with runtime.job_pool(n_workers, "diff") as pool:
         for path, ma, mb in pairs:
             key = "/".join(path)
             shape = tuple(ma.shape)

@@ -12,7 +12,7 @@ import math
 import threading
 import warnings
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,7 @@ from ptd.errors import ConvertError, PtdValueError
 from ptd.format.names import TD_STACK_ATTR, TD_STR_ATTR
 from ptd.format.shapes import fits
 from ptd.format.tdmeta import parse_td_meta, td_meta_attrs
-from ptd.storage import cancel, remote
+from ptd.storage import cancel, remote, runtime
 from ptd.storage.api import ArrayMeta, Backend, NewArray, NodeKind, Path, ValueKind
 from ptd.storage.registry import reopen
 from ptd.storage.strings import StringType
@@ -401,19 +401,20 @@ class Copier:
                 return int(block.nbytes)
             return copy_region(src, self.dst, path, start, stop)
 
-        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ptd-convert")
         pending: set[Future[int]] = set()
         try:
-            for region in regions:
-                while len(pending) >= workers:
-                    pending = self._settle(pending)
-                pending.add(pool.submit(task, *region))
-            while pending:
-                pending = self._settle(pending)
+            with runtime.job_pool(workers, "convert") as pool:
+                try:
+                    for region in regions:
+                        while len(pending) >= workers:
+                            pending = self._settle(pending)
+                        pending.add(pool.submit(task, *region))
+                    while pending:
+                        pending = self._settle(pending)
+                finally:
+                    for f in pending:
+                        f.cancel()
         finally:
-            for f in pending:
-                f.cancel()
-            pool.shutdown(wait=True, cancel_futures=True)
             for be in opened:
                 with contextlib.suppress(Exception):  # read-only handles
                     be.close()

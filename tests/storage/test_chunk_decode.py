@@ -28,6 +28,7 @@ import zarr
 from ptd import PersistentTensorDict
 from ptd.errors import PtdError, PtdValueError
 from ptd.ops.dtypes import to_storage
+from ptd.storage import runtime
 from ptd.storage.h5.decode import fletcher32_ok, unshuffle
 from ptd.storage.read import cache as cc
 from ptd.storage.read import decoded as cr
@@ -236,8 +237,8 @@ def test_small_chunks_stay_on_the_reading_thread(
         lambda c: data[c[0] * chunk_rows : (c[0] + 1) * chunk_rows].copy(),
     )  # fmt: skip
     used = []
-    real = cr._get_pool
-    monkeypatch.setattr(cr, "_get_pool", lambda n: used.append(n) or real(n))
+    real = runtime.cpu_pool
+    monkeypatch.setattr(runtime, "cpu_pool", lambda: used.append(1) or real())
     cr.set_decode_threads(3)
     try:
         got = cr.read_chunked(arr, (slice(0, 8192),), None)
@@ -536,14 +537,14 @@ def test_close_releases(stores: dict) -> None:
 
 
 def test_decode_threads(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(cr.THREADS_ENV_VAR, "3")
+    monkeypatch.setenv("PTD_DECODE_THREADS", "3")
     assert cr.decode_threads() == 3
-    monkeypatch.setenv(cr.THREADS_ENV_VAR, "999")
+    monkeypatch.setenv("PTD_DECODE_THREADS", "999")
     assert cr.decode_threads() == 16
-    monkeypatch.setenv(cr.THREADS_ENV_VAR, "x")
-    with pytest.raises(PtdValueError, match=cr.THREADS_ENV_VAR):
+    monkeypatch.setenv("PTD_DECODE_THREADS", "x")
+    with pytest.raises(PtdValueError, match="PTD_DECODE_THREADS"):
         cr.decode_threads()
-    monkeypatch.delenv(cr.THREADS_ENV_VAR)
+    monkeypatch.delenv("PTD_DECODE_THREADS")
     assert cr.decode_threads() == max(1, min(torch.get_num_threads(), 16))
     cr.set_decode_threads(2)
     try:
@@ -602,7 +603,7 @@ def test_cache_after_fork_starts_empty(monkeypatch: pytest.MonkeyPatch) -> None:
     lock = cache._lock
     lock.acquire()  # held "at the fork"
     try:
-        monkeypatch.setattr(cc, "_PID", cc._PID + 1)
+        monkeypatch.setattr(runtime, "_PID", runtime.pid() + 1)
         assert cache.get("a", 0) is None
         assert cache.nbytes == 0
         assert cache._lock is not lock

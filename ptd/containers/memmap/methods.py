@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -53,6 +53,7 @@ from ptd.errors import (
 from ptd.format.names import MEMMAP_META
 from ptd.ops.keys import unravel_key
 from ptd.ops.nontensor import NonTensorData
+from ptd.storage import runtime
 from ptd.storage.publish import remove
 
 if TYPE_CHECKING:
@@ -95,11 +96,7 @@ def _check_threads(num_threads: Any) -> int:
 
 
 def _early(fn: Callable[[], Any]) -> MemmapFuture:
-    pool = ThreadPoolExecutor(1, thread_name_prefix="ptd-memmap-early")
-    try:
-        return MemmapFuture(pool.submit(fn))
-    finally:
-        pool.shutdown(wait=False)
+    return MemmapFuture(runtime.background(fn, "memmap-early"))
 
 
 def _check_replaceable(path: str, overwrite: bool) -> None:

@@ -96,7 +96,7 @@ from ptd.format.names import (
 from ptd.format.payload import check_allow_pickle, encode_json
 from ptd.ops.dtypes import storage_dtype, to_storage
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
-from ptd.storage import cancel
+from ptd.storage import cancel, runtime
 from ptd.storage.cancel import cancellable
 from ptd.storage.limits import check_free_space, nbytes_of
 from ptd.storage.location import ReopenSpec, StoreLocation, split_options
@@ -542,7 +542,7 @@ def _write(
     summary and the directory. ``not_copied``: keys to leave out ("a/b" -> why); ``like``:
     zero-filled leaves; ``num_threads`` > 1: leaf files written on that many threads."""
     if num_threads > 1:
-        with ThreadPoolExecutor(num_threads, thread_name_prefix="ptd-memmap") as pool:
+        with runtime.job_pool(num_threads, "memmap") as pool:
             return _write(
                 src,
                 dst,

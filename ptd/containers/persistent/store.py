@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from ptd.errors import ClosedStoreError, PtdKeyError, PtdTypeError, UnsupportedOperationError
+from ptd.storage import runtime
 from ptd.storage.api import Backend, Path
 from ptd.storage.registry import reopen
 from ptd.storage.tree import StoreTree
@@ -27,23 +28,15 @@ __all__ = ["_Store", "_check_allow_pickle", "_key_parts"]
 #: backends inherited from a parent process: kept referenced (never closed nor collected) in
 #: the child, because closing a writable HDF5 handle there would write to the parent's file
 _INHERITED: list[Any] = []
-#: this process's id, kept current by an at-fork hook (cheaper than os.getpid() on every access)
-_PID = os.getpid()
-
-
 #: serialises the reopening after a fork: two threads of a child (a DataLoader worker and its
 #: read-ahead thread) may use a store first at the same time, and only one may reopen it
 _REOPEN_LOCK = threading.Lock()
 
 
+@runtime.after_fork_in_child
 def _forked() -> None:
-    global _PID, _REOPEN_LOCK
-    _PID = os.getpid()
+    global _REOPEN_LOCK
     _REOPEN_LOCK = threading.Lock()  # a fork copies a lock another thread may have held
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forked)
 
 
 # ---------------------------------------------------------------- public attributes
@@ -138,13 +131,13 @@ class _Store:
 
     @property
     def backend(self) -> Backend:
-        if self.pid != _PID:
+        if self.pid != runtime.pid():
             self._after_fork()
         return self._backend
 
     @property
     def tree(self) -> StoreTree:
-        if self.pid != _PID:
+        if self.pid != runtime.pid():
             self._after_fork()
         return self._tree
 
@@ -161,7 +154,7 @@ class _Store:
         Threads of the child that get here together reopen it once.
         """
         with _REOPEN_LOCK:
-            if self.pid != _PID:
+            if self.pid != runtime.pid():
                 self._reopen()
 
     def _reopen(self) -> None:
@@ -195,7 +188,7 @@ class _Store:
         self.pid = os.getpid()
 
     def close(self) -> None:
-        if self.pid != _PID and not self._backend.closed:
+        if self.pid != runtime.pid() and not self._backend.closed:
             try:
                 self._after_fork()
             except UnsupportedOperationError:  # leave the parent's handle alone

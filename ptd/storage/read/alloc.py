@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ptd.storage import runtime
+
 __all__ = ["ENV_VAR", "MMAP_THRESHOLD", "TRIM_THRESHOLD", "tune_malloc"]
 
 #: the environment variable that leaves malloc alone (``PTD_MALLOC_TUNE=0``)
@@ -41,7 +43,7 @@ def tune_malloc() -> bool:
     _done = True
     if not sys.platform.startswith("linux"):
         return False
-    if os.environ.get(ENV_VAR, "1").strip().lower() in ("0", "false", "no", "off"):
+    if not runtime.enabled(ENV_VAR):
         return False
     if "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
         return False

@@ -36,7 +36,6 @@ id and starts empty, with a new lock (the parent's lock may have been held at th
 from __future__ import annotations
 
 import collections
-import os
 import re
 import threading
 from collections.abc import Hashable
@@ -45,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from ptd.errors import PtdValueError
+from ptd.storage import runtime
 
 __all__ = ["DEFAULT_BUDGET", "ENV_VAR", "ChunkCache", "cache_budget", "parse_budget"]
 
@@ -68,18 +68,6 @@ _UNITS = {
 }
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([a-z]*)\s*$")
 _OFF = frozenset({"off", "false", "no", "none"})
-
-#: this process's id, kept current by an at-fork hook (cheaper than os.getpid() per lookup)
-_PID = os.getpid()
-
-
-def _forked() -> None:
-    global _PID
-    _PID = os.getpid()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forked)
 
 
 def parse_budget(value: Any, what: str = "chunk_cache") -> int:
@@ -113,8 +101,8 @@ def cache_budget(option: Any) -> int:
     :data:`DEFAULT_BUDGET`."""
     if option is not None:
         return parse_budget(option)
-    env = os.environ.get(ENV_VAR)
-    if env is not None and env.strip():
+    env = runtime.setting(ENV_VAR)
+    if env:
         return parse_budget(env, f"the environment variable {ENV_VAR}")
     return DEFAULT_BUDGET
 
@@ -149,18 +137,20 @@ class ChunkCache:
         self._parts: dict[Hashable, _Part] = {}
         self._weights = 0
         self._nbytes = 0
-        self._pid = _PID
+        self._pid = runtime.pid()
         #: lookups that found / did not find their chunk (for benchmarks and tests)
         self.hits = 0
         self.misses = 0
 
     def _check_process(self) -> None:
-        if self._pid != _PID:  # a forked child: the parent's lock may be held, start afresh
+        if (
+            self._pid != runtime.pid()
+        ):  # a forked child: the parent's lock may be held, start afresh
             self._lock = threading.Lock()
             self._parts = {}
             self._weights = self._nbytes = 0
             self.hits = self.misses = 0
-            self._pid = _PID
+            self._pid = runtime.pid()
 
     @property
     def nbytes(self) -> int:

@@ -44,12 +44,12 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-import sys
-import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
+
+from ptd.storage import runtime
 
 __all__ = [
     "ENV_VAR",
@@ -67,7 +67,6 @@ __all__ = [
 
 #: the environment variable that turns the fast path off (``PTD_FAST_PATH=0``)
 ENV_VAR = "PTD_FAST_PATH"
-_OFF = frozenset({"0", "false", "no", "off"})
 #: copies out of a map of at least this many bytes are split across threads
 PARALLEL_COPY_BYTES = 16 << 20
 #: ... of at least this many bytes each, on at most this many threads
@@ -79,7 +78,7 @@ def fast_path_enabled(option: bool | None) -> bool:
     """``option`` when it is a bool, else what ``PTD_FAST_PATH`` says (on unless 0/false/no/off)."""
     if option is not None:
         return bool(option)
-    return os.environ.get(ENV_VAR, "1").strip().lower() not in _OFF
+    return runtime.enabled(ENV_VAR)
 
 
 def mappable_dtype(dt: np.dtype) -> bool:
@@ -106,8 +105,8 @@ class ArrayMaps(Protocol):
 def _threads_for(nbytes: int) -> int:
     if nbytes < PARALLEL_COPY_BYTES:
         return 1
-    torch = sys.modules.get("torch")  # respects torch.set_num_threads (1 in DataLoader workers)
-    n = torch.get_num_threads() if torch is not None else (os.cpu_count() or 1)
+    # the CPU pool's size (torch's thread count when torch is loaded: 1 in DataLoader workers)
+    n = runtime.decode_threads()
     return max(1, min(n, _MAX_THREADS, nbytes // _MIN_PART_BYTES))
 
 
@@ -177,12 +176,7 @@ def _copy_into(out: np.ndarray, view: np.ndarray) -> np.ndarray:
         return out
     step = -(-src.shape[0] // nthreads)
     parts = [(dst[i : i + step], src[i : i + step]) for i in range(0, src.shape[0], step)]
-    workers = [threading.Thread(target=np.copyto, args=p, daemon=True) for p in parts[1:]]
-    for w in workers:
-        w.start()
-    np.copyto(*parts[0])
-    for w in workers:
-        w.join()
+    runtime.run_parts(np.copyto, parts)  # numpy releases the GIL while it copies
     return out
 
 
@@ -271,17 +265,7 @@ def pread_selection(
     step = -(-len(flat) // nthreads)
     step = -(-step // mmap.PAGESIZE) * mmap.PAGESIZE
     parts = [(flat[i : i + step], offset + i) for i in range(0, len(flat), step)]
-    results = [False] * len(parts)
-
-    def run(k: int) -> None:
-        results[k] = _pread_into(fd, *parts[k])
-
-    workers = [threading.Thread(target=run, args=(k,), daemon=True) for k in range(1, len(parts))]
-    for w in workers:
-        w.start()
-    run(0)
-    for w in workers:
-        w.join()
+    results = runtime.run_parts(_pread_into, [(fd, *p) for p in parts])
     return out if all(results) else None
 
 

@@ -28,7 +28,6 @@ import json
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +37,7 @@ from zarr.storage import LocalStore, StorePath
 
 from ptd.errors import PtdTypeError
 from ptd.format.names import ZARR_JSON
+from ptd.storage import runtime
 from ptd.storage.api import Backend, Path, check_path
 from ptd.storage.meta import NewArray
 from ptd.storage.zarr import codec as zarr_codec
@@ -211,9 +211,7 @@ def _write_files(
                 with open(chunk, "wb") as f:
                     f.write(data)
 
-    with ThreadPoolExecutor(CONCURRENCY, thread_name_prefix="ptd-zarr-bulk") as pool:
-        for _ in pool.map(write, batches(jobs, CONCURRENCY)):
-            pass
+    runtime.io_map(write, batches(jobs, CONCURRENCY))
 
 
 async def _write_async(

@@ -10,7 +10,6 @@ and the consistency rules). In writable modes each read checks the chunk files i
 from __future__ import annotations
 
 import collections
-import itertools
 import mmap
 import os
 import threading
@@ -29,6 +28,7 @@ from ptd.storage.read.mapped import (
     release,
     view_of,
 )
+from ptd.storage.read.plan import chunk_pieces, normalize, out_shape, sort_first
 
 __all__ = ["ZARR_MAX_MAPS", "ZarrMaps"]
 
@@ -95,41 +95,6 @@ def _zarr_layout(arr: Any, root: str) -> _ZarrLayout | None:
         return None
 
 
-def _dim_plan(item: Any, size: int, c: int) -> list[tuple[int, Any, slice | None]]:
-    """How one selection entry over a dim of ``size`` cut in chunks of ``c`` splits by chunk:
-    ``(chunk index, the entry in chunk coordinates, the output range or None for an int)``."""
-    if isinstance(item, np.ndarray):
-        if item.min() < 0 or item.max() >= size:
-            raise IndexError(f"index out of range for a dimension of size {size}")
-        ks = item // c
-        cuts = np.flatnonzero(ks[1:] != ks[:-1]) + 1
-        bounds = [0, *cuts.tolist(), len(item)]
-        out: list[tuple[int, Any, slice | None]] = []
-        for a, b in itertools.pairwise(bounds):
-            k = int(ks[a])
-            out.append((k, item[a:b] - k * c, slice(a, b)))
-        return out
-    if isinstance(item, slice):
-        start, stop, step = item.indices(size)
-        out = []
-        pos = 0
-        for k in range(start // c, (stop - 1) // c + 1) if stop > start else ():
-            lo, hi = k * c, min(k * c + c, stop)
-            first = start if start >= lo else start + -(-(lo - start) // step) * step
-            if first >= hi:
-                continue
-            n = len(range(first, hi, step))
-            out.append((k, slice(first - lo, hi - lo, step), slice(pos, pos + n)))
-            pos += n
-        return out
-    i = int(item)
-    if i < 0:
-        i += size
-    if not 0 <= i < size:
-        raise IndexError(f"index {int(item)} is out of range for a dimension of size {size}")
-    return [(i // c, i % c, None)]
-
-
 class ZarrMaps:
     """Mapped chunk files of the uncompressed arrays of one local zarr store.
 
@@ -184,35 +149,26 @@ class ZarrMaps:
         if lay is None:
             return None
         shape = lay.shape
-        sel = tuple(selection) + tuple(slice(0, s, 1) for s in shape[len(selection) :])
-        out_shape = _out_shape(shape, sel)
-        if 0 in out_shape:
-            return np.empty(out_shape, lay.dtype)
-        for pos, item in enumerate(sel):
-            if (
-                isinstance(item, np.ndarray)
-                and shape[pos] > lay.chunks[pos]
-                and len(item) > 1
-                and not bool(np.all(item[1:] > item[:-1]))
-            ):  # several chunks: read the sorted unique rows, then put them in the asked order
-                u, inv = np.unique(item, return_inverse=True)
-                got = self.read(path, arr, sel[:pos] + (u,) + sel[pos + 1 :])
-                if got is None:
-                    return None
-                axis = sum(1 for s in sel[:pos] if isinstance(s, (slice, np.ndarray)))
-                return np.take(got, inv.reshape(-1), axis=axis)
-        plans = [_dim_plan(item, s, c) for item, s, c in zip(sel, shape, lay.chunks, strict=True)]
-        if all(len(p) == 1 for p in plans):  # one chunk: no output buffer to fill
-            coords = tuple(p[0][0] for p in plans)
-            chunk = self._chunk(lay, coords)
+        sel = normalize(selection, shape)
+        shape_out = out_shape(shape, sel)
+        if 0 in shape_out:
+            return np.empty(shape_out, lay.dtype)
+        order = sort_first(sel, shape, lay.chunks)
+        if order is not None:  # read the sorted unique rows, then put them in the asked order
+            pos, rows, inverse, axis = order
+            got = self.read(path, arr, (*sel[:pos], rows, *sel[pos + 1 :]))
+            return None if got is None else np.take(got, inverse, axis=axis)
+        pieces = chunk_pieces(sel, shape, lay.chunks)
+        if len(pieces) == 1:  # one chunk: no output buffer to fill
+            combo = pieces[0]
+            chunk = self._chunk(lay, tuple(p[0] for p in combo))
             if chunk is False:
                 return None
-            local = tuple(p[0][1] for p in plans)
             if chunk is None:
-                return np.full(out_shape, lay.fill, dtype=lay.dtype)
-            return read_selection(chunk, local).astype(lay.dtype, copy=False)
-        out = np.empty(out_shape, lay.dtype)
-        for combo in itertools.product(*plans):
+                return np.full(shape_out, lay.fill, dtype=lay.dtype)
+            return read_selection(chunk, tuple(p[1] for p in combo)).astype(lay.dtype, copy=False)
+        out = np.empty(shape_out, lay.dtype)
+        for combo in pieces:
             chunk = self._chunk(lay, tuple(p[0] for p in combo))
             if chunk is False:
                 return None
@@ -293,13 +249,3 @@ class ZarrMaps:
             self._chunks.clear()
             self._pending = []
         close_maps(maps)
-
-
-def _out_shape(shape: Sequence[int], sel: Sequence[Any]) -> tuple[int, ...]:
-    out = []
-    for item, s in zip(sel, shape, strict=True):
-        if isinstance(item, np.ndarray):
-            out.append(int(item.shape[0]))
-        elif isinstance(item, slice):
-            out.append(len(range(*item.indices(s))))
-    return tuple(out)

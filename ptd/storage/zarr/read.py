@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 from zarr.codecs import BytesCodec
 from zarr.storage import LocalStore
 
+from ptd.storage import runtime
 from ptd.storage.api import Path
 from ptd.storage.zarr.private import ArrayV3Metadata, sync
 
@@ -112,12 +112,11 @@ def read_many(be: Any, paths: Sequence[Path]) -> list[np.ndarray]:
                     done.append((i, None))
             return done
 
-        with ThreadPoolExecutor(CONCURRENCY, thread_name_prefix="ptd-zarr-read") as pool:
-            for done in pool.map(some, batches(raw, CONCURRENCY)):
-                for i, value in done:
-                    if value is None:
-                        rest.append(i)
-                    out[i] = value
+        for done in runtime.io_map(some, batches(raw, CONCURRENCY)):
+            for i, value in done:
+                if value is None:
+                    rest.append(i)
+                out[i] = value
     if rest:
         values = _read_async([arrays[i] for i in rest])
         for i, value in zip(rest, values, strict=True):

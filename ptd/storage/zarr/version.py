@@ -18,13 +18,13 @@ unless ``PTD_UNTESTED_ZARR=1`` asks to try anyway (then it warns once).
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import zarr
 from packaging.version import Version
 
 from ptd.errors import UntestedDependencyError
+from ptd.storage import runtime
 
 __all__ = ["TESTED_ZARR", "UNTESTED_ENV", "check_version", "tested"]
 
@@ -52,7 +52,7 @@ def check_version(version: str = zarr.__version__) -> None:
         f"zarr {version} is installed, but this ptd was tested with zarr >={low},<{high}: "
         "it uses parts of zarr's private API (zarr.core), which may differ in another release"
     )
-    if os.environ.get(UNTESTED_ENV) == "1":
+    if runtime.setting(UNTESTED_ENV) == "1":
         warnings.warn(f"{said}; trying anyway ({UNTESTED_ENV}=1)", RuntimeWarning, stacklevel=2)
         return
     raise UntestedDependencyError(
