@@ -475,7 +475,7 @@ class _Ptd:
     def rows(self, idx: np.ndarray) -> Any:
         import torch
 
-        from ptd.storage.read.decoded import set_decode_threads
+        from ptd.storage.runtime import set_decode_threads
 
         set_decode_threads(self.threads)
         try:

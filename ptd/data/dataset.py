@@ -38,6 +38,7 @@ torch.Size([64]) torch.Size([64, 4]) 1000
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from collections.abc import Sequence
@@ -55,6 +56,7 @@ from ptd.data.geometry import GROUP_BYTES, LeafGeometry, group_rows, store_leave
 from ptd.data.rows import select_rows, where_of
 from ptd.data.transport import as_numpy, assemble, put, worker_ring
 from ptd.errors import PtdIndexError, PtdTypeError, PtdValueError
+from ptd.ops.dtypes import dtype_from_str
 from ptd.storage import runtime
 from ptd.storage.location import StoreLocation
 from ptd.storage.registry import detect
@@ -194,7 +196,7 @@ class StoreDataset(Dataset[Any]):
         self._cache_rows = int(cache_rows) if cache_rows is not None else 2 * (self.group_rows or 0)
         self._blocks: dict[int, _Blocks] = {}
         #: blocks being read ahead: (block rows, block) -> the read
-        self._ahead: dict[tuple[int, int], Future[dict[tuple[str, ...], torch.Tensor]]] = {}
+        self._ahead: dict[tuple[int, int], tuple[int, Future[None]]] = {}
         self._reader: ThreadPoolExecutor | None = None
         #: chunk-group blocks put in the buffers so far in this process, per leaf (a measure of
         #: decode work), read when a batch needed them or taken from a read ahead
@@ -294,14 +296,16 @@ class StoreDataset(Dataset[Any]):
             idx = np.where(idx < 0, idx + self._len, idx)
         td = self.td
         direct: Any = None
-        data: dict[str, Any] = {}
         where: dict[int, np.ndarray | None] = {}  # block rows -> the rows' buffer positions
         use_blocks = self._cache_rows > 0 and bool(self.group_rows) and len(idx) > 0
         ahead = getattr(indices, "ahead", ())
         if ahead and use_blocks and self.read_ahead:
             self._read_ahead(td, ahead)
+        # each leaf's rows: taken from the blocks (a buffer and the rows' positions in it) or
+        # read directly (a tensor)
+        taken: list[tuple[LeafGeometry, np.ndarray, np.ndarray, torch.dtype]] = []
+        values: dict[tuple[str, ...], torch.Tensor] = {}
         for leaf in self.leaves:
-            value: Any = None
             if leaf.blocked and use_blocks:
                 rows = self._block_rows(leaf)
                 if rows not in where:
@@ -309,14 +313,51 @@ class StoreDataset(Dataset[Any]):
                 pos = where[rows]
                 if pos is not None:
                     table = self._blocks[rows]
-                    buf = table.bufs[leaf.key]
-                    value = _as_tensor(buf.take(pos, axis=0), table.dtypes[leaf.key])
-            if value is None:
-                if direct is None:
-                    direct = td[torch.from_numpy(idx)]
-                value = direct.get(leaf.key)
-            put(data, leaf.key, value)
+                    taken.append((leaf, table.bufs[leaf.key], pos, table.dtypes[leaf.key]))
+                    continue
+            if direct is None:
+                direct = td[torch.from_numpy(idx)]
+            values[leaf.key] = direct.get(leaf.key)
+        out = self._into_slot(taken, values, len(idx))
+        if out is None:  # the batch in new memory: each taken leaf in one take
+            out = {leaf.key: _as_tensor(buf.take(pos, axis=0), dt) for leaf, buf, pos, dt in taken}
+            out.update(values)
+        data: dict[str, Any] = {}
+        for leaf in self.leaves:
+            put(data, leaf.key, out[leaf.key])
         return assemble(data, torch.Size([len(idx)]))
+
+    def _into_slot(
+        self,
+        taken: list[tuple[LeafGeometry, np.ndarray, np.ndarray, torch.dtype]],
+        values: dict[tuple[str, ...], torch.Tensor],
+        n: int,
+    ) -> dict[tuple[str, ...], torch.Tensor] | None:
+        """In a DataLoader worker: the batch built in a slot of the worker's ring
+        (:mod:`ptd.data.transport`), the taken leaves gathered straight into it
+        (``np.take(..., out=)``), so that :func:`collate` sends it without copying it again;
+        None elsewhere (or when the ring has no slot for it)."""
+        if not taken or get_worker_info() is None:
+            return None
+        ring = worker_ring()
+        specs: list[tuple[tuple[str, ...], tuple[int, ...], np.dtype]] = [
+            (leaf.key, (n, *buf.shape[1:]), buf.dtype) for leaf, buf, _pos, _dt in taken
+        ]
+        for key, t in values.items():
+            specs.append((key, tuple(t.shape), as_numpy(t).dtype))
+        arrays = ring.lease(specs)
+        if arrays is None:
+            return None
+        out: dict[tuple[str, ...], torch.Tensor] = {}
+        for leaf, buf, pos, dt in taken:
+            dst = arrays[leaf.key]
+            np.take(buf, pos, axis=0, out=dst, mode="clip")  # (positions are in range)
+            out[leaf.key] = _as_tensor(dst, dt)
+        for key, t in values.items():
+            dst = arrays[key]
+            np.copyto(dst, as_numpy(t))
+            out[key] = _as_tensor(dst, t.dtype)
+        return out
 
     def _block_rows(self, leaf: LeafGeometry) -> int:
         g = self.group_rows or 1
@@ -325,38 +366,65 @@ class StoreDataset(Dataset[Any]):
 
     def _table(self, rows: int) -> _Blocks:
         """The block table of the blocked leaves read ``rows`` rows at a time (made, or made
-        larger, to hold the sampler's window)."""
+        larger, to hold the sampler's window and the reads ahead)."""
         table = self._blocks.get(rows)
-        slots = max(2, -(-self._cache_rows // rows) + 1)
+        slots = max(2, -(-self._cache_rows // rows) + 1) + (_MAX_PENDING if self.read_ahead else 0)
         if table is None or table.slots < slots:
+            self._settle_ahead(rows)  # reads into the old table's slots: done before it goes
             leaves = [g for g in self.leaves if g.blocked and self._block_rows(g) == rows]
-            table = self._blocks[rows] = _Blocks(slots, rows, -(-self._len // rows), leaves)
+            table = self._blocks[rows] = _Blocks(
+                slots, rows, -(-self._len // rows), leaves, self._leaf_specs(leaves)
+            )
         return table
+
+    def _leaf_specs(
+        self, leaves: list[LeafGeometry]
+    ) -> dict[tuple[str, ...], tuple[tuple[int, ...], np.dtype, torch.dtype, bool]]:
+        """Per leaf: the rows' trailing shape, the buffer's numpy dtype, the torch dtype, and
+        whether the store's bytes are the buffer's (then a block is decoded straight into
+        the buffer; else it is read as a tensor and copied in)."""
+        td = self.td
+        out = {}
+        for g in leaves:
+            meta = td._tree.meta(td._path + g.key)
+            tdtype = dtype_from_str(meta.torch_dtype)
+            npdt = as_numpy(torch.empty(0, dtype=tdtype)).dtype
+            out[g.key] = (tuple(meta.shape[1:]), npdt, tdtype, npdt == meta.dtype)
+        return out
 
     def _positions(self, td: PersistentTensorDict, rows: int, idx: np.ndarray) -> np.ndarray | None:
         """Where the rows ``idx`` sit in the buffers of the blocked leaves read in blocks of
         ``rows`` rows (one table for all of them: they are read block by block together),
-        reading the blocks that are not there (least recently used evicted; a block read
-        ahead is taken from its read). None when the batch spans more blocks than the buffers
-        hold."""
+        reading the blocks that are not there into the least recently used slots (a block
+        read ahead is there once its read ends). None when the batch spans more blocks than
+        the buffers hold."""
         table = self._table(rows)
         blocks = idx // rows
         slot = table.slot_of[blocks]
         missing = slot < 0
         if missing.any():
             new = np.unique(blocks[missing])
-            if len(np.unique(blocks)) > table.slots:
+            if len(np.unique(blocks)) > table.slots - int(table.busy.sum()):
                 return None
             table.touch(slot[~missing])
             for b in new.tolist():
-                read = self._ahead.pop((rows, int(b)), None)
-                self.blocks_read += len(table.leaves)
-                if read is not None:
-                    values = read.result()
+                pending = self._ahead.pop((rows, int(b)), None)
+                if pending is not None:
+                    into, read = pending
+                    try:
+                        read.result()
+                    except BaseException:
+                        table.release(into)
+                        raise
                     self.blocks_read_ahead += len(table.leaves)
                 else:
-                    values = self._read_block(td, table.leaves, rows, int(b))
-                table.load(int(b), values)
+                    claimed = table.claim()
+                    if claimed is None:  # every slot busy or in this batch: read directly
+                        return None
+                    into = claimed
+                    self._read_block(td, table, into, int(b))
+                self.blocks_read += len(table.leaves)
+                table.ready(int(b), into)
             slot = table.slot_of[blocks]
         else:
             table.touch(slot)
@@ -365,7 +433,7 @@ class StoreDataset(Dataset[Any]):
     def _read_ahead(self, td: PersistentTensorDict, ahead: Sequence[tuple[int, int]]) -> None:
         """Start reading, on this dataset's reader thread, the blocks that hold the rows
         ``[start, stop)`` of each range in ``ahead`` and are neither held nor being read (see
-        :class:`~ptd.data.sampler.BatchIndices`)."""
+        :class:`~ptd.data.sampler.BatchIndices`), each into a slot of its own."""
         for rows in {self._block_rows(g) for g in self.leaves if g.blocked}:
             table = self._table(rows)
             for start, stop in ahead:
@@ -375,18 +443,43 @@ class StoreDataset(Dataset[Any]):
                         continue
                     while len(self._ahead) >= _MAX_PENDING:  # a consumer that skips its hints
                         key = next(iter(self._ahead))
-                        self._ahead.pop(key).cancel()  # unused: dropped (read or not)
+                        self._drop_ahead(key)  # unused: dropped (read or not)
+                    into = table.claim()
+                    if into is None:  # no slot to spare: the batch that needs it reads it
+                        return
                     if self._reader is None:
                         self._reader = runtime.serial_worker("read-ahead")
-                    self._ahead[rows, b] = self._reader.submit(
-                        self._read_block, td, table.leaves, rows, b
+                    self._ahead[rows, b] = (
+                        into,
+                        self._reader.submit(self._read_block, td, table, into, b),
                     )
 
-    def _read_block(
-        self, td: PersistentTensorDict, leaves: list[LeafGeometry], rows: int, b: int
-    ) -> dict[tuple[str, ...], torch.Tensor]:
-        sub = td[b * rows : min(self._len, (b + 1) * rows)]
-        return {g.key: sub.get(g.key) for g in leaves}
+    def _drop_ahead(self, key: tuple[int, int]) -> None:
+        """Forget a read ahead; its slot is free again once the read has ended."""
+        into, read = self._ahead.pop(key)
+        if not read.cancel():
+            with contextlib.suppress(Exception):  # an unused block's error is nobody's
+                read.result()
+        self._blocks[key[0]].release(into)
+
+    def _settle_ahead(self, rows: int) -> None:
+        for key in [k for k in self._ahead if k[0] == rows]:
+            self._drop_ahead(key)
+
+    def _read_block(self, td: PersistentTensorDict, table: _Blocks, into: int, b: int) -> None:
+        """Read block ``b`` of every leaf of ``table`` into the slot ``into``: decoded straight
+        into the buffer where the store's bytes are the buffer's (one copy of each decoded
+        byte), else read as a tensor and copied in."""
+        lo, hi = b * table.rows, min(self._len, (b + 1) * table.rows)
+        sub = None
+        for g in table.leaves:
+            region = table.bufs[g.key][into * table.rows : into * table.rows + (hi - lo)]
+            if table.direct[g.key]:
+                td._backend.read(td._path + g.key, (slice(lo, hi),), out=region)
+                continue
+            if sub is None:
+                sub = td[lo:hi]
+            region[...] = as_numpy(sub.get(g.key))
 
 
 #: reads ahead under way at most (per dataset): a consumer that skips its hints drops the oldest
@@ -395,42 +488,61 @@ _MAX_PENDING = 4
 
 class _Blocks:
     """The decoded blocks of the leaves read ``rows`` rows at a time: ``slots`` blocks of each
-    leaf in one buffer per leaf, the same slot for a block in every leaf's buffer; the least
-    recently used block is evicted first."""
+    leaf in one buffer per leaf, the same slot for a block in every leaf's buffer; a block is
+    read into a slot claimed for it (the least recently used one that is not being read into
+    nor used by the current batch)."""
 
-    def __init__(self, slots: int, rows: int, nblocks: int, leaves: list[LeafGeometry]) -> None:
+    def __init__(
+        self,
+        slots: int,
+        rows: int,
+        nblocks: int,
+        leaves: list[LeafGeometry],
+        specs: dict[tuple[str, ...], tuple[tuple[int, ...], np.dtype, torch.dtype, bool]],
+    ) -> None:
         self.slots, self.rows, self.leaves = slots, rows, leaves
         self.slot_of = np.full(nblocks, -1, dtype=np.int64)  # block -> slot, -1: not held
         self.block_in = np.full(slots, -1, dtype=np.int64)  # slot -> block
         self.stamp = np.full(slots, -1, dtype=np.int64)  # slot -> last use (-1: free)
+        self.busy = np.zeros(slots, dtype=bool)  # slot -> a read into it is under way
         self.tick = 0
-        self.bufs: dict[tuple[str, ...], np.ndarray] = {}
-        self.dtypes: dict[tuple[str, ...], torch.dtype] = {}
+        self.bufs = {
+            key: np.empty((slots * rows, *shape), dtype=npdt)
+            for key, (shape, npdt, _t, _d) in specs.items()
+        }
+        self.dtypes = {key: tdt for key, (_s, _n, tdt, _d) in specs.items()}
+        self.direct = {key: direct for key, (_s, _n, _t, direct) in specs.items()}
 
     def touch(self, slots: np.ndarray) -> None:
         self.tick += 1
         self.stamp[slots] = self.tick
 
-    def load(self, block: int, values: dict[tuple[str, ...], torch.Tensor]) -> None:
-        """Put ``block`` (each leaf's rows) into a free slot, or the least recently used one
-        that the current batch has not touched."""
-        slot = int(np.argmin(self.stamp))
-        assert self.stamp[slot] < self.tick  # the batch has at most `slots` blocks
+    def claim(self) -> int | None:
+        """A slot to read a block into: free, or the least recently used one that no read is
+        under way into and the current batch has not touched (its old block is forgotten);
+        None when every slot is taken."""
+        taken = self.busy | (self.stamp >= self.tick)
+        if taken.all():
+            return None
+        slot = int(np.argmin(np.where(taken, np.iinfo(np.int64).max, self.stamp)))
         old = int(self.block_in[slot])
         if old >= 0:
             self.slot_of[old] = -1
-        for key, t in values.items():
-            arr = as_numpy(t)
-            buf = self.bufs.get(key)
-            if buf is None:
-                buf = self.bufs[key] = np.empty(
-                    (self.slots * self.rows,) + arr.shape[1:], dtype=arr.dtype
-                )
-                self.dtypes[key] = t.dtype
-            buf[slot * self.rows : slot * self.rows + arr.shape[0]] = arr
+        self.block_in[slot] = -1
+        self.busy[slot] = True
+        return slot
+
+    def ready(self, block: int, slot: int) -> None:
+        """The read of ``block`` into ``slot`` has ended: serve it from there."""
+        self.busy[slot] = False
         self.slot_of[block] = slot
         self.block_in[slot] = block
         self.stamp[slot] = self.tick
+
+    def release(self, slot: int) -> None:
+        """A claimed slot that will not be used (a dropped read ahead)."""
+        self.busy[slot] = False
+        self.stamp[slot] = -1
 
 
 def _as_tensor(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:

@@ -74,6 +74,46 @@ class Ring:
         self.token = uuid.uuid4().hex
         self.slots: list[_Slot] = []
         self.pid = os.getpid()
+        #: the slot a batch is being built in (:meth:`lease`) and each leaf's place in it,
+        #: until :meth:`pack` sends it
+        self._leased: tuple[_Slot, dict[tuple[str, ...], tuple[int, int]]] | None = None
+        #: False once a leased batch left without :meth:`pack` (a collate_fn of the user's):
+        #: its slot may be in use in another process, so batches are built in new memory
+        self.leases = True
+
+    def lease(
+        self, specs: list[tuple[tuple[str, ...], tuple[int, ...], np.dtype]]
+    ) -> dict[tuple[str, ...], np.ndarray] | None:
+        """Arrays in a free slot, one per ``(key, shape, dtype)``, for a batch to be built in
+        place (the dataset gathers its rows straight into them) and sent by :meth:`pack`
+        without another copy; None when no slot is free (or leases are off, see
+        :attr:`leases`)."""
+        if self._leased is not None:
+            # the last leased batch was never packed: it left through torch's own transfer,
+            # which shares the slot's memory itself; never reuse that slot, nor lease again
+            slot, _ = self._leased
+            self._leased = None
+            self.slots = [s for s in self.slots if s is not slot]
+            self.leases = False
+        if not self.leases:
+            return None
+        sizes = [
+            -(-(math.prod(shape) * np.dtype(dt).itemsize) // 64) * 64 for _, shape, dt in specs
+        ]
+        free = self._free(max(64, sum(sizes)))
+        if free is None:
+            return None
+        free.flag[0] = 1  # taken until the receiver has copied the batch out
+        arrays: dict[tuple[str, ...], np.ndarray] = {}
+        places: dict[tuple[str, ...], tuple[int, int]] = {}
+        off = _HEADER
+        for (key, shape, dt), size in zip(specs, sizes, strict=True):
+            n = math.prod(shape) * np.dtype(dt).itemsize
+            arrays[key] = free.bytes[off : off + n].view(dt).reshape(shape)
+            places[key] = (off, n)
+            off += size
+        self._leased = (free, places)
+        return arrays
 
     def free_slots(self) -> int:
         """Slots the receiver has released (or never got)."""
@@ -87,6 +127,10 @@ class Ring:
         others: list[tuple[tuple[str, ...], Any]] = []
         for key, value in leaves(td):
             (tensors if isinstance(value, torch.Tensor) else others).append((key, value))
+        if self._leased is not None:
+            built = self._built_in_place(tensors, others, td)
+            if built is not None:
+                return built
         sizes = [-(-t.nbytes // 64) * 64 for _, t in tensors]
         need = max(64, sum(sizes))
         slot = self._free(need)
@@ -103,6 +147,36 @@ class Ring:
             off += size
         slot.flag[0] = 1
         return _SlotRef(self, slot, layout, others, list(td.batch_size), off)
+
+    def _built_in_place(
+        self,
+        tensors: list[tuple[tuple[str, ...], torch.Tensor]],
+        others: list[tuple[tuple[str, ...], Any]],
+        td: TensorDictBase,
+    ) -> _SlotRef | None:
+        """The leased slot sent as it is, when every tensor of the batch is the one built in
+        it (else the lease is given back and the batch is copied into a slot as usual)."""
+        assert self._leased is not None
+        slot, places = self._leased
+        self._leased = None
+        base = slot.bytes.ctypes.data
+        layout: list[LeafLayout] = []
+        end = _HEADER
+        for key, t in tensors:
+            place = places.get(key)
+            if (
+                place is None
+                or t.nbytes != place[1]
+                or (t.nbytes and t.data_ptr() != base + place[0])
+            ):
+                slot.flag[0] = 0
+                return None
+            layout.append((key, t.dtype, tuple(t.shape), place[0]))
+            end = max(end, place[0] + place[1])
+        if len(layout) != len(places):
+            slot.flag[0] = 0
+            return None
+        return _SlotRef(self, slot, layout, others, list(td.batch_size), -(-end // 64) * 64)
 
     def _free(self, need: int) -> _Slot | None:
         for s in self.slots:

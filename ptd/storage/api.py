@@ -2,7 +2,7 @@
 
 A :class:`Backend` is one open store (an HDF5 file or a Zarr v3 group hierarchy). Paths are
 tuples of str, one component per level, relative to the backend's root group; ``()`` is the root.
-Everything above ``ptd/storage/backends/`` is written against this interface alone and never
+Everything above ``ptd/storage/`` is written against this interface alone and never
 imports h5py or zarr.
 
 ``Backend`` also holds what both implementations share, so that each keeps only what its format
@@ -638,20 +638,43 @@ class Backend(ABC):
         """Merge ``attrs`` into the node's attributes."""
 
     # --- data --------------------------------------------------------------------------------
-    def read(self, path: Path, selection: Selection = ()) -> np.ndarray:
-        """Read a numeric array (or a part of it) into a new numpy array of the stored dtype.
+    def read(
+        self,
+        path: Path,
+        selection: Selection = (),
+        *,
+        out: np.ndarray | None = None,
+        library: bool = False,
+    ) -> np.ndarray:
+        """Read a numeric array (or a part of it) into a new numpy array of the stored dtype,
+        or into ``out`` (of the selected shape and the stored dtype), which is returned: the
+        chunk reader decodes straight into it, so that a caller's buffer (a dataset's block)
+        gets each decoded byte in one copy.
+
+        The engines are tried in turn: the fast path's memory maps, ptd's chunk reader, the
+        store library. ``library=True`` goes to the library at once, for a caller that asked
+        :meth:`read_direct` already (its None says neither engine serves the array).
 
         Every job reads through here, a slab or a chunk at a time: a requested cancellation
         (:mod:`ptd.storage.cancel`) stops it at this safe point."""
         cancel.check()
         handle = self._array_handle(path)
         try:
-            if not selection and self._small_whole_read(handle):
-                return self._read(handle, selection)  # one small read: the library's own
-            out = self._read_mapped(path, handle, selection)
-            if out is None and self._chunked is not None:
-                out = self._chunked.read(path, handle, selection)
-            return out if out is not None else self._read(handle, selection)
+            got: np.ndarray | None = None
+            if library or (not selection and self._small_whole_read(handle)):
+                got = self._read(handle, selection)  # the library's own
+            else:
+                got = self._read_mapped(path, handle, selection)
+                if got is None and self._chunked is not None:
+                    got = self._chunked.read(path, handle, selection, out)
+                    if got is not None:
+                        return got
+                if got is None:
+                    got = self._read(handle, selection)
+            if out is None:
+                return got
+            out[...] = got
+            return out
         except self._DATA_ERRORS as err:
             raise self._read_error(path, selection, err) from None
 

@@ -269,8 +269,15 @@ class SubtreeBackend(Backend):
     def set_attrs(self, path: Path, attrs: Mapping[str, Any]) -> None:
         self._inner.set_attrs(self._full(path), attrs)
 
-    def read(self, path: Path, selection: Selection = ()) -> np.ndarray:
-        return self._inner.read(self._full(path), selection)
+    def read(
+        self,
+        path: Path,
+        selection: Selection = (),
+        *,
+        out: np.ndarray | None = None,
+        library: bool = False,
+    ) -> np.ndarray:
+        return self._inner.read(self._full(path), selection, out=out, library=library)
 
     def read_direct(self, path: Path, selection: Selection) -> np.ndarray | None:
         return self._inner.read_direct(self._full(path), selection)

@@ -99,10 +99,12 @@ def _read_leaf(
             feat = tuple(meta.shape[ix.stored_ndim(entries) :])
             return torch.empty(vshape + feat, dtype=dtype, device=td._device)
         direct = ix.direct_selection(entries)
+        asked = direct is not None
         arr = be.read_direct(path, direct) if direct is not None else None
         if arr is None:  # sorted, de-duplicated read, then re-ordered
+            # (a None from read_direct says no engine of ptd's serves this array: the library)
             plan = ix.plan_read(entries, _row_nbytes(meta))
-            arr = ix.apply_post(be.read(path, plan.selection), plan.post)
+            arr = ix.apply_post(be.read(path, plan.selection, library=asked), plan.post)
     t = from_storage(arr, meta.attrs, dtype)
     return t if td._device is None else t.to(td._device)
 

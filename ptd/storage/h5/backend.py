@@ -16,8 +16,8 @@ dataset attributes that are dicts are stored as JSON object text and decoded on 
 
 The codec of those values is :mod:`~ptd.storage.h5.codec`; opening files (local or at
 a URL) is :mod:`~ptd.storage.h5.opening`; contiguous datasets are read from memory maps by
-:mod:`~ptd.storage.h5.maps`. h5py is imported only by the ``h5*`` modules of the
-backends (and ``fast_path_h5``).
+:mod:`~ptd.storage.h5.maps`. h5py is imported only by the modules of this package,
+``ptd/storage/h5/``.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ class H5Backend(Backend):
         super().__init__(
             location,
             writable=root.file.mode == "r+" and not read_only,
-            # the fast path: contiguous datasets read from a memory map (fast_path_h5.py)
+            # the fast path: contiguous datasets read from a memory map (h5/maps.py)
             maps=H5Maps.create(root.file, fast_path),
         )
         self._root = root
@@ -141,7 +141,7 @@ class H5Backend(Backend):
         self._locking = locking
         self._fast_path = fast_path
         self._chunk_cache = chunk_cache
-        # chunked datasets decoded in parallel through a chunk cache (h5_chunks.py), mode "r"
+        # chunked datasets decoded in parallel through a chunk cache (h5/decode.py), mode "r"
         self._chunked = H5Chunks.create(root.file, chunk_cache)
         #: a remote file's fsspec file object, closed after h5py's file
         self._fileobj = fileobj
@@ -166,7 +166,7 @@ class H5Backend(Backend):
         A user's file or group is used as the root (``mode`` is then ignored) and is not closed
         by :meth:`close`. ``locking`` goes to ``h5py.File``. ``fast_path``: read contiguous
         datasets from a memory map (None: on unless ``PTD_FAST_PATH=0``; see ``fast_path``).
-        ``chunk_cache``: the chunk cache's budget (see ``chunk_cache.py``). A URL
+        ``chunk_cache``: the chunk cache's budget (see ``read/cache.py``). A URL
         (``s3://...``, with ``storage_options``) is opened read-only. ``userblock_size``:
         the bytes a new file reserves at its start for another program's header.
         """
@@ -502,7 +502,7 @@ class H5Backend(Backend):
             opts["chunks"] = tuple(chunks)
         self._create_dataset(parent, name, path, shape, np.dtype(dtype), data, opts, attrs)
 
-    # many small datasets created or read at once (h5_bulk.py)
+    # many small datasets created or read at once (h5/bulk.py)
     create_arrays, read_many = h5_bulk.create, h5_bulk.read_many
 
     def _create_dataset(
@@ -625,7 +625,7 @@ class H5Backend(Backend):
             return ReadOnlyError(f"cannot write key {key!r}: {self._location} is read-only")
         return super()._write_error(key, err)
 
-    # string arrays kept as their kind (h5_codec.py)
+    # string arrays kept as their kind (h5/codec.py)
     string_type, read_strings = h5_codec.string_type_of, h5_codec.read_strings_of
     create_strings = h5_codec.create_strings
 

@@ -30,6 +30,7 @@ import numpy as np
 from ptd.storage.read.cache import ChunkCache, cache_budget
 from ptd.storage.read.decoded import ChunkedArray, read_chunked
 from ptd.storage.read.mapped import mappable_dtype
+from ptd.storage.read.shuffled import ShuffledChunk
 
 __all__ = ["H5Chunks", "fletcher32_ok", "unshuffle"]
 
@@ -227,9 +228,12 @@ class H5Chunks:
             return None
         return cls(file, ChunkCache(budget) if budget > 0 else None)
 
-    def read(self, path: Any, handle: Any, selection: Any) -> np.ndarray | None:
+    def read(
+        self, path: Any, handle: Any, selection: Any, out: np.ndarray | None = None
+    ) -> np.ndarray | None:
         """``ds[selection]`` for the dataset ``handle.ds`` (the backend's entry), the index
-        array possibly unsorted with repeats, or None when h5py must read it."""
+        array possibly unsorted with repeats (into ``out`` when given), or None when h5py
+        must read it."""
         ds = handle.ds
         hit = self._arrays.get(path)
         if hit is None or hit[0] is not ds:
@@ -238,7 +242,7 @@ class H5Chunks:
         arr = hit[1]
         if arr is None:
             return None
-        return read_chunked(arr, selection, self.cache)
+        return read_chunked(arr, selection, self.cache, out)
 
     def _describe(self, ds: Any) -> ChunkedArray | None:
         dsid = ds.id
@@ -259,11 +263,20 @@ class H5Chunks:
         steps = _pipeline(dsid, nbytes)
         if steps is None:
             return None
+        # a shuffle undone last (the usual shuffle + deflate) is undone while the rows are
+        # copied out (read/shuffled.py), not by a copy of every chunk first
+        shuffle_at: int | None = None
+        if steps and dt.itemsize > 1:
+            i, _fn = steps[-1]
+            code, _flags, values, _name = dcpl.get_filter(i)
+            if code == _SHUFFLE and tuple(values)[:1] in ((), (dt.itemsize,)):
+                shuffle_at = i
+                steps = steps[:-1]
         fd = self._descriptor()
         infos: dict[tuple[int, ...], Any] = {}
         limit = 2 * nbytes + (1 << 16)  # more stored bytes than this: h5py's business
 
-        def fetch(coords: tuple[int, ...]) -> np.ndarray:
+        def fetch(coords: tuple[int, ...]) -> np.ndarray | ShuffledChunk:
             offset = tuple(k * c for k, c in zip(coords, chunks, strict=True))
             info = infos.get(coords)
             if info is None:
@@ -286,6 +299,8 @@ class H5Chunks:
                 return self._by_h5py(ds, offset, chunks, dt)
             if len(raw) != nbytes:  # not what the filters should give: h5py says what is wrong
                 return self._by_h5py(ds, offset, chunks, dt)
+            if shuffle_at is not None and not mask & (1 << shuffle_at):
+                return ShuffledChunk(np.frombuffer(raw, np.uint8, nbytes), chunks, dt)
             return np.frombuffer(raw, dt, count).reshape(chunks)
 
         return ChunkedArray(next(_keys), tuple(shape), chunks, dt, fetch)

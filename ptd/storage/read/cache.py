@@ -45,8 +45,12 @@ import numpy as np
 
 from ptd.errors import PtdValueError
 from ptd.storage import runtime
+from ptd.storage.read.shuffled import ShuffledChunk
 
-__all__ = ["DEFAULT_BUDGET", "ENV_VAR", "ChunkCache", "cache_budget", "parse_budget"]
+__all__ = ["DEFAULT_BUDGET", "ENV_VAR", "Chunk", "ChunkCache", "cache_budget", "parse_budget"]
+
+#: a decoded chunk as the cache keeps it: an array, or bytes still in shuffle order
+Chunk = np.ndarray | ShuffledChunk
 
 #: the environment variable giving the budget when ``chunk_cache=None`` (``"0"`` turns it off)
 ENV_VAR = "PTD_CHUNK_CACHE"
@@ -113,7 +117,7 @@ class _Part:
     __slots__ = ("items", "nbytes", "weight")
 
     def __init__(self, weight: int) -> None:
-        self.items: collections.OrderedDict[Hashable, np.ndarray] = collections.OrderedDict()
+        self.items: collections.OrderedDict[Hashable, Chunk] = collections.OrderedDict()
         self.nbytes = 0
         #: the array's decoded size: its share of the budget is in proportion
         self.weight = weight
@@ -160,7 +164,7 @@ class ChunkCache:
     def __len__(self) -> int:
         return sum(len(p.items) for p in self._parts.values())
 
-    def get(self, array: Hashable, coords: Hashable) -> np.ndarray | None:
+    def get(self, array: Hashable, coords: Hashable) -> Chunk | None:
         """The chunk stored for ``array`` at ``coords`` (now its most recently used), or None."""
         self._check_process()
         with self._lock:
@@ -173,7 +177,7 @@ class ChunkCache:
             self.hits += 1
             return arr
 
-    def put(self, array: Hashable, coords: Hashable, arr: np.ndarray, size: int) -> None:
+    def put(self, array: Hashable, coords: Hashable, arr: Chunk, size: int) -> None:
         """Keep ``arr`` for ``array`` (of ``size`` decoded bytes in all) at ``coords``,
         evicting that array's least recently used chunks to keep it within its share."""
         self._check_process()

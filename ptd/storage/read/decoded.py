@@ -38,6 +38,7 @@ import numpy as np
 
 from ptd.storage.read.cache import ChunkCache
 from ptd.storage.read.plan import chunk_pieces, normalize, out_shape, sort_first, take_local
+from ptd.storage.read.shuffled import ShuffledChunk, copy_rows
 from ptd.storage.runtime import decode_threads, run_parts, set_decode_threads
 
 __all__ = [
@@ -65,38 +66,51 @@ class ChunkedArray:
     shape: tuple[int, ...]
     chunks: tuple[int, ...]
     dtype: np.dtype
-    fetch: Callable[[tuple[int, ...]], np.ndarray | None]
+    fetch: Callable[[tuple[int, ...]], np.ndarray | ShuffledChunk | None]
     fill: Any = 0
 
 
 def read_chunked(
-    arr: ChunkedArray, selection: Sequence[Any], cache: ChunkCache | None
+    arr: ChunkedArray,
+    selection: Sequence[Any],
+    cache: ChunkCache | None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``arr[selection]`` with h5py's (orthogonal) semantics, as a new array of ``arr.dtype``.
+    """``arr[selection]`` with h5py's (orthogonal) semantics, as a new array of ``arr.dtype``
+    or into ``out`` (of the selected shape and ``arr.dtype``: a caller's buffer, so that the
+    decoded bytes are copied once, straight where they go).
 
     ``selection`` is a backend selection (ints, slices with a positive step, at most one 1-D
     int64 index array) whose index array may be unsorted and hold repeats (the rows come back
-    in its order)."""
+    in its order). A chunk may come from ``fetch`` still in shuffle order
+    (:class:`~ptd.storage.read.shuffled.ShuffledChunk`): the shuffle is undone as its rows
+    are copied out."""
     shape = arr.shape
     sel = normalize(selection, shape)
     shape_out = out_shape(shape, sel)
+    if out is not None and (tuple(out.shape) != shape_out or out.dtype != arr.dtype):
+        raise ValueError(f"out must be {shape_out} of {arr.dtype}, not {out.shape} of {out.dtype}")
     if 0 in shape_out:
-        return np.empty(shape_out, arr.dtype)
+        return np.empty(shape_out, arr.dtype) if out is None else out
     order = sort_first(sel, shape, arr.chunks)
     if order is not None:  # read the sorted unique rows, then put them in the asked order
         pos, rows, inverse, axis = order
         got = read_chunked(arr, (*sel[:pos], rows, *sel[pos + 1 :]), cache)
-        return np.take(got, inverse, axis=axis)
-    out = np.empty(shape_out, arr.dtype)
+        if out is None:
+            return np.take(got, inverse, axis=axis)
+        return np.take(got, inverse, axis=axis, out=out, mode="clip")  # (in range)
+    result = np.empty(shape_out, arr.dtype) if out is None else out
     combos = chunk_pieces(sel, shape, arr.chunks)
     size = int(np.prod(shape, dtype=np.int64)) * arr.dtype.itemsize
 
     def put(combo: tuple[tuple[int, Any, slice | None], ...], chunk: Any) -> None:
         dst = tuple(p[2] for p in combo if p[2] is not None)
         if chunk is None:
-            out[dst] = arr.fill
+            result[dst] = arr.fill
+        elif isinstance(chunk, ShuffledChunk):
+            copy_rows(result, dst, chunk, tuple(p[1] for p in combo))
         else:
-            out[dst] = take_local(chunk, tuple(p[1] for p in combo))
+            result[dst] = take_local(chunk, tuple(p[1] for p in combo))
 
     def fetch_all(group: list[tuple[tuple[int, Any, slice | None], ...]]) -> None:
         for combo in group:
@@ -119,7 +133,7 @@ def read_chunked(
     n = min(decode_threads(), len(pending)) if chunk_bytes >= PARALLEL_MIN_CHUNK_BYTES else 1
     if n <= 1:
         fetch_all(pending)
-        return out
+        return result
     # the first error (a corrupt chunk...) is raised once every part has ended
     run_parts(fetch_all, [(pending[i::n],) for i in range(n)])
-    return out
+    return result

@@ -1,4 +1,4 @@
-"""The Zarr v3 backend (zarr 3.1.2 to 3.1.x, see zarr_version.py), on-disk compatible with tensordict 0.15's ``backend="zarr"``.
+"""The Zarr v3 backend (zarr 3.1.2 to 3.1.x, see zarr/version.py), on-disk compatible with tensordict 0.15's ``backend="zarr"``.
 
 Layout (``docs/format.md`` §2): groups are nested tensordicts, arrays are leaves.
 Tensors are one uncompressed chunk by default (``compressors=None``; a ``chunks=`` option covers
@@ -16,7 +16,7 @@ is never stale) and written again in :meth:`~ZarrBackend.flush` / :meth:`~ZarrBa
 
 Opening stores is :mod:`~ptd.storage.zarr.opening`; uncompressed chunks of local stores
 are read from memory maps by :mod:`~ptd.storage.zarr.maps`. zarr is imported only
-by the ``zarr*`` modules of the backends (and ``fast_path_zarr``).
+by the modules of this package, ``ptd/storage/zarr/``.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class ZarrBackend(Backend):
         super().__init__(
             location,
             writable=writable,
-            # the fast path: uncompressed chunks read from memory maps (fast_path_zarr.py)
+            # the fast path: uncompressed chunks read from memory maps (zarr/maps.py)
             maps=ZarrMaps.create(root.store, writable, fast_path),
         )
         self._root = root
@@ -137,7 +137,7 @@ class ZarrBackend(Backend):
         self._owns_store = owns_store
         self._cache: dict[Path, Node] = {(): root}
         self._consolidation = Consolidation(self._store, root.path, fresh=fresh)
-        # compressed/sharded chunks decoded in parallel, through a chunk cache (zarr_chunks.py)
+        # compressed/sharded chunks decoded in parallel, through a chunk cache (zarr/decode.py)
         self._chunked = ZarrChunks.create(root.store, writable, cache_budget(chunk_cache))
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -160,7 +160,7 @@ class ZarrBackend(Backend):
         ``ZipStore`` (a zip is not readable until it is closed). ``fast_path``: read
         uncompressed chunks of a local store from memory maps (None: on unless
         ``PTD_FAST_PATH=0``; see ``fast_path``). ``chunk_cache``: the budget of the cache of
-        decoded chunks, used in mode ``"r"`` (see ``chunk_cache.py``).
+        decoded chunks, used in mode ``"r"`` (see ``read/cache.py``).
         """
         check_mode(mode)
         if isinstance(target, zarr.Group):
@@ -648,7 +648,7 @@ class ZarrBackend(Backend):
     # many small arrays read at once (zarr_read.py)
     read_many = zarr_read.read_many
 
-    # many nodes at once, concurrently (zarr_bulk.py; escaped names one by one)
+    # many nodes at once, concurrently (zarr/bulk.py; escaped names one by one)
     create_arrays, create_groups = zarr_bulk.create, zarr_bulk.create_groups
 
     def _check_name(self, path: Path) -> None:
@@ -763,7 +763,7 @@ class ZarrBackend(Backend):
         else:
             handle[selection if selection else ...] = value
 
-    # --- string arrays (zarr_codec.py) ------------------------------------------------------
+    # --- string arrays (zarr/codec.py) ------------------------------------------------------
     def string_type(self, meta: ArrayMeta) -> StringType | None:
         return zarr_codec.string_type(self._array(meta.path))
 

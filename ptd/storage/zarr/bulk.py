@@ -18,7 +18,7 @@ group reads every child's metadata. Here:
 * groups are their ``zarr.json`` documents, written concurrently.
 
 Either way the result is what zarr itself writes (``tests/cli/test_foreign.py`` and
-``tests/backends/test_zarr_bulk.py`` read it back with zarr).
+``tests/storage/backends/test_zarr_backend.py`` read it back with zarr).
 """
 
 from __future__ import annotations

@@ -152,9 +152,11 @@ class ZarrChunks:
         cache = ChunkCache(budget) if budget > 0 and not writable else None
         return cls(os.fspath(store.root), cache, writable)
 
-    def read(self, path: Any, arr: Any, selection: Any) -> np.ndarray | None:
-        """``arr[selection]`` (the index array may be unsorted, with repeats), or None when zarr
-        must read it."""
+    def read(
+        self, path: Any, arr: Any, selection: Any, out: np.ndarray | None = None
+    ) -> np.ndarray | None:
+        """``arr[selection]`` (the index array may be unsorted, with repeats; into ``out`` when
+        given), or None when zarr must read it."""
         hit = self._arrays.get(path)
         if hit is None or hit[0] is not arr:
             try:
@@ -166,7 +168,7 @@ class ZarrChunks:
         chunked = hit[1]
         if chunked is None:
             return None
-        return read_chunked(chunked, selection, self.cache)
+        return read_chunked(chunked, selection, self.cache, out)
 
     def _describe(self, arr: Any) -> ChunkedArray | None:
         md = arr.metadata
