@@ -61,6 +61,9 @@ Sections (``--sections``, comma separated; default all). One function per sectio
     fromdict ``from_dict(h5_plain store, "x.zarr", backend="zarr")`` against a raw chunk-wise
              h5py -> zarr copy, each in a fresh process: time (bar <= 1.25x) and peak RSS
              growth (bar < 100 MB).
+    handover ready batches (nothing read: a clone of one batch of the leaves) through a
+             DataLoader with ptd.data's collate, 0 and 2 workers, the next epoch (warm): the
+             DataLoader's own cost per batch, the ceiling of any 2-worker figure here.
     sequential first (*cold*: a fresh process, the store just opened) and second (*warm*) pass
              of 4096-row slices over ``h5_plain``, raw h5py and ptd in fresh processes, the
              order alternating per round: ptd / raw per round, median of at least 11 rounds
@@ -768,6 +771,85 @@ def section_sequential(ctx: Context) -> list[Row]:
     return rows
 
 
+class _ReadyBatches:
+    """A dataset whose batches cost nothing to make (a clone of one ready batch of the
+    benchmark's leaves): what is left of a DataLoader epoch is its own per-batch hand-over."""
+
+    def __init__(self, rows: int) -> None:
+        ptd = import_ptd()
+        import torch
+
+        self.td = ptd.TensorDict(
+            {
+                "obs": torch.zeros(rows, 64),
+                "next": {"obs": torch.zeros(rows, 64)},
+                "action": torch.zeros(rows, dtype=torch.int64),
+                "reward": torch.zeros(rows),
+                "done": torch.zeros(rows, dtype=torch.bool),
+            },
+            [rows],
+        )
+
+    def __len__(self) -> int:
+        return 1 << 40
+
+    def __getitems__(self, idx: Any) -> Any:
+        return self.td.clone()
+
+    def __getitem__(self, i: int) -> Any:  # pragma: no cover - __getitems__ is used
+        return self.td[0]
+
+
+def section_handover(ctx: Context) -> list[Row]:
+    """The DataLoader's own cost per batch, with nothing to read: ready batches of the
+    benchmark's leaves (``--batch`` rows) through ``ptd.data.collate`` with 0 and 2 workers
+    (persistent, prefetch 16), the next epoch (warm). With 2 workers this is the most rows/s
+    any dataset can reach through a DataLoader on this machine: the ceiling the shuffled
+    section's 2-worker figures run against."""
+    import torch
+
+    from ptd.data import collate
+
+    rows, n = ctx.args.batch, 4000
+    print(
+        f"\n== hand-over: ready {rows}-row batches through a DataLoader (nothing read), "
+        f"{n} batches, next epoch (warm) =="
+    )
+    print(f"  {load_note()}")
+    out = []
+    for workers in (0, 2):
+        batches = [list(range(i * rows, (i + 1) * rows)) for i in range(n)]
+        dl = torch.utils.data.DataLoader(
+            _ReadyBatches(rows),  # type: ignore[arg-type]
+            batch_sampler=batches,
+            num_workers=workers,
+            collate_fn=collate,
+            persistent_workers=workers > 0,
+            prefetch_factor=16 if workers else None,
+        )
+        took = 0.0
+        for _epoch in range(2):
+            t = time.perf_counter()
+            for _ in dl:
+                pass
+            took = time.perf_counter() - t
+        rate = n * rows / took
+        out.append(
+            Row(
+                "handover",
+                "none",
+                f"{workers} workers, next epoch (warm)",
+                rate,
+                "rows/s",
+                None,
+                f"{took / n * 1e6:.0f} us per batch",
+            )
+        )
+        del dl
+    print_table("  ready batches", out)
+    return out
+
+
 #: section name -> function (run in this order)
 SECTIONS: dict[str, Callable[[Context], list[Row]]] = {
     "random": section_random,
@@ -775,6 +857,7 @@ SECTIONS: dict[str, Callable[[Context], list[Row]]] = {
     "overlap": section_overlap,
     "fromdict": section_fromdict,
     "sequential": section_sequential,
+    "handover": section_handover,
 }
 
 

@@ -304,7 +304,7 @@ class StoreDataset(Dataset[Any]):
         # each leaf's rows: taken from the blocks (a buffer and the rows' positions in it) or
         # read directly (a tensor)
         taken: list[tuple[LeafGeometry, np.ndarray, np.ndarray, torch.dtype]] = []
-        values: dict[tuple[str, ...], torch.Tensor] = {}
+        values: dict[tuple[str, ...], Any] = {}
         for leaf in self.leaves:
             if leaf.blocked and use_blocks:
                 rows = self._block_rows(leaf)
@@ -330,9 +330,9 @@ class StoreDataset(Dataset[Any]):
     def _into_slot(
         self,
         taken: list[tuple[LeafGeometry, np.ndarray, np.ndarray, torch.dtype]],
-        values: dict[tuple[str, ...], torch.Tensor],
+        values: dict[tuple[str, ...], Any],
         n: int,
-    ) -> dict[tuple[str, ...], torch.Tensor] | None:
+    ) -> dict[tuple[str, ...], Any] | None:
         """In a DataLoader worker: the batch built in a slot of the worker's ring
         (:mod:`ptd.data.transport`), the taken leaves gathered straight into it
         (``np.take(..., out=)``), so that :func:`collate` sends it without copying it again;
@@ -343,17 +343,22 @@ class StoreDataset(Dataset[Any]):
         specs: list[tuple[tuple[str, ...], tuple[int, ...], np.dtype]] = [
             (leaf.key, (n, *buf.shape[1:]), buf.dtype) for leaf, buf, _pos, _dt in taken
         ]
-        for key, t in values.items():
+        tensors = {
+            k: t
+            for k, t in values.items()
+            if isinstance(t, torch.Tensor) and t.device.type == "cpu"
+        }
+        for key, t in tensors.items():
             specs.append((key, tuple(t.shape), as_numpy(t).dtype))
         arrays = ring.lease(specs)
         if arrays is None:
             return None
-        out: dict[tuple[str, ...], torch.Tensor] = {}
+        out: dict[tuple[str, ...], Any] = dict(values)  # non-tensor entries travel as they are
         for leaf, buf, pos, dt in taken:
             dst = arrays[leaf.key]
             np.take(buf, pos, axis=0, out=dst, mode="clip")  # (positions are in range)
             out[leaf.key] = _as_tensor(dst, dt)
-        for key, t in values.items():
+        for key, t in tensors.items():
             dst = arrays[key]
             np.copyto(dst, as_numpy(t))
             out[key] = _as_tensor(dst, t.dtype)

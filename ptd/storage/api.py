@@ -62,7 +62,7 @@ from ptd.storage.properties import (
 from ptd.storage.selection import Selection, fit_write_value, selection_shape
 
 if TYPE_CHECKING:
-    from ptd.storage.location import ReopenSpec
+    from ptd.storage.location import OpenOptions, ReopenSpec
     from ptd.storage.read.mapped import ArrayMaps
     from ptd.storage.strings import StringType
 
@@ -389,14 +389,17 @@ class Backend(ABC):
     # --- lifecycle ---------------------------------------------------------------------------
     @classmethod
     @abstractmethod
-    def open(cls, target: Any, mode: str = "r", **options: Any) -> Backend:
+    def open(
+        cls, target: Any, mode: str = "r", options: OpenOptions | None = None, **changes: Any
+    ) -> Backend:
         """Open ``target`` (a path, or the library's own file/group/store object).
 
         ``mode`` is one of ``r, r+, w, w-, x, a`` (``"x"`` == ``"w-"``); anything else raises
         ``PtdValueError`` listing them. A missing store in ``r``/``r+`` raises
         ``StoreNotFoundError``; an existing one with ``w-``/``x`` raises ``StoreExistsError``; a
-        file that is not of this format raises ``CorruptStoreError``. ``options`` are
-        backend-specific (``locking=`` for h5, ``storage_options=`` for zarr...).
+        file that is not of this format raises ``CorruptStoreError``. ``options``: one
+        :class:`~ptd.storage.location.OpenOptions` (with ``changes`` applied: ``fast_path=``,
+        ``locking=``...); each backend reads the fields its format has.
         """
 
     def close(self) -> None:

@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from ptd.errors import PtdValueError
+from ptd.errors import PtdTypeError, PtdValueError
 from ptd.format.detect import (
     DEFAULT_SUFFIX,
     FORMATS,
@@ -49,11 +49,12 @@ from ptd.format.detect import (
 from ptd.format.memmap_dir import decode_key
 from ptd.format.names import MEMMAP_SUFFIX
 from ptd.storage import remote
+from ptd.storage.read.cache import parse_budget
 
 if TYPE_CHECKING:
     pass
 
-__all__ = ["ReopenSpec", "StoreLocation", "as_path_str", "split_options"]
+__all__ = ["OpenOptions", "ReopenSpec", "StoreLocation", "as_path_str", "split_options"]
 
 
 def as_path_str(target: Any) -> str:
@@ -258,6 +259,74 @@ def split_options(
 
 
 @dataclass(frozen=True)
+class OpenOptions:
+    """How a store is opened: one value from the constructor (``PersistentTensorDict(...)``,
+    ``from_h5``, ``from_zarr``, ``StoreDataset``'s ``open_kwargs``) through a pickle or a
+    worker's reopen (:class:`ReopenSpec`) to ``Backend.open``. A backend reads the fields its
+    format has (``locking`` and ``userblock_size`` are HDF5's, ``use_consolidated`` zarr's)
+    and leaves the others; the storage options of a URL travel with its location.
+
+    >>> o = OpenOptions.of(fast_path=False, chunk_cache="1MiB")
+    >>> o.fast_path, o.chunk_cache, o.given()
+    (False, 1048576, {'fast_path': False, 'chunk_cache': 1048576})
+    >>> OpenOptions.of(fastpath=True)
+    Traceback (most recent call last):
+    ...
+    ptd.errors.PtdTypeError: unknown open option(s) fastpath; the options are locking, fast_path, chunk_cache, use_consolidated, userblock_size, storage_options
+    """
+
+    #: h5py's file locking (``True``/``False``/``"best-effort"``), None: h5py's default
+    locking: bool | str | None = None
+    #: memory maps for uncompressed data, None: on unless ``PTD_FAST_PATH`` says off
+    fast_path: bool | None = None
+    #: the decoded-chunk cache's budget in bytes, None: ``PTD_CHUNK_CACHE`` or 64 MiB
+    chunk_cache: int | None = None
+    #: zarr: read the consolidated metadata (None: when the store has it)
+    use_consolidated: bool | None = None
+    #: HDF5: bytes a new file reserves at its start for another program's header
+    userblock_size: int = 0
+    #: fsspec options of a URL, as sorted ``(name, value)`` pairs
+    storage_options: tuple[tuple[str, Any], ...] | None = None
+
+    @classmethod
+    def of(cls, options: OpenOptions | None = None, **changes: Any) -> OpenOptions:
+        """``options`` (default: none given) with ``changes`` applied, checked: an unknown
+        name raises PtdTypeError naming it, a bad ``chunk_cache`` PtdValueError; a None in
+        ``changes`` leaves that field as it is."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise PtdTypeError(
+                f"unknown open option(s) {', '.join(unknown)}; the options are "
+                f"{', '.join(f.name for f in fields(cls))}"
+            )
+        given = {k: v for k, v in changes.items() if v is not None}
+        if "chunk_cache" in given:
+            given["chunk_cache"] = parse_budget(given["chunk_cache"])
+        if "fast_path" in given:
+            given["fast_path"] = bool(given["fast_path"])
+        if "use_consolidated" in given:
+            given["use_consolidated"] = bool(given["use_consolidated"])
+        if "storage_options" in given:
+            given["storage_options"] = tuple(sorted(dict(given["storage_options"]).items()))
+        return replace(options or cls(), **given)
+
+    def given(self) -> dict[str, Any]:
+        """The options set (not at their defaults), the storage options as a dict."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value != f.default:
+                out[f.name] = dict(value) if f.name == "storage_options" else value
+        return out
+
+    @property
+    def storage(self) -> dict[str, Any] | None:
+        """The storage options as a dict, or None."""
+        return None if self.storage_options is None else dict(self.storage_options)
+
+
+@dataclass(frozen=True)
 class ReopenSpec:
     """How to open a backend's store again in another process (a DataLoader worker, an
     unpickled PersistentTensorDict). ``mode`` is never ``"w"``/``"w-"``/``"x"``: reopening must
@@ -265,13 +334,14 @@ class ReopenSpec:
 
     location: StoreLocation
     mode: str = "r"
-    #: backend options (``locking``, ``fast_path``), as sorted ``(name, value)`` pairs
-    options: tuple[tuple[str, Any], ...] = ()
+    #: how it is opened (the location carries a URL's storage options)
+    options: OpenOptions = field(default_factory=OpenOptions)
 
     @classmethod
-    def make(cls, location: StoreLocation, mode: str, **options: Any) -> ReopenSpec:
-        kept = {k: v for k, v in options.items() if v is not None}
-        return cls(location, mode, tuple(sorted(kept.items())))
+    def make(
+        cls, location: StoreLocation, mode: str, options: OpenOptions | None = None, **changes: Any
+    ) -> ReopenSpec:
+        return cls(location, mode, OpenOptions.of(options, **changes))
 
     def with_mode(self, mode: str) -> ReopenSpec:
         return replace(self, mode=mode)
@@ -279,8 +349,7 @@ class ReopenSpec:
     def streaming(self) -> ReopenSpec:
         """The same store opened for a streamed pass: without memory maps (see
         :func:`ptd.storage.registry.open_stream`)."""
-        opts = dict(self.options, fast_path=False, chunk_cache=0)
-        return replace(self, options=tuple(sorted(opts.items())))
+        return replace(self, options=replace(self.options, fast_path=False, chunk_cache=0))
 
     def absolute(self) -> ReopenSpec:
         """A spec whose local path is absolute (for workers that may run elsewhere)."""

@@ -82,7 +82,7 @@ from ptd.storage.api import (
     check_mode,
 )
 from ptd.storage.chunk_info import ChunkInfo
-from ptd.storage.location import ReopenSpec, StoreLocation
+from ptd.storage.location import OpenOptions, ReopenSpec, StoreLocation
 from ptd.storage.properties import Codec
 from ptd.storage.selection import selection_shape
 from ptd.storage.targets import parse_target
@@ -217,10 +217,14 @@ class MemmapDirBackend(Backend):
 
     # --- lifecycle ---------------------------------------------------------------------------
     @classmethod
-    def open(cls, target: Any, mode: str = "r", **_: Any) -> MemmapDirBackend:
+    def open(
+        cls, target: Any, mode: str = "r", options: OpenOptions | None = None, **changes: Any
+    ) -> MemmapDirBackend:
         """Open the memmap directory ``target`` (a local path) read-only; any other mode than
-        ``"r"`` raises ReadOnlyError."""
+        ``"r"`` raises ReadOnlyError. Of the options, none applies: raw files are read from
+        their maps, always."""
         check_mode(mode)
+        OpenOptions.of(options, **changes)  # (checked all the same)
         loc = parse_target(target, None, format=MEMMAP_FORMAT, accepted="a memmap directory")
         if mode != "r":
             raise ReadOnlyError(f"cannot open {loc.path} in mode {mode!r}: {_READ_ONLY}")

@@ -28,7 +28,7 @@ from ptd.format.detect import (
 )
 from ptd.format.names import ZARR_JSON
 from ptd.storage.api import ArrayMeta, Backend, FormatPolicy, NodeKind, NonTensorPayload, ValueKind
-from ptd.storage.location import ReopenSpec, StoreLocation
+from ptd.storage.location import OpenOptions, ReopenSpec, StoreLocation
 
 __all__ = [
     "BACKENDS",
@@ -187,19 +187,22 @@ def detect(loc: StoreLocation) -> StoreLocation:
     return replace(loc, format=detect_backend(loc.path, loc.options))
 
 
-def open_store(loc: StoreLocation, mode: str = "r", **options: Any) -> Backend:
+def open_store(
+    loc: StoreLocation, mode: str = "r", options: OpenOptions | None = None, **changes: Any
+) -> Backend:
     """Open the store at ``loc`` with its backend (the format is detected when unknown).
 
-    ``options`` go to the backend (``fast_path=``, ``locking=``...); storage options come
-    from the location. A location with an ``inner`` key opens the store narrowed to it
-    (a missing key raises StoreNotFoundError naming the store and the key)."""
+    ``options`` (with ``changes``: ``fast_path=``, ``locking=``...) go to the backend; storage
+    options come from the location. A location with an ``inner`` key opens the store narrowed
+    to it (a missing key raises StoreNotFoundError naming the store and the key)."""
     from ptd.storage.subtree import narrow
 
     loc = detect(loc)
     assert loc.format is not None
+    opts = OpenOptions.of(options, **changes)
     if loc.storage_options:
-        options["storage_options"] = loc.options
-    be = get_backend(loc.format).open(loc.path, mode, **options)
+        opts = OpenOptions.of(opts, storage_options=loc.options)
+    be = get_backend(loc.format).open(loc.path, mode, opts)
     return narrow(be, loc.inner, loc.described)
 
 
@@ -212,4 +215,4 @@ def open_stream(loc: StoreLocation) -> Backend:
 
 def reopen(spec: ReopenSpec, mode: str | None = None) -> Backend:
     """Open the store ``spec`` describes again (in a worker, after unpickling)."""
-    return open_store(spec.location, spec.mode if mode is None else mode, **dict(spec.options))
+    return open_store(spec.location, spec.mode if mode is None else mode, spec.options)

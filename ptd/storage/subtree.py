@@ -33,6 +33,7 @@ from ptd.storage.api import (
     ValueKind,
 )
 from ptd.storage.chunk_info import ChunkInfo
+from ptd.storage.location import OpenOptions
 from ptd.storage.properties import ArrayProperties, StoreProperties
 
 if TYPE_CHECKING:
@@ -136,7 +137,9 @@ class SubtreeBackend(Backend):
 
     # --- lifecycle ---------------------------------------------------------------------------
     @classmethod
-    def open(cls, target: Any, mode: str = "r", **options: Any) -> Backend:
+    def open(
+        cls, target: Any, mode: str = "r", options: OpenOptions | None = None, **changes: Any
+    ) -> Backend:
         raise UnsupportedOperationError(
             "a narrowed store is opened through its location: "
             "ptd.storage.registry.open_store(StoreLocation.parse_source(...))"

@@ -212,7 +212,7 @@ class BackendContract:
         outside it (:attr:`registered` False)."""
         if self.registered:
             return reopen(spec)
-        return self.backend_cls.open(spec.location, spec.mode, **dict(spec.options))
+        return self.backend_cls.open(spec.location, spec.mode, spec.options)
 
     # --- fixtures --------------------------------------------------------------------------
     @pytest.fixture

@@ -48,37 +48,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 from ptd.storage.api import Backend
 from ptd.storage.cancel import cancellable
 from ptd.transfer.job import failed, finish, planned
-from ptd.transfer.options import ConvertOptions, ConvertResult
+from ptd.transfer.options import ConvertArgs, ConvertOptions, ConvertResult
 
-__all__ = ["ConvertOptions", "ConvertResult", "convert", "run_local"]
+__all__ = ["ConvertArgs", "ConvertOptions", "ConvertResult", "convert", "run", "run_local"]
 
 
-@cancellable  # Ctrl-C / SIGTERM stop it between reads; the temporary is removed
 def convert(
     src: Any,
     dst: Any = None,
     *,
-    to: str | None = None,
-    chunks: int | None = None,
-    compression: str | None = None,
-    level: int | None = None,
-    overwrite: bool = False,
-    dry_run: bool = False,
-    allow_pickle: bool = False,
-    skip_unsupported: bool = False,
     progress: Callable[[int, int], None] | None = None,
-    workers: int = 1,
     scheduler: Any = None,
-    storage_options: dict[str, Any] | None = None,
-    dst_storage_options: dict[str, Any] | None = None,
-    layout: str | None = None,
-    batch_size: Any = None,
-    batch_dims: int | None = None,
+    **options: Unpack[ConvertArgs],
 ) -> ConvertResult:
     """Copy the store ``src`` to ``dst`` in format ``to`` (see the module doc).
 
@@ -131,25 +117,14 @@ def convert(
         RemoteAccessError: a URL cannot be reached (credentials, endpoint).
         PtdValueError: bad arguments. ConvertError: the copy failed (``dst`` untouched).
     """
-    opts = ConvertOptions.parse(
-        src,
-        dst,
-        to=to,
-        chunks=chunks,
-        compression=compression,
-        level=level,
-        overwrite=overwrite,
-        dry_run=dry_run,
-        allow_pickle=allow_pickle,
-        skip_unsupported=skip_unsupported,
-        workers=workers,
-        scheduler=scheduler,
-        storage_options=storage_options,
-        dst_storage_options=dst_storage_options,
-        layout=layout,
-        batch_size=batch_size,
-        batch_dims=batch_dims,
-    )
+    return run(ConvertOptions.parse(src, dst, scheduler=scheduler, **options), progress)
+
+
+@cancellable  # Ctrl-C / SIGTERM stop it between reads; the temporary is removed
+def run(opts: ConvertOptions, progress: Callable[[int, int], None] | None = None) -> ConvertResult:
+    """The conversion ``opts`` describes (parsed once, by :meth:`ConvertOptions.parse`): on
+    the Dask cluster ``opts.scheduler`` when it names one, else here. A cancellable section:
+    Ctrl-C / SIGTERM stop it between reads, and the temporary is removed."""
     if opts.scheduler is not None:
         from ptd.transfer.distributed import run_distributed
 

@@ -25,7 +25,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Unpack
 
 from ptd.errors import (
     ConvertError,
@@ -41,7 +41,7 @@ from ptd.storage.location import ReopenSpec
 from ptd.storage.registry import policy, reopen
 from ptd.transfer.copy import CANCEL_POLL_S, Region, copy_region
 from ptd.transfer.job import failed, finish, planned
-from ptd.transfer.options import ConvertOptions, ConvertResult
+from ptd.transfer.options import ConvertArgs, ConvertOptions, ConvertResult
 
 __all__ = ["connect", "convert_distributed", "run_distributed"]
 
@@ -129,40 +129,20 @@ def convert_distributed(
     dst: Any = None,
     *,
     scheduler: Any,
-    to: str | None = None,
-    chunks: int | None = None,
-    compression: str | None = None,
-    level: int | None = None,
-    overwrite: bool = False,
-    dry_run: bool = False,
-    allow_pickle: bool = False,
     progress: Callable[[int, int], None] | None = None,
-    storage_options: dict[str, Any] | None = None,
-    dst_storage_options: dict[str, Any] | None = None,
+    **options: Unpack[ConvertArgs],
 ) -> ConvertResult:
     """:func:`ptd.convert` on a Dask cluster: one task per chunk region (see the module doc).
 
     ``scheduler`` is the scheduler's address (``"tcp://10.0.0.5:8786"``), a
     ``distributed.Client`` or a cluster object (``LocalCluster``...). The other arguments are
-    :func:`ptd.convert`'s. Raises UnsupportedOperationError when dask is not installed,
-    PtdValueError for an HDF5 or ``memory://`` destination, RemoteAccessError when the scheduler
-    cannot be reached, ConvertError when a task fails (the destination is removed again).
+    :func:`ptd.convert`'s, the same set (:class:`~ptd.transfer.options.ConvertArgs`:
+    ``skip_unsupported``, ``layout``, ``batch_size``... included). Raises
+    UnsupportedOperationError when dask is not installed, PtdValueError for an HDF5 or
+    ``memory://`` destination, RemoteAccessError when the scheduler cannot be reached,
+    ConvertError when a task fails (the destination is removed again).
     """
-    opts = ConvertOptions.parse(
-        src,
-        dst,
-        to=to,
-        chunks=chunks,
-        compression=compression,
-        level=level,
-        overwrite=overwrite,
-        dry_run=dry_run,
-        allow_pickle=allow_pickle,
-        scheduler=scheduler,
-        storage_options=storage_options,
-        dst_storage_options=dst_storage_options,
-    )
-    return run_distributed(opts, progress)
+    return run_distributed(ConvertOptions.parse(src, dst, scheduler=scheduler, **options), progress)
 
 
 def run_distributed(

@@ -15,15 +15,37 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
-from ptd.errors import Option, PtdValueError
+from ptd.errors import Option, PtdTypeError, PtdValueError
 from ptd.format.detect import FORMATS
 from ptd.storage.location import StoreLocation, split_options
 from ptd.transfer.codecs import check_compression
 from ptd.transfer.layouts import check_layout
 
-__all__ = ["ConvertOptions", "ConvertResult", "LeafPlan"]
+__all__ = ["ConvertArgs", "ConvertOptions", "ConvertResult", "LeafPlan"]
+
+
+class ConvertArgs(TypedDict, total=False):
+    """The keyword arguments of a conversion, the one list :func:`ptd.convert`,
+    :func:`ptd.distributed.convert_distributed` and :meth:`ConvertOptions.parse` take (each is
+    documented at :func:`ptd.convert`); ``scheduler`` is beside it, since it is optional for
+    one and required for the other."""
+
+    to: str | None
+    chunks: int | None
+    compression: str | None
+    level: int | None
+    overwrite: bool
+    dry_run: bool
+    allow_pickle: bool
+    skip_unsupported: bool
+    workers: int
+    storage_options: Mapping[str, Any] | None
+    dst_storage_options: Mapping[str, Any] | None
+    layout: str | None
+    batch_size: Any
+    batch_dims: int | None
 
 
 @dataclass(frozen=True)
@@ -111,31 +133,22 @@ class ConvertOptions:
 
     @classmethod
     def parse(
-        cls,
-        src: Any,
-        dst: Any = None,
-        *,
-        to: str | None = None,
-        chunks: int | None = None,
-        compression: str | None = None,
-        level: int | None = None,
-        overwrite: bool = False,
-        dry_run: bool = False,
-        allow_pickle: bool = False,
-        skip_unsupported: bool = False,
-        workers: int = 1,
-        scheduler: Any = None,
-        storage_options: Mapping[str, Any] | None = None,
-        dst_storage_options: Mapping[str, Any] | None = None,
-        layout: str | None = None,
-        batch_size: Any = None,
-        batch_dims: int | None = None,
+        cls, src: Any, dst: Any = None, *, scheduler: Any = None, **args: Unpack[ConvertArgs]
     ) -> ConvertOptions:
         """Check :func:`ptd.convert`'s arguments and parse its stores (nothing is opened).
 
         ``storage_options`` go to whichever of ``src`` and ``dst`` is a URL (an error when
         neither is); ``dst_storage_options`` to a URL ``dst`` when they differ from ``src``'s.
+        An argument that is not one of :class:`ConvertArgs` raises PtdTypeError naming it.
         """
+        unknown = sorted(set(args) - set(ConvertArgs.__annotations__))
+        if unknown:
+            raise PtdTypeError(
+                f"unknown conversion argument(s) {', '.join(unknown)}; the arguments are "
+                f"{', '.join(ConvertArgs.__annotations__)}"
+            )
+        storage_options = args.get("storage_options")
+        dst_storage_options = args.get("dst_storage_options")
         default_dst: tuple[tuple[str, Any], ...] | None = None
         if dst_storage_options is None:
             targets = (src,) if dst is None else (src, dst)
@@ -157,20 +170,20 @@ class ConvertOptions:
         return cls(
             src=src_loc,
             dst=dst_loc,
-            to=to,
-            chunks=chunks,
-            compression=compression,
-            level=level,
-            overwrite=bool(overwrite),
-            dry_run=bool(dry_run),
-            allow_pickle=bool(allow_pickle),
-            skip_unsupported=bool(skip_unsupported),
-            workers=workers,
+            to=args.get("to"),
+            chunks=args.get("chunks"),
+            compression=args.get("compression"),
+            level=args.get("level"),
+            overwrite=bool(args.get("overwrite", False)),
+            dry_run=bool(args.get("dry_run", False)),
+            allow_pickle=bool(args.get("allow_pickle", False)),
+            skip_unsupported=bool(args.get("skip_unsupported", False)),
+            workers=args.get("workers", 1),
             scheduler=scheduler,
             default_dst_options=default_dst,
-            layout=layout,
-            batch_size=batch_size,
-            batch_dims=batch_dims,
+            layout=args.get("layout"),
+            batch_size=args.get("batch_size"),
+            batch_dims=args.get("batch_dims"),
         )
 
 

@@ -178,14 +178,11 @@ def convert(
     options = parse_storage_options(storage_option)
     with errors_handled(ctx, dst or src):
         import ptd
-        from ptd.transfer.plan import resolve_destination
+        from ptd.transfer.convert import ConvertOptions, run
+        from ptd.transfer.plan import destination
 
-        target, _ = resolve_destination(src, dst, to.value if to else None, storage_options=options)
-    with (
-        errors_handled(ctx, src, output=str(target)),
-        byte_progress("converting", enabled=not dry_run and not json_) as update,
-    ):
-        result = ptd.convert(
+        # the arguments checked and the stores parsed once; the destination shown in errors
+        opts = ConvertOptions.parse(
             src,
             dst,
             to=to.value if to else None,
@@ -196,7 +193,6 @@ def convert(
             dry_run=dry_run,
             allow_pickle=allow_pickle,
             skip_unsupported=skip_unsupported,
-            progress=update,
             workers=workers,
             scheduler=scheduler,
             storage_options=options,
@@ -204,6 +200,12 @@ def convert(
             batch_size=bs,
             batch_dims=batch_dims,
         )
+        target = destination(opts).path
+    with (
+        errors_handled(ctx, src, output=str(target)),
+        byte_progress("converting", enabled=not dry_run and not json_) as update,
+    ):
+        result = run(opts, update)
     checked = None
     if verify and not dry_run:
         with errors_handled(ctx, result.dst):

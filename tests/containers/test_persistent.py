@@ -85,9 +85,9 @@ def read_log(monkeypatch):
         orig = cls.read
         orig_direct = cls.read_direct
 
-        def read(self, path, selection=(), _orig=orig):
+        def read(self, path, selection=(), _orig=orig, **kw):
             log.append((path, selection))
-            return _orig(self, path, selection)
+            return _orig(self, path, selection, **kw)
 
         def read_direct(self, path, selection, _orig=orig_direct):
             out = _orig(self, path, selection)

@@ -317,9 +317,9 @@ def io_log(monkeypatch):
     for cls in (H5Backend, ZarrBackend):
         orig_read, orig_write = cls.read, cls.write
 
-        def read(self, path, selection=(), _orig=orig_read):
+        def read(self, path, selection=(), _orig=orig_read, **kw):
             log.append(("read", path, selection))
-            return _orig(self, path, selection)
+            return _orig(self, path, selection, **kw)
 
         def write(self, path, selection, value, _orig=orig_write):
             log.append(("write", path, selection))

@@ -91,9 +91,9 @@ def io_log(monkeypatch) -> dict[str, list]:
     for cls in (H5Backend, ZarrBackend):
         orig_read, orig_direct, orig_write = cls.read, cls.read_direct, cls.write
 
-        def read(self, path, selection=(), _orig=orig_read):
+        def read(self, path, selection=(), _orig=orig_read, **kw):
             log["read"].append((path, selection))
-            return _orig(self, path, selection)
+            return _orig(self, path, selection, **kw)
 
         def read_direct(self, path, selection, _orig=orig_direct):
             out = _orig(self, path, selection)

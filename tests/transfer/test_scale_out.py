@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 import ptd
 from ptd import NonTensorData, NonTensorStack, PersistentTensorDict
 from ptd.errors import (
+    PtdTypeError,
     PtdValueError,
     RemoteAccessError,
     StoreExistsError,
@@ -422,3 +423,39 @@ def test_distributed_errors(monkeypatch: pytest.MonkeyPatch, zarr_src: str, tmp_
     assert not (tmp_path / "x.zarr").exists()
     with pytest.raises(PtdValueError, match="memory://"):
         ptd.convert(zarr_src, "memory://x.zarr", scheduler="tcp://127.0.0.1:1")
+
+
+@pytest.mark.slow
+def test_distributed_takes_every_conversion_argument(
+    cluster: Any, h5_src: str, tmp_path: Path
+) -> None:
+    """convert_distributed and convert share one argument set: layout, skip_unsupported,
+    batch_size... give the same store on a cluster as locally."""
+    from ptd.transfer.distributed import convert_distributed
+
+    with h5py.File(h5_src, "a") as f:
+        f["ref"] = f["obs"].ref  # an HDF5 object reference: zarr cannot hold it
+    kw: dict[str, Any] = {"layout": "random-access", "skip_unsupported": True}
+    local = ptd.convert(h5_src, tmp_path / "local.zarr", **kw)
+    dist = convert_distributed(
+        h5_src, tmp_path / "dist.zarr", scheduler=cluster.scheduler_address, **kw
+    )
+    assert [d["key"] for d in dist.not_copied] == [d["key"] for d in local.not_copied]
+    assert "ref" in [d["key"] for d in dist.not_copied]
+    assert _files(dist.dst) == _files(local.dst)
+
+
+def test_conversion_arguments_are_one_set(h5_src: str, tmp_path: Path) -> None:
+    import inspect
+
+    from ptd.transfer.distributed import convert_distributed
+    from ptd.transfer.options import ConvertArgs
+
+    for fn in (ptd.convert, convert_distributed):
+        kinds = {p.kind for p in inspect.signature(fn).parameters.values()}
+        assert inspect.Parameter.VAR_KEYWORD in kinds  # the options: ConvertArgs
+    assert {"layout", "skip_unsupported", "batch_size", "batch_dims"} <= set(
+        ConvertArgs.__annotations__
+    )
+    with pytest.raises(PtdTypeError, match=r"unknown conversion argument.*compresion"):
+        ptd.convert(h5_src, tmp_path / "x.zarr", compresion="zstd")

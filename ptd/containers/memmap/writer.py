@@ -656,7 +656,7 @@ def export_memmap(
     left_out, lost = left_out_keys(loc, MEMMAP_FORMAT, skip_unsupported)
     # opened as a streamed pass opens it (without memory maps), with its storage options
     stream = ReopenSpec.make(loc, "r").streaming()
-    kwargs: dict[str, Any] = dict(stream.options, mode=stream.mode)
+    kwargs: dict[str, Any] = dict(stream.options.given(), mode=stream.mode)
     if loc.options is not None:
         kwargs["storage_options"] = loc.options
     with warnings.catch_warnings():

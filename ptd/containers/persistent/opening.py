@@ -17,7 +17,7 @@ from ptd.containers.persistent.store import _check_allow_pickle, _Store
 from ptd.containers.persistent.write import batch_size_of, check_dtypes, write_all
 from ptd.errors import ArgumentError, PtdTypeError, PtdValueError, UnsupportedOperationError
 from ptd.ops.batch import as_batch_size
-from ptd.storage.read.cache import parse_budget
+from ptd.storage.location import OpenOptions
 from ptd.storage.registry import get_backend, policy, reopen
 
 if TYPE_CHECKING:
@@ -49,22 +49,18 @@ def backend_options(
     storage_options: Mapping[str, Any] | None = None,
     use_consolidated: bool | None = None,
     chunk_cache: int | str | None = None,
-) -> dict[str, Any]:
-    """The keyword arguments of ``Backend.open`` for the options a user set (None: not set)."""
-    opts: dict[str, Any] = {}
-    if locking is not None:
-        opts["locking"] = locking
-    if fast_path is not None:
-        opts["fast_path"] = bool(fast_path)
-    if storage_options is not None:
-        opts["storage_options"] = dict(storage_options)
-    if use_consolidated is not None:
-        if not policy(backend).consolidated_metadata:
-            raise ArgumentError("use_consolidated= applies to zarr stores only")
-        opts["use_consolidated"] = bool(use_consolidated)
-    if chunk_cache is not None:
-        opts["chunk_cache"] = parse_budget(chunk_cache)
-    return opts
+) -> OpenOptions:
+    """The :class:`~ptd.storage.location.OpenOptions` of the options a user set (None: not
+    set), the one value that goes from the constructor to ``Backend.open``."""
+    if use_consolidated is not None and not policy(backend).consolidated_metadata:
+        raise ArgumentError("use_consolidated= applies to zarr stores only")
+    return OpenOptions.of(
+        locking=locking,
+        fast_path=fast_path,
+        storage_options=storage_options,
+        use_consolidated=use_consolidated,
+        chunk_cache=chunk_cache,
+    )
 
 
 def from_h5(

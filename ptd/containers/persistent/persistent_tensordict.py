@@ -137,7 +137,7 @@ class PersistentTensorDict(TensorDictBase):
             chunk_cache=chunk_cache,
         )
         target = group if group is not None else filename
-        be = cls.open(target, mode, **opts)
+        be = cls.open(target, mode, opts)
         store = _Store(
             be,
             filename=filename,

@@ -63,7 +63,7 @@ from ptd.storage.h5.maps import H5Maps
 from ptd.storage.h5.opening import open_local, open_remote
 from ptd.storage.h5.policy import POLICY
 from ptd.storage.h5.span import read_span as _read_span
-from ptd.storage.location import ReopenSpec, StoreLocation
+from ptd.storage.location import OpenOptions, ReopenSpec, StoreLocation
 from ptd.storage.properties import (
     ArrayProperties,
     Codec,
@@ -153,13 +153,8 @@ class H5Backend(Backend):
         cls,
         target: Any,
         mode: str = "r",
-        *,
-        locking: Any = None,
-        fast_path: bool | None = None,
-        storage_options: dict[str, Any] | None = None,
-        chunk_cache: Any = None,
-        userblock_size: int = 0,
-        **_: Any,
+        options: OpenOptions | None = None,
+        **changes: Any,
     ) -> H5Backend:
         """Open an HDF5 file by path or URL, or wrap an open ``h5py.File``/``h5py.Group``.
 
@@ -168,11 +163,15 @@ class H5Backend(Backend):
         datasets from a memory map (None: on unless ``PTD_FAST_PATH=0``; see ``fast_path``).
         ``chunk_cache``: the chunk cache's budget (see ``read/cache.py``). A URL
         (``s3://...``, with ``storage_options``) is opened read-only. ``userblock_size``:
-        the bytes a new file reserves at its start for another program's header.
+        the bytes a new file reserves at its start for another program's header. The options
+        come as one :class:`~ptd.storage.location.OpenOptions` (``changes`` applied to it).
         """
         check_mode(mode)
+        o = OpenOptions.of(options, **changes)
+        locking, fast_path, chunk_cache = o.locking, o.fast_path, o.chunk_cache
+        storage_options, userblock_size = o.storage, o.userblock_size
         h5_plugins.load()  # blosc, zstd, lz4... filters (hdf5plugin)
-        opts = {"fast_path": fast_path, "chunk_cache": chunk_cache}
+        opts: dict[str, Any] = {"fast_path": fast_path, "chunk_cache": chunk_cache}
         if isinstance(target, (h5py.File, h5py.Group)):
             if not target.id.valid:
                 raise ClosedStoreError(f"the h5py object {target!r} is closed")

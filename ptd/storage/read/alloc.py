@@ -55,5 +55,5 @@ def tune_malloc() -> bool:
         mallopt.restype = ctypes.c_int
     except (OSError, AttributeError):  # not glibc (musl has no mallopt)
         return False
-    ok = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
-    return mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1 and ok
+    ok = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1)
+    return bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1) and ok

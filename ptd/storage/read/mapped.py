@@ -202,7 +202,8 @@ def _split(selection: Sequence[Any]) -> tuple[tuple[Any, ...], np.ndarray | None
 
 def _gather(view: np.ndarray, arr: np.ndarray, axis: int) -> np.ndarray:
     if axis == 0 and view.ndim == 1:
-        return view[arr]
+        out: np.ndarray = view[arr]
+        return out
     return np.take(view, arr, axis=axis)
 
 

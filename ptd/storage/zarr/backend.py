@@ -55,7 +55,7 @@ from ptd.storage.api import (
 )
 from ptd.storage.chunk_info import ChunkInfo
 from ptd.storage.chunking import leading_chunks
-from ptd.storage.location import ReopenSpec
+from ptd.storage.location import OpenOptions, ReopenSpec
 from ptd.storage.properties import (
     ArrayProperties,
     Codec,
@@ -146,12 +146,8 @@ class ZarrBackend(Backend):
         cls,
         target: Any,
         mode: str = "r",
-        *,
-        storage_options: dict[str, Any] | None = None,
-        fast_path: bool | None = None,
-        use_consolidated: bool | None = None,
-        chunk_cache: Any = None,
-        **_: Any,
+        options: OpenOptions | None = None,
+        **changes: Any,
     ) -> ZarrBackend:
         """Open a zarr group: a path (a directory, a ``.zip`` file or an fsspec URL), a
         ``zarr.abc.store.Store``, or an open ``zarr.Group`` (used as is; ``mode`` ignored).
@@ -160,9 +156,13 @@ class ZarrBackend(Backend):
         ``ZipStore`` (a zip is not readable until it is closed). ``fast_path``: read
         uncompressed chunks of a local store from memory maps (None: on unless
         ``PTD_FAST_PATH=0``; see ``fast_path``). ``chunk_cache``: the budget of the cache of
-        decoded chunks, used in mode ``"r"`` (see ``read/cache.py``).
+        decoded chunks, used in mode ``"r"`` (see ``read/cache.py``). The options come as one
+        :class:`~ptd.storage.location.OpenOptions` (``changes`` applied to it).
         """
         check_mode(mode)
+        o = OpenOptions.of(options, **changes)
+        storage_options, fast_path, chunk_cache = o.storage, o.fast_path, o.chunk_cache
+        use_consolidated = o.use_consolidated
         if isinstance(target, zarr.Group):
             loc = f"{target.store}" + (f"/{target.path}" if target.path else "")
             return cls(
