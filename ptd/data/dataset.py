@@ -155,7 +155,7 @@ class StoreDataset(Dataset[Any]):
         self._open_kwargs = dict(open_kwargs)
         self.read_ahead = bool(read_ahead)
         self._no_chunk_cache = False  # set below, once the leaves are known
-        self._pid = os.getpid()
+        self._pid = runtime.pid()
         self._rows_td: PersistentTensorDict | None = None
         store = self._store_td()
         chosen = select_rows(
@@ -213,8 +213,8 @@ class StoreDataset(Dataset[Any]):
     def _store_td(self) -> PersistentTensorDict:
         """The store or group as opened (its own batch size), opened in this process on first
         use."""
-        if os.getpid() != self._pid:  # a forked worker: the parent's blocks are not ours
-            self._pid = os.getpid()
+        if runtime.pid() != self._pid:  # a forked worker: the parent's blocks are not ours
+            self._pid = runtime.pid()
             self._drop_blocks()
             self.blocks_read = self.blocks_read_ahead = 0
         if self._td is None:
@@ -254,7 +254,7 @@ class StoreDataset(Dataset[Any]):
     def close(self) -> None:
         """Drop the decoded blocks (waiting for a read ahead under way), and close the store if
         this dataset opened it."""
-        if self._reader is not None and self._pid == os.getpid():
+        if self._reader is not None and self._pid == runtime.pid():
             self._reader.shutdown(wait=True, cancel_futures=True)
         self._drop_blocks()
         if self._td is not None and self._source is not None:
@@ -276,7 +276,7 @@ class StoreDataset(Dataset[Any]):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._pid = os.getpid()
+        self._pid = runtime.pid()
 
     def __len__(self) -> int:
         return self._len

@@ -29,7 +29,6 @@ that stopped reading) falls back to torch's own transfer.
 from __future__ import annotations
 
 import math
-import os
 import threading
 import uuid
 from collections import OrderedDict
@@ -41,6 +40,7 @@ import torch
 from ptd.containers.base import TensorDictBase, is_leaf_nontensor
 from ptd.containers.tensordict import TensorDict
 from ptd.errors import PtdValueError
+from ptd.storage import runtime
 
 __all__ = ["Ring", "as_numpy", "assemble", "leaves", "put", "receive", "worker_ring"]
 
@@ -73,7 +73,7 @@ class Ring:
     def __init__(self) -> None:
         self.token = uuid.uuid4().hex
         self.slots: list[_Slot] = []
-        self.pid = os.getpid()
+        self.pid = runtime.pid()
         #: the slot a batch is being built in (:meth:`lease`) and each leaf's place in it,
         #: until :meth:`pack` sends it
         self._leased: tuple[_Slot, dict[tuple[str, ...], tuple[int, int]]] | None = None
@@ -315,7 +315,7 @@ _ring: Ring | None = None
 def worker_ring() -> Ring:
     """This process's ring (a new one after a fork: the parent's slots are not ours)."""
     global _ring
-    if _ring is None or _ring.pid != os.getpid():
+    if _ring is None or _ring.pid != runtime.pid():
         _ring = Ring()
     return _ring
 

@@ -6,7 +6,6 @@ its properties and methods).
 
 from __future__ import annotations
 
-import os
 import threading
 import warnings
 from collections.abc import Callable
@@ -127,7 +126,7 @@ class _Store:
         self.locked: dict[Path, list[Any]] = {}
         #: dim names of the stored dims of each group seen (None: unnamed)
         self.names: dict[Path, list[str | None] | None] = {}
-        self.pid = os.getpid()
+        self.pid = runtime.pid()
 
     @property
     def backend(self) -> Backend:
@@ -162,7 +161,7 @@ class _Store:
         if not any(b is old for b in _INHERITED):
             _INHERITED.append(old)
         if old.closed:
-            self.pid = os.getpid()
+            self.pid = runtime.pid()
             return
         spec = old.reopen_spec
         if not old.policy.handles_survive_fork and (spec is None or old.writable):
@@ -173,19 +172,19 @@ class _Store:
             )
             raise UnsupportedOperationError(
                 f"cannot use the PersistentTensorDict on {old.location} in this forked process "
-                f"({os.getpid()}): {why} in the parent process ({self.pid}), and a "
+                f"({runtime.pid()}): {why} in the parent process ({self.pid}), and a "
                 f"{old.policy.label} handle cannot be shared across fork. Open it by file name "
                 "with mode='r' before starting workers (or open it in each worker)."
             )
         if spec is None:  # zarr in-memory store or a user's group: no OS handle is shared
-            self.pid = os.getpid()
+            self.pid = runtime.pid()
             return
         if not old.policy.handles_survive_fork:
             old.close()
         new = reopen(spec)
         self._backend = new
         self._tree.backend = new
-        self.pid = os.getpid()
+        self.pid = runtime.pid()
 
     def close(self) -> None:
         if self.pid != runtime.pid() and not self._backend.closed:
@@ -195,7 +194,7 @@ class _Store:
                 # a duck-typed stand-in: closed, and any other use raises ClosedStoreError
                 self._backend = cast("Backend", _Abandoned(self._backend))
                 self._tree.backend = self._backend
-                self.pid = os.getpid()
+                self.pid = runtime.pid()
                 return
         self._backend.close()
 

@@ -91,22 +91,36 @@ def plan_dim(item: Any, size: int, c: int) -> list[Piece]:
     (see :data:`Piece`). An index array becomes one piece per run of rows in one chunk (a
     slice where the rows are consecutive); the entry must be in range (:func:`normalize`)."""
     if isinstance(item, np.ndarray):
+        n = len(item)
+        if n == 0:
+            return []
+        # vectorized: one numpy pass for every piece (a random minibatch has one piece per
+        # chunk it touches, and this runs once per leaf per batch)
         ks = item // c
         cuts = np.flatnonzero(ks[1:] != ks[:-1]) + 1
-        bounds = [0, *cuts.tolist(), len(item)]
+        starts = np.concatenate(([0], cuts))
+        ends = np.concatenate((cuts, [n]))
+        local = item - ks * c
+        # a piece is a slice when its rows are consecutive (in order, no repeats): its ends
+        # span its length, and (checked only then) no step inside it is other than +1
+        counts = ends - starts
+        runs = (counts > 1) & (local[ends - 1] - local[starts] == counts - 1)
+        if runs.any():
+            bad = np.concatenate(([0], np.cumsum(np.diff(item) != 1)))
+            runs &= bad[ends - 1] == bad[starts]
         out: list[Piece] = []
-        for a, b in itertools.pairwise(bounds):
-            k = int(ks[a])
-            local = item[a:b] - k * c
-            if (
-                b - a > 1
-                and local[-1] - local[0] == b - a - 1
-                and bool(np.all(np.diff(local) == 1))
-            ):
-                # consecutive rows (in order, no repeats): a slice
-                out.append((k, slice(int(local[0]), int(local[-1]) + 1), slice(a, b)))
+        for a, b, k, lo, run in zip(
+            starts.tolist(),
+            ends.tolist(),
+            ks[starts].tolist(),
+            local[starts].tolist(),
+            runs.tolist(),
+            strict=True,
+        ):
+            if run:
+                out.append((k, slice(lo, lo + b - a), slice(a, b)))
             else:
-                out.append((k, local, slice(a, b)))
+                out.append((k, local[a:b], slice(a, b)))
         return out
     if isinstance(item, slice):
         start, stop, step = item.indices(size)
@@ -145,8 +159,8 @@ def sort_first(
         if (
             isinstance(item, np.ndarray)
             and len(item) > 1
-            and int(item.min()) // chunks[pos] != int(item.max()) // chunks[pos]
             and not bool(np.all(item[1:] >= item[:-1]))
+            and int(item.min()) // chunks[pos] != int(item.max()) // chunks[pos]
         ):
             u, inv = np.unique(item, return_inverse=True)
             axis = sum(1 for s in selection[:pos] if isinstance(s, (slice, np.ndarray)))
