@@ -95,10 +95,23 @@ def read_chunked(
     order = sort_first(sel, shape, arr.chunks)
     if order is not None:  # read the sorted unique rows, then put them in the asked order
         pos, rows, inverse, axis = order
-        got = read_chunked(arr, (*sel[:pos], rows, *sel[pos + 1 :]), cache)
+        sorted_sel = (*sel[:pos], rows, *sel[pos + 1 :])
+        got = _read_planned(arr, sorted_sel, out_shape(shape, sorted_sel), cache, None)
         if out is None:
             return np.take(got, inverse, axis=axis)
         return np.take(got, inverse, axis=axis, out=out, mode="clip")  # (in range)
+    return _read_planned(arr, sel, shape_out, cache, out)
+
+
+def _read_planned(
+    arr: ChunkedArray,
+    sel: tuple[Any, ...],
+    shape_out: tuple[int, ...],
+    cache: ChunkCache | None,
+    out: np.ndarray | None,
+) -> np.ndarray:
+    """A normalized selection (its index array in order, or in one chunk), chunk by chunk."""
+    shape = arr.shape
     result = np.empty(shape_out, arr.dtype) if out is None else out
     combos = chunk_pieces(sel, shape, arr.chunks)
     size = int(np.prod(shape, dtype=np.int64)) * arr.dtype.itemsize

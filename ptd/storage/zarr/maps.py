@@ -156,8 +156,16 @@ class ZarrMaps:
         order = sort_first(sel, shape, lay.chunks)
         if order is not None:  # read the sorted unique rows, then put them in the asked order
             pos, rows, inverse, axis = order
-            got = self.read(path, arr, (*sel[:pos], rows, *sel[pos + 1 :]))
+            sorted_sel = (*sel[:pos], rows, *sel[pos + 1 :])
+            got = self._read_planned(lay, sorted_sel, out_shape(shape, sorted_sel))
             return None if got is None else np.take(got, inverse, axis=axis)
+        return self._read_planned(lay, sel, shape_out)
+
+    def _read_planned(
+        self, lay: _ZarrLayout, sel: tuple[Any, ...], shape_out: tuple[int, ...]
+    ) -> np.ndarray | None:
+        """A normalized selection (its index array in order, or in one chunk) from maps."""
+        shape = lay.shape
         pieces = chunk_pieces(sel, shape, lay.chunks)
         if len(pieces) == 1:  # one chunk: no output buffer to fill
             combo = pieces[0]
