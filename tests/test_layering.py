@@ -155,6 +155,32 @@ def test_imports_by_name_are_found(
     assert "ptd/__init__.py" not in out  # the public lazy namespace may
 
 
+def test_branching_on_a_format_name_is_found_outside_the_format_layers(
+    checker: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = _fake_tree(tmp_path, {
+        "ptd/report/__init__.py": "",
+        "ptd/report/a.py": "def f(fmt):\n    return 1 if fmt == 'h5' else 2\n",
+        "ptd/report/b.py": "def f(be):\n    return be.name in ('zarr', 'memmap')\n",
+        "ptd/report/c.py": "def f(x):\n    match x:\n        case 'HDF5':\n            return 1\n",
+        "ptd/report/d.py": "NAMES = {'h5': 'HDF5'}\ndef f(x):\n    return x == 'zip'\n",
+        "ptd/storage/__init__.py": "",
+        "ptd/storage/e.py": "def f(fmt):\n    return fmt == 'h5'\n",
+        "ptd/format/__init__.py": "",
+        "ptd/format/g.py": "def f(fmt):\n    return fmt != 'zarr'\n",
+    })  # fmt: skip
+    out = _run(checker, monkeypatch, root, capsys)
+    assert "ptd/report/a.py:2: ptd.report.a branches on a format's name" in out
+    assert "ptd/report/b.py:2: ptd.report.b branches on a format's name" in out
+    assert "ptd/report/c.py:3: ptd.report.c branches on a format's name" in out
+    assert "ptd/report/d.py" not in out  # a table keyed by names, or another string: not a branch
+    assert "ptd/storage/e.py" not in out  # the formats' own layers may
+    assert "ptd/format/g.py" not in out
+
+
 def test_private_names_of_another_package_are_found(
     checker: ModuleType,
     monkeypatch: pytest.MonkeyPatch,
