@@ -22,20 +22,17 @@ from ptd.errors import (
     StoreNotFoundError,
     UnknownBackendError,
 )
-from ptd.ops.dtypes import from_storage, to_storage
+from ptd.ops.dtypes import from_storage
 from ptd.storage.api import NodeKind, ValueKind
 from ptd.storage.h5.backend import H5Backend
 from ptd.storage.registry import detect_backend, get_backend
 from ptd.testing.backend_contract import BackendContract
+from tests.storage.backends.shared import TorchDtypes, arr, td_source
 
 STR_WARNING = "The h5 backend of PersistentTensorDict reads the string"
 
 
-def _arr(shape=(4, 3), dtype="float32") -> np.ndarray:
-    return np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape).astype(dtype)
-
-
-class TestH5Backend(BackendContract):
+class TestH5Backend(TorchDtypes, BackendContract):
     backend_cls = H5Backend
     backend_name = "h5"
     suffix = ".h5"
@@ -76,19 +73,6 @@ class TestH5Backend(BackendContract):
             f["col"] = np.array([b"a", b"bc", b"d"])
             f["vcol"] = np.array(["x", "y", "z"], dtype=h5py.string_dtype())
         return [b"a", b"bc", b"d"], [b"x", b"y", b"z"]
-
-    def test_bfloat16_via_to_storage(self, be):
-        t = torch.tensor([[1.5, -2.0], [3.25, 0.0]], dtype=torch.bfloat16)
-        arr, attrs = to_storage(t)
-        be.create_array(("bf",), shape=arr.shape, dtype=arr.dtype, data=arr, attrs=attrs)
-        meta = be.array_meta(("bf",))
-        assert meta.torch_dtype == "bfloat16"
-        assert meta.kind is ValueKind.NUMERIC
-        back = from_storage(be.read(("bf",)), meta.attrs)
-        assert back.dtype == torch.bfloat16
-        assert torch.equal(back, t)
-        row = from_storage(be.read(("bf",), (1,)), meta.attrs)
-        assert torch.equal(row, t[1])
 
 
 class TestH5Open:
@@ -241,25 +225,11 @@ class TestRegistry:
 
 
 # --- interop with tensordict 0.15 (the oracle) -----------------------------------------------
-def _td_source():
-    td = pytest.importorskip("tensordict")
-    from tensordict import NonTensorData, NonTensorStack, TensorDict
-
-    return td, TensorDict(
-        {
-            "a": torch.arange(6.0).reshape(3, 2),
-            "n": {"b": torch.ones(3, dtype=torch.int64)},
-            "s": NonTensorData("hello"),
-            "st": NonTensorStack("x", "y", "z"),
-            "si": NonTensorStack(1, 2, 3),
-        },
-        batch_size=[3],
-    )
 
 
 @pytest.mark.interop
 def test_interop_read_tensordict_files(tmp_path):
-    tdmod, td = _td_source()
+    tdmod, td = td_source()
     p = tmp_path / "td.h5"
     tdmod.PersistentTensorDict.from_dict(td, filename=str(p), backend="h5").close()
     assert detect_backend(p) == "h5"
@@ -290,7 +260,7 @@ def test_interop_tensordict_reads_ptd_files(tmp_path):
     tdmod = pytest.importorskip("tensordict")
     p = tmp_path / "ptd.h5"
     b = get_backend("h5").open(p, "w")
-    b.create_array(("a",), shape=(3, 2), dtype=np.dtype("f4"), data=_arr((3, 2)))
+    b.create_array(("a",), shape=(3, 2), dtype=np.dtype("f4"), data=arr((3, 2)))
     b.create_array(("n", "b"), shape=(3,), dtype=np.dtype("i8"), data=np.arange(3))
     b.write_non_tensor(("s",), "hello")
     b.write_non_tensor(("by",), b"raw")
@@ -305,7 +275,7 @@ def test_interop_tensordict_reads_ptd_files(tmp_path):
         ptd = tdmod.PersistentTensorDict.from_h5(str(p))
         try:
             assert ptd.batch_size == torch.Size([3])
-            assert torch.equal(ptd["a"], torch.from_numpy(_arr((3, 2))))
+            assert torch.equal(ptd["a"], torch.from_numpy(arr((3, 2))))
             assert torch.equal(ptd["n", "b"], torch.arange(3))
             assert ptd["s"] == b"hello"
             assert ptd["by"] == b"raw"
@@ -319,7 +289,7 @@ def test_interop_tensordict_reads_ptd_files(tmp_path):
 
 @pytest.mark.interop
 def test_interop_h5_layout_matches_tensordict(tmp_path):
-    tdmod, td = _td_source()
+    tdmod, td = td_source()
     ref = tmp_path / "ref.h5"
     tdmod.PersistentTensorDict.from_dict(td, filename=str(ref), backend="h5").close()
     mine = tmp_path / "mine.h5"

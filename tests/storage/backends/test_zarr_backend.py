@@ -24,20 +24,16 @@ from ptd.errors import (
     PtdValueError,
     ReadOnlyError,
 )
-from ptd.ops.dtypes import from_storage, to_storage
 from ptd.storage.api import NodeKind, ValueKind
 from ptd.storage.registry import detect_backend, get_backend
 from ptd.storage.zarr.backend import ZarrBackend
 from ptd.testing.backend_contract import BackendContract
+from tests.storage.backends.shared import TorchDtypes, arr, td_source
 
 PICKLE_WARNING = "PersistentTensorDict is loading a pickled non-tensor zarr field"
 
 
-def _arr(shape=(4, 3), dtype="float32") -> np.ndarray:
-    return np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape).astype(dtype)
-
-
-class TestZarrBackend(BackendContract):
+class TestZarrBackend(TorchDtypes, BackendContract):
     backend_cls = ZarrBackend
     backend_name = "zarr"
     suffix = ".zarr"
@@ -60,19 +56,6 @@ class TestZarrBackend(BackendContract):
             vcol = g.create_array("vcol", shape=(3,), dtype="S2")
         vcol[...] = np.array([b"x", b"y", b"z"])
         return ["a", "bc", "d"], [b"x", b"y", b"z"]
-
-    def test_bfloat16_via_to_storage(self, be):
-        t = torch.tensor([[1.5, -2.0], [3.25, 0.0]], dtype=torch.bfloat16)
-        arr, attrs = to_storage(t)
-        be.create_array(("bf",), shape=arr.shape, dtype=arr.dtype, data=arr, attrs=attrs)
-        meta = be.array_meta(("bf",))
-        assert meta.torch_dtype == "bfloat16"
-        assert meta.kind is ValueKind.NUMERIC
-        back = from_storage(be.read(("bf",)), meta.attrs)
-        assert back.dtype == torch.bfloat16
-        assert torch.equal(back, t)
-        row = from_storage(be.read(("bf",), (1,)), meta.attrs)
-        assert torch.equal(row, t[1])
 
 
 class TestZarrOpen:
@@ -327,25 +310,11 @@ class TestZarrStores:
 
 
 # --- interop with tensordict 0.15 (the oracle) -----------------------------------------------
-def _td_source():
-    td = pytest.importorskip("tensordict")
-    from tensordict import NonTensorData, NonTensorStack, TensorDict
-
-    return td, TensorDict(
-        {
-            "a": torch.arange(6.0).reshape(3, 2),
-            "n": {"b": torch.ones(3, dtype=torch.int64)},
-            "s": NonTensorData("hello"),
-            "st": NonTensorStack("x", "y", "z"),
-            "si": NonTensorStack(1, 2, 3),
-        },
-        batch_size=[3],
-    )
 
 
 @pytest.mark.interop
 def test_interop_read_tensordict_files(tmp_path):
-    tdmod, td = _td_source()
+    tdmod, td = td_source()
     p = tmp_path / "td.zarr"
     tdmod.PersistentTensorDict.from_dict(td, filename=str(p), backend="zarr").close()
     assert detect_backend(p) == "zarr"
@@ -376,7 +345,7 @@ def test_interop_tensordict_reads_ptd_files(tmp_path):
     tdmod = pytest.importorskip("tensordict")
     p = tmp_path / "ptd.zarr"
     b = get_backend("zarr").open(p, "w")
-    b.create_array(("a",), shape=(3, 2), dtype=np.dtype("f4"), data=_arr((3, 2)))
+    b.create_array(("a",), shape=(3, 2), dtype=np.dtype("f4"), data=arr((3, 2)))
     b.create_array(("n", "b"), shape=(3,), dtype=np.dtype("i8"), data=np.arange(3))
     b.write_non_tensor(("s",), "hello")
     b.write_non_tensor(("by",), b"raw")
@@ -391,7 +360,7 @@ def test_interop_tensordict_reads_ptd_files(tmp_path):
         ptd = tdmod.PersistentTensorDict.from_zarr(str(p), batch_size=[3])
         try:
             assert ptd.batch_size == torch.Size([3])
-            assert torch.equal(ptd["a"], torch.from_numpy(_arr((3, 2))))
+            assert torch.equal(ptd["a"], torch.from_numpy(arr((3, 2))))
             assert torch.equal(ptd["n", "b"], torch.arange(3))
             assert ptd["s"] == "hello"
             assert ptd["by"] == b"raw"
@@ -405,7 +374,7 @@ def test_interop_tensordict_reads_ptd_files(tmp_path):
 
 @pytest.mark.interop
 def test_interop_zarr_layout_matches_tensordict(tmp_path):
-    tdmod, td = _td_source()
+    tdmod, td = td_source()
     ref = tmp_path / "ref.zarr"
     tdmod.PersistentTensorDict.from_dict(td, filename=str(ref), backend="zarr").close()
     mine = tmp_path / "mine.zarr"
