@@ -40,9 +40,10 @@ from typing import Any
 import numpy as np
 
 from ptd.errors import PickleRefusedError, PtdError, PtdValueError
+from ptd.format.attrvalues import jsonable
 from ptd.format.tables import describe_table, is_table, table_fields
 from ptd.report.consolidated import open_checked
-from ptd.report.info import jsonable, leaf_shape, user_attrs
+from ptd.report.info import leaf_shape, user_attrs
 from ptd.report.scan import Scan, scan
 from ptd.storage import cancel, runtime
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind

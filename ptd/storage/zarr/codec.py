@@ -47,24 +47,26 @@ __all__ = [
     "create_strings",
     "decode",
     "encode",
-    "jsonable",
     "non_tensor_kind",
+    "plain_python",
     "read_strings",
     "string_array",
     "string_type",
 ]
 
 
-def jsonable(value: Any) -> Any:
-    """An attribute value as JSON-able python (numpy scalars/arrays -> python/lists)."""
+def plain_python(value: Any) -> Any:
+    """An attribute value with numpy scalars and arrays as python values and lists, anything
+    else as it is (zarr refuses what JSON cannot hold; compare
+    :func:`ptd.format.attrvalues.jsonable`, which renders everything for reports)."""
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {str(k): plain_python(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
+        return [plain_python(v) for v in value]
     return value
 
 
@@ -79,7 +81,7 @@ def _bytes_as_text(value: Any) -> Any:
 
 
 def attrs_json(attrs: Mapping[str, Any], listed: Any = None) -> dict[str, Any]:
-    """Attributes as the JSON a zarr node stores: :func:`jsonable` values, where bytes (and
+    """Attributes as the JSON a zarr node stores: :func:`plain_python` values, where bytes (and
     lists of bytes) become their UTF-8 text, named in ``__ptd_bytes_attrs__`` so that they
     read back as bytes (:func:`attrs_read`). ``listed``: the node's current listing, when
     ``attrs`` are merged into existing ones (names set here again leave it or join it)."""
@@ -90,7 +92,7 @@ def attrs_json(attrs: Mapping[str, Any], listed: Any = None) -> dict[str, Any]:
         key = str(name)
         if key == PTD_BYTES_ATTRS:
             continue
-        plain = jsonable(value)
+        plain = plain_python(value)
         text = _bytes_as_text(plain)
         if text is None:
             out[key] = plain
