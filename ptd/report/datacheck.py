@@ -54,7 +54,7 @@ import numpy as np
 from ptd.errors import PickleRefusedError, PtdError
 from ptd.storage import cancel, runtime
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
-from ptd.storage.chunk_info import ChunkInfo, chunk_info
+from ptd.storage.chunk_info import ChunkInfo
 
 __all__ = [
     "BLOCK_BYTES",
@@ -543,7 +543,7 @@ def check_data(
             continue
         if meta.kind is not ValueKind.NUMERIC:
             continue
-        info = chunk_info(be, path)
+        info = be.chunk_info(path)
         c = constraints.get(key)
         float_like = meta.dtype.kind == "f" or meta.torch_dtype == "bfloat16"
         axis = image_channel_axis(tuple(meta.shape), meta.dtype)

@@ -48,7 +48,6 @@ from ptd.report.scan import Scan, scan
 from ptd.storage import cancel, runtime
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.cancel import cancellable
-from ptd.storage.chunk_info import chunk_info
 from ptd.storage.location import StoreLocation, as_path_str
 from ptd.storage.properties import same_fill
 
@@ -654,7 +653,7 @@ def _values(
             small = nbytes <= SMALL_LEAF
             try:
                 align = (
-                    int(chunk_info(bea, path, list_stored=False).chunks[0])
+                    int(bea.chunk_info(path, list_stored=False).chunks[0])
                     if shape and not small
                     else 1
                 )

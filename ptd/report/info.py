@@ -108,7 +108,7 @@ from ptd.format.names import PTD_JSON_ATTR, RESERVED_ATTRS, TD_NON_TENSOR_ATTR
 from ptd.format.shapes import fits
 from ptd.format.tables import describe_table, is_table, table_fields
 from ptd.report.consolidated import check_consolidated, narrowed_findings
-from ptd.report.scan import open_stream, scan
+from ptd.report.scan import scan, streamed
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind, random_row_cost
 from ptd.storage.location import StoreLocation
 from ptd.storage.properties import Stage, same_fill
@@ -281,7 +281,7 @@ def info(
     p = loc.path
     stale = [] if loc.is_remote or not os.path.isdir(p) else check_consolidated(p, thorough=False)
     stale = narrowed_findings(stale, loc.inner)
-    with open_stream(loc) as be:
+    with streamed(loc) as be:
         fmt = be.name
         s = scan(be, fmt)
         # the sizes the arrays' metadata does not state, asked of the store at once (zarr's:

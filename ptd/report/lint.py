@@ -52,7 +52,6 @@ from ptd.format.tdmeta import parse_td_meta
 from ptd.report.consolidated import has_consolidated
 from ptd.report.scan import Scan
 from ptd.storage.api import NodeKind, ValueKind, random_row_cost
-from ptd.storage.chunk_info import chunk_info
 from ptd.storage.remote import is_remote
 
 __all__ = ["LINT_CODES", "SEVERITIES", "LintFinding", "lint", "severity_at_least"]
@@ -183,7 +182,7 @@ def lint(s: Scan, ignore: Iterable[str] = ()) -> list[LintFinding]:
                 )
             )
         try:
-            info = chunk_info(be, path, list_stored=False)
+            info = be.chunk_info(path, list_stored=False)
         except (PtdError, OSError, ValueError, TypeError, KeyError, AttributeError):
             continue
         for f in info.filters:

@@ -30,8 +30,8 @@ from ptd.storage.tree import StoreTree
 __all__ = [
     "GroupBatch",
     "Scan",
-    "open_stream",
     "scan",
+    "streamed",
 ]
 
 #: how a group's batch size was found
@@ -78,7 +78,7 @@ class Scan:
 
 
 @contextmanager
-def open_stream(location: StoreLocation) -> Iterator[Backend]:
+def streamed(location: StoreLocation) -> Iterator[Backend]:
     """Open an existing store read-only for a metadata pass (format detected from its content
     unless the location has one), closed on exit. See :func:`ptd.storage.registry.open_stream`."""
     be = registry.open_stream(location)

@@ -17,7 +17,7 @@ Each backend answers from its own index (``Backend.chunk_info``):
 ...     be.create_array(("a",), shape=(8, 2), dtype=np.dtype("f4"), chunks=(4, 2),
 ...                     options={"fletcher32": True})
 ...     be.write(("a",), (slice(0, 4),), np.ones((4, 2), "f4"))
-...     info = chunk_info(be, ("a",))
+...     info = be.chunk_info(("a",))
 ...     be.close()
 >>> info.checksum, info.grid, sorted(info.stored or ())
 ('fletcher32', (2, 1), [(0, 0)])
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ptd.storage.api import Backend, Path
+    pass
 
-__all__ = ["ChunkInfo", "FilterInfo", "chunk_info", "grid_of"]
+__all__ = ["ChunkInfo", "FilterInfo", "grid_of"]
 
 
 @dataclass
@@ -76,15 +76,6 @@ class ChunkInfo:
     def read_chunks(self) -> tuple[int, ...]:
         """What one read decodes: the inner chunk of a sharded array, else the chunk."""
         return self.inner if self.inner is not None else self.chunks
-
-
-def chunk_info(be: Backend, path: Path, *, list_stored: bool = True) -> ChunkInfo:
-    """The :class:`ChunkInfo` of the numeric array at ``path`` of an open backend (each
-    backend reads it from its own index: :meth:`~ptd.storage.api.Backend.chunk_info`).
-
-    ``list_stored``: also list the stored chunks (one pass over the chunk index or the
-    array's directory)."""
-    return be.chunk_info(path, list_stored=list_stored)
 
 
 def grid_of(shape: tuple[int, ...], chunks: tuple[int, ...]) -> tuple[int, ...]:

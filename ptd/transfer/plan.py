@@ -357,9 +357,9 @@ def not_copyable(
     """``(skipped, refused, lost)`` of the store at ``loc`` for a ``fmt`` destination
     (``"h5"``, ``"zarr"`` or ``"memmap"``): the links a listing skips, :func:`refusals`, and
     :func:`lost_properties`."""
-    from ptd.report.scan import open_stream, scan
+    from ptd.report.scan import scan, streamed
 
-    with open_stream(loc) as be:
+    with streamed(loc) as be:
         s = scan(be, be.name)
         refused = refusals(s, fmt)
         return dict(s.skipped), refused, lost_properties(s, fmt, refused)

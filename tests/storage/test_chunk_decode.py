@@ -218,11 +218,11 @@ EXPECT_SERVED = {
 
 @pytest.fixture(params=[1, 3], ids=["1thread", "3threads"])
 def threads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
-    cr.set_decode_threads(request.param)
+    runtime.set_decode_threads(request.param)
     # the stores here have small chunks: decode them on the pool all the same
     monkeypatch.setattr(cr, "PARALLEL_MIN_CHUNK_BYTES", 0)
     yield request.param
-    cr.set_decode_threads(None)
+    runtime.set_decode_threads(None)
 
 
 @pytest.mark.parametrize(("chunk_rows", "pooled"), [(4, False), (4096, True)])
@@ -239,11 +239,11 @@ def test_small_chunks_stay_on_the_reading_thread(
     used = []
     real = runtime.cpu_pool
     monkeypatch.setattr(runtime, "cpu_pool", lambda: used.append(1) or real())
-    cr.set_decode_threads(3)
+    runtime.set_decode_threads(3)
     try:
         got = cr.read_chunked(arr, (slice(0, 8192),), None)
     finally:
-        cr.set_decode_threads(None)
+        runtime.set_decode_threads(None)
     assert np.array_equal(got, data)
     assert bool(used) == pooled  # 4 rows x 16 B = 64 B: alone; 4096 x 16 B = 64 KiB: pooled
 
@@ -538,22 +538,22 @@ def test_close_releases(stores: dict) -> None:
 
 def test_decode_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PTD_DECODE_THREADS", "3")
-    assert cr.decode_threads() == 3
+    assert runtime.decode_threads() == 3
     monkeypatch.setenv("PTD_DECODE_THREADS", "999")
-    assert cr.decode_threads() == 16
+    assert runtime.decode_threads() == 16
     monkeypatch.setenv("PTD_DECODE_THREADS", "x")
     with pytest.raises(PtdValueError, match="PTD_DECODE_THREADS"):
-        cr.decode_threads()
+        runtime.decode_threads()
     monkeypatch.delenv("PTD_DECODE_THREADS")
-    assert cr.decode_threads() == max(1, min(torch.get_num_threads(), 16))
-    cr.set_decode_threads(2)
+    assert runtime.decode_threads() == max(1, min(torch.get_num_threads(), 16))
+    runtime.set_decode_threads(2)
     try:
-        assert cr.decode_threads() == 2
+        assert runtime.decode_threads() == 2
     finally:
-        cr.set_decode_threads(None)
+        runtime.set_decode_threads(None)
     for bad in (0, -1, 1.5, "2"):
         with pytest.raises(PtdValueError):
-            cr.set_decode_threads(bad)  # type: ignore[arg-type]
+            runtime.set_decode_threads(bad)  # type: ignore[arg-type]
 
 
 def test_cache_lru_and_budget() -> None:
@@ -638,7 +638,7 @@ def test_forked_worker_reads(stores: dict) -> None:
     """A store opened in the parent, read in a forked child: the child's reader has its own
     cache and thread pool and gives the parent's answer."""
     path = stores[("zarr", "sharded")]
-    cr.set_decode_threads(2)
+    runtime.set_decode_threads(2)
     try:
         with _open(path, "zarr") as p:
             want = p[torch.tensor([40, 2, 2])]["float32"].numpy().tobytes()
@@ -661,7 +661,7 @@ def test_forked_worker_reads(stores: dict) -> None:
         assert got == want
         assert misses > 0
     finally:
-        cr.set_decode_threads(None)
+        runtime.set_decode_threads(None)
 
 
 def test_read_chunked_bounds() -> None:

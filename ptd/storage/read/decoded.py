@@ -39,14 +39,12 @@ import numpy as np
 from ptd.storage.read.cache import ChunkCache
 from ptd.storage.read.plan import chunk_pieces, normalize, out_shape, sort_first, take_local
 from ptd.storage.read.shuffled import ShuffledChunk, copy_rows
-from ptd.storage.runtime import decode_threads, run_parts, set_decode_threads
+from ptd.storage.runtime import decode_threads, run_parts
 
 __all__ = [
     "PARALLEL_MIN_CHUNK_BYTES",
     "ChunkedArray",
-    "decode_threads",
     "read_chunked",
-    "set_decode_threads",
 ]
 
 #: chunks smaller than this (decoded bytes) are decoded by the reading thread alone
