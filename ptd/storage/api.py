@@ -242,11 +242,6 @@ class RowCost:
         reading whole chunks and keeping them decoded."""
         return self.nbytes <= self.row_nbytes
 
-    @property
-    def amplification(self) -> float:
-        """Bytes read per byte returned."""
-        return self.nbytes / max(1, self.row_nbytes)
-
 
 def row_nbytes(meta: ArrayMeta) -> int:
     """Bytes of one row (one index along the first dim) of an array."""

@@ -15,9 +15,9 @@
   and an object's own thread (:func:`serial_worker`: a dataset's read ahead, one block after
   another; :func:`background`: ``memmap(return_early=True)``).
 
-A task on a shared pool never waits on that same pool: :func:`run_parts`, :func:`io_map` and
-:func:`cpu_map` run inline when called from one of the pool's own threads, so a pool cannot
-starve itself however calls nest. Jobs wait on their tasks, so they get threads of their own.
+A task on a shared pool never waits on that same pool: :func:`run_parts` and :func:`io_map`
+run inline when called from one of the pool's own threads, so a pool cannot starve itself
+however calls nest. Jobs wait on their tasks, so they get threads of their own.
 
 **Fork.** Threads do not survive ``fork``: the shared pools are made again on first use in a
 child, and :func:`after_fork_in_child` registers what else a module resets there (the chunk
@@ -28,8 +28,8 @@ kept current by the at-fork hook (cheaper than ``os.getpid()`` on every read).
 and meaning; :func:`setting` reads one (at each call, so a test or a DataLoader worker may set
 it). Cancellation (Ctrl-C, SIGTERM) is :mod:`ptd.storage.cancel`'s.
 
->>> cpu_map(lambda x: x * x, [1, 2, 3])
-[1, 4, 9]
+>>> run_parts(pow, [(2, 3), (3, 2)])
+[8, 9]
 >>> setting("PTD_FAST_PATH") in ("", "0", "1", "false", "off", "no", "true", "on", "yes")
 True
 """
@@ -53,7 +53,6 @@ __all__ = [
     "Setting",
     "after_fork_in_child",
     "background",
-    "cpu_map",
     "cpu_pool",
     "decode_threads",
     "enabled",
@@ -275,14 +274,6 @@ def run_parts(fn: Callable[..., _R], parts: Sequence[tuple[Any, ...]]) -> list[_
     finally:
         wait(futures)  # the first error is raised once every part has ended
     return [first, *(f.result() for f in futures)]
-
-
-def cpu_map(fn: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
-    """``[fn(x) for x in items]`` on the CPU pool, in order (inline on a pool thread)."""
-    todo = list(items)
-    if len(todo) <= 1 or _on("cpu"):
-        return [fn(x) for x in todo]
-    return list(cpu_pool().map(fn, todo))
 
 
 def io_submit(fn: Callable[..., _R], *args: Any) -> Future[_R]:

@@ -43,7 +43,9 @@ def test_nested_calls_run_inline_instead_of_starving_the_pool(
     assert runtime.io_map(outer, range(4)) == [[x * 10 + y for y in range(3)] for x in range(4)]
     runtime.set_decode_threads(2)
     try:
-        got = runtime.cpu_map(lambda x: runtime.cpu_map(lambda y: x + y, [1, 2]), [10, 20, 30])
+        got = runtime.run_parts(
+            lambda x: runtime.run_parts(lambda y: x + y, [(1,), (2,)]), [(10,), (20,), (30,)]
+        )
     finally:
         runtime.set_decode_threads(None)
     assert got == [[11, 12], [21, 22], [31, 32]]
@@ -118,14 +120,14 @@ def test_settings(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_fork_resets_the_pools_and_runs_the_hooks() -> None:
-    runtime.cpu_map(lambda x: x, [1, 2])  # the parent's pool exists
+    runtime.run_parts(abs, [(1,), (2,)])  # the parent's pool exists
     seen: list[int] = []
     runtime.after_fork_in_child(lambda: seen.append(os.getpid()))
     r, w = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - the child reports through the pipe
         ok = seen == [os.getpid()] and runtime.pid() == os.getpid()
-        ok = ok and runtime.cpu_map(lambda x: x + 1, [1, 2, 3]) == [2, 3, 4]
+        ok = ok and runtime.run_parts(lambda x: x + 1, [(1,), (2,), (3,)]) == [2, 3, 4]
         os.write(w, b"1" if ok else b"0")
         os._exit(0)
     os.close(w)
