@@ -54,7 +54,7 @@ from ptd.containers.persistent.opening import open_existing
 from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
 from ptd.data.geometry import GROUP_BYTES, LeafGeometry, group_rows, store_leaves
 from ptd.data.rows import select_rows, where_of
-from ptd.data.transport import as_numpy, assemble, put, worker_ring
+from ptd.data.transport import BatchList, HandOver, as_numpy, assemble, put, split, worker_ring
 from ptd.errors import PtdIndexError, PtdTypeError, PtdValueError
 from ptd.ops.dtypes import dtype_from_str
 from ptd.storage import runtime
@@ -79,11 +79,21 @@ def _under(key: tuple[str, ...], groups: Sequence[tuple[str, ...]]) -> bool:
 
 def collate(batch: Any) -> Any:
     """The DataLoader ``collate_fn`` for :class:`StoreDataset`: a batch read by ``__getitems__``
-    is already a TensorDict and is returned as is; a list of single rows (a DataLoader without
+    is already a TensorDict and is returned as is (a hand-over's batches as a
+    :class:`~ptd.data.transport.BatchList`); a list of single rows (a DataLoader without
     ``__getitems__`` support) is stacked."""
+    in_worker = get_worker_info() is not None
     if isinstance(batch, TensorDictBase):
-        if get_worker_info() is not None and batch.batch_dims:
+        if in_worker and batch.batch_dims:
             return worker_ring().pack(batch)  # arrives in the main process as a TensorDict
+        return batch
+    if isinstance(batch, HandOver):  # one message for all its batches (a BatchList there)
+        return (
+            worker_ring().pack(batch.td, batch.sizes) if in_worker else split(batch.td, batch.sizes)
+        )
+    if isinstance(batch, BatchList):
+        if in_worker:
+            return BatchList(worker_ring().pack(b) if b.batch_dims else b for b in batch)
         return batch
     if isinstance(batch, Sequence) and batch and isinstance(batch[0], TensorDictBase):
         return torch.stack(list(batch))  # type: ignore[call-overload]
@@ -284,10 +294,20 @@ class StoreDataset(Dataset[Any]):
     # ------------------------------------------------------------------ reads
     def __getitem__(self, index: int) -> TensorDictBase:
         out = self.__getitems__([index])
+        assert isinstance(out, TensorDictBase)  # a plain list of indices: one batch
         return out[0]  # type: ignore[no-any-return]
 
-    def __getitems__(self, indices: Sequence[int]) -> TensorDictBase:
-        """The rows ``indices`` (in that order, repeats allowed) as one TensorDict."""
+    def __getitems__(self, indices: Sequence[int]) -> TensorDictBase | BatchList | HandOver:
+        """The rows ``indices`` (in that order, repeats allowed) as one TensorDict; a
+        hand-over (``indices.sizes``, see :class:`~ptd.data.sampler.BatchIndices`) as a
+        :class:`~ptd.data.transport.BatchList` of its batches, each owning its memory (in a
+        DataLoader worker: a :class:`~ptd.data.transport.HandOver` built in a shared slot,
+        which :func:`collate` sends as one message)."""
+        sizes = tuple(int(n) for n in getattr(indices, "sizes", ()))
+        if sizes and sum(sizes) != len(indices):
+            raise PtdValueError(
+                f"a hand-over of {len(indices)} rows cannot hold batches of {list(sizes)}"
+            )
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if idx.size and (idx.min() < -self._len or idx.max() >= self._len):
             bad = idx[(idx < -self._len) | (idx >= self._len)][0]
@@ -318,14 +338,34 @@ class StoreDataset(Dataset[Any]):
             if direct is None:
                 direct = td[torch.from_numpy(idx)]
             values[leaf.key] = direct.get(leaf.key)
-        out = self._into_slot(taken, values, len(idx))
-        if out is None:  # the batch in new memory: each taken leaf in one take
+        plain = not sizes or all(isinstance(v, torch.Tensor) for v in values.values())
+        out = self._into_slot(taken, values, len(idx)) if plain else None
+        if out is not None:
+            batch = self._assemble(out, len(idx))
+            return HandOver(batch, sizes) if sizes else batch
+        if not sizes:  # the batch in new memory: each taken leaf in one take
             out = {leaf.key: _as_tensor(buf.take(pos, axis=0), dt) for leaf, buf, pos, dt in taken}
             out.update(values)
+            return self._assemble(out, len(idx))
+        # a hand-over in new memory: each batch's rows taken apart, into memory of its own
+        batches = BatchList()
+        start = 0
+        for n in sizes:
+            cut = slice(start, start + n)
+            part = {
+                leaf.key: _as_tensor(buf.take(pos[cut], axis=0), dt) for leaf, buf, pos, dt in taken
+            }
+            for key, value in values.items():  # read directly: each batch's rows copied apart
+                part[key] = value[cut].clone() if isinstance(value, torch.Tensor) else value[cut]
+            batches.append(self._assemble(part, n))
+            start += n
+        return batches
+
+    def _assemble(self, leaves: dict[tuple[str, ...], Any], n: int) -> TensorDictBase:
         data: dict[str, Any] = {}
         for leaf in self.leaves:
-            put(data, leaf.key, out[leaf.key])
-        return assemble(data, torch.Size([len(idx)]))
+            put(data, leaf.key, leaves[leaf.key])
+        return assemble(data, torch.Size([n]))
 
     def _into_slot(
         self,

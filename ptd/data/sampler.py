@@ -30,9 +30,19 @@ for DistributedDataParallel: each rank gets every ``world_size``-th group of the
 order; every row is drawn exactly once per epoch over all ranks (``drop_last=False``), or each
 rank yields the same number of full batches (``drop_last=True``, which DDP needs).
 
-``num_workers``: give it the DataLoader's. The DataLoader hands batch ``i`` to worker
+``num_workers``: give it the DataLoader's. The DataLoader hands item ``i`` to worker
 ``i % num_workers``; the sampler then splits the groups into that many streams and interleaves
-their batches, so that each worker decodes only its own groups.
+their items, so that each worker decodes only its own groups.
+
+``handover``: batches per item. Taking in a batch from a DataLoader worker costs the main
+process about 100 µs (the queue, unpickling, torch's bookkeeping) whatever the batch's size:
+with few cores and 256-row batches that is a large share of a core. With ``handover=k`` each
+item is a *hand-over* of up to ``k`` consecutive batches of one stream (a :class:`BatchIndices`
+whose ``sizes`` are its batches' lengths), which the worker reads in one go and
+:class:`~ptd.data.StoreLoader` splits into its batches again. The batches and their
+order within each stream stay the same; only the interleaving of the streams coarsens to
+``k`` batches. :meth:`~ChunkShuffleSampler.batches` yields the batches one by one, in the
+order a :class:`~ptd.data.StoreLoader` hands them out.
 
 >>> s = ChunkShuffleSampler(10, batch_size=4, group_rows=2, window=2, seed=0)
 >>> batches = list(s)
@@ -40,6 +50,10 @@ their batches, so that each worker decodes only its own groups.
 (3, 3, True)
 >>> s.set_epoch(1); list(s) != batches
 True
+>>> h = ChunkShuffleSampler(10, batch_size=2, group_rows=2, window=2, seed=0, num_workers=2,
+...                         handover=2)
+>>> [b.sizes for b in h], len(h), h.batch_count()
+([(2, 2), (2, 2), (2,)], 3, 5)
 """
 
 from __future__ import annotations
@@ -82,6 +96,7 @@ class ChunkShuffleSampler(Sampler[list[int]]):
         rank, world_size: this process's share (default: from ``torch.distributed`` when it is
             initialized, else 0 and 1).
         num_workers: the DataLoader's ``num_workers`` (0: one stream).
+        handover: batches per item (see the module doc); 1: each item is a batch.
     """
 
     def __init__(
@@ -97,6 +112,7 @@ class ChunkShuffleSampler(Sampler[list[int]]):
         rank: int | None = None,
         world_size: int | None = None,
         num_workers: int = 0,
+        handover: int = 1,
     ) -> None:
         self.batch_size = _positive("batch_size", batch_size)
         self.window = _positive("window", window)
@@ -120,6 +136,7 @@ class ChunkShuffleSampler(Sampler[list[int]]):
         if isinstance(num_workers, bool) or int(num_workers) < 0:
             raise PtdValueError(f"num_workers must be >= 0, got {num_workers!r}")
         self.num_workers = int(num_workers)
+        self.handover = _positive("handover", handover)
         self.seed = int(seed)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
@@ -127,8 +144,10 @@ class ChunkShuffleSampler(Sampler[list[int]]):
         reserve = getattr(source, "reserve_rows", None)
         if callable(reserve) and self.group_rows is not None:
             # the rows a worker needs decoded at once: its window and the leftovers before it
-            # (+ the groups read ahead)
-            reserve((self.window + 1 + _AHEAD) * self.group_rows + self.batch_size)
+            # (+ the groups read ahead), and a hand-over's rows, which it gathers at once
+            items = self.batch_size * self.handover
+            groups = self.window + 1 + _AHEAD + -(-items // self.group_rows)
+            reserve(groups * self.group_rows + items)
 
     def set_epoch(self, epoch: int) -> None:
         """Use the order of epoch ``epoch`` on the next iteration."""
@@ -154,28 +173,60 @@ class ChunkShuffleSampler(Sampler[list[int]]):
         last = self.rows - (-(-self.rows // g) - 1) * g  # rows of the last group
         return int(len(groups) * g - (g - last) * int(np.any(groups == -(-self.rows // g) - 1)))
 
-    def _count(self, groups: np.ndarray) -> tuple[int, int]:
-        """(full batches, partial batches) of a rank's groups."""
-        full = part = 0
+    def _stream_counts(self, groups: np.ndarray) -> list[int]:
+        """The batches each stream of a rank's groups yields (every batch of a stream is full
+        but its last; with drop_last that one is dropped)."""
+        out = []
         for stream in self._streams(groups):
             rows = self._group_sizes(stream)
-            full += rows // self.batch_size
-            part += int(rows % self.batch_size > 0)
-        return full, part
+            out.append(
+                rows // self.batch_size + int(not self.drop_last and rows % self.batch_size > 0)
+            )
+        return out
 
     def _limit(self, per_rank: list[np.ndarray]) -> int | None:
         """With drop_last over several ranks: the batches every rank yields."""
         if not self.drop_last or self.world_size == 1:
             return None
-        return min(self._count(gr)[0] for gr in per_rank)
+        return min(sum(self._stream_counts(gr)) for gr in per_rank)
+
+    def _schedule(self, counts: list[int], limit: int | None) -> Iterator[tuple[int, int]]:
+        """The items in order, as (stream, batches): the streams in turn (as the DataLoader
+        hands items to its workers), up to :attr:`handover` batches each, until ``limit``
+        batches (None: all)."""
+        left = list(counts)
+        budget = sum(left) if limit is None else min(limit, sum(left))
+        while budget > 0:
+            for stream, n in enumerate(left):
+                take = min(self.handover, n, budget)
+                if take == 0:
+                    continue
+                left[stream] -= take
+                budget -= take
+                yield stream, take
+                if budget == 0:
+                    return
+
+    def _plan(self) -> tuple[np.ndarray, list[int], int | None]:
+        """This rank's groups, its streams' batch counts and the batch limit."""
+        per_rank = self._group_order()
+        groups = per_rank[self.rank]
+        if self.group_rows is None:  # a full shuffle: groups are rows
+            groups = groups[groups < self.rows]
+        return groups, self._stream_counts(per_rank[self.rank]), self._limit(per_rank)
 
     def __len__(self) -> int:
-        per_rank = self._group_order()
-        limit = self._limit(per_rank)
-        full, part = self._count(per_rank[self.rank])
-        if limit is not None:
-            return limit
-        return full if self.drop_last else full + part
+        """The items an epoch yields: batches, or hand-overs with ``handover > 1`` (see
+        :meth:`batch_count`)."""
+        _, counts, limit = self._plan()
+        if self.handover == 1:
+            return sum(counts) if limit is None else min(limit, sum(counts))
+        return sum(1 for _ in self._schedule(counts, limit))
+
+    def batch_count(self) -> int:
+        """The batches an epoch yields (the items' batches: ``len(self)`` without hand-overs)."""
+        _, counts, limit = self._plan()
+        return sum(counts) if limit is None else min(limit, sum(counts))
 
     # ------------------------------------------------------------------ iteration
     def _stream_batches(
@@ -225,40 +276,50 @@ class ChunkShuffleSampler(Sampler[list[int]]):
             yield carry, tuple(hints)
 
     def __iter__(self) -> Iterator[list[int]]:
-        per_rank = self._group_order()
-        limit = self._limit(per_rank)
-        groups = per_rank[self.rank]
-        if self.group_rows is None:  # a full shuffle: groups are rows
-            groups = groups[groups < self.rows]
-        its = [self._stream_batches(s, i) for i, s in enumerate(self._streams(groups))]
-        done = 0
-        while its:  # round robin over the streams, as the DataLoader hands out batches
-            alive = []
-            for it in its:
-                item = next(it, None)
-                if item is None:
-                    continue
-                alive.append(it)
-                batch, ahead = item
-                if self.drop_last and len(batch) < self.batch_size:
-                    continue
-                if limit is not None and done >= limit:
-                    return
-                done += 1
+        groups, counts, limit = self._plan()
+        its = [
+            (
+                b
+                for b in self._stream_batches(s, i)
+                if not (self.drop_last and len(b[0]) < self.batch_size)
+            )
+            for i, s in enumerate(self._streams(groups))
+        ]
+        for stream, n in self._schedule(counts, limit):
+            if self.handover == 1:
+                batch, ahead = next(its[stream])
                 out = BatchIndices(batch.tolist())
-                if ahead:
-                    out.ahead = ahead
-                yield out
-            its = alive
+            else:
+                parts = [next(its[stream]) for _ in range(n)]
+                out = BatchIndices(np.concatenate([p for p, _ in parts]).tolist())
+                out.sizes = tuple(len(p) for p, _ in parts)
+                ahead = tuple(r for _, a in parts for r in a)
+            if ahead:
+                out.ahead = ahead
+            yield out
+
+    def batches(self) -> Iterator[list[int]]:
+        """The epoch's batches one by one, in the order :class:`~ptd.data.StoreLoader`
+        hands them out (the items of ``iter(self)``, hand-overs split)."""
+        for item in self:
+            sizes = getattr(item, "sizes", ())
+            if not sizes:
+                yield item
+                continue
+            start = 0
+            for n in sizes:
+                yield list(item[start : start + n])
+                start += n
 
 
 class BatchIndices(list[int]):
-    """A batch of row indices, as the sampler yields it: a list, which may also carry
-    ``ahead``, the ``(start, stop)`` row ranges that the same stream (DataLoader worker) will
-    need soon. :class:`~ptd.data.dataset.StoreDataset` starts reading those in the background
-    when it gets the batch, so that a group's decode overlaps the batches before it instead of
-    stalling the one that first needs it. It pickles with ``ahead`` (the DataLoader sends it to
-    the worker as is).
+    """A batch of row indices (or a hand-over of several, see ``sizes``), as the sampler
+    yields it: a list, which may also carry ``ahead``, the ``(start, stop)`` row ranges that
+    the same stream (DataLoader worker) will need soon.
+    :class:`~ptd.data.dataset.StoreDataset` starts reading those in the background when it
+    gets the batch, so that a group's decode overlaps the batches before it instead of
+    stalling the one that first needs it. It pickles with ``ahead`` and ``sizes`` (the
+    DataLoader sends it to the worker as is).
 
     >>> b = BatchIndices([3, 1, 2]); b.ahead = ((100, 200),)
     >>> import pickle; c = pickle.loads(pickle.dumps(b)); c, c.ahead
@@ -266,6 +327,9 @@ class BatchIndices(list[int]):
     """
 
     ahead: tuple[tuple[int, int], ...] = ()
+    #: a hand-over of several batches (``handover > 1``): their lengths, in order (their rows
+    #: follow one another in the list); empty: the list is one batch
+    sizes: tuple[int, ...] = ()
 
 
 def _dist_defaults() -> tuple[int, int]:

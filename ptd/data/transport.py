@@ -15,6 +15,13 @@ free again (a flag in the slot's first bytes, which the worker checks before reu
 worker whose slots are all in flight makes a new one; one that has many in flight (a consumer
 that stopped reading) falls back to torch's own transfer.
 
+A *hand-over* (:class:`HandOver`: several batches read in one go, see
+:class:`~ptd.data.sampler.ChunkShuffleSampler`'s ``handover``) travels in one slot as one
+message, and the receiving process copies each batch out into memory of its own: a
+:class:`BatchList`, which :class:`~ptd.data.StoreLoader` yields batch by batch. The
+message's cost (about 100 µs in the main process, mostly torch's) is then paid once per
+hand-over instead of once per batch.
+
 >>> import torch
 >>> from ptd.ops.registry import new_tensordict
 >>> td = new_tensordict({"a": torch.arange(6.0).reshape(3, 2), "b": {"c": torch.ones(3)}},
@@ -42,7 +49,18 @@ from ptd.containers.tensordict import TensorDict
 from ptd.errors import PtdValueError
 from ptd.storage import runtime
 
-__all__ = ["Ring", "as_numpy", "assemble", "leaves", "put", "receive", "worker_ring"]
+__all__ = [
+    "BatchList",
+    "HandOver",
+    "Ring",
+    "as_numpy",
+    "assemble",
+    "leaves",
+    "put",
+    "receive",
+    "split",
+    "worker_ring",
+]
 
 #: bytes before a slot's data: the in-use flag (byte 0), padded for alignment
 _HEADER = 64
@@ -52,6 +70,23 @@ _MAX_SLOTS = 32
 _MAX_RINGS = 64
 
 LeafLayout = tuple[tuple[str, ...], torch.dtype, tuple[int, ...], int]
+
+
+class BatchList(list[Any]):
+    """The batches of one hand-over, in order: what a DataLoader yields for an item of a
+    sampler with ``handover > 1`` (:class:`~ptd.data.StoreLoader` yields them one by
+    one). Each batch owns its memory."""
+
+
+class HandOver:
+    """A hand-over read in one go: ``td`` holds the rows of all its batches, one batch after
+    another (in a DataLoader worker, built in a ring slot); ``sizes``: the batches' lengths.
+    :func:`~ptd.data.dataset.collate` sends it as one message (:meth:`Ring.pack`)."""
+
+    __slots__ = ("sizes", "td")
+
+    def __init__(self, td: TensorDictBase, sizes: tuple[int, ...]) -> None:
+        self.td, self.sizes = td, tuple(sizes)
 
 
 class _Slot:
@@ -119,26 +154,30 @@ class Ring:
         """Slots the receiver has released (or never got)."""
         return sum(1 for s in self.slots if s.flag[0] == 0)
 
-    def pack(self, td: TensorDictBase) -> Any:
-        """A picklable stand-in for ``td`` that :func:`receive` turns back into a TensorDict:
-        ``td``'s tensors copied into a free slot; or ``td`` itself when too many slots are in
-        flight."""
+    def pack(self, td: TensorDictBase, sizes: tuple[int, ...] = ()) -> Any:
+        """A picklable stand-in for ``td`` that :func:`receive` turns back into a TensorDict
+        (with ``sizes``, the lengths of the batches ``td``'s rows hold one after another: into
+        a :class:`BatchList` of them): ``td``'s tensors copied into a free slot (none copied
+        when ``td`` was built in the slot :meth:`lease` gave); or, when too many slots are in
+        flight, ``td`` itself (with ``sizes``: a :class:`BatchList` of its batches)."""
         tensors: list[tuple[tuple[str, ...], torch.Tensor]] = []
         others: list[tuple[tuple[str, ...], Any]] = []
         for key, value in leaves(td):
             (tensors if isinstance(value, torch.Tensor) else others).append((key, value))
+        if sizes and others:  # non-tensor entries are not cut in the receiver: each batch apart
+            return BatchList(self.pack(b) for b in split(td, sizes))
         if self._leased is not None:
-            built = self._built_in_place(tensors, others, td)
+            built = self._built_in_place(tensors, others, td, sizes)
             if built is not None:
                 return built
-        sizes = [-(-t.nbytes // 64) * 64 for _, t in tensors]
-        need = max(64, sum(sizes))
+        padded = [-(-t.nbytes // 64) * 64 for _, t in tensors]
+        need = max(64, sum(padded))
         slot = self._free(need)
         if slot is None:
-            return td
+            return split(td, sizes) if sizes else td
         layout: list[LeafLayout] = []
         off = _HEADER
-        for (key, t), size in zip(tensors, sizes, strict=True):
+        for (key, t), size in zip(tensors, padded, strict=True):
             if t.nbytes:
                 src = as_numpy(t)
                 dst = slot.bytes[off : off + t.nbytes].view(src.dtype).reshape(src.shape)
@@ -146,13 +185,14 @@ class Ring:
             layout.append((key, t.dtype, tuple(t.shape), off))
             off += size
         slot.flag[0] = 1
-        return _SlotRef(self, slot, layout, others, list(td.batch_size), off)
+        return _SlotRef(self, slot, layout, others, list(td.batch_size), off, sizes)
 
     def _built_in_place(
         self,
         tensors: list[tuple[tuple[str, ...], torch.Tensor]],
         others: list[tuple[tuple[str, ...], Any]],
         td: TensorDictBase,
+        sizes: tuple[int, ...],
     ) -> _SlotRef | None:
         """The leased slot sent as it is, when every tensor of the batch is the one built in
         it (else the lease is given back and the batch is copied into a slot as usual)."""
@@ -176,7 +216,8 @@ class Ring:
         if len(layout) != len(places):
             slot.flag[0] = 0
             return None
-        return _SlotRef(self, slot, layout, others, list(td.batch_size), -(-end // 64) * 64)
+        end = -(-end // 64) * 64
+        return _SlotRef(self, slot, layout, others, list(td.batch_size), end, sizes)
 
     def _free(self, need: int) -> _Slot | None:
         for s in self.slots:
@@ -204,9 +245,11 @@ class _SlotRef:
         others: list[tuple[tuple[str, ...], Any]],
         batch_size: list[int],
         end: int,
+        sizes: tuple[int, ...] = (),
     ) -> None:
         self.ring, self.slot = ring, slot
         self.layout, self.others, self.batch_size, self.end = layout, others, batch_size, end
+        self.sizes = sizes
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         slot = self.slot
@@ -220,6 +263,7 @@ class _SlotRef:
             self.others,
             self.batch_size,
             self.end,
+            self.sizes,
         )
 
 
@@ -236,8 +280,11 @@ def receive(
     others: list[tuple[tuple[str, ...], Any]],
     batch_size: list[int],
     end: int,
-) -> TensorDictBase:
-    """Rebuild a packed batch: copy it out of its slot into new memory and free the slot."""
+    sizes: tuple[int, ...] = (),
+) -> TensorDictBase | BatchList:
+    """Rebuild a packed batch: copy it out of its slot into new memory and free the slot; a
+    hand-over (``sizes``, its batches' lengths) into a :class:`BatchList`, each batch copied
+    into memory of its own."""
     with _seen_lock:
         ring = _seen.get(token)
         if ring is None:
@@ -257,8 +304,13 @@ def receive(
             "which this process never received (more than "
             f"{_MAX_RINGS} workers sending at once?)"
         )
-    own = np.empty(max(0, end - _HEADER), dtype=np.uint8)
     src = flat.numpy()
+    if sizes:
+        try:
+            return _receive_batches(src, layout, batch_size, sizes)
+        finally:
+            src[0] = 0  # the worker may reuse the slot
+    own = np.empty(max(0, end - _HEADER), dtype=np.uint8)
     # numpy's copy: one thread (torch's copy_ may wake its thread pool, slow on a busy machine)
     own[:] = src[_HEADER:end]
     src[0] = 0  # the worker may reuse the slot
@@ -276,6 +328,56 @@ def receive(
     for key, value in others:
         put(data, key, value)
     return assemble(data, torch.Size(batch_size))
+
+
+def _receive_batches(
+    src: np.ndarray, layout: list[LeafLayout], batch_size: list[int], sizes: tuple[int, ...]
+) -> BatchList:
+    """The batches of a hand-over in a slot (``src``), each copied into one buffer of its
+    own (its leaves one after another, 64-byte aligned)."""
+    rows = batch_size[0]
+    if sum(sizes) != rows:
+        raise PtdValueError(f"a hand-over of {rows} rows cannot hold batches of {list(sizes)}")
+    row_bytes = [math.prod(shape[1:]) * _itemsize(dtype) for _, dtype, shape, _ in layout]
+    out = BatchList()
+    start = 0
+    for n in sizes:
+        nbytes = [n * rb for rb in row_bytes]
+        own = np.empty(max(64, sum(-(-b // 64) * 64 for b in nbytes)), dtype=np.uint8)
+        whole = torch.from_numpy(own)
+        data: dict[str, Any] = {}
+        at = 0
+        for (key, dtype, shape, off), rb, nb in zip(layout, row_bytes, nbytes, strict=True):
+            a = off + start * rb
+            own[at : at + nb] = src[a : a + nb]
+            leaf_shape = (n, *shape[1:])
+            npdt = _NUMPY.get(dtype)
+            if npdt is not None:
+                value = torch.from_numpy(own[at : at + nb].view(npdt).reshape(leaf_shape))
+            else:
+                value = whole[at : at + nb].view(dtype).view(leaf_shape)
+            put(data, key, value)
+            at += -(-nb // 64) * 64
+        out.append(assemble(data, torch.Size([n, *batch_size[1:]])))
+        start += n
+    return out
+
+
+def split(td: TensorDictBase, sizes: tuple[int, ...]) -> BatchList:
+    """``td``'s rows cut into batches of ``sizes`` rows, each owning its memory (a copy of
+    its rows: a batch shares no storage with the others).
+
+    >>> from ptd.containers.tensordict import TensorDict
+    >>> parts = split(TensorDict({"a": torch.arange(5)}, batch_size=[5]), (2, 3))
+    >>> [p["a"].tolist() for p in parts]
+    [[0, 1], [2, 3, 4]]
+    """
+    out = BatchList()
+    start = 0
+    for n in sizes:
+        out.append(td[start : start + n].clone())
+        start += n
+    return out
 
 
 #: torch dtype -> the numpy dtype torch.from_numpy maps back to it

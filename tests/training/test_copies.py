@@ -18,7 +18,7 @@ import zarr
 
 from ptd.data import ChunkShuffleSampler, StoreDataset, collate
 from ptd.data import dataset as dataset_module
-from ptd.data.transport import worker_ring
+from ptd.data.transport import BatchList, HandOver, worker_ring
 from ptd.storage.read import decoded
 from ptd.storage.read.shuffled import ShuffledChunk
 from ptd.storage.zarr.private import decode_sync
@@ -139,4 +139,52 @@ def test_a_batch_left_through_another_collate_is_never_overwritten(
     assert torch.equal(first["obs"], kept)  # not overwritten by the second batch
     assert not any(np.shares_memory(second["obs"].numpy(), s.bytes) for s in ring.slots)
     assert np.array_equal(second["obs"].numpy(), data["obs"][64:128])
+    ds.close()
+
+
+@pytest.mark.parametrize("fmt", ["h5", "zarr"])
+@pytest.mark.parametrize("workers", [0, 2], ids=["no-workers", "in-a-worker"])
+def test_a_handover_copies_each_decoded_byte_at_most_twice(
+    tmp_path: Path,
+    fmt: str,
+    workers: int,
+    trace: dict[str, list[Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Several batches read in one go (``handover=4``): in a worker they are gathered
+    together straight into one ring slot and sent as they are; without workers each batch
+    is gathered straight into its own tensors. Neither adds a copy."""
+    if fmt == "zarr" and not ZARR_SERVED:
+        pytest.skip(f"zarr {zarr.__version__} has no synchronous codec decode for ptd to use")
+    path, data = _store(tmp_path, fmt)
+    if workers:
+        monkeypatch.setattr(dataset_module, "get_worker_info", lambda: object())
+    ds = StoreDataset(path, group_bytes=1)
+    sampler = ChunkShuffleSampler(ds, 64, window=2, seed=0, handover=4)
+    seen = 0
+    for rows in sampler:
+        assert len(rows.sizes) > 1 or len(rows) <= 64  # type: ignore[attr-defined]
+        n_outs = len(trace["outs"])
+        got = ds.__getitems__(rows)
+        bufs = [b for t in ds._blocks.values() for b in t.bufs.values()]
+        for out in trace["outs"][n_outs:]:
+            assert any(np.shares_memory(out, b) for b in bufs)
+        want = np.asarray(list(rows))
+        if workers:
+            assert isinstance(got, HandOver)
+            assert got.sizes == rows.sizes  # type: ignore[attr-defined]
+            assert np.array_equal(got.td["obs"].numpy(), data["obs"][want])
+            ref = collate(got)  # one message for all its batches: no copy into a slot
+            for key in ("obs", "action"):
+                assert np.shares_memory(got.td[key].numpy(), ref.slot.bytes)
+            ref.slot.flag[0] = 0
+        else:
+            assert isinstance(got, BatchList)
+            assert [len(b) for b in got] == list(rows.sizes)  # type: ignore[attr-defined]
+            assert np.array_equal(torch.cat([b["obs"] for b in got]).numpy(), data["obs"][want])
+            for batch in got:
+                for key in ("obs", "action"):
+                    assert not any(np.shares_memory(batch[key].numpy(), b) for b in bufs)
+        seen += len(rows)
+    assert seen == N
     ds.close()

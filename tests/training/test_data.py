@@ -313,8 +313,10 @@ def test_loader_prefetch_and_order(tmp_path: Path, backend: str) -> None:
     import ptd.data
 
     path = _store(tmp_path, backend, chunks=50)
-    dl = loader(path, 32, num_workers=2)
-    assert dl.prefetch_factor == ptd.data.PREFETCH_FACTOR
+    dl = loader(path, 32, num_workers=2, handover=1)
+    assert dl.prefetch_factor == ptd.data.PREFETCH_BATCHES
+    assert loader(path, 32, num_workers=2, handover=4).prefetch_factor == 4
+    assert loader(path, 32, num_workers=2, handover=16).prefetch_factor == 2  # never below 2
     assert loader(path, 32, num_workers=2, prefetch_factor=3).prefetch_factor == 3
     assert loader(path, 32).prefetch_factor is None  # no workers: torch's rule
     with pytest.raises(PtdValueError, match="in_order"):
@@ -458,9 +460,9 @@ def test_dataloader_workers_give_the_same_batches(tmp_path: Path, backend: str, 
     ds.__getitems__([0, 1])  # the parent holds blocks before the workers start (fork: inherited)
     want = _epoch(loader(ds, 64, window=3, seed=2, num_workers=0), 1)
     dl = loader(ds, 64, window=3, seed=2, num_workers=2, multiprocessing_context=ctx)
-    sampler_batches = list(dl.batch_sampler)  # type: ignore[arg-type]
+    sampler_batches = list(dl.batch_sampler.batches())  # type: ignore[union-attr]
     got = _epoch(dl, 1)
-    assert [b.tolist() for b in got] == [b for b in list(dl.batch_sampler)]  # type: ignore[arg-type]
+    assert [b.tolist() for b in got] == list(dl.batch_sampler.batches())  # type: ignore[union-attr]
     assert sorted(torch.cat(got).tolist()) == list(range(N))
     assert sampler_batches != [b.tolist() for b in got]  # set_epoch(1) changed the order
     # the same batches as in-process, with the same sampler settings
