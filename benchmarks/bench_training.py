@@ -617,10 +617,21 @@ def _data_bench() -> Any:
     return bench_training_data
 
 
-def _default_prefetch() -> int:
+def _loader_note(args: argparse.Namespace) -> str:
+    """The hand-over and prefetch settings the shuffled section's loaders run with."""
     import ptd.data
 
-    return int(ptd.data.PREFETCH_FACTOR)
+    handover = (
+        f"{args.handover} batches per hand-over"
+        if args.handover
+        else "hand-overs: ptd.data.loader's choice (handover_for)"
+    )
+    prefetch = (
+        f"prefetch_factor {args.prefetch_factor}"
+        if args.prefetch_factor
+        else f"prefetch: {ptd.data.PREFETCH_BATCHES} batches per worker"
+    )
+    return f"{handover}, {prefetch}"
 
 
 def section_shuffled(ctx: Context) -> list[Row]:
@@ -633,8 +644,8 @@ def section_shuffled(ctx: Context) -> list[Row]:
     print(
         f"\n== shuffled epochs, {ctx.data} data: DataLoader + ChunkShuffleSampler, batch "
         f"{bd.BATCH}, window "
-        f"{args.window}, 0 and 2 workers (prefetch_factor "
-        f"{args.prefetch_factor or _default_prefetch()}); median of {args.repeats} rounds =="
+        f"{args.window}, 0 and 2 workers ({_loader_note(args)}); median of {args.repeats} "
+        "rounds =="
     )
     print(f"  {load_note()}")
     print(
@@ -647,7 +658,13 @@ def section_shuffled(ctx: Context) -> list[Row]:
     for layout in ctx.args.layouts.split(","):
         path = ctx.store(layout)
         med = bd.measure_shuffled(
-            path, args.rows, args.repeats, args.random_batches, args.window, args.prefetch_factor
+            path,
+            args.rows,
+            args.repeats,
+            args.random_batches,
+            args.window,
+            args.prefetch_factor,
+            args.handover,
         )
         rows = [
             Row("shuffled", layout, "raw random-index reads", med["raw_random"], "rows/s"),
@@ -773,12 +790,15 @@ def section_sequential(ctx: Context) -> list[Row]:
 
 class _ReadyBatches:
     """A dataset whose batches cost nothing to make (a clone of one ready batch of the
-    benchmark's leaves): what is left of a DataLoader epoch is its own per-batch hand-over."""
+    benchmark's leaves; with ``handover > 1``, a hand-over of that many batches): what is left
+    of a DataLoader epoch is its own per-batch hand-over."""
 
-    def __init__(self, rows: int) -> None:
+    def __init__(self, rows: int, handover: int = 1) -> None:
         ptd = import_ptd()
         import torch
 
+        self.sizes = (rows,) * handover if handover > 1 else ()
+        rows *= handover
         self.td = ptd.TensorDict(
             {
                 "obs": torch.zeros(rows, 64),
@@ -794,7 +814,9 @@ class _ReadyBatches:
         return 1 << 40
 
     def __getitems__(self, idx: Any) -> Any:
-        return self.td.clone()
+        from ptd.data.transport import HandOver
+
+        return HandOver(self.td.clone(), self.sizes) if self.sizes else self.td.clone()
 
     def __getitem__(self, i: int) -> Any:  # pragma: no cover - __getitems__ is used
         return self.td[0]
@@ -803,12 +825,12 @@ class _ReadyBatches:
 def section_handover(ctx: Context) -> list[Row]:
     """The DataLoader's own cost per batch, with nothing to read: ready batches of the
     benchmark's leaves (``--batch`` rows) through ``ptd.data.collate`` with 0 and 2 workers
-    (persistent, prefetch 16), the next epoch (warm). With 2 workers this is the most rows/s
-    any dataset can reach through a DataLoader on this machine: the ceiling the shuffled
-    section's 2-worker figures run against."""
-    import torch
-
-    from ptd.data import collate
+    (persistent, 16 batches in flight per worker), the next epoch (warm), one batch per
+    message and, through ``ptd.data.StoreLoader``, hand-overs of ``--handover`` batches (default
+    16) per message. With 2 workers this is the most rows/s any dataset can reach through a
+    DataLoader on this machine: the ceiling the shuffled section's 2-worker figures run
+    against."""
+    from ptd.data import StoreLoader, collate
 
     rows, n = ctx.args.batch, 4000
     print(
@@ -817,32 +839,36 @@ def section_handover(ctx: Context) -> list[Row]:
     )
     print(f"  {load_note()}")
     out = []
-    for workers in (0, 2):
-        batches = [list(range(i * rows, (i + 1) * rows)) for i in range(n)]
-        dl = torch.utils.data.DataLoader(
-            _ReadyBatches(rows),  # type: ignore[arg-type]
-            batch_sampler=batches,
+    k = ctx.args.handover or 16
+    for workers, handover in ((0, 1), (2, 1), (2, k)):
+        per = rows * handover
+        items = [list(range(i * per, (i + 1) * per)) for i in range(n // handover)]
+        dl = StoreLoader(
+            _ReadyBatches(rows, handover),  # type: ignore[arg-type]
+            batch_sampler=items,
             num_workers=workers,
             collate_fn=collate,
             persistent_workers=workers > 0,
-            prefetch_factor=16 if workers else None,
+            prefetch_factor=max(2, 16 // handover) if workers else None,
         )
         took = 0.0
         for _epoch in range(2):
             t = time.perf_counter()
-            for _ in dl:
-                pass
+            seen = sum(int(b.batch_size[0]) for b in dl)
             took = time.perf_counter() - t
-        rate = n * rows / took
+            assert seen == len(items) * per, seen
+        batches = len(items) * handover
+        rate = batches * rows / took
+        what = f"{handover} batches per message" if handover > 1 else "a batch per message"
         out.append(
             Row(
                 "handover",
                 "none",
-                f"{workers} workers, next epoch (warm)",
+                f"{workers} workers, {what}, next epoch (warm)",
                 rate,
                 "rows/s",
                 None,
-                f"{took / n * 1e6:.0f} us per batch",
+                f"{took / batches * 1e6:.0f} us per batch",
             )
         )
         del dl
@@ -990,6 +1016,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="shuffled: the DataLoader's prefetch_factor with workers (default: ptd.data.loader's)",
+    )
+    ap.add_argument(
+        "--handover",
+        type=int,
+        default=None,
+        help="shuffled, handover: batches per hand-over (default: ptd.data.loader's choice; "
+        "the handover section: 16)",
     )
     ap.add_argument(
         "--random-batches", type=int, default=20,

@@ -158,11 +158,17 @@ def raw_sequential(path: Path, rows: int) -> float:
 
 
 def ptd_epochs(
-    path: Path, workers: int, window: int, epochs: int = 2, prefetch: int | None = None
+    path: Path,
+    workers: int,
+    window: int,
+    epochs: int = 2,
+    prefetch: int | None = None,
+    handover: int | None = None,
 ) -> list[tuple[float, int]]:
     """Rows/s and rows seen of ``epochs`` shuffled epochs through one DataLoader (persistent
     workers: the first epoch pays for starting them, the next ones do not); ``prefetch``: the
-    DataLoader's ``prefetch_factor`` (None: ptd.data.loader's default)."""
+    DataLoader's ``prefetch_factor``, ``handover``: batches per hand-over (None:
+    ptd.data.loader's defaults)."""
     import ptd.data
 
     extra = {"prefetch_factor": prefetch} if prefetch and workers else {}
@@ -172,6 +178,7 @@ def ptd_epochs(
         window=window,
         seed=0,
         num_workers=workers,
+        handover=handover,
         persistent_workers=bool(workers),
         multiprocessing_context="fork" if workers else None,
         **extra,
@@ -194,6 +201,7 @@ def measure_shuffled(
     random_batches: int,
     window: int,
     prefetch: int | None = None,
+    handover: int | None = None,
 ) -> dict[str, float]:
     """Shuffled epochs on one store, raw reads interleaved with them: each round reads the
     store raw in sequence, runs two epochs with 0 workers, reads it raw again, runs two epochs
@@ -213,7 +221,7 @@ def measure_shuffled(
         seq = [raw_sequential(path, rows)]
         epochs = {}
         for w in (0, 2):
-            epochs[w] = ptd_epochs(path, w, window, prefetch=prefetch)
+            epochs[w] = ptd_epochs(path, w, window, prefetch=prefetch, handover=handover)
             seq.append(raw_sequential(path, rows))
         for k in seq:
             add("raw_seq", k)
