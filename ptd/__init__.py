@@ -30,6 +30,7 @@ _PUBLIC: dict[str, str] = {
     "NonTensorData": "ptd.ops.nontensor",
     "NonTensorStack": "ptd.ops.nontensor",
     "PersistentTensorDict": "ptd.containers.persistent.persistent_tensordict",
+    "StoreNode": "ptd.containers.persistent.node",
     "convert": "ptd.transfer.convert",
     "ConvertResult": "ptd.transfer.options",
     "ConvertOptions": "ptd.transfer.options",
@@ -63,6 +64,7 @@ __all__ = [
     "PtdError",
     "StoreInfo",
     "StoreLocation",
+    "StoreNode",
     "TdMeta",
     "TensorDict",
     "TensorDictBase",
@@ -85,6 +87,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from ptd import data
     from ptd.containers import memmap
     from ptd.containers.base import EntryMeta, TensorDictBase, is_leaf_nontensor
+    from ptd.containers.persistent.node import StoreNode
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
     from ptd.containers.tensordict import TensorDict
     from ptd.format.tdmeta import TdMeta

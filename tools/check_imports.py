@@ -70,18 +70,15 @@ DYNAMIC_IMPORTS: dict[str, str] = {}
 #: on every run, like DYNAMIC_IMPORTS)
 PRIVATE_ATTRIBUTES: dict[str, tuple[frozenset[str], str]] = {
     "ptd.data": (
-        frozenset({"_path", "_tree", "_store", "_backend", "_entries", "_view", "_device",
-                   "_unchecked"}),
-        "plans chunk-aligned reads from the store behind a PersistentTensorDict (its backend, "
-        "path, selection and structure cache) and builds batches with TensorDict._unchecked; "
-        "the storage redesign (issue 24: one read engine behind ptd/storage/api.py) gives it "
-        "a public read interface",
+        frozenset({"_unchecked"}),
+        "builds each batch with TensorDict._unchecked, the container's constructor without "
+        "per-entry checks, for ptd's own hot paths whose tensors it made with the batch size "
+        "leading; a public constructor that skips the checks would be a trap for users",
     ),
     "ptd.containers.memmap": (
-        frozenset({"_path", "_tree", "_backend", "_entries", "_read_leaf", "_data"}),
-        "the writer streams a store's leaves through its backend and selection, the loader "
-        "fills TensorDicts through their own dict; issue 24's read interface replaces the "
-        "store half",
+        frozenset({"_data"}),
+        "its loader, make and methods modules fill the TensorDicts they build through their "
+        "own dict (the same containers layer, in a package of its own)",
     ),
 }  # fmt: skip
 #: layers that must never import torch (``ptd inspect``/``validate`` run without it)

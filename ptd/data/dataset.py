@@ -143,17 +143,18 @@ class StoreDataset(Dataset[Any]):
         **open_kwargs: Any,
     ) -> None:
         if isinstance(source, PersistentTensorDict):
-            if source._entries is not None:
+            if source.store_node.selected:
                 raise PtdValueError(
                     f"StoreDataset needs a whole store or group, not an indexed view of "
-                    f"{source._backend.location}: pass the store (and select rows with the sampler)"
+                    f"{source.store_node.location}: pass the store (and select rows with the "
+                    f"sampler)"
                 )
             self._source: Any = None
             self._td: PersistentTensorDict | None = source
             if open_kwargs:
                 raise PtdTypeError(
                     f"StoreDataset: {sorted(open_kwargs)} apply to a path source only (they "
-                    f"open the store); {source._backend.location} is open already"
+                    f"open the store); {source.store_node.location} is open already"
                 )
         elif isinstance(source, (str, os.PathLike)):
             self._source = os.fspath(source)
@@ -244,14 +245,13 @@ class StoreDataset(Dataset[Any]):
         size starts with the rows' (a view of the store when its own batch size does not,
         because of side groups of another length)."""
         store = self._store_td()
-        if self._rows_td is None or self._rows_td._store is not store._store:
+        if self._rows_td is None or not self._rows_td.store_node.same_store(store.store_node):
             n = self.batch_size[:1]
             if store.batch_size[:1] == n:
                 self._rows_td = store
             else:
-                self._rows_td = type(store)._view(
-                    store._store, store._path, torch.Size(n), None, store._device
-                )
+                # (the leaves read start with the rows; rows.py left out those that do not)
+                self._rows_td = store.store_node.with_batch_size(n, validate=False)
         return self._rows_td
 
     def _drop_blocks(self) -> None:
@@ -431,7 +431,8 @@ class StoreDataset(Dataset[Any]):
         td = self.td
         out = {}
         for g in leaves:
-            meta = td._tree.meta(td._path + g.key)
+            meta = td.store_node.meta(g.key)
+            assert meta.torch_dtype is not None  # (blocked leaves are numeric: geometry.py)
             tdtype = dtype_from_str(meta.torch_dtype)
             npdt = as_numpy(torch.empty(0, dtype=tdtype)).dtype
             out[g.key] = (tuple(meta.shape[1:]), npdt, tdtype, npdt == meta.dtype)
@@ -517,10 +518,11 @@ class StoreDataset(Dataset[Any]):
         byte), else read as a tensor and copied in."""
         lo, hi = b * table.rows, min(self._len, (b + 1) * table.rows)
         sub = None
+        node = td.store_node
         for g in table.leaves:
             region = table.bufs[g.key][into * table.rows : into * table.rows + (hi - lo)]
             if table.direct[g.key]:
-                td._backend.read(td._path + g.key, (slice(lo, hi),), out=region)
+                node.read(g.key, (slice(lo, hi),), out=region)
                 continue
             if sub is None:
                 sub = td[lo:hi]

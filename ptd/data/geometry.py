@@ -65,14 +65,15 @@ def store_leaves(
     n = int(td.batch_size[0]) if td.batch_dims else 0
     if keys is None:
         keys = [key for key, meta in td._metas(True) if meta.kind != "nested"]
-    remote = "://" in str(td._backend.location)
+    remote = td.store_node.remote
     return [_leaf_geometry(td, key, n, remote) for key in keys]
 
 
 def _leaf_geometry(
     td: PersistentTensorDict, key: tuple[str, ...], n: int, remote: bool
 ) -> LeafGeometry:
-    am = td._tree.meta(td._path + key)
+    node = td.store_node
+    am = node.meta(key)
     shape = tuple(am.shape)
     row = math.prod(shape[1:]) * am.dtype.itemsize if shape else am.dtype.itemsize
     if am.kind is not ValueKind.NUMERIC or am.torch_dtype is None:
@@ -80,7 +81,7 @@ def _leaf_geometry(
     # (a sharded array's chunks are its inner chunks: what one read decodes)
     chunks = tuple(am.chunks) if am.chunks is not None and shape else None
     # blocked where a random row costs more than itself (the storage's one cost model)
-    cost = random_row_cost(am, td._backend.policy, local=not remote)
+    cost = random_row_cost(am, node.backend.policy, local=not remote)
     blocked = cost is not None and not cost.direct
     rows = min(chunks[0], n) if chunks else None
     return LeafGeometry(key, rows, max(1, row), blocked)

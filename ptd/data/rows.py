@@ -71,8 +71,8 @@ def _name(key: Key) -> str:
 def where_of(td: PersistentTensorDict) -> str:
     """The store (and group) ``td`` reads, for messages: ``/data/d4rl.hdf5`` or
     ``/data/robo.h5 (group data/demo_0)``."""
-    loc = str(td._backend.location)
-    return f"{loc} (group {_name(td._path)})" if td._path else loc
+    node = td.store_node
+    return f"{node.location} (group {_name(node.path)})" if node.path else node.location
 
 
 def _leaves_below(tree: StoreTree, root: Key, rel: Key) -> list[Key]:
@@ -104,7 +104,7 @@ def _as_key(key: Any) -> Key:
 def resolve_keys(td: PersistentTensorDict, keys: Iterable[Any]) -> list[Key]:
     """The leaves ``keys`` name in ``td``, in store order: a leaf names itself, a group every
     leaf below it. Raises :class:`~ptd.errors.PtdValueError` naming the keys that are neither."""
-    tree, root = td._tree, td._path
+    tree, root = td.store_node.tree, td.store_node.path
     wanted: set[Key] = set()
     missing: list[str] = []
     for k in keys:
@@ -156,7 +156,7 @@ def select_rows(
     by the rule of the module doc. ``batch_size``: the rows' batch size, given (``[N]`` or more
     dims); ``validate=False``: do not check the leaves against it (asked-for keys are read as
     they are; without keys, the leaves that do not fit it are left out)."""
-    tree, root, where = td._tree, td._path, where_of(td)
+    tree, root, where = td.store_node.tree, td.store_node.path, where_of(td)
     given = torch.Size(batch_size) if batch_size is not None else None
     if given is not None and not given:
         raise BatchSizeError(f"StoreDataset over {where}: batch_size=[] gives no rows to read")
@@ -208,7 +208,7 @@ def select_rows(
 def _select_keys(
     td: PersistentTensorDict, keys: list[Key], given: torch.Size | None, validate: bool
 ) -> RowLeaves:
-    tree, root, where = td._tree, td._path, where_of(td)
+    tree, root, where = td.store_node.tree, td.store_node.path, where_of(td)
     shapes = {k: _row_shape(tree, root + k) for k in keys}
     shaped = {k: s for k, s in shapes.items() if s is not None}
     if given is not None:

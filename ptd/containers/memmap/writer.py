@@ -184,7 +184,6 @@ class _Writer:
         meta: dict[str, Any] = {}
         used: set[str] = {MEMMAP_META}
         is_ptd = isinstance(src, PersistentTensorDict)
-        store_path: tuple[str, ...] = src._path if isinstance(src, PersistentTensorDict) else ()
         for key in src._keys_str():
             if self.skip and prefix + key in self.skip:
                 continue
@@ -236,12 +235,12 @@ class _Writer:
             if stored != key:
                 entry[MEMMAP_ENTRY_NAME] = key
             if is_ptd and kind.kind != "nested":
-                attrs = self.user_attrs(src, store_path + (key,), prefix + key)
+                attrs = self.user_attrs(src, (key,), prefix + key)
                 if attrs:
                     entry[MEMMAP_ENTRY_ATTRS] = attrs
             meta[stored] = entry
         if is_ptd:
-            attrs = self.user_attrs(src, store_path, prefix.rstrip("/") or "/")
+            attrs = self.user_attrs(src, (), prefix.rstrip("/") or "/")
             if attrs:
                 meta[MEMMAP_PTD_FIELD] = {"attrs": attrs}
         meta.update(
@@ -256,16 +255,14 @@ class _Writer:
         _write_bytes(os.path.join(here, MEMMAP_META), json.dumps(meta).encode("utf-8"))
         return plan
 
-    def user_attrs(self, src: Any, path: tuple[str, ...], key: str) -> dict[str, Any]:
-        """The user attributes of the store's node at ``path`` as JSON values; those JSON
-        cannot hold are listed in ``not_copied`` (``{"key", "attr", "reason"}``)."""
+    def user_attrs(self, src: Any, rel: tuple[str, ...], key: str) -> dict[str, Any]:
+        """The user attributes of ``rel`` (relative to the store node ``src``; ``()``: its
+        own) as JSON values; those JSON cannot hold are listed in ``not_copied``
+        (``{"key", "attr", "reason"}``)."""
         with self.read_lock if self.pool is not None else _NO_LOCK:
             try:
-                meta = src._tree.meta(path) if path != src._path else None
-                # a leaf's attributes are in the metadata the store already read
-                raw = user_attrs(
-                    dict(meta.attrs) if meta is not None else src._backend.get_attrs(path)
-                )
+                # (a leaf's attributes come from the metadata the store already read)
+                raw = user_attrs(src.store_node.attrs(rel))
             except PtdError as err:
                 self.attr_losses.append({"key": key, "attr": "*", "reason": str(err)})
                 return {}
@@ -379,28 +376,27 @@ class _Writer:
         self, node: Any, key: str, shape: tuple[int, ...], np_dtype: np.dtype
     ) -> Iterator[np.ndarray]:
         """The stored bits of a store's leaf, a bounded number of rows at a time."""
-        path = node._path + (key,)
-        meta = node._tree.meta(path)
-        if node._entries is None:  # the whole array: read row slabs straight from the backend
-            be = node._backend
+        store = node.store_node
+        meta = store.meta((key,))
+        if not store.selected:  # the whole array: read row slabs straight from the backend
             stored = tuple(meta.shape)
             if not stored:
-                yield np.asarray(be.read(path, ()))
+                yield np.asarray(store.read((key,)))
                 return
             chunk_rows = meta.chunks[0] if meta.chunks else None
             rows = slab_rows(
                 stored, np_dtype.itemsize, src_chunk_rows=chunk_rows, budget=self.slab_bytes
             )
             for start in range(0, stored[0], rows):
-                yield np.asarray(be.read(path, (slice(start, min(stored[0], start + rows)),)))
+                yield np.asarray(store.read((key,), (slice(start, min(stored[0], start + rows)),)))
             return
         if not node.batch_size:  # a view of one element
-            yield to_storage(node._read_leaf(path, meta), key)[0]
+            yield to_storage(store.read_leaf((key,)), key)[0]
             return
         rows = slab_rows(shape, np_dtype.itemsize, budget=self.slab_bytes)
         for start in range(0, shape[0], rows):
             view = node._index(slice(start, min(shape[0], start + rows)))
-            yield to_storage(view._read_leaf(path, meta), key)[0]
+            yield to_storage(view.store_node.read_leaf((key,)), key)[0]
 
     # ------------------------------------------------------------------ non-tensors
     def non_tensor(self, value: Any, rel: str, what: str) -> None:
@@ -459,13 +455,14 @@ def _store_string_array(node: Any, key: str) -> NonTensorStack | NonTensorData |
     an array holding bytes that are not UTF-8 stays a stack of bytes (pickled). An array
     whose shape does not start with the group's batch size cannot be a stack there: it is
     one value, the nested list of its strings."""
-    if node._entries is not None:
+    store = node.store_node
+    if store.selected:
         return None
-    path = node._path + (key,)
-    meta = node._tree.meta(path)
+    path = store.key_path((key,))
+    meta = store.meta((key,))
     if not meta.shape or meta.stack_shape is not None:
         return None
-    backend = node._backend
+    backend = store.backend
     if backend.string_type(meta) is None:
         return None
     shape = tuple(meta.shape)
@@ -505,7 +502,7 @@ def _store_non_tensor(node: Any, key: str) -> NonTensorData | NonTensorStack:
     data = value.data
     if isinstance(data, np.bytes_):
         data = bytes(data)
-    if isinstance(data, bytes) and node._tree.meta(node._path + (key,)).non_tensor_kind == "str":
+    if isinstance(data, bytes) and node.store_node.meta((key,)).non_tensor_kind == "str":
         with contextlib.suppress(UnicodeDecodeError):
             data = data.decode("utf-8")
     elif isinstance(data, np.generic):

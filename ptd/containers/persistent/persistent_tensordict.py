@@ -31,6 +31,7 @@ from ptd.containers.persistent import opening as opening_ops
 from ptd.containers.persistent import refused as refused_ops
 from ptd.containers.persistent import state as state_ops
 from ptd.containers.persistent import store as store_ops
+from ptd.containers.persistent.node import StoreNode
 from ptd.containers.persistent.opening import backend_options, check_target
 from ptd.containers.persistent.store import _check_allow_pickle, _key_parts, _Store
 from ptd.containers.persistent.streaming import STREAMED
@@ -646,6 +647,12 @@ class PersistentTensorDict(TensorDictBase):
     _backend = property(store_ops._backend)
     _location = store_ops._location
     close = store_ops.close
+
+    @property
+    def store_node(self) -> StoreNode:
+        """The store behind this node, for code that plans its own reads: its backend, the
+        node's path, the cached metadata, reads in stored coordinates (:class:`StoreNode`)."""
+        return StoreNode(self)
 
 
 def _broadcastable(a: Sequence[int], b: Sequence[int]) -> bool:
