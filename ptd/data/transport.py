@@ -306,6 +306,12 @@ def receive(
         )
     src = flat.numpy()
     if sizes:
+        if others:  # (pack sends a hand-over with non-tensor entries batch by batch)
+            src[0] = 0
+            raise PtdValueError(
+                "a hand-over in a shared slot cannot carry non-tensor entries "
+                f"({sorted('/'.join(k) for k, _ in others)})"
+            )
         try:
             return _receive_batches(src, layout, batch_size, sizes)
         finally:
@@ -318,16 +324,26 @@ def receive(
     data: dict[str, Any] = {}
     for key, dtype, shape, off in layout:
         n = math.prod(shape) * _itemsize(dtype)
-        a = off - _HEADER
-        npdt = _NUMPY.get(dtype)
-        if npdt is not None:
-            value = torch.from_numpy(own[a : a + n].view(npdt).reshape(shape))
-        else:
-            value = whole[a : a + n].view(dtype).view(shape)
-        put(data, key, value)
+        put(data, key, _leaf(own, whole, off - _HEADER, n, dtype, shape))
     for key, value in others:
         put(data, key, value)
     return assemble(data, torch.Size(batch_size))
+
+
+def _leaf(
+    own: np.ndarray,
+    whole: torch.Tensor,
+    at: int,
+    nbytes: int,
+    dtype: torch.dtype,
+    shape: tuple[int, ...],
+) -> torch.Tensor:
+    """The leaf of ``dtype`` and ``shape`` at bytes ``[at, at + nbytes)`` of a received
+    buffer (``own``, and ``whole``: the same memory as a torch byte tensor)."""
+    npdt = _NUMPY.get(dtype)
+    if npdt is not None:
+        return torch.from_numpy(own[at : at + nbytes].view(npdt).reshape(shape))
+    return whole[at : at + nbytes].view(dtype).view(shape)  # (dtypes numpy lacks: bfloat16...)
 
 
 def _receive_batches(
@@ -350,13 +366,7 @@ def _receive_batches(
         for (key, dtype, shape, off), rb, nb in zip(layout, row_bytes, nbytes, strict=True):
             a = off + start * rb
             own[at : at + nb] = src[a : a + nb]
-            leaf_shape = (n, *shape[1:])
-            npdt = _NUMPY.get(dtype)
-            if npdt is not None:
-                value = torch.from_numpy(own[at : at + nb].view(npdt).reshape(leaf_shape))
-            else:
-                value = whole[at : at + nb].view(dtype).view(leaf_shape)
-            put(data, key, value)
+            put(data, key, _leaf(own, whole, at, nb, dtype, (n, *shape[1:])))
             at += -(-nb // 64) * 64
         out.append(assemble(data, torch.Size([n, *batch_size[1:]])))
         start += n

@@ -322,6 +322,17 @@ def test_receive_refuses_sizes_that_do_not_add_up() -> None:
     assert ring.free_slots() == 1  # the slot is released all the same
 
 
+def test_receive_refuses_a_handover_slot_with_non_tensor_entries() -> None:
+    """pack never puts non-tensor entries in a hand-over's slot (it sends those batch by
+    batch); a message that does anyway is refused, not received without them."""
+    ring = tr.Ring()
+    ref = ring.pack(_td(4))
+    ref.sizes, ref.others = (2, 2), [(("s",), "x")]
+    with pytest.raises(PtdValueError, match=r"non-tensor entries \(\['s'\]\)"):
+        ForkingPickler.loads(bytes(ForkingPickler.dumps(ref)))
+    assert ring.free_slots() == 1
+
+
 # ----------------------------------------------------------------------------- loader
 def test_handover_for() -> None:
     assert handover_for(1) == ptd.data.MAX_HANDOVER
