@@ -403,3 +403,22 @@ def test_store_loader_is_a_dataloader_for_plain_samplers(tmp_path: Path) -> None
     assert len(dl) == 3
     assert [b["action"].tolist() for b in dl] == batches
     ds.close()
+
+
+def test_pinning_keeps_a_handover_a_batch_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DataLoader's pin-memory thread pins each batch of a hand-over and keeps it a
+    BatchList, which StoreLoader then splits (pinning itself needs an accelerator: faked)."""
+    from torch.utils.data._utils.pin_memory import pin_memory
+
+    pinned: list[int] = []
+
+    def fake_pin(td: Any, device: Any = None) -> Any:
+        pinned.append(int(td.batch_size[0]))
+        return td
+
+    monkeypatch.setattr(ptd.TensorDict, "pin_memory", fake_pin)
+    batches = BatchList([_td(2), _td(3)])
+    out = pin_memory(batches)
+    assert isinstance(out, BatchList)
+    assert pinned == [2, 3]
+    assert [b.batch_size[0] for b in out] == [2, 3]
