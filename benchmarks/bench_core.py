@@ -754,6 +754,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"note: {PAGE_CACHE_NOTE}")
 
+    if args.tmpdir:  # (a directory to put the generated stores in: made if missing)
+        os.makedirs(args.tmpdir, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="ptd-bench-", dir=args.tmpdir))
     results: dict[str, list[Row]] = {}
     try:

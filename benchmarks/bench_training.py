@@ -1064,6 +1064,8 @@ def main(argv: list[str] | None = None) -> int:
         f"python {platform.python_version()}, h5py {h5py.__version__}, zarr {zarr.__version__}, "
         f"{os.cpu_count()} CPUs"
     )
+    if args.tmp:  # (a directory to put the generated stores in: made if missing)
+        os.makedirs(args.tmp, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="ptd-bench-training-", dir=args.tmp))
     rows: list[Row] = []
     try:

@@ -548,6 +548,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args = parse_args(argv)
     sections = args.section or list(SECTIONS)
+    if args.tmp:  # (a directory to put the generated stores in: made if missing)
+        os.makedirs(args.tmp, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="ptd-bench-train-", dir=args.tmp))
     results: dict[str, Any] = {"rows": args.rows}
     runs: dict[str, Callable[[], Any]] = {
