@@ -830,7 +830,7 @@ def section_handover(ctx: Context) -> list[Row]:
     16) per message. With 2 workers this is the most rows/s any dataset can reach through a
     DataLoader on this machine: the ceiling the shuffled section's 2-worker figures run
     against."""
-    from ptd.data import StoreLoader, collate
+    from ptd.data import StoreLoader, collate, prefetch_for
 
     rows, n = ctx.args.batch, 4000
     print(
@@ -849,7 +849,7 @@ def section_handover(ctx: Context) -> list[Row]:
             num_workers=workers,
             collate_fn=collate,
             persistent_workers=workers > 0,
-            prefetch_factor=max(2, 16 // handover) if workers else None,
+            prefetch_factor=prefetch_for(handover) if workers else None,
         )
         took = 0.0
         for _epoch in range(2):

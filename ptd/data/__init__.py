@@ -28,6 +28,7 @@ from ptd.data.dataloader import (
     StoreLoader,
     handover_for,
     loader,
+    prefetch_for,
 )
 from ptd.data.dataset import LeftOutWarning, StoreDataset, collate
 from ptd.data.geometry import GROUP_BYTES, LeafGeometry, group_rows, store_leaves
@@ -52,6 +53,7 @@ __all__ = [
     "group_rows",
     "handover_for",
     "loader",
+    "prefetch_for",
     "select_rows",
     "store_leaves",
 ]

@@ -35,6 +35,7 @@ __all__ = [
     "StoreLoader",
     "handover_for",
     "loader",
+    "prefetch_for",
 ]
 
 #: the most batches :func:`loader` puts in one hand-over (see :func:`handover_for`)
@@ -49,6 +50,17 @@ HANDOVER_BYTES = 4 << 20
 #: this over ``handover``, at least 2 (torch's default is 2 items); compare with
 #: ``benchmarks/bench_training.py --sections shuffled --prefetch-factor 2``
 PREFETCH_BATCHES = 16
+
+
+def prefetch_for(handover: int) -> int:
+    """The ``prefetch_factor`` (items per worker) :func:`loader` sets with workers for
+    hand-overs of ``handover`` batches: :data:`PREFETCH_BATCHES` batches' worth, at least 2
+    items (torch's default).
+
+    >>> prefetch_for(1), prefetch_for(4), prefetch_for(5), prefetch_for(16)
+    (16, 4, 4, 2)
+    """
+    return max(2, -(-PREFETCH_BATCHES // max(1, int(handover))))
 
 
 def handover_for(batch_bytes: int) -> int:
@@ -119,9 +131,10 @@ def loader(
     ``storage_options``, ``chunk_cache``, ``fast_path``...); all of them are refused with a
     dataset given (it has its own). The DataLoader's own keyword arguments (``pin_memory``,
     ``persistent_workers``, ``multiprocessing_context``...) go to the DataLoader. With workers,
-    ``prefetch_factor`` (items, so hand-overs, per worker) defaults to :data:`PREFETCH_BATCHES`
-    over ``handover``, at least 2: the DataLoader takes items from the workers strictly in
-    turn, and a deeper queue lets one worker run on while another reads a group.
+    ``prefetch_factor`` (items, so hand-overs, per worker) defaults to :func:`prefetch_for`
+    (:data:`PREFETCH_BATCHES` over ``handover``, at least 2): the DataLoader takes items from
+    the workers strictly in turn, and a deeper queue lets one worker run on while another
+    reads a group.
     ``in_order=False`` is refused with workers: the DataLoader would then hand items to
     whichever worker is free, not to the worker whose groups they draw from, and every worker
     would decode every group."""
@@ -166,7 +179,7 @@ def loader(
     if handover is None:
         handover = handover_for(batch_size * sum(g.row_bytes for g in ds.leaves))
     if num_workers > 0:
-        dataloader_kwargs.setdefault("prefetch_factor", max(2, -(-PREFETCH_BATCHES // handover)))
+        dataloader_kwargs.setdefault("prefetch_factor", prefetch_for(handover))
     sampler = ChunkShuffleSampler(
         ds,
         batch_size,

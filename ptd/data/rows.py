@@ -104,7 +104,8 @@ def _as_key(key: Any) -> Key:
 def resolve_keys(td: PersistentTensorDict, keys: Iterable[Any]) -> list[Key]:
     """The leaves ``keys`` name in ``td``, in store order: a leaf names itself, a group every
     leaf below it. Raises :class:`~ptd.errors.PtdValueError` naming the keys that are neither."""
-    tree, root = td.store_node.tree, td.store_node.path
+    node = td.store_node
+    tree, root = node.tree, node.path
     wanted: set[Key] = set()
     missing: list[str] = []
     for k in keys:
@@ -156,7 +157,8 @@ def select_rows(
     by the rule of the module doc. ``batch_size``: the rows' batch size, given (``[N]`` or more
     dims); ``validate=False``: do not check the leaves against it (asked-for keys are read as
     they are; without keys, the leaves that do not fit it are left out)."""
-    tree, root, where = td.store_node.tree, td.store_node.path, where_of(td)
+    node = td.store_node
+    tree, root, where = node.tree, node.path, where_of(td)
     given = torch.Size(batch_size) if batch_size is not None else None
     if given is not None and not given:
         raise BatchSizeError(f"StoreDataset over {where}: batch_size=[] gives no rows to read")
@@ -208,7 +210,8 @@ def select_rows(
 def _select_keys(
     td: PersistentTensorDict, keys: list[Key], given: torch.Size | None, validate: bool
 ) -> RowLeaves:
-    tree, root, where = td.store_node.tree, td.store_node.path, where_of(td)
+    node = td.store_node
+    tree, root, where = node.tree, node.path, where_of(td)
     shapes = {k: _row_shape(tree, root + k) for k in keys}
     shaped = {k: s for k, s in shapes.items() if s is not None}
     if given is not None:

@@ -72,6 +72,11 @@ _MAX_RINGS = 64
 LeafLayout = tuple[tuple[str, ...], torch.dtype, tuple[int, ...], int]
 
 
+def _aligned(nbytes: int) -> int:
+    """``nbytes`` rounded up to the 64 bytes every leaf in a slot or buffer starts at."""
+    return -(-nbytes // 64) * 64
+
+
 class BatchList(list[Any]):
     """The batches of one hand-over, in order: what a DataLoader yields for an item of a
     sampler with ``handover > 1`` (:class:`~ptd.data.StoreLoader` yields them one by
@@ -132,9 +137,7 @@ class Ring:
             self.leases = False
         if not self.leases:
             return None
-        sizes = [
-            -(-(math.prod(shape) * np.dtype(dt).itemsize) // 64) * 64 for _, shape, dt in specs
-        ]
+        sizes = [_aligned(math.prod(shape) * np.dtype(dt).itemsize) for _, shape, dt in specs]
         free = self._free(max(64, sum(sizes)))
         if free is None:
             return None
@@ -170,7 +173,7 @@ class Ring:
             built = self._built_in_place(tensors, others, td, sizes)
             if built is not None:
                 return built
-        padded = [-(-t.nbytes // 64) * 64 for _, t in tensors]
+        padded = [_aligned(t.nbytes) for _, t in tensors]
         need = max(64, sum(padded))
         slot = self._free(need)
         if slot is None:
@@ -216,7 +219,7 @@ class Ring:
         if len(layout) != len(places):
             slot.flag[0] = 0
             return None
-        end = -(-end // 64) * 64
+        end = _aligned(end)
         return _SlotRef(self, slot, layout, others, list(td.batch_size), end, sizes)
 
     def _free(self, need: int) -> _Slot | None:
@@ -359,7 +362,7 @@ def _receive_batches(
     start = 0
     for n in sizes:
         nbytes = [n * rb for rb in row_bytes]
-        own = np.empty(max(64, sum(-(-b // 64) * 64 for b in nbytes)), dtype=np.uint8)
+        own = np.empty(max(64, sum(_aligned(b) for b in nbytes)), dtype=np.uint8)
         whole = torch.from_numpy(own)
         data: dict[str, Any] = {}
         at = 0
@@ -367,7 +370,7 @@ def _receive_batches(
             a = off + start * rb
             own[at : at + nb] = src[a : a + nb]
             put(data, key, _leaf(own, whole, at, nb, dtype, (n, *shape[1:])))
-            at += -(-nb // 64) * 64
+            at += _aligned(nb)
         out.append(assemble(data, torch.Size([n, *batch_size[1:]])))
         start += n
     return out
