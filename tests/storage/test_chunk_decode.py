@@ -461,6 +461,34 @@ def test_user_h5py_file_and_driver_without_descriptor(stores: dict, tmp_path: Pa
         assert reader.cache.misses > 0
 
 
+def test_read_direct_chunk_holds_h5pys_lock(stores: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a descriptor, chunks come through read_direct_chunk, which h5py releases
+    before its PR 2764 call without h5py's own lock: ptd takes it (a DataLoader's read-ahead
+    thread and the loading thread read the same file at once)."""
+    from h5py._objects import phil
+
+    from ptd.storage.h5 import decode
+
+    entered: list[int] = []
+
+    class Recording:
+        def __enter__(self) -> None:
+            phil.__enter__()
+            entered.append(1)
+
+        def __exit__(self, *exc: object) -> None:
+            phil.__exit__(*exc)
+
+    monkeypatch.setattr(decode, "_h5py_lock", Recording())
+    path = stores[("h5", "gzip")]
+    with h5py.File(path, "r", driver="core") as f, _oracle(path, "h5") as ref:
+        p = PersistentTensorDict(group=f, batch_size=[N])
+        idx = torch.tensor([50, 1, 1, 33])
+        assert torch.equal(p[idx]["int32"], ref[idx]["int32"])
+        assert p._store.backend._chunked._fd is None
+    assert entered  # every read_direct_chunk went through the lock
+
+
 def test_writable_modes(stores: dict, tmp_path: Path) -> None:
     """No chunk cache while a store may be written; h5 writable files keep h5py's path; zarr
     writes are seen by the next read."""

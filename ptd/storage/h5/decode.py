@@ -26,6 +26,7 @@ from typing import Any
 
 import h5py
 import numpy as np
+from h5py._objects import phil as _h5py_lock
 
 from ptd.storage.read.cache import ChunkCache, cache_budget
 from ptd.storage.read.decoded import ChunkedArray, read_chunked
@@ -290,7 +291,13 @@ class H5Chunks:
                     return self._by_h5py(ds, offset, chunks, dt)
                 mask = info.filter_mask
             else:
-                mask, raw = dsid.read_direct_chunk(offset)
+                # h5py's lock around every libhdf5 call (its documented ``phil``): h5py
+                # releases before its PR 2764 (Dec 2025) call read_direct_chunk without it,
+                # so another thread's HDF5 call could run inside it ("Unspecified error in
+                # H5Dread_chunk" on an intact file); the lock is reentrant, so newer h5py,
+                # which takes it itself, is unaffected
+                with _h5py_lock:
+                    mask, raw = dsid.read_direct_chunk(offset)
             try:
                 for i, fn in steps:
                     if not mask & (1 << i):
