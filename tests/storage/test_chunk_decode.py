@@ -489,6 +489,36 @@ def test_read_direct_chunk_holds_h5pys_lock(stores: dict, monkeypatch: pytest.Mo
     assert entered  # every read_direct_chunk went through the lock
 
 
+def test_two_threads_get_the_same_descriptor(stores: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first two reads of a file may come at once (a read ahead and the loading thread):
+    both get ptd's descriptor, where the second used to get None while the first was still
+    opening it (and read through read_direct_chunk)."""
+    import threading
+    import time
+
+    from ptd.storage.h5 import decode
+
+    real_open = os.open
+
+    def slow_open(*args: Any, **kwargs: Any) -> int:
+        time.sleep(0.05)
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(decode.os, "open", slow_open)
+    with h5py.File(stores[("h5", "gzip")], "r") as f:
+        chunks = decode.H5Chunks(f, None)
+        got: list[int | None] = []
+        threads = [threading.Thread(target=lambda: got.append(chunks._descriptor())) for _ in "ab"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(got) == 2
+        assert got[0] is not None
+        assert got[0] == got[1]
+        chunks.close()
+
+
 def test_writable_modes(stores: dict, tmp_path: Path) -> None:
     """No chunk cache while a store may be written; h5 writable files keep h5py's path; zarr
     writes are seen by the next read."""

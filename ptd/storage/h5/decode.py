@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -218,6 +219,9 @@ class H5Chunks:
         self._arrays: dict[Any, tuple[Any, ChunkedArray | None]] = {}
         self._fd: int | None = None
         self._fd_checked = False
+        #: two threads reading at once (a read ahead and the loading thread) must both get
+        #: the descriptor, not one of them None while the other is still opening it
+        self._fd_lock = threading.Lock()
 
     @classmethod
     def create(cls, file: h5py.File, chunk_cache: Any) -> H5Chunks | None:
@@ -327,7 +331,13 @@ class H5Chunks:
         read through ``read_direct_chunk``)."""
         if self._fd_checked:
             return self._fd
-        self._fd_checked = True
+        with self._fd_lock:
+            if not self._fd_checked:
+                self._fd = self._open_descriptor()
+                self._fd_checked = True
+        return self._fd
+
+    def _open_descriptor(self) -> int | None:
         try:
             if self._file.driver != "sec2":
                 return None
@@ -339,7 +349,6 @@ class H5Chunks:
         if (mine.st_dev, mine.st_ino) != (st.st_dev, st.st_ino):
             os.close(fd)
             return None
-        self._fd = fd
         return fd
 
     def close(self) -> None:
