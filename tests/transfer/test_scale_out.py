@@ -9,6 +9,7 @@ botocore elsewhere (instance metadata, config files) are neutralised for the mod
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 from collections.abc import Iterator
@@ -347,6 +348,47 @@ def test_workers_give_the_same_store(
     r = _invoke("convert", src, tmp_path / f"cli.{to}", "--chunks", "5", "--workers", "2")
     assert r.exit_code == 0, r.stderr
     assert "copied by 2 threads" in r.stdout, r.stderr
+
+
+def test_workers_never_share_a_destination_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Source chunks of 7 rows, destination chunks of 3, slabs of 2 rows' budget: the two
+    alignments cannot agree, and a slab cut along the source's chunks would share a
+    destination chunk with the next one. Written by 4 threads at once, each such chunk then
+    kept only one slab's rows (zarr reads, merges and rewrites a chunk per write): every run
+    came out wrong before the slabs followed the destination."""
+    import zarr
+
+    from ptd.transfer import slabs
+
+    n = 7 * 60
+    data = np.arange(n * 8, dtype="f4").reshape(n, 8)
+    src = tmp_path / "s.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset("x", data=data, chunks=(7, 8))
+    monkeypatch.setattr(slabs, "SLAB_BYTES", 64)
+    r = ptd.convert(src, tmp_path / "d.zarr", workers=4, chunks=3)
+    assert r.regions == n // 3
+    a = zarr.open_array(str(tmp_path / "d.zarr" / "x"), mode="r")
+    assert a.chunks == (3, 8)
+    np.testing.assert_array_equal(a[...], data)
+
+
+@pytest.mark.parametrize(
+    ("src_c", "dst_c", "row", "budget"),
+    [(7, 3, 32, 64), (7000, 3000, 10_000, 16 << 20), (4, 6, 8, 1000), (5, 5, 4, 7), (9, 2, 1, 3)],
+)
+def test_slabs_cover_whole_destination_chunks(
+    src_c: int, dst_c: int, row: int, budget: int
+) -> None:
+    from ptd.transfer.slabs import slab_rows
+
+    n = 50 * src_c * dst_c + 1
+    rows = slab_rows((n, row), 1, src_chunk_rows=src_c, dst_chunk_rows=dst_c, budget=budget)
+    assert rows % dst_c == 0
+    if math.lcm(src_c, dst_c) * row <= max(2 * budget, src_c * row):  # they agree
+        assert rows % src_c == 0
 
 
 # ----------------------------------------------------------------------------- distributed
