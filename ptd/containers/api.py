@@ -307,7 +307,8 @@ def all_names() -> frozenset[str]:
 #: deliberate differences in docs/tensordict-compat.md lists the same.
 _ZARR_ORDER = (
     "key order in a zarr store: tensordict 0.15.3 lists the keys in the order zarr's listing "
-    "gives them, ptd in its own order (to settle: the merged issue-12 branches changed it)"
+    "gives them (the store's, often the file system's), ptd by name on every backend, as "
+    "h5py lists an HDF5 group; the two agree when the listing happens to be in name order"
 )
 _SAVED_PATH = (
     "memmap() of a PersistentTensorDict: tensordict 0.15.3's result has no saved path "
