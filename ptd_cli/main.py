@@ -38,6 +38,7 @@ from typing import Any
 import typer
 
 from ptd_cli._common import Terminated, stdout_closed
+from ptd_cli.completion import CompletionError, completion_request, run_completion
 
 __all__ = ["CliState", "app", "cli_command", "get_version", "hoist_global_options", "run"]
 
@@ -341,6 +342,18 @@ def run(args: Sequence[str] | None = None) -> None:
 def _main(argv: list[str]) -> int:
     from ptd_cli._common import print_error
 
+    request = completion_request(argv)
+    if request is not None:  # before Typer, which would ignore a named shell
+        try:
+            run_completion(*request)
+        except CompletionError as err:
+            print_error(str(err))
+            return 2
+        except OSError as err:
+            where = f": {err.filename}" if err.filename else ""
+            print_error(f"cannot install the completion script: {err.strerror or err}{where}")
+            return 1
+        return 0
     command = cli_command()
     try:
         result = command.main(argv, prog_name="ptd", standalone_mode=False)

@@ -1,4 +1,4 @@
-"""``ptd`` as a process, as people run it: ``python -m ptd``, ``--version``, completion, one
+"""``ptd`` as a process, as people run it: ``python -m ptd``, ``--version``, one
 line per usage error, global options after the command, closed pipes, SIGTERM's exit status,
 help without Python type names. Run through real subprocesses (the console script's code path:
 :func:`ptd_cli.main.run`)."""
@@ -54,13 +54,6 @@ def test_python_m_ptd_and_version() -> None:
     assert doc["hdf5"]
     assert doc["zarr"]
     assert doc["ptd"] == lines[0].split()[1]
-
-
-def test_completion_script() -> None:
-    run = ptd("--show-completion", "bash")
-    assert run.returncode == 0, run.stderr
-    assert "complete" in run.stdout
-    assert "_PTD_COMPLETE" in run.stdout
 
 
 @pytest.mark.parametrize(
