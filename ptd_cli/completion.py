@@ -29,7 +29,7 @@ import shellingham
 import typer
 import typer.completion
 
-__all__ = ["COMPLETE_VAR", "FLAGS", "SHELLS", "completion_request", "run_completion"]
+__all__ = ["COMPLETE_VAR", "FLAGS", "HELP", "SHELLS", "completion_request", "run_completion"]
 
 #: the shells Typer writes a completion script for
 SHELLS: tuple[str, ...] = tuple(s.value for s in typer.completion.Shells)
@@ -39,6 +39,17 @@ FLAGS = ("--show-completion", "--install-completion")
 COMPLETE_VAR = "_PTD_COMPLETE"
 
 _EXAMPLE = f"`ptd --show-completion {SHELLS[0]}`"
+
+#: ``ptd -h``'s lines for the two options (Typer's speak of the current shell only)
+HELP = {
+    "--show-completion": (
+        f"[SHELL] Print the completion script for SHELL ({', '.join(SHELLS)}; default: the "
+        "shell running ptd)."
+    ),
+    "--install-completion": (
+        "[SHELL] Install completion for SHELL (default: the shell running ptd)."
+    ),
+}
 
 
 class CompletionError(Exception):

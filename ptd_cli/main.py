@@ -38,6 +38,7 @@ from typing import Any
 import typer
 
 from ptd_cli._common import Terminated, stdout_closed
+from ptd_cli.completion import HELP as COMPLETION_HELP
 from ptd_cli.completion import CompletionError, completion_request, run_completion
 
 __all__ = ["CliState", "app", "cli_command", "get_version", "hoist_global_options", "run"]
@@ -310,6 +311,11 @@ def cli_command() -> Any:
     """The ``ptd`` click command (the Typer app, its help placeholders fixed)."""
     command = typer.main.get_command(app)
     _fix_placeholders(command)
+    for param in command.params:  # Typer's two completion options: ptd's help lines
+        option: Any = param  # an Option (Typer may carry its own click: read, not imported)
+        for flag in option.opts:
+            if flag in COMPLETION_HELP:
+                option.help = COMPLETION_HELP[flag]
     return command
 
 

@@ -172,3 +172,11 @@ def test_the_scripts_complete_through_the_environment_variable() -> None:
     r = ptd(env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["inspect"]
+
+
+def test_help_says_a_shell_can_be_named() -> None:
+    r = ptd("-h", env={**ENV, "COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    lines = {ln.split("│")[1].split()[0]: ln for ln in r.stdout.splitlines() if "completion" in ln}
+    assert "[SHELL] Print the completion script for SHELL (bash, zsh" in lines["--show-completion"]
+    assert "[SHELL] Install completion for SHELL" in lines["--install-completion"]
