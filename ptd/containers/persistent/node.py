@@ -103,6 +103,8 @@ class StoreNode:
     ) -> np.ndarray:
         """The stored array ``key``'s elements ``selection`` (stored coordinates, the
         backend's selection), decoded into ``out`` when given (then returned)."""
+        if out is None:
+            return self.backend.read(self.key_path(key), selection)
         return self.backend.read(self.key_path(key), selection, out=out)
 
     def read_leaf(self, key: tuple[str, ...]) -> torch.Tensor:
