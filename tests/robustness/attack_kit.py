@@ -1,0 +1,124 @@
+"""What every hostile-store test shares: an :class:`Attack` (a store made by plain h5py, zarr or
+file writes, and the commands a person would run on it), a CLI run in a subprocess that reports
+its exit status, output, seconds and peak memory, and the marker a payload would create.
+
+Each ``tests/robustness/attacks_*.py`` module lists its attacks in ``ATTACKS``; the tests run
+them one by one, and ``benchmarks/bench_attacks.py`` runs them all and prints the seconds and
+peak RSS of each command (figures are measured there, never asserted in tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+#: a hung command is stopped after this many seconds (a generous bound: tests never time a run)
+HANG_SECONDS = 120
+
+#: the name of the file a payload would create: its presence means code from a file ran
+MARKER = "PWNED"
+
+
+@dataclasses.dataclass(frozen=True)
+class Attack:
+    """One hostile store and what is run on it.
+
+    ``make(directory)`` writes the store (and anything it points at) under ``directory`` and
+    returns the path a user would name. ``commands`` are ``ptd`` argument lists; ``{store}``
+    stands for that path and ``{out}`` for a fresh output path beside it (``{out_h5}`` and
+    ``{out_zarr}`` for an output of that format).
+    """
+
+    name: str
+    make: Callable[[Path], Path]
+    commands: tuple[tuple[str, ...], ...]
+    #: what the attack would reach or run: a path that must not be created or changed
+    watch: Callable[[Path], Sequence[Path]] = lambda d: (d / MARKER,)
+
+
+@dataclasses.dataclass(frozen=True)
+class CliRun:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    peak_rss: int  # bytes, of the ptd process alone (wait4's ru_maxrss)
+    hung: bool
+
+
+def expand(argv: Sequence[str], store: Path, out_dir: Path) -> tuple[str, ...]:
+    fields = {
+        "store": str(store),
+        "out": str(out_dir / "out"),
+        "out_h5": str(out_dir / "out.h5"),
+        "out_zarr": str(out_dir / "out.zarr"),
+    }
+    return tuple(a.format(**fields) for a in argv)
+
+
+def run_ptd(
+    argv: Sequence[str],
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = HANG_SECONDS,
+) -> CliRun:
+    """``python -m ptd ARGV`` in a subprocess; its peak RSS comes from ``os.wait4``."""
+    full_env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
+    full_env.pop("FORCE_COLOR", None)
+    full_env.update(env or {})
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ptd", *argv],
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            env=full_env,
+        )
+        hung = threading.Event()
+
+        def stop() -> None:
+            hung.set()
+            proc.send_signal(signal.SIGKILL)
+
+        timer = threading.Timer(timeout, stop)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        seconds = time.monotonic() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return CliRun(
+            argv=tuple(argv),
+            returncode=proc.returncode,
+            stdout=out.read().decode("utf-8", "replace"),
+            stderr=err.read().decode("utf-8", "replace"),
+            seconds=seconds,
+            peak_rss=int(usage.ru_maxrss) * 1024,
+            hung=hung.is_set(),
+        )
+
+
+def assert_refused(run: CliRun, *needles: str) -> None:
+    """One ``ptd: error:`` line naming each needle, a non-zero exit, no traceback, no hang."""
+    assert not run.hung, f"{run.argv}: still running after {HANG_SECONDS} s"
+    assert run.returncode not in (0, -signal.SIGKILL), (run.argv, run.returncode, run.stderr)
+    assert "Traceback" not in run.stderr, run.stderr
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("ptd: error:")]
+    assert len(errors) == 1, (run.argv, run.stderr)
+    for needle in needles:
+        assert needle in errors[0], (needle, errors[0])
