@@ -33,15 +33,17 @@ from typing import Any
 
 import numpy as np
 import zarr
-from zarr.storage import LocalStore, StorePath
+from zarr.storage import StorePath
 
 from ptd.errors import PtdTypeError
 from ptd.format.names import ZARR_JSON
 from ptd.storage import runtime
 from ptd.storage.api import Backend, Path, check_path
 from ptd.storage.meta import NewArray
+from ptd.storage.paths import StoreRoot
 from ptd.storage.zarr import codec as zarr_codec
 from ptd.storage.zarr import names as zarr_names
+from ptd.storage.zarr.confined import store_root
 from ptd.storage.zarr.private import AsyncArray, default_buffer_prototype, sync
 from ptd.storage.zarr.read import batches, in_byte_order, single_raw_chunk
 
@@ -160,7 +162,7 @@ def create_many(
     them. ``kwargs_of(spec)``: zarr's ``create_array`` arguments for one (chunks, codecs,
     attributes); ``parent_of(spec)``: its parent group. Every document is made before anything
     but each layout's first array is written (a value JSON cannot hold fails early)."""
-    local = isinstance(root.store, LocalStore)
+    local = store_root(root.store) is not None
     layouts: dict[str, _Layout] = {}
     items: list[tuple[_Layout, NewArray, bytes]] = []
     for spec in specs:
@@ -182,20 +184,22 @@ def create_many(
     prefix = f"{root.path}/" if root.path else ""
     raw = [item for item in items if item[0].raw]
     if raw:
-        _write_files(str(root.store.root), prefix, raw)  # type: ignore[attr-defined]
+        paths = store_root(root.store)
+        assert paths is not None  # (raw layouts are made for local stores only)
+        _write_files(paths, prefix, raw)
     other = [item for item in items if not item[0].raw]
     if other:
         sync(_write_async(root.store, prefix, other))
 
 
 def _write_files(
-    store_root: str, prefix: str, items: list[tuple[_Layout, NewArray, bytes]]
+    paths: StoreRoot, prefix: str, items: list[tuple[_Layout, NewArray, bytes]]
 ) -> None:
     """Each array's ``zarr.json`` and chunk file, on a thread pool (the bytes are made here,
     the threads only do the file system calls)."""
     jobs: list[tuple[str, bytes, str | None, bytes | None]] = []
     for layout, spec, doc in items:
-        directory = os.path.join(store_root, *(prefix + "/".join(spec.path)).split("/"))
+        directory = os.path.join(paths.root, *(prefix + "/".join(spec.path)).split("/"))
         chunk = data = None
         if spec.data is not None and spec.data.size:
             chunk = os.path.join(directory, *layout.chunk_key)
@@ -204,12 +208,10 @@ def _write_files(
 
     def write(batch: list[tuple[str, bytes, str | None, bytes | None]]) -> None:
         for directory, doc, chunk, data in batch:
-            os.makedirs(os.path.dirname(chunk) if chunk else directory, exist_ok=True)
-            with open(os.path.join(directory, ZARR_JSON), "wb") as f:
-                f.write(doc)
+            # (never through a link out of the store: ptd.storage.paths)
+            paths.write(os.path.join(directory, ZARR_JSON), doc)
             if chunk is not None and data is not None:
-                with open(chunk, "wb") as f:
-                    f.write(data)
+                paths.write(chunk, data)
 
     runtime.io_map(write, batches(jobs, CONCURRENCY))
 

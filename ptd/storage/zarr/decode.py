@@ -27,11 +27,12 @@ from typing import Any
 import numpy as np
 from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec
 from zarr.codecs import BytesCodec, ShardingCodec
-from zarr.storage import LocalStore
 
+from ptd.storage.paths import StoreRoot
 from ptd.storage.read.cache import ChunkCache
 from ptd.storage.read.decoded import ChunkedArray, read_chunked
 from ptd.storage.read.mapped import mappable_dtype
+from ptd.storage.zarr.confined import store_root
 from ptd.storage.zarr.private import (
     ArraySpec,
     RegularChunkGrid,
@@ -51,23 +52,15 @@ _EMPTY = np.uint64(2**64 - 1)
 _MAX_INDEXES = 4096
 
 
-def _read_file(name: str, offset: int | None = None, size: int | None = None) -> bytes | None:
-    """The bytes of file ``name`` (or ``size`` of them at ``offset``), None when it is missing."""
-    try:
-        fd = os.open(name, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        if offset is None:
-            size = os.fstat(fd).st_size
-            offset = 0
-        assert size is not None
-        data = os.pread(fd, size, offset)
-        if len(data) != size:
-            raise ValueError(f"{name} is shorter than its shard index says")
-        return data
-    finally:
-        os.close(fd)
+def _read_file(
+    name: str, offset: int | None = None, size: int | None = None, *, root: StoreRoot
+) -> bytes | None:
+    """The bytes of file ``name`` (or ``size`` of them at ``offset``), None when it is missing.
+    The file must resolve inside the store at ``root`` (a link out of it is refused)."""
+    data = root.read(name, offset, size)
+    if data is not None and size is not None and len(data) != size:
+        raise ValueError(f"{name} is shorter than its shard index says")
+    return data
 
 
 def _numcodecs_decode(codec: Any) -> Callable[[Any, ArraySpec], Any] | None:
@@ -136,8 +129,9 @@ def _decoder(codecs: tuple[Any, ...], spec: ArraySpec) -> Callable[[bytes], np.n
 class ZarrChunks:
     """The compressed or sharded arrays of one local zarr store that ptd decodes itself."""
 
-    def __init__(self, root: str, cache: ChunkCache | None, writable: bool) -> None:
-        self._root = root
+    def __init__(self, root: StoreRoot, cache: ChunkCache | None, writable: bool) -> None:
+        self._paths = root
+        self._root = root.root
         self.cache = cache
         self._writable = writable
         #: path -> (zarr array, ChunkedArray or None: zarr reads it)
@@ -147,10 +141,11 @@ class ZarrChunks:
     def create(cls, store: Any, writable: bool, budget: int) -> ZarrChunks | None:
         """The reader of ``store`` when it is a local directory store, else None. The cache
         (``budget`` bytes) is used in read-only mode only."""
-        if type(store) is not LocalStore:
+        root = store_root(store)
+        if root is None:
             return None
         cache = ChunkCache(budget) if budget > 0 and not writable else None
-        return cls(os.fspath(store.root), cache, writable)
+        return cls(root, cache, writable)
 
     def read(
         self, path: Any, arr: Any, selection: Any, out: np.ndarray | None = None
@@ -193,6 +188,7 @@ class ZarrChunks:
 
         prefix = directory.rstrip(os.sep) + os.sep
         native = os.sep == "/"
+        paths = self._paths
 
         def filename(coords: tuple[int, ...]) -> str:
             key = encode(coords)  # "c/0/3" (or "0.3"): relative, "/"-separated
@@ -204,7 +200,7 @@ class ZarrChunks:
                 return None
 
             def fetch(coords: tuple[int, ...]) -> np.ndarray | None:
-                raw = _read_file(filename(coords))
+                raw = _read_file(filename(coords), root=paths)
                 return None if raw is None else decode(raw)
 
             return ChunkedArray(next(_keys), shape, outer, dt, fetch, fill)
@@ -224,6 +220,7 @@ class ZarrChunks:
         proto: Any,
         fill: np.ndarray,
     ) -> ChunkedArray | None:
+        paths = self._paths
         inner = tuple(int(c) for c in sharding.chunk_shape)
         if len(inner) != len(shape) or any(o % i for o, i in zip(outer, inner, strict=True)):
             return None
@@ -244,11 +241,11 @@ class ZarrChunks:
                 return indexes[shard]
             name = filename(shard)
             try:
-                size = os.stat(name).st_size
+                size = os.stat(paths.check(name)).st_size
             except FileNotFoundError:
                 index = None
             else:
-                raw = _read_file(name, size - index_size if at_end else 0, index_size)
+                raw = _read_file(name, size - index_size if at_end else 0, index_size, root=paths)
                 index = None if raw is None else decode_index(raw).reshape(per_shard + (2,))
             if remember:
                 if len(indexes) >= _MAX_INDEXES:
@@ -264,7 +261,7 @@ class ZarrChunks:
             offset, nbytes = index[tuple(k % n for k, n in zip(coords, per_shard, strict=True))]
             if offset == _EMPTY and nbytes == _EMPTY:
                 return None
-            raw = _read_file(filename(shard), int(offset), int(nbytes))
+            raw = _read_file(filename(shard), int(offset), int(nbytes), root=paths)
             return None if raw is None else decode(raw)
 
         return ChunkedArray(next(_keys), shape, inner, dt, fetch, fill)

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ptd.errors import PtdError
+from ptd.storage.paths import StoreRoot
 from ptd.storage.read.alloc import tune_malloc
 from ptd.storage.read.mapped import (
     close_maps,
@@ -102,8 +104,9 @@ class ZarrMaps:
     bookkeeping of layouts and maps is done under one lock; the copies out of a map are not
     (a map dropped while a copy still uses it is closed later, see :meth:`_drop`)."""
 
-    def __init__(self, root: str, writable: bool, max_maps: int = ZARR_MAX_MAPS) -> None:
-        self._root = root
+    def __init__(self, root: StoreRoot, writable: bool, max_maps: int = ZARR_MAX_MAPS) -> None:
+        self._paths = root
+        self._root = root.root
         self._check = writable
         self._max = max(1, max_maps)
         #: path -> layout (or None: not mappable)
@@ -118,14 +121,13 @@ class ZarrMaps:
         """The maps of ``store`` when it is a local directory store and the fast path is on."""
         if not fast_path_enabled(option):
             return None
-        try:
-            from zarr.storage import LocalStore
-        except ImportError:  # pragma: no cover
-            return None
-        if type(store) is not LocalStore:
+        from ptd.storage.zarr.confined import store_root
+
+        root = store_root(store)
+        if root is None:
             return None
         tune_malloc()  # fresh read buffers recycled, not faulted in
-        return cls(os.fspath(store.root), writable)
+        return cls(root, writable)
 
     def layout(self, path: Any, arr: Any) -> _ZarrLayout | None:
         with self._lock:
@@ -204,11 +206,14 @@ class ZarrMaps:
             self._chunks.move_to_end(name)
             return hit[1]
         try:
-            st = os.stat(name)
+            # a link is followed only when it stays inside the store (else an error)
+            st = os.stat(self._paths.check(name))
             sig: Any = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
         except FileNotFoundError:
             sig = None
-        except OSError:
+        except OSError as err:
+            if isinstance(err, PtdError):
+                raise
             return False
         if hit is not None and hit[2] == sig:
             self._chunks.move_to_end(name)
@@ -222,10 +227,17 @@ class ZarrMaps:
         if sig[2] != count * lay.stored.itemsize:
             return False
         try:
-            with open(name, "rb") as f:
-                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            fd = self._paths.open(name)
+        except PtdError:
+            raise
+        except OSError:
+            return False
+        try:
+            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError):
             return False
+        finally:
+            os.close(fd)
         view = np.frombuffer(mm, dtype=lay.stored, count=count).reshape(lay.chunks)
         self._remember(name, (mm, view, sig))
         return view

@@ -19,6 +19,7 @@ from ptd.format.names import ZARR_JSON, ZARR_V2_GROUP
 from ptd.storage import remote as _url
 from ptd.storage.location import StoreLocation
 from ptd.storage.targets import EXISTS_HINT
+from ptd.storage.zarr.confined import ConfinedStore
 from ptd.storage.zarr.private import sync
 
 __all__ = ["check_v2_mode", "local_store", "open_root", "remote_store"]
@@ -80,7 +81,8 @@ def remote_store(loc: StoreLocation, mode: str) -> Any:
 
 
 def local_store(path: str, mode: str) -> Any:
-    """A local path: a ZipStore for zip files, else the path itself (a LocalStore)."""
+    """A local path: a ZipStore for zip files, else a :class:`ConfinedStore` of the directory
+    (zarr's LocalStore, kept inside it)."""
     exists = os.path.exists(path)
     if exists and os.path.isfile(path):
         if not zipfile.is_zipfile(path):
@@ -119,7 +121,7 @@ def local_store(path: str, mode: str) -> Any:
             f"{path} is a Zarr v2 store, which ptd opens read-only (mode 'r'); write a v3 "
             f"copy with `ptd convert {path} NEW.zarr` to modify it"
         )
-    return path
+    return ConfinedStore(path, read_only=mode == "r", location=path)
 
 
 def open_root(
@@ -146,7 +148,9 @@ def open_root(
                 # open on the live listing instead, where that node alone is unreadable
                 return zarr.open_group(store, **kwargs, use_consolidated=False)
     except FileNotFoundError:
-        if isinstance(store, str) and os.path.isfile(os.path.join(store, ZARR_JSON)):
+        if isinstance(store, ConfinedStore) and os.path.isfile(
+            os.path.join(store.paths.root, ZARR_JSON)
+        ):
             raise CorruptStoreError(
                 f"{location} is not a readable zarr store: its {ZARR_JSON} does not describe "
                 "a group that zarr can open (damaged metadata?)"
@@ -165,7 +169,8 @@ def open_root(
             f"{location} holds a zarr array at its root, not a group: {ROOT_ARRAY_HINT}"
         ) from None
     except zarr.errors.GroupNotFoundError:
-        if isinstance(store, str) or (mode in ("r", "r+") and not _store_has_data(store)):
+        local = isinstance(store, (str, ConfinedStore))
+        if local or (mode in ("r", "r+") and not _store_has_data(store)):
             raise StoreNotFoundError(f"no zarr group found in {location}") from None
         raise CorruptStoreError(f"no zarr group found in {location} (no {ZARR_JSON})") from None
     except ValueError as err:  # JSONDecodeError, invalid metadata

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 from zarr.codecs import BytesCodec
-from zarr.storage import LocalStore
 
 from ptd.storage import runtime
 from ptd.storage.api import Path
+from ptd.storage.zarr.confined import store_root
 from ptd.storage.zarr.private import ArrayV3Metadata, sync
 
 __all__ = ["batches", "in_byte_order", "raw_chunk", "read_many", "single_raw_chunk"]
@@ -65,7 +65,8 @@ def batches(items: list[Any], threads: int) -> list[list[Any]]:
 def raw_chunk(arr: Any) -> tuple[str, np.dtype] | None:
     """``(file, dtype in the file's byte order)`` of a zarr array that is one uncompressed
     chunk file in a local directory store, or None."""
-    if not isinstance(arr.store, LocalStore):
+    paths = store_root(arr.store)
+    if paths is None:
         return None
     found = single_raw_chunk(arr.metadata)
     dt = np.dtype(arr.dtype)
@@ -73,16 +74,16 @@ def raw_chunk(arr: Any) -> tuple[str, np.dtype] | None:
         return None
     chunk_key, endian = found
     parts = arr.path.split("/") if arr.path else []
-    return os.path.join(str(arr.store.root), *parts, *chunk_key), in_byte_order(dt, endian)
+    return os.path.join(paths.root, *parts, *chunk_key), in_byte_order(dt, endian)
 
 
 def _read_raw(arr: Any, file: str, dt: np.dtype) -> np.ndarray | None:
     """The array from its chunk file (None: the file is not what the metadata says)."""
     native = np.dtype(arr.dtype)
-    try:
-        with open(file, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
+    paths = store_root(arr.store)
+    assert paths is not None  # (raw_chunk found the file in a local store)
+    data = paths.read(file)  # never through a link out of the store
+    if data is None:
         return np.full(arr.shape, arr.metadata.fill_value, dtype=native)
     if len(data) != int(np.prod(arr.shape, dtype=np.int64)) * dt.itemsize:
         return None

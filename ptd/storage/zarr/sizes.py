@@ -45,7 +45,7 @@ def chunk_file_sizes(
             rel_root = root[root_len:].replace(os.sep, "/")
             for f in files:
                 try:
-                    size = os.path.getsize(os.path.join(root, f))
+                    size = os.lstat(os.path.join(root, f)).st_size  # (a link: not followed)
                 except OSError:
                     continue
                 account(f"{rel_root}/{f}" if rel_root else f, size)

@@ -1,0 +1,230 @@
+"""Files of a directory store opened without leaving it.
+
+A directory store (a local zarr store, a memmap directory) is a tree of files that someone
+else may have made. A symbolic link in it can point anywhere: ``c/0 -> /etc/passwd`` would
+make a read copy that file into an output, and ``obs.memmap -> ~/.bashrc`` would make a write
+rewrite it. :class:`StoreRoot` is the one check: every file ptd opens below a store's root
+must resolve inside that root (links whose targets stay inside are followed), and every name
+taken from a store's metadata must be a plain relative name (:func:`unsafe_part`).
+
+The check is cheap enough for every chunk: a file is opened with ``O_NOFOLLOW`` (the path is
+resolved only when the last component is a link: ``ELOOP``), and each directory holding files
+is resolved once and remembered (a store has far fewer directories than chunk files). Nothing
+is listed at open.
+
+>>> import os, tempfile
+>>> with tempfile.TemporaryDirectory() as d:
+...     _ = open(os.path.join(d, "a"), "wb").write(b"x")
+...     os.symlink("a", os.path.join(d, "inside"))
+...     os.symlink("/etc/hostname", os.path.join(d, "outside"))
+...     root = StoreRoot(d)
+...     print(root.read(os.path.join(d, "inside")), root.read(os.path.join(d, "nothing")))
+...     try:
+...         root.read(os.path.join(d, "outside"))
+...     except UnsupportedOperationError as err:
+...         print("refused")
+b'x' None
+refused
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from ptd.errors import CorruptStoreError, UnsupportedOperationError
+
+__all__ = ["OUTSIDE_HINT", "StoreRoot", "check_member", "unsafe_part"]
+
+#: what a refusal adds: why ptd does not follow the link
+OUTSIDE_HINT = "ptd does not follow links out of a store (a store could point them at any file)"
+
+_WINDOWS = os.name == "nt"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+#: directories remembered per root before the memory is cleared (a store with more chunk
+#: directories than this resolves some of them again: a few lstat calls each)
+_MAX_DIRS = 1 << 16
+
+
+def unsafe_part(part: str) -> str | None:
+    """Why one ``/``-separated component of a store-relative name could leave the store or
+    name something else than it says (None when it is a plain name): empty, ``.``, ``..``,
+    a backslash (a separator on Windows, and in zarr-python's key handling), a NUL byte, or
+    (on Windows) a drive (``C:``)."""
+    if part in ("", ".", ".."):
+        return f"the component {part!r} is not a name"
+    if "\\" in part:
+        return "it holds a backslash"
+    if "\x00" in part:
+        return "it holds a NUL byte"
+    if _WINDOWS and len(part) >= 2 and part[1] == ":" and part[0].isalpha():
+        return "it names a drive"
+    return None
+
+
+def check_member(name: str, where: str) -> list[str]:
+    """The components of ``name``, a path relative to a store (an archive member, a key read
+    from metadata); CorruptStoreError naming ``name`` and ``where`` when it is absolute or a
+    component is not a plain name (:func:`unsafe_part`)."""
+    if name.startswith(("/", "\\")):
+        raise CorruptStoreError(f"{where}: {name!r} is an absolute path, not a name inside it")
+    parts = name.split("/")
+    for part in parts:
+        why = unsafe_part(part)
+        if why is not None:
+            raise CorruptStoreError(f"{where}: {name!r} is not a name inside it: {why}")
+    return parts
+
+
+class StoreRoot:
+    """The directory a store lives in, and the files below it opened without leaving it.
+
+    ``root`` is what the user named (it may itself be a link: the user chose it); what
+    lies below it must resolve inside ``realpath(root)``. ``location`` names the store in
+    errors. Instances pickle (the remembered directories are plain strings)."""
+
+    def __init__(self, root: str | os.PathLike[str], location: str | None = None) -> None:
+        self.root = os.path.abspath(os.fspath(root))
+        self.location = location if location is not None else self.root
+        self._real = os.path.realpath(self.root)
+        self._prefix = self._real.rstrip(os.sep) + os.sep
+        #: directories known to resolve inside the root
+        self._dirs: set[str] = set()
+
+    def __reduce__(self) -> tuple[type[StoreRoot], tuple[str, str]]:
+        return StoreRoot, (self.root, self.location)
+
+    # --- checks ------------------------------------------------------------------------------
+    def contains(self, real: str) -> bool:
+        """Whether the resolved path ``real`` is the root or below it."""
+        return real == self._real or real.startswith(self._prefix)
+
+    def relative(self, path: str) -> str:
+        """``path`` as the store names it (relative to the root, ``/``-separated)."""
+        rel = os.path.relpath(path, self.root) if os.path.isabs(path) else path
+        return rel.replace(os.sep, "/")
+
+    def _refuse(self, path: str, real: str) -> UnsupportedOperationError:
+        return UnsupportedOperationError(
+            f"{self.location}: {self.relative(path)!r} is a symbolic link (or lies under one) "
+            f"that leads outside the store, to {real}: {OUTSIDE_HINT}"
+        )
+
+    def check_dir(self, directory: str) -> None:
+        """Refuse ``directory`` (below the root) when it resolves outside the root. An
+        existing directory found inside is remembered; a missing one is resolved as far as
+        it exists."""
+        if directory in self._dirs:
+            return
+        real = os.path.realpath(directory)
+        if not self.contains(real):
+            raise self._refuse(directory, real)
+        if os.path.isdir(real):
+            if len(self._dirs) >= _MAX_DIRS:
+                self._dirs.clear()
+            self._dirs.add(directory)
+
+    def check(self, path: str) -> str:
+        """``path`` (a file or directory below the root) when it resolves inside the root;
+        UnsupportedOperationError naming it otherwise. One ``lstat`` and a remembered
+        directory check; the target of a link is resolved only when it is one."""
+        if path == self.root:
+            return path  # (the user named it)
+        self.check_dir(os.path.dirname(path))
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return path
+        if stat.S_ISLNK(st.st_mode):
+            real = os.path.realpath(path)
+            if not self.contains(real):
+                raise self._refuse(path, real)
+        return path
+
+    def forget(self) -> None:
+        """Drop the remembered directories (after the store's directories were moved or
+        deleted)."""
+        self._dirs.clear()
+
+    # --- opening -----------------------------------------------------------------------------
+    def open(self, path: str, flags: int = os.O_RDONLY, mode: int = 0o666) -> int:
+        """``os.open(path, flags)`` for a file below the root, refusing a path that resolves
+        outside it. The last component is opened with ``O_NOFOLLOW``; only when it is a link
+        is its target resolved, checked and opened instead. A read-only open does not block
+        on a FIFO, and anything but a regular file is refused (CorruptStoreError).
+        FileNotFoundError as ``os.open`` raises it."""
+        self.check_dir(os.path.dirname(path))
+        reading = flags & (os.O_WRONLY | os.O_RDWR) == 0
+        extra = _NOFOLLOW | _BINARY | _CLOEXEC | (_NONBLOCK if reading else 0)
+        try:
+            fd = os.open(path, flags | extra, mode)
+        except OSError as err:
+            if err.errno not in (errno.ELOOP, errno.EMLINK) or not _NOFOLLOW:
+                raise
+            real = os.path.realpath(path)
+            if not self.contains(real):
+                raise self._refuse(path, real) from None
+            fd = os.open(real, flags | (extra & ~_NOFOLLOW), mode)
+        if not _NOFOLLOW:  # no O_NOFOLLOW here: check what was opened by name
+            try:
+                self.check(path)
+            except BaseException:
+                os.close(fd)
+                raise
+        if reading:
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    raise CorruptStoreError(
+                        f"{self.location}: {self.relative(path)!r} is not a regular file"
+                    )
+            except BaseException:
+                os.close(fd)
+                raise
+        return fd
+
+    def read(self, path: str, offset: int | None = None, size: int | None = None) -> bytes | None:
+        """The bytes of the file ``path`` (or ``size`` of them from ``offset``: fewer when
+        the file is shorter), None when it does not exist."""
+        try:
+            fd = self.open(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        try:
+            if offset is None:
+                offset = 0
+                size = os.fstat(fd).st_size
+            assert size is not None
+            chunks: list[bytes] = []
+            got = 0
+            while got < size:
+                part = os.pread(fd, size - got, offset + got)
+                if not part:
+                    break
+                chunks.append(part)
+                got += len(part)
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        finally:
+            os.close(fd)
+
+    def makedirs(self, directory: str) -> None:
+        """``os.makedirs(directory, exist_ok=True)`` below the root, refused when an existing
+        part of it is a link out of the root (nothing is created then)."""
+        self.check_dir(directory)
+        os.makedirs(directory, exist_ok=True)
+
+    def write(self, path: str, data: bytes | memoryview) -> None:
+        """Create or replace the contents of the file ``path`` below the root (its directory
+        is created), never through a link out of the root."""
+        self.makedirs(os.path.dirname(path))
+        fd = self.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            view = memoryview(data).cast("B")
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
