@@ -222,10 +222,38 @@ class H5Backend(Backend):
         self._check_open(self.key_str(path))
         if not path:
             return self._root
+        node = h5_links.wrap(self._resolve(path))
+        if node is None:  # a named datatype: not data
+            raise self._not_found(path)
+        return node
+
+    def _resolve(self, path: Path) -> Any:
+        """The object ID at ``path``, reached through this file's own links only
+        (:func:`~ptd.storage.h5.links.resolve`): a path through an external link is a
+        skipped key, reported as missing with why."""
         try:
-            return self._root["/".join(path)]
-        except (KeyError, ValueError, TypeError):
+            return h5_links.resolve(self._root, path)
+        except h5_links.Outside as out:
+            raise PtdKeyError(
+                f"key {self.key_str(path)!r} of {self._location} is skipped: it leads out of "
+                f"the file ({out.reason})"
+            ) from None
+        except (KeyError, ValueError, TypeError, RuntimeError, OSError):
             raise self._not_found(path) from None
+
+    def _check_inside(self, path: Path) -> None:
+        """Refuse to write at ``path`` when an existing part of it leads out of the file
+        (a soft link through an external link): a write must never reach another file."""
+        for i in range(1, len(path) + 1):
+            try:
+                h5_links.resolve(self._root, path[:i])
+            except h5_links.Outside as out:
+                raise PtdKeyError(
+                    f"cannot write key {self.key_str(path)!r} in {self._location}: "
+                    f"{self.key_str(path[:i])!r} leads out of the file ({out.reason})"
+                ) from None
+            except (KeyError, ValueError, TypeError, RuntimeError, OSError):
+                return  # missing from here on: created inside this file
 
     def _entry(self, path: Path, data: bool = True) -> _Entry:
         """The dataset at ``path`` and its shape, dtype and size, cached (ptd never resizes a
@@ -280,10 +308,11 @@ class H5Backend(Backend):
         """The (created) parent group of ``path`` and the last name; an existing node at
         ``path`` is deleted first (creation replaces)."""
         key = self._check_create(path)
+        self._check_inside(path)
         parent = self._root
         try:
             for i, part in enumerate(path[:-1]):
-                child = parent.get(part)
+                child = parent.get(part) if parent.id.links.exists(part.encode()) else None
                 if child is None:
                     child = parent.create_group(part)
                 elif not isinstance(child, h5py.Group):
@@ -292,7 +321,7 @@ class H5Backend(Backend):
                         f"{self.key_str(path[: i + 1])!r} is an array"
                     )
                 parent = child
-            if path[-1] in parent:
+            if parent.id.links.exists(path[-1].encode()):  # (the link, not its target)
                 del parent[path[-1]]
                 self._ds_cache.clear()
         except (OSError, ValueError, KeyError) as err:
@@ -341,12 +370,12 @@ class H5Backend(Backend):
         if not path:
             return NodeKind.GROUP
         try:
-            cls = self._root.get("/".join(path), getclass=True)
-        except (KeyError, ValueError, TypeError):
+            oid = h5_links.resolve(self._root, path)  # never through an external link
+        except (h5_links.Outside, KeyError, ValueError, TypeError, RuntimeError, OSError):
             return None
-        if cls is h5py.Dataset:
+        if isinstance(oid, h5py.h5d.DatasetID):
             return NodeKind.ARRAY
-        if cls is h5py.Group:
+        if isinstance(oid, h5py.h5g.GroupID):
             return NodeKind.GROUP
         return None
 
@@ -413,13 +442,9 @@ class H5Backend(Backend):
     def stored_sizes(self, paths: Sequence[Path]) -> dict[Path, int]:
         # the low-level open: no h5py.Dataset (and its property lists) per array
         self._check_open("/")
-        fid = self._root.id
         out: dict[Path, int] = {}
         for path in paths:
-            try:
-                oid = h5py.h5o.open(fid, "/".join(path).encode("utf-8"))
-            except (KeyError, ValueError, RuntimeError, OSError):
-                raise self._not_found(path) from None
+            oid = self._resolve(path)
             out[path] = int(oid.get_storage_size()) if isinstance(oid, h5py.h5d.DatasetID) else 0
         return out
 
@@ -465,6 +490,7 @@ class H5Backend(Backend):
         key = self.key_str(path)
         self.check_writable(key)
         check_path(path, self._location)
+        self._check_inside(path)
         try:
             group = self._root.require_group("/".join(path)) if path else self._root
         except TypeError:
@@ -540,6 +566,7 @@ class H5Backend(Backend):
         return ds
 
     def _delete(self, path: Path, key: str) -> None:
+        self._check_inside(path[:-1])
         try:
             del self._root["/".join(path)]
         except (KeyError, ValueError):
@@ -547,8 +574,10 @@ class H5Backend(Backend):
         self._ds_cache.clear()
 
     def _move(self, src: Path, dst: Path) -> None:
+        self._check_inside(src[:-1])
         if len(dst) > 1:
             self.create_group(dst[:-1])
+        self._check_inside(dst[:-1])
         try:
             self._root.move("/".join(src), "/".join(dst))
         except (KeyError, ValueError) as err:

@@ -8,7 +8,14 @@ HDF5 names objects by links. ptd lists every link that leads to an object *insid
   link to that path;
 * a soft link that **dangles**, an **external link** (into another file, which a hostile file
   could point anywhere: never followed), a user-defined link, and a link to one of its own
-  ancestor groups (a cycle) are *skipped*: not listed, and recorded with the reason.
+  ancestor groups (a cycle) are *skipped*: not listed, and recorded with the reason;
+* a soft link whose target path passes through an external (or user-defined) link at any
+  component (``leak -> /ext/token`` where ``/ext`` is an external link), or through a chain
+  of more than :data:`MAX_SOFT_LINKS` soft links, is skipped too.
+
+Soft links are resolved here, one component at a time against the file's own links
+(:func:`resolve`), never by HDF5's path traversal, which would open the other file of an
+external link on the way. Every key ptd opens by path goes through :func:`resolve`.
 
 Readers that copy the store (``convert``, ``memmap``) therefore copy linked data once per key;
 the link structure itself is not reproduced (see the README).
@@ -23,13 +30,105 @@ from typing import Any
 
 import h5py
 
-__all__ = ["SKIP_EXTERNAL", "Link", "address", "ancestors", "child_links", "walk"]
+__all__ = [
+    "MAX_SOFT_LINKS",
+    "SKIP_EXTERNAL",
+    "Link",
+    "Outside",
+    "address",
+    "ancestors",
+    "child_links",
+    "resolve",
+    "walk",
+    "wrap",
+]
 
 #: the reason an external link is skipped
 SKIP_EXTERNAL = "external link to {target}: not followed (it could read any file on this machine)"
 
 #: ``(name, object or None, link note or None, skip reason or None)``
 Link = tuple[str, Any, str | None, str | None]
+
+
+#: soft links followed while resolving one path (HDF5's own default limit, H5L_NUM_LINKS)
+MAX_SOFT_LINKS = 16
+
+
+class Outside(Exception):
+    """A path that leads out of the file (or into a soft-link loop): ``reason`` says how."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _open_parts(
+    file_root: Any, start: Any, parts: list[str], shown: list[str], budget: list[int]
+) -> Any:
+    """The object ID reached from the group ID ``start`` along ``parts``; ``shown``: the path
+    walked so far (for messages); ``budget``: soft links still allowed. KeyError for a missing
+    link, :class:`Outside` for a link out of the file."""
+    cur = start
+    for part in parts:
+        if part in ("", "."):  # (HDF5 skips empty components; '.' is the group itself)
+            continue
+        if not isinstance(cur, h5py.h5g.GroupID):
+            raise KeyError(part)
+        name = part.encode("utf-8", errors="surrogateescape")
+        links = cur.links
+        try:
+            info = links.get_info(name)
+        except (KeyError, ValueError, RuntimeError) as err:
+            raise KeyError(part) from err
+        shown.append(part)
+        if info.type == h5py.h5l.TYPE_HARD:
+            cur = h5py.h5o.open(cur, name)
+        elif info.type == h5py.h5l.TYPE_SOFT:
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise Outside(f"more than {MAX_SOFT_LINKS} soft links in a row (a loop?)")
+            target = links.get_val(name).decode("utf-8", errors="surrogateescape")
+            base = file_root() if target.startswith("/") else cur
+            cur = _open_parts(file_root, base, target.split("/"), [], budget)
+        elif info.type == h5py.h5l.TYPE_EXTERNAL:
+            raise Outside(
+                f"it passes through {'/'.join(shown)!r}, an external link: {_NOT_FOLLOWED}"
+            )
+        else:
+            raise Outside(f"it passes through {'/'.join(shown)!r}, a user-defined HDF5 link")
+    return cur
+
+
+_NOT_FOLLOWED = "not followed (it could read any file on this machine)"
+
+
+def resolve(group: h5py.Group, path: Any, *, soft_target: str | None = None) -> Any:
+    """The object ID at ``path`` (a tuple of names, or a ``/``-separated str) below
+    ``group``, each component resolved against this file's links: hard links are entered,
+    soft links resolved the same way (absolute ones from the file's root group), and an
+    external or user-defined link on the way raises :class:`Outside` (its file is never
+    opened). ``soft_target``: resolve that soft link target, relative to ``group``, instead.
+    KeyError when a link is missing."""
+    parts = list(path) if not isinstance(path, str) else path.split("/")
+    fid = group.file.id
+
+    def file_root() -> Any:
+        return h5py.h5o.open(fid, b"/")
+
+    budget = [MAX_SOFT_LINKS]
+    if soft_target is not None:
+        base = file_root() if soft_target.startswith("/") else group.id
+        return _open_parts(file_root, base, soft_target.split("/"), [], budget)
+    return _open_parts(file_root, group.id, parts, [], budget)
+
+
+def wrap(oid: Any) -> Any:
+    """The h5py object of an object ID: a Dataset, a Group, or None (a named datatype)."""
+    if isinstance(oid, h5py.h5d.DatasetID):
+        return h5py.Dataset(oid)
+    if isinstance(oid, h5py.h5g.GroupID):
+        return h5py.Group(oid)
+    return None
 
 
 def address(obj: Any) -> int:
@@ -78,9 +177,16 @@ def child_links(
             yield name, None, None, "user-defined HDF5 link: not followed"
             continue
         try:
-            oid = h5py.h5o.open(group.id, bname)
-            # a hard link's info holds the object's address; a soft link's target is asked
-            addr = int(where) if note is None else int(h5py.h5o.get_info(oid).addr)
+            if note is None:
+                oid = h5py.h5o.open(group.id, bname)
+                addr = int(where)  # a hard link's info holds the object's address
+            else:
+                # the target resolved link by link: never through an external link
+                oid = resolve(group, (), soft_target=target)
+                addr = int(h5py.h5o.get_info(oid).addr)
+        except Outside as out:
+            yield name, None, None, f"{note}, which leads out of the file: {out.reason}"
+            continue
         except (KeyError, ValueError, RuntimeError, OSError):
             if note is not None:
                 yield name, None, None, f"dangling {note}, which does not exist"

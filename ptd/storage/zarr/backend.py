@@ -56,6 +56,7 @@ from ptd.storage.api import (
 from ptd.storage.chunk_info import ChunkInfo
 from ptd.storage.chunking import leading_chunks
 from ptd.storage.location import OpenOptions, ReopenSpec
+from ptd.storage.paths import unsafe_part
 from ptd.storage.properties import (
     ArrayProperties,
     Codec,
@@ -515,7 +516,7 @@ class ZarrBackend(Backend):
         """A child name listed by the store (its consolidated metadata can say anything) must
         be a valid key: nothing may resolve outside the store or onto another node."""
         for part in name.split("/"):
-            if part in ("", ".", "..") or "\x00" in part:
+            if unsafe_part(part) is not None:  # (also a backslash: ptd stores those escaped)
                 raise CorruptStoreError(
                     f"cannot read the metadata of {self._location}: it lists a child "
                     f"{self.key_str(path + (name,))!r}, which is not a valid key (damaged or "

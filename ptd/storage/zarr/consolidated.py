@@ -23,6 +23,8 @@ import zarr
 from zarr.storage import LocalStore
 
 from ptd.format.names import ZARR_JSON
+from ptd.storage.paths import StoreRoot
+from ptd.storage.zarr.confined import ConfinedStore
 from ptd.storage.zarr.private import default_buffer_prototype, sync
 
 __all__ = ["Consolidation"]
@@ -89,9 +91,11 @@ class Consolidation:
         self._present = True
 
 
-def _load(file: str) -> Any:
-    with open(file, "rb") as f:
-        return json.loads(f.read())
+def _load(file: str, paths: StoreRoot) -> Any:
+    raw = paths.read(file)  # (never through a link out of the store)
+    if raw is None:
+        raise FileNotFoundError(file)
+    return json.loads(raw)
 
 
 def consolidate_local(store: LocalStore, path: str) -> bool:
@@ -102,8 +106,9 @@ def consolidate_local(store: LocalStore, path: str) -> bool:
     nothing written) when the root is not a v3 group."""
     base = os.path.join(str(store.root), *path.split("/")) if path else str(store.root)
     root_file = os.path.join(base, ZARR_JSON)
+    paths = store.paths if isinstance(store, ConfinedStore) else StoreRoot(store.root)
     try:
-        root = _load(root_file)
+        root = _load(root_file, paths)
     except (OSError, ValueError):
         return False
     if not isinstance(root, dict) or root.get("zarr_format") != 3:
@@ -120,7 +125,7 @@ def consolidate_local(store: LocalStore, path: str) -> bool:
             subdirs = sorted(e.name for e in it if e.is_dir(follow_symlinks=True))
         for name in subdirs:
             try:
-                doc = _load(os.path.join(directory, name, ZARR_JSON))
+                doc = _load(os.path.join(directory, name, ZARR_JSON), paths)
             except FileNotFoundError:
                 continue  # not a node (zarr lists only those with metadata)
             except (OSError, ValueError):
@@ -137,8 +142,7 @@ def consolidate_local(store: LocalStore, path: str) -> bool:
                 seen.add((st.st_dev, st.st_ino))
                 todo.append((key + "/", sub))
             flat[key] = doc
-    with open(root_file, "wb") as f:
-        f.write(_with_nodes(root, flat))
+    paths.write(root_file, _with_nodes(root, flat))
     return True
 
 
