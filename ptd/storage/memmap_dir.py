@@ -83,6 +83,7 @@ from ptd.storage.api import (
 )
 from ptd.storage.chunk_info import ChunkInfo
 from ptd.storage.location import OpenOptions, ReopenSpec, StoreLocation
+from ptd.storage.paths import StoreRoot
 from ptd.storage.properties import Codec
 from ptd.storage.selection import selection_shape
 from ptd.storage.targets import parse_target
@@ -202,6 +203,8 @@ class MemmapDirBackend(Backend):
     def __init__(self, loc: StoreLocation, root_meta: dict[str, Any]) -> None:
         super().__init__(loc.path, writable=False)
         self._loc = loc
+        #: every file read resolves inside the directory (a link out of it is refused)
+        self._paths = StoreRoot(loc.path, loc.path)
         self._nodes: dict[Path, _Node] = {
             (): _Node("td", loc.path, root_meta, None, _batch(root_meta))
         }
@@ -235,6 +238,7 @@ class MemmapDirBackend(Backend):
             )
         if not os.path.isdir(loc.path):
             raise StoreNotFoundError(f"{loc.path} is not a directory: no memmap tensordict there")
+        StoreRoot(loc.path, loc.path).check(os.path.join(loc.path, MEMMAP_META))
         meta = read_meta_json(loc.path)
         if meta is None or node_kind(meta) != "td":
             raise CorruptStoreError(
@@ -265,6 +269,8 @@ class MemmapDirBackend(Backend):
         sub = os.path.join(group.directory, encode_key(stored_entry_name(name)))
         if not os.path.isdir(sub) and os.path.isdir(os.path.join(group.directory, name)):
             sub = os.path.join(group.directory, name)  # tensordict's older, unencoded names
+        self._paths.check(sub)
+        self._paths.check(os.path.join(sub, MEMMAP_META))
         meta = read_meta_json(sub)
         kind = node_kind(meta) if meta is not None else None
         if meta is None or kind is None:
@@ -342,8 +348,8 @@ class MemmapDirBackend(Backend):
         file = os.path.join(node.directory, encode_key(name) + MEMMAP_SUFFIX)
         legacy = os.path.join(node.directory, name + MEMMAP_SUFFIX)
         if not os.path.exists(file) and "/" not in name and os.path.exists(legacy):
-            return legacy
-        return file
+            file = legacy
+        return self._paths.check(file)  # never a link out of the directory
 
     def _tensor_layout(self, path: Path, node: _Node) -> tuple[tuple[int, ...], np.dtype, str]:
         """A tensor entry's shape, stored numpy dtype and torch dtype name."""
@@ -503,11 +509,9 @@ class MemmapDirBackend(Backend):
             decode_payload(
                 b"", ENCODING_PICKLE, allow_pickle=False, key=key, location=file, source="memmap"
             )
-        try:
-            with open(file, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            raise CorruptStoreError(f"the pickle file {file} of key {key!r} is missing") from None
+        raw = self._paths.read(file)
+        if raw is None:
+            raise CorruptStoreError(f"the pickle file {file} of key {key!r} is missing")
         return decode_payload(
             raw, ENCODING_PICKLE, allow_pickle=allow_pickle, key=key, location=file, source="memmap"
         )

@@ -35,7 +35,7 @@ import stat
 
 from ptd.errors import CorruptStoreError, UnsupportedOperationError
 
-__all__ = ["OUTSIDE_HINT", "StoreRoot", "check_member", "unsafe_part"]
+__all__ = ["OUTSIDE_HINT", "StoreRoot", "check_member", "member_destination", "unsafe_part"]
 
 #: what a refusal adds: why ptd does not follow the link
 OUTSIDE_HINT = "ptd does not follow links out of a store (a store could point them at any file)"
@@ -80,6 +80,29 @@ def check_member(name: str, where: str) -> list[str]:
     return parts
 
 
+def member_destination(root: str, name: str, where: str, *, is_link: bool = False) -> str:
+    """Where the archive member ``name`` is extracted below the fresh directory ``root``
+    (its parent directories are created): CorruptStoreError naming ``name`` and ``where``
+    for a name that is absolute or not a plain relative path (:func:`check_member`), for a
+    symbolic-link member (``is_link``: ptd extracts files only), and for a member whose file
+    exists already (a duplicate, or a file where a directory goes). Open the result with
+    ``open(dst, "xb")``: it is created, never written through."""
+    parts = check_member(name, where)
+    if is_link:
+        raise CorruptStoreError(f"{where}: the entry {name!r} is a symbolic link, not a file")
+    dst = os.path.join(root, *parts)
+    parent = os.path.dirname(dst)
+    try:
+        StoreRoot(root).makedirs(parent)
+    except (FileExistsError, NotADirectoryError):
+        raise CorruptStoreError(
+            f"{where}: the entry {name!r} lies below another entry that is a file"
+        ) from None
+    if os.path.lexists(dst):
+        raise CorruptStoreError(f"{where}: the entry {name!r} is there twice (or is a directory)")
+    return dst
+
+
 class StoreRoot:
     """The directory a store lives in, and the files below it opened without leaving it.
 
@@ -105,8 +128,7 @@ class StoreRoot:
 
     def relative(self, path: str) -> str:
         """``path`` as the store names it (relative to the root, ``/``-separated)."""
-        rel = os.path.relpath(path, self.root) if os.path.isabs(path) else path
-        return rel.replace(os.sep, "/")
+        return os.path.relpath(os.path.abspath(path), self.root).replace(os.sep, "/")
 
     def _refuse(self, path: str, real: str) -> UnsupportedOperationError:
         return UnsupportedOperationError(

@@ -72,6 +72,8 @@ def temp_sibling(dst: str) -> str:
     are removed first: :func:`remove_stale`)."""
     remove_stale(os.path.dirname(os.path.abspath(dst)))
     path = _sibling(dst, TMP_TAG)
+    while os.path.lexists(path):  # (a planted link there would be written through)
+        path = _sibling(dst, TMP_TAG)  # pragma: no cover - 32 random bits taken
     _in_use.add(path)
     return path
 

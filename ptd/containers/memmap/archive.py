@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import struct
 import tempfile
 import time
@@ -28,6 +29,7 @@ from collections.abc import Iterator
 
 from ptd.errors import CorruptStoreError, PrefixExistsError, PtdValueError
 from ptd.format.names import MEMMAP_META, MEMMAP_SUFFIX
+from ptd.storage.paths import member_destination
 from ptd.storage.publish import remove
 
 __all__ = [
@@ -152,14 +154,10 @@ def extract_to_temp(archive: str) -> str:
             for info in zf.infolist():
                 if info.is_dir():
                     continue
-                parts = info.filename.split("/")
-                if info.filename.startswith("/") or any(p in ("", ".", "..") for p in parts):
-                    raise CorruptStoreError(
-                        f"{archive}: the entry name {info.filename!r} is not a relative path"
-                    )
-                dst = os.path.join(root, *parts)
-                os.makedirs(os.path.dirname(dst), exist_ok=True)
-                with zf.open(info) as src, open(dst, "wb") as out:
+                # a plain relative name, not a link, created new (ptd.storage.paths)
+                is_link = stat.S_ISLNK(info.external_attr >> 16)
+                dst = member_destination(root, info.filename, archive, is_link=is_link)
+                with zf.open(info) as src, open(dst, "xb") as out:
                     shutil.copyfileobj(src, out, _COPY_BYTES)
     except zipfile.BadZipFile as err:
         remove(root)

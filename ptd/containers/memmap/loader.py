@@ -27,6 +27,7 @@ from ptd.format.names import (
 from ptd.format.payload import check_allow_pickle, decode_payload, string_stack_shape
 from ptd.ops.dtypes import dtype_from_str
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
+from ptd.storage.paths import StoreRoot
 
 if TYPE_CHECKING:
     from ptd.containers.tensordict import TensorDict
@@ -45,13 +46,21 @@ def _legacy_ok(key: str, collection: bool) -> bool:
 
 
 def map_leaf(
-    path: str, dtype: torch.dtype, shape: tuple[int, ...], mode: str | None, key: str
+    path: str,
+    dtype: torch.dtype,
+    shape: tuple[int, ...],
+    mode: str | None,
+    key: str,
+    root: StoreRoot | None = None,
 ) -> torch.Tensor:
     """The leaf mapped from ``path`` (``mode`` "r+": shared, "r": copy-on-write, None: shared
-    when the file is writable)."""
+    when the file is writable). ``root``: the memmap directory the file must resolve inside
+    (a link out of it is refused: a shared map would write through it); by default the
+    file's own directory."""
     numel = int(np.prod(shape, dtype=np.int64))
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
+    (root or StoreRoot(os.path.dirname(os.path.abspath(path)))).check(path)
     need = numel * dtype.itemsize
     try:
         size = os.path.getsize(path)
@@ -69,15 +78,12 @@ def map_leaf(
     return torch.from_file(path, shared=shared, size=numel, dtype=dtype).view(shape)
 
 
-def _read_meta(directory: str) -> dict[str, Any]:
+def _read_meta(directory: str, root: StoreRoot | None = None) -> dict[str, Any]:
+    """``directory``'s ``meta.json``, read inside ``root`` (by default ``directory``)."""
     path = os.path.join(directory, MEMMAP_META)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise CorruptStoreError(
-            f"{directory} is not a memmap directory: {MEMMAP_META} is missing"
-        ) from None
+    raw = (root or StoreRoot(directory)).read(path)
+    if raw is None:
+        raise CorruptStoreError(f"{directory} is not a memmap directory: {MEMMAP_META} is missing")
     try:
         meta = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
@@ -128,9 +134,11 @@ def _child(directory: str, key: str, suffix: str, collection: bool) -> str | Non
 
 
 class _Loader:
-    def __init__(self, mode: str | None, allow_pickle: bool | None) -> None:
+    def __init__(self, mode: str | None, allow_pickle: bool | None, root: StoreRoot) -> None:
         self.mode = mode
         self.allow_pickle = allow_pickle
+        #: the directory loaded: no file outside it is read or mapped
+        self.root = root
 
     def td(self, directory: str, meta: dict[str, Any], parent: torch.Size | None) -> TensorDict:
         from ptd.containers.tensordict import TensorDict
@@ -166,6 +174,8 @@ class _Loader:
                 raise CorruptStoreError(f"{mpath} lists the key {key!r} twice")
             if "type" in entry:
                 sub = _child(directory, stored, "", True)
+                if sub is not None:
+                    self.root.check(sub)
                 if sub is None:
                     raise CorruptStoreError(
                         f"{mpath} lists the entry {key!r}, but its directory {os.path.join(directory, encode_key(stored))} is missing"
@@ -203,10 +213,10 @@ class _Loader:
         path = _child(directory, stored, MEMMAP_SUFFIX, False) or os.path.join(
             directory, encode_key(stored) + MEMMAP_SUFFIX
         )
-        return map_leaf(path, dtype, shape, self.mode, key)
+        return map_leaf(path, dtype, shape, self.mode, key, self.root)
 
     def entry(self, directory: str, key: str, bs: torch.Size) -> Any:
-        meta = _read_meta(directory)
+        meta = _read_meta(directory, self.root)
         mpath = os.path.join(directory, MEMMAP_META)
         kind = _node_kind(meta, mpath)
         if kind == "td":
@@ -243,11 +253,9 @@ class _Loader:
             decode_payload(
                 b"", ENCODING_PICKLE, allow_pickle=False, key=key, location=path, source="memmap"
             )
-        try:
-            with open(path, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            raise CorruptStoreError(f"the pickle file {path} of key {key!r} is missing") from None
+        raw = self.root.read(path)
+        if raw is None:
+            raise CorruptStoreError(f"the pickle file {path} of key {key!r} is missing")
         return decode_payload(
             raw,
             ENCODING_PICKLE,
@@ -271,11 +279,12 @@ def load_dir(
     directory = os.path.abspath(os.fspath(prefix))
     if not os.path.isdir(directory):
         raise StoreNotFoundError(f"{directory} is not a directory: no memmap tensordict there")
-    meta = _read_meta(directory)
+    root = StoreRoot(directory)
+    meta = _read_meta(directory, root)
     mpath = os.path.join(directory, MEMMAP_META)
     kind = _node_kind(meta, mpath)
     if kind != "td":
         raise CorruptStoreError(
             f"{mpath} describes a {(kind == 'data' and 'NonTensorData') or 'NonTensorStack'}, not a tensordict"
         )
-    return _Loader(mode, allow_pickle).td(directory, meta, None)
+    return _Loader(mode, allow_pickle, root).td(directory, meta, None)

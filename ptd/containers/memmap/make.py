@@ -18,6 +18,7 @@ torch.Size([3, 2])
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import Any
@@ -39,20 +40,27 @@ from ptd.format.names import (
 from ptd.ops import memmap as memmap_ops
 from ptd.ops.dtypes import storage_dtype, to_storage
 from ptd.ops.keys import unravel_key
+from ptd.storage.paths import StoreRoot
 
 __all__ = ["make_memmap"]
 
 
 def _read_meta(directory: str) -> dict[str, Any]:
-    with open(os.path.join(directory, MEMMAP_META), "rb") as f:
-        meta: dict[str, Any] = json.loads(f.read().decode("utf-8"))
+    path = os.path.join(directory, MEMMAP_META)
+    raw = StoreRoot(directory).read(path)  # (never through a link out of the directory)
+    if raw is None:
+        raise FileNotFoundError(path)
+    meta: dict[str, Any] = json.loads(raw.decode("utf-8"))
     return meta
 
 
 def _write_meta(directory: str, meta: dict[str, Any]) -> None:
     path = os.path.join(directory, MEMMAP_META)
     tmp = path + ".ptd-tmp"
-    with open(tmp, "wb") as f:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # (a leftover, or a link: replaced, never written through)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    with os.fdopen(fd, "wb") as f:
         f.write(json.dumps(meta).encode("utf-8"))
     os.replace(tmp, path)  # a reader sees the old meta.json or the new one
 
@@ -158,8 +166,11 @@ def _write_leaf(
     path = os.path.join(prefix, encode_key(stored) + MEMMAP_SUFFIX)
     np_dtype, _ = storage_dtype(dtype, key)
     need = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+    root = StoreRoot(prefix)
     if need:
-        with open(path, "wb") as f:
+        # a link out of the directory is refused (one inside is written through)
+        fd = root.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with os.fdopen(fd, "wb") as f:
             if tensor is None:
                 f.truncate(need)
             else:
@@ -171,4 +182,4 @@ def _write_leaf(
         stored,
     )
     _write_meta(prefix, meta)
-    return map_leaf(path, dtype, shape, "r+", key)
+    return map_leaf(path, dtype, shape, "r+", key, root)

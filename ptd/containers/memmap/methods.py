@@ -54,6 +54,7 @@ from ptd.format.names import MEMMAP_META
 from ptd.ops.keys import unravel_key
 from ptd.ops.nontensor import NonTensorData
 from ptd.storage import runtime
+from ptd.storage.paths import StoreRoot
 from ptd.storage.publish import remove
 
 if TYPE_CHECKING:
@@ -273,7 +274,7 @@ def _materialize(plan: _Node, root: str, mode: str = "r+") -> TensorDict:
     for key, item in plan.entries.items():
         if isinstance(item, _Leaf):
             out._data[key] = map_leaf(
-                os.path.join(root, item.rel), item.dtype, item.shape, mode, key
+                os.path.join(root, item.rel), item.dtype, item.shape, mode, key, StoreRoot(root)
             )
         elif isinstance(item, _Node):
             out._data[key] = _materialize(item, root, mode)

@@ -31,6 +31,7 @@ from ptd.errors import (
 )
 from ptd.storage import remote as _url
 from ptd.storage.location import StoreLocation
+from ptd.storage.paths import StoreRoot
 from ptd.storage.targets import EXISTS_HINT
 
 __all__ = ["GcPausedFile", "gc_paused", "open_local", "open_remote"]
@@ -92,6 +93,15 @@ def open_local(path: str, mode: str, locking: Any, userblock_size: int = 0) -> h
         raise StoreNotFoundError(f"HDF5 file {path} does not exist")
     if mode in ("w-", "x") and exists:
         raise StoreExistsError(f"HDF5 file {path} already exists (mode {mode!r}); {EXISTS_HINT}")
+    if mode in ("w", "w-", "x") and os.path.islink(path):
+        # creating (truncating) through a link would write wherever it points
+        real = os.path.realpath(path)
+        if not StoreRoot(os.path.dirname(os.path.abspath(path))).contains(real):
+            raise UnsupportedOperationError(
+                f"cannot create the HDF5 file {path} (mode {mode!r}): it is a symbolic link to "
+                f"{real}, outside its directory; ptd does not create files through such a link "
+                "(name the target itself, or remove the link)"
+            )
     try:
         if userblock_size and mode in ("w", "w-", "x"):
             return h5py.File(path, mode, locking=locking, userblock_size=userblock_size)
