@@ -115,6 +115,8 @@ class StoreRoot:
         self.location = location if location is not None else self.root
         self._real = os.path.realpath(self.root)
         self._prefix = self._real.rstrip(os.sep) + os.sep
+        #: how a path below the root (as the user named it) starts
+        self._below = self.root.rstrip(os.sep) + os.sep
         #: directories known to resolve inside the root
         self._dirs: set[str] = set()
 
@@ -137,18 +139,38 @@ class StoreRoot:
         )
 
     def check_dir(self, directory: str) -> None:
-        """Refuse ``directory`` (below the root) when it resolves outside the root. An
-        existing directory found inside is remembered; a missing one is resolved as far as
-        it exists."""
-        if directory in self._dirs:
+        """Refuse ``directory`` (below the root) when it resolves outside the root. Each
+        directory found inside is remembered; a new one costs one ``lstat`` when its parent is
+        known (its target is resolved only when it is a link). A missing one is fine: it
+        would be created inside."""
+        if directory in self._dirs or directory == self.root:
             return
-        real = os.path.realpath(directory)
-        if not self.contains(real):
-            raise self._refuse(directory, real)
-        if os.path.isdir(real):
-            if len(self._dirs) >= _MAX_DIRS:
-                self._dirs.clear()
-            self._dirs.add(directory)
+        parent, _, name = directory.rpartition(os.sep)
+        if not directory.startswith(self._below) or name in ("", ".", "..") or "/.." in parent:
+            spelled = os.path.normpath(os.path.abspath(directory))
+            if spelled != directory and spelled.startswith(self._below):
+                self.check_dir(spelled)  # the same directory, spelled from the root
+                return
+            real = os.path.realpath(directory)  # (not spelled below the root: resolved whole)
+            if not self.contains(real):
+                raise self._refuse(directory, real)
+            return
+        self.check_dir(parent)
+        try:
+            st = os.lstat(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        if stat.S_ISLNK(st.st_mode):
+            real = os.path.realpath(directory)
+            if not self.contains(real):
+                raise self._refuse(directory, real)
+            if not os.path.isdir(real):
+                return
+        elif not stat.S_ISDIR(st.st_mode):
+            return
+        if len(self._dirs) >= _MAX_DIRS:
+            self._dirs.clear()
+        self._dirs.add(directory)
 
     def check(self, path: str) -> str:
         """``path`` (a file or directory below the root) when it resolves inside the root;
@@ -167,6 +189,17 @@ class StoreRoot:
                 raise self._refuse(path, real)
         return path
 
+    def stat(self, path: str) -> os.stat_result:
+        """``os.stat(path)`` for a file below the root: a link is followed only when it stays
+        inside (UnsupportedOperationError otherwise). One ``lstat`` when it is no link."""
+        directory = path.rpartition(os.sep)[0]
+        if directory not in self._dirs:
+            self.check_dir(directory or os.curdir)
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            st = os.stat(self.check(path))
+        return st
+
     def forget(self) -> None:
         """Drop the remembered directories (after the store's directories were moved or
         deleted)."""
@@ -179,7 +212,13 @@ class StoreRoot:
         is its target resolved, checked and opened instead. A read-only open does not block
         on a FIFO, and anything but a regular file is refused (CorruptStoreError).
         FileNotFoundError as ``os.open`` raises it."""
-        self.check_dir(os.path.dirname(path))
+        return self.open_sized(path, flags, mode)[0]
+
+    def open_sized(self, path: str, flags: int = os.O_RDONLY, mode: int = 0o666) -> tuple[int, int]:
+        """:meth:`open`, and the size of the file a read-only open found (else -1)."""
+        directory = path.rpartition(os.sep)[0]
+        if directory not in self._dirs:
+            self.check_dir(directory or os.curdir)
         reading = flags & (os.O_WRONLY | os.O_RDWR) == 0
         extra = _NOFOLLOW | _BINARY | _CLOEXEC | (_NONBLOCK if reading else 0)
         try:
@@ -207,19 +246,19 @@ class StoreRoot:
             except BaseException:
                 os.close(fd)
                 raise
-        return fd
+            return fd, st.st_size
+        return fd, -1
 
     def read(self, path: str, offset: int | None = None, size: int | None = None) -> bytes | None:
         """The bytes of the file ``path`` (or ``size`` of them from ``offset``: fewer when
         the file is shorter), None when it does not exist."""
         try:
-            fd = self.open(path)
+            fd, found = self.open_sized(path)
         except (FileNotFoundError, NotADirectoryError):
             return None
         try:
             if offset is None:
-                offset = 0
-                size = os.fstat(fd).st_size
+                offset, size = 0, found  # (the open's fstat: one call less)
             assert size is not None
             chunks: list[bytes] = []
             got = 0

@@ -88,11 +88,10 @@ class ConfinedStore(LocalStore):
     def _read(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None) -> Any:
         path = self._path(key)
         try:
-            fd = self.paths.open(path)
+            fd, size = self.paths.open_sized(path)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
         try:
-            size = os.fstat(fd).st_size
             if byte_range is None:
                 start, stop = 0, size
             elif isinstance(byte_range, RangeByteRequest):

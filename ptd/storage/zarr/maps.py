@@ -207,7 +207,7 @@ class ZarrMaps:
             return hit[1]
         try:
             # a link is followed only when it stays inside the store (else an error)
-            st = os.stat(self._paths.check(name))
+            st = self._paths.stat(name)
             sig: Any = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
         except FileNotFoundError:
             sig = None
