@@ -70,7 +70,9 @@ def decode_bound(nbytes: int) -> int:
 
 def _sizes(buf: Any) -> memoryview:
     mv = memoryview(buf)
-    return mv if mv.format == "B" and mv.ndim == 1 else mv.cast("B")
+    if mv.format == "B" and mv.ndim == 1:
+        return mv
+    return mv.cast("B") if mv.c_contiguous else memoryview(mv.tobytes())
 
 
 def check_blosc(buf: Any, expected: int | None, limit: int | None = None) -> None:
@@ -112,8 +114,13 @@ def check_blosc(buf: Any, expected: int | None, limit: int | None = None) -> Non
     end = _BLOSC_HEADER + 4 * nblocks
     if end > n:
         raise FrameError(f"blosc chunk of {n} bytes is too short for its {nblocks} block offsets")
-    starts = np.frombuffer(mv, "<u4", nblocks, _BLOSC_HEADER)
-    if int(starts.min()) < end or int(starts.max()) >= n:
+    if nblocks <= 64:  # the usual case: a few blocks, cheaper without numpy
+        starts = struct.unpack_from(f"<{nblocks}I", mv, _BLOSC_HEADER)
+        lo, hi = min(starts), max(starts)
+    else:
+        offsets = np.frombuffer(mv, "<u4", nblocks, _BLOSC_HEADER)
+        lo, hi = int(offsets.min()), int(offsets.max())
+    if lo < end or hi >= n:
         raise FrameError("blosc block offsets point outside the chunk")
 
 
