@@ -89,8 +89,9 @@ TORCH_FREE = {
 RESTRICTED = {
     "h5py": ("ptd.storage.h5.",),
     "zarr": ("ptd.storage.zarr.",),
-    # numcodecs: zarr's codecs, and the decoders of HDF5's plugin filters (blosc, lz4...)
-    "numcodecs": ("ptd.storage.zarr.", "ptd.storage.h5."),
+    # numcodecs: zarr's codecs, the decoders of HDF5's plugin filters (blosc, lz4...), and the
+    # bounded decodes both formats share (ptd/storage/frames.py)
+    "numcodecs": ("ptd.storage.zarr.", "ptd.storage.h5.", "ptd.storage.frames"),
     "typer": ("ptd_cli",),
     "rich": ("ptd_cli",),
     "tensordict": (),

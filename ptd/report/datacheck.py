@@ -437,13 +437,24 @@ def _moments(x: np.ndarray, s: float | None) -> tuple[float, float]:
         m2 = sq - n * mean * mean
         if m2 > 1e-2 * sq:
             return mean, m2
-        dev = x.astype(np.float64)
-        dev -= mean
-        return mean, float(np.dot(dev, dev))
+        return mean, _squared_deviations(x, mean)
     mean = float(np.add.reduce(x, dtype=np.float64)) / n
-    dev = x.astype(np.float64)
-    dev -= mean
-    return mean, float(np.dot(dev, dev))
+    return mean, _squared_deviations(x, mean)
+
+
+#: values widened to float64 at a time for the deviations (8 MiB): never a copy of a chunk
+_DEV_BLOCK = 1 << 20
+
+
+def _squared_deviations(x: np.ndarray, mean: float) -> float:
+    """The sum of ``(x - mean) ** 2`` in float64, in blocks of :data:`_DEV_BLOCK` values."""
+    flat = x.reshape(-1)
+    total = 0.0
+    for i in range(0, flat.size, _DEV_BLOCK):
+        dev = flat[i : i + _DEV_BLOCK].astype(np.float64)
+        dev -= mean
+        total += float(np.dot(dev, dev))
+    return total
 
 
 def _as_numbers(raw: np.ndarray, torch_dtype: str | None) -> np.ndarray | None:

@@ -673,6 +673,8 @@ class Backend(ABC):
                 return got
             out[...] = got
             return out
+        except PtdError:
+            raise  # already names the store and key (a damaged chunk...)
         except self._DATA_ERRORS as err:
             raise self._read_error(path, selection, err) from None
 
@@ -696,6 +698,8 @@ class Backend(ABC):
             if out is None and self._chunked is not None:
                 out = self._chunked.read(path, handle, selection)
             return out
+        except PtdError:
+            raise
         except self._DATA_ERRORS as err:
             raise self._read_error(path, selection, err) from None
 

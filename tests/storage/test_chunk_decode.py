@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -448,26 +447,24 @@ def test_fletcher32_and_shuffle_helpers() -> None:
     assert unshuffle(b"abc", 4) == b"abc"
 
 
-def test_user_h5py_file_and_driver_without_descriptor(stores: dict, tmp_path: Path) -> None:
-    """A user's read-only h5py.File (served; pread descriptor) and a file opened with the core
-    driver (no descriptor: chunks come through read_direct_chunk)."""
+def test_user_h5py_file_and_core_driver(stores: dict, tmp_path: Path) -> None:
+    """A user's read-only h5py.File and a file opened with the core driver are served (chunks
+    come through read_direct_chunk, whatever the driver)."""
     path = stores[("h5", "gzip")]
     with h5py.File(path, "r") as f, _oracle(path, "h5") as ref:
         p = PersistentTensorDict(group=f, batch_size=[N])
         idx = torch.tensor([50, 1, 1, 33])
         assert torch.equal(p[idx]["float64"], ref[idx]["float64"])
-        assert p._store.backend._chunked._fd is not None
+        assert p._store.backend._chunked.cache.misses > 0
     with h5py.File(path, "r", driver="core") as f, _oracle(path, "h5") as ref:
         p = PersistentTensorDict(group=f, batch_size=[N])
         assert torch.equal(p[idx]["int32"], ref[idx]["int32"])
-        reader = p._store.backend._chunked
-        assert reader._fd is None
-        assert reader.cache.misses > 0
+        assert p._store.backend._chunked.cache.misses > 0
 
 
 def test_read_direct_chunk_holds_h5pys_lock(stores: dict, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without a descriptor, chunks come through read_direct_chunk, which h5py releases
-    before its PR 2764 call without h5py's own lock: ptd takes it (a DataLoader's read-ahead
+    """Chunks come through read_direct_chunk, which h5py releases before its PR 2764 call
+    without h5py's own lock: ptd takes it (a DataLoader's read-ahead
     thread and the loading thread read the same file at once)."""
     from h5py._objects import phil
 
@@ -489,38 +486,7 @@ def test_read_direct_chunk_holds_h5pys_lock(stores: dict, monkeypatch: pytest.Mo
         p = PersistentTensorDict(group=f, batch_size=[N])
         idx = torch.tensor([50, 1, 1, 33])
         assert torch.equal(p[idx]["int32"], ref[idx]["int32"])
-        assert p._store.backend._chunked._fd is None
     assert entered  # every read_direct_chunk went through the lock
-
-
-def test_two_threads_get_the_same_descriptor(stores: dict, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first two reads of a file may come at once (a read ahead and the loading thread):
-    both get ptd's descriptor, where the second used to get None while the first was still
-    opening it (and read through read_direct_chunk)."""
-    import threading
-    import time
-
-    from ptd.storage.h5 import decode
-
-    real_open = os.open
-
-    def slow_open(*args: Any, **kwargs: Any) -> int:
-        time.sleep(0.05)
-        return real_open(*args, **kwargs)
-
-    monkeypatch.setattr(decode.os, "open", slow_open)
-    with h5py.File(stores[("h5", "gzip")], "r") as f:
-        chunks = decode.H5Chunks(f, None)
-        got: list[int | None] = []
-        threads = [threading.Thread(target=lambda: got.append(chunks._descriptor())) for _ in "ab"]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert len(got) == 2
-        assert got[0] is not None
-        assert got[0] == got[1]
-        chunks.close()
 
 
 def test_writable_modes(stores: dict, tmp_path: Path) -> None:
@@ -588,14 +554,10 @@ def test_close_releases(stores: dict) -> None:
     p = _open(path, "h5")
     p[torch.tensor([3, 40])]["float32"]
     reader = p._store.backend._chunked
-    fd = reader._fd
-    assert fd is not None
     assert reader.cache.nbytes > 0
     p.close()
     assert p._store.backend._chunked is None
     assert reader.cache.nbytes == 0
-    with pytest.raises(OSError, match="Bad file descriptor"):
-        os.fstat(fd)
 
 
 def test_decode_threads(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -614,7 +614,11 @@ class H5Backend(Backend):
         return None if self._maps is None else self._maps.read(path, handle.ds, selection)
 
     def _small_whole_read(self, handle: _Entry) -> bool:
-        return handle.nbytes <= _SMALL_WHOLE_READ
+        if handle.nbytes > _SMALL_WHOLE_READ:
+            return False
+        # a dataset ptd decodes itself is never handed to HDF5's filters, which trust what a
+        # chunk's header says (see ptd.storage.h5.decode)
+        return self._chunked is None or not self._chunked.serves(handle)
 
     def _read(self, handle: _Entry, selection: Selection) -> np.ndarray:
         ds, shape, dtype, nbytes = handle

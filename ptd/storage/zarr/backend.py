@@ -74,6 +74,7 @@ from ptd.storage.zarr import properties as zarr_properties
 from ptd.storage.zarr import read as zarr_read
 from ptd.storage.zarr import unreadable as zarr_unreadable
 from ptd.storage.zarr.arrays import array_layout, read_selection
+from ptd.storage.zarr.checked import install as _install_checked_pipeline
 from ptd.storage.zarr.chunk_index import zarr_chunk_info
 from ptd.storage.zarr.consolidated import Consolidation
 from ptd.storage.zarr.decode import ZarrChunks
@@ -83,6 +84,9 @@ from ptd.storage.zarr.policy import POLICY
 from ptd.storage.zarr.private import default_buffer_prototype, sync
 from ptd.storage.zarr.sizes import chunk_file_sizes
 from ptd.storage.zarr.unreadable import UnreadableNode, listed_members
+
+# zarr-python's own decodes (v2 arrays, zip/remote stores...) check chunk headers too
+_install_checked_pipeline()
 
 __all__ = ["ZarrBackend"]
 

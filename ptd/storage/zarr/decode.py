@@ -20,14 +20,17 @@ remote stores, strings) goes through zarr. Shard indexes are remembered only in 
 from __future__ import annotations
 
 import itertools
+import lzma
 import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec
-from zarr.codecs import BytesCodec, ShardingCodec
+from zarr.codecs import BloscCodec, BytesCodec, GzipCodec, ShardingCodec, ZstdCodec
 
+from ptd.errors import CorruptStoreError
+from ptd.storage.frames import FrameError, decode_bound, frame_decoder
 from ptd.storage.paths import StoreRoot
 from ptd.storage.read.cache import ChunkCache
 from ptd.storage.read.decoded import ChunkedArray, read_chunked
@@ -94,6 +97,53 @@ def _sync_decode(codec: Any) -> Callable[[Any, ArraySpec], Any] | None:
     return _numcodecs_decode(codec)
 
 
+def codec_name(codec: Any) -> str | None:
+    """The name :mod:`ptd.storage.frames` knows a byte-to-byte codec by (``"blosc"``,
+    ``"zstd"``, ``"gzip"``, ``"lz4"``...: zarr's own codecs and the numcodecs ones zarr wraps),
+    or None for any other (checksums, filters, unknown codecs), whose output size is checked
+    after zarr decoded it."""
+    if type(codec) in (BloscCodec, ZstdCodec, GzipCodec):
+        return {BloscCodec: "blosc", ZstdCodec: "zstd", GzipCodec: "gzip"}[type(codec)]
+    if isinstance(codec, _NumcodecsBytes):
+        inner = getattr(codec, "_codec", None)
+        name = getattr(inner, "codec_id", None)
+        if name == "lzma" and getattr(inner, "format", lzma.FORMAT_XZ) == lzma.FORMAT_RAW:
+            return None  # raw LZMA needs the codec's filter chain: zarr's decode
+        if isinstance(name, str) and frame_decoder(name) is not None:
+            return name
+    return None
+
+
+def _bounded_step(
+    codec: Any, fallback: Callable[[Any, ArraySpec], Any], expected: int | None, limit: int
+) -> Callable[[Any, ArraySpec], Any]:
+    """One byte-to-byte decode whose output must be ``expected`` bytes (at most ``limit``
+    when not known): a codec :mod:`ptd.storage.frames` knows is decoded there, bounded (its
+    header checked first); any other by zarr, its output size checked after."""
+    name = codec_name(codec)
+    if name is None:
+
+        def checked(buf: Any, spec: ArraySpec) -> Any:
+            got = fallback(buf, spec)
+            n = len(got)
+            if (expected is not None and n != expected) or n > limit:
+                raise FrameError(
+                    f"{type(codec).__name__} decodes to {n} bytes, the chunk must hold "
+                    f"{expected if expected is not None else f'at most {limit}'}"
+                )
+            return got
+
+        return checked
+    decode = frame_decoder(name)
+    assert decode is not None
+
+    def bounded(buf: Any, spec: ArraySpec) -> Any:
+        out = decode(buf.as_numpy_array(), expected, limit)
+        return spec.prototype.buffer.from_array_like(np.frombuffer(out, np.uint8))
+
+    return bounded
+
+
 def _chain(codecs: tuple[Any, ...]) -> tuple[BytesCodec, list[Any]] | None:
     """``(bytes codec, the byte-to-byte codecs' synchronous decodes)`` when ``codecs`` is such a
     chain, else None."""
@@ -106,7 +156,10 @@ def _chain(codecs: tuple[Any, ...]) -> tuple[BytesCodec, list[Any]] | None:
 
 
 def _decoder(codecs: tuple[Any, ...], spec: ArraySpec) -> Callable[[bytes], np.ndarray] | None:
-    """A function decoding one encoded chunk's bytes with zarr's codecs, or None."""
+    """A function decoding one encoded chunk's bytes with zarr's codecs, or None. Each
+    byte-to-byte step is bounded by the size its output must have: the codec next to
+    ``bytes`` gives exactly the chunk's bytes, the others at most
+    :func:`~ptd.storage.frames.decode_bound` of them."""
     chain = _chain(codecs)
     if chain is None:
         return None
@@ -115,15 +168,31 @@ def _decoder(codecs: tuple[Any, ...], spec: ArraySpec) -> Callable[[bytes], np.n
     if bytes_decode is None:
         return None
     proto = spec.prototype
-    rest = rest[::-1]
+    nbytes = (
+        int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(spec.dtype.to_native_dtype()).itemsize
+    )
+    limit = decode_bound(nbytes)
+    steps = [
+        _bounded_step(c, d, nbytes if i == 0 else None, nbytes if i == 0 else limit)
+        for i, (c, d) in enumerate(zip(codecs[1:], rest, strict=True))
+    ][::-1]
 
     def decode(raw: bytes) -> np.ndarray:
         buf = proto.buffer.from_bytes(raw)
-        for step in rest:
+        for step in steps:
             buf = step(buf, spec)
+        if len(buf) != nbytes:
+            raise FrameError(f"{len(buf)} bytes where the chunk must hold {nbytes}")
         return np.asarray(bytes_decode(buf, spec).as_numpy_array())
 
     return decode
+
+
+def _damaged(name: str, key: str, coords: tuple[int, ...], err: Exception) -> CorruptStoreError:
+    """The error for a chunk whose header or decoded size is not what the array says."""
+    return CorruptStoreError(
+        f"cannot read key {key!r}: its chunk {list(coords)} ({name}) is damaged: {err}"
+    )
 
 
 class ZarrChunks:
@@ -200,13 +269,21 @@ class ZarrChunks:
                 return None
 
             def fetch(coords: tuple[int, ...]) -> np.ndarray | None:
-                raw = _read_file(filename(coords), root=paths)
-                return None if raw is None else decode(raw)
+                name = filename(coords)
+                raw = _read_file(name, root=paths)
+                if raw is None:
+                    return None
+                try:
+                    return decode(raw)
+                except FrameError as err:
+                    raise _damaged(name, arr.path, coords, err) from None
 
             return ChunkedArray(next(_keys), shape, outer, dt, fetch, fill)
         if len(codecs) != 1 or type(codecs[0]) is not ShardingCodec:
             return None
-        return self._sharded(codecs[0], md, shape, dt, outer, filename, config, proto, fill)
+        return self._sharded(
+            codecs[0], md, shape, dt, outer, filename, config, proto, fill, arr.path
+        )
 
     def _sharded(
         self,
@@ -219,6 +296,7 @@ class ZarrChunks:
         config: Any,
         proto: Any,
         fill: np.ndarray,
+        path: str,
     ) -> ChunkedArray | None:
         paths = self._paths
         inner = tuple(int(c) for c in sharding.chunk_shape)
@@ -246,7 +324,10 @@ class ZarrChunks:
                 index = None
             else:
                 raw = _read_file(name, size - index_size if at_end else 0, index_size, root=paths)
-                index = None if raw is None else decode_index(raw).reshape(per_shard + (2,))
+                try:
+                    index = None if raw is None else decode_index(raw).reshape(per_shard + (2,))
+                except FrameError as err:
+                    raise _damaged(name, path, shard, err) from None
             if remember:
                 if len(indexes) >= _MAX_INDEXES:
                     indexes.clear()
@@ -261,8 +342,14 @@ class ZarrChunks:
             offset, nbytes = index[tuple(k % n for k, n in zip(coords, per_shard, strict=True))]
             if offset == _EMPTY and nbytes == _EMPTY:
                 return None
-            raw = _read_file(filename(shard), int(offset), int(nbytes), root=paths)
-            return None if raw is None else decode(raw)
+            name = filename(shard)
+            raw = _read_file(name, int(offset), int(nbytes), root=paths)
+            if raw is None:
+                return None
+            try:
+                return decode(raw)
+            except FrameError as err:
+                raise _damaged(name, path, coords, err) from None
 
         return ChunkedArray(next(_keys), shape, inner, dt, fetch, fill)
 

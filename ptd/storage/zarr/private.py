@@ -26,11 +26,13 @@ from typing import Any
 from ptd.storage.zarr.version import check_version
 
 try:
+    from zarr.codecs._v2 import V2Codec  # a v2 array's codec (compressor, filters)
     from zarr.core.array import AsyncArray
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.buffer.cpu import as_numpy_array_wrapper
     from zarr.core.chunk_grids import RegularChunkGrid
+    from zarr.core.codec_pipeline import BatchedCodecPipeline
     from zarr.core.dtype import VariableLengthBytes
     from zarr.core.metadata.v3 import ArrayV3Metadata
     from zarr.core.sync import sync
@@ -54,8 +56,10 @@ __all__ = [
     "ArraySpec",
     "ArrayV3Metadata",
     "AsyncArray",
+    "BatchedCodecPipeline",
     "NumcodecsBytesBytesCodec",
     "RegularChunkGrid",
+    "V2Codec",
     "VariableLengthBytes",
     "as_numpy_array_wrapper",
     "decode_sync",
