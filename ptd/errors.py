@@ -23,13 +23,22 @@ line writes ``--overwrite``), without rewriting any text::
     'out.zarr exists: pass --overwrite to replace it'
     >>> err.path, err.options
     ('out.zarr', (Option(name='overwrite', value=True),))
+
+No message shows a URL's secrets: every text part and the ``path`` of a ptd error go through
+:func:`redact`, the one rule for how a location is shown (user-info and secret-looking query
+values become ``***``)::
+
+    >>> str(StoreNotFoundError("http://alice:pw@host/x.zarr does not exist"))
+    'http://***@host/x.zarr does not exist'
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 __all__ = [
     "ArgumentError",
@@ -65,7 +74,66 @@ __all__ = [
     "UnsupportedDtypeError",
     "UnsupportedOperationError",
     "UntestedDependencyError",
+    "redact",
 ]
+
+# ----------------------------------------------------------------------- showing locations
+#: a URL in a text: ``scheme://`` and what follows up to a blank, a quote, ``<``, ``>`` or ``\``
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>\\]*")
+#: the user-info of a URL (up to the last ``@`` before the path, query or fragment)
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#]*)@")
+#: query parameter names whose value is a secret, as parts of the name in lower case with
+#: ``-``, ``_`` and ``.`` removed: AWS (``X-Amz-Signature``, ``X-Amz-Credential``,
+#: ``X-Amz-Security-Token``, ``AWSAccessKeyId``, ``Signature``), GCS (``X-Goog-Signature``,
+#: ``X-Goog-Credential``), Azure SAS (``sig``), OAuth/API (``access_token``, ``api_key``,
+#: ``auth``), and plain ``password``/``secret``
+_SECRET_PARAM_PARTS = ("sig", "token", "credential", "secret", "password", "passwd", "pwd",
+                       "key", "auth", "session")  # fmt: skip
+#: what replaces a secret
+HIDDEN = "***"
+
+
+def _secret_param(name: str) -> bool:
+    flat = unquote(name).lower().replace("-", "").replace("_", "").replace(".", "")
+    return any(part in flat for part in _SECRET_PARAM_PARTS)
+
+
+def _redact_url(url: str) -> str:
+    url = _USERINFO.sub(lambda m: m.group(1) + HIDDEN + "@", url, count=1)
+    head, sep, query = url.partition("?")
+    if not sep:
+        return url
+    query, hash_, fragment = query.partition("#")
+    params = []
+    for param in re.split(r"([&;])", query):
+        name, eq, value = param.partition("=")
+        params.append(f"{name}={HIDDEN}" if eq and value and _secret_param(name) else param)
+    return head + sep + "".join(params) + hash_ + fragment
+
+
+def redact(text: str) -> str:
+    """``text`` with the secrets of every URL in it replaced by ``***``: the user-info
+    (``http://alice:pw@host/x`` -> ``http://***@host/x``; the user name too, since tokens are
+    often passed there) and the values of query parameters whose name says they are a
+    credential (a part of the name is ``sig``, ``token``, ``credential``, ``secret``,
+    ``password``, ``key``, ``auth`` or ``session``: presigned S3 and GCS URLs, Azure SAS
+    tokens, ``?access_token=``). Other parameters (``X-Amz-Expires``, ``versionId``) are kept:
+    they tell why a URL fails. A text without ``://`` is returned as it is (one search).
+
+    >>> redact("cannot open s3://b/x.zarr?X-Amz-Expires=60&X-Amz-Signature=ab12: expired")
+    'cannot open s3://b/x.zarr?X-Amz-Expires=60&X-Amz-Signature=***: expired'
+    >>> redact("https://tok@host/a.h5?sig=s3cr3t&sv=2024")
+    'https://***@host/a.h5?sig=***&sv=2024'
+    """
+    if "://" not in text:
+        return text
+
+    def one(m: re.Match[str]) -> str:
+        url = m.group(0)
+        body = url.rstrip(".,:;)]}!")  # the sentence's punctuation after the URL stays
+        return _redact_url(body) + url[len(body) :]
+
+    return _URL_IN_TEXT.sub(one, text)
 
 
 @dataclass(frozen=True)
@@ -90,6 +158,9 @@ class PtdError(Exception):
     """
 
     def __init__(self, *parts: Any, path: str | None = None, key: str | None = None) -> None:
+        parts = tuple(redact(p) if isinstance(p, str) else p for p in parts)
+        if isinstance(path, str):
+            path = redact(path)
         if any(isinstance(p, Option) for p in parts):
             self.parts: tuple[Any, ...] = parts
             super().__init__("".join(str(p) for p in parts))
