@@ -78,10 +78,11 @@ __all__ = [
 ]
 
 # ----------------------------------------------------------------------- showing locations
-#: a URL in a text: ``scheme://`` and what follows up to a blank, a quote, ``<``, ``>`` or ``\``
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>\\]*")
-#: the user-info of a URL (up to the last ``@`` before the path, query or fragment)
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#]*)@")
+#: the user-info of a URL in a text: ``scheme://`` then everything up to the last ``@`` before
+#: the path, query or fragment (or a blank, a quote, ``<``, ``>``, ``\\``)
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)[^/?#\s'\"<>\\]*@")
+#: a query (or fragment) parameter in a text: ``?``, ``&``, ``;`` or ``#``, a name, ``=`` and its value
+_PARAM = re.compile(r"([?&;#])([^=?&;#\s'\"<>\\]+)=([^&;#\s'\"<>\\]+)")
 #: query parameter names whose value is a secret, as parts of the name in lower case with
 #: ``-``, ``_`` and ``.`` removed: AWS (``X-Amz-Signature``, ``X-Amz-Credential``,
 #: ``X-Amz-Security-Token``, ``AWSAccessKeyId``, ``Signature``), GCS (``X-Goog-Signature``,
@@ -98,17 +99,12 @@ def _secret_param(name: str) -> bool:
     return any(part in flat for part in _SECRET_PARAM_PARTS)
 
 
-def _redact_url(url: str) -> str:
-    url = _USERINFO.sub(lambda m: m.group(1) + HIDDEN + "@", url, count=1)
-    head, sep, query = url.partition("?")
-    if not sep:
-        return url
-    query, hash_, fragment = query.partition("#")
-    params = []
-    for param in re.split(r"([&;])", query):
-        name, eq, value = param.partition("=")
-        params.append(f"{name}={HIDDEN}" if eq and value and _secret_param(name) else param)
-    return head + sep + "".join(params) + hash_ + fragment
+def _hide_param(m: re.Match[str]) -> str:
+    sep, name, value = m.groups()
+    if not _secret_param(name):
+        return m.group(0)
+    kept = value[len(value.rstrip(".,:)]}!")) :]  # the sentence's punctuation stays
+    return f"{sep}{name}={HIDDEN}{kept}"
 
 
 def redact(text: str) -> str:
@@ -117,23 +113,20 @@ def redact(text: str) -> str:
     often passed there) and the values of query parameters whose name says they are a
     credential (a part of the name is ``sig``, ``token``, ``credential``, ``secret``,
     ``password``, ``key``, ``auth`` or ``session``: presigned S3 and GCS URLs, Azure SAS
-    tokens, ``?access_token=``). Other parameters (``X-Amz-Expires``, ``versionId``) are kept:
-    they tell why a URL fails. A text without ``://`` is returned as it is (one search).
+    tokens, ``?access_token=``), wherever such a parameter appears, even in a piece of a URL.
+    Other parameters (``X-Amz-Expires``, ``versionId``) are kept: they tell why a URL fails.
+    A text without ``://``, ``?`` or ``=`` is returned as it is.
 
     >>> redact("cannot open s3://b/x.zarr?X-Amz-Expires=60&X-Amz-Signature=ab12: expired")
     'cannot open s3://b/x.zarr?X-Amz-Expires=60&X-Amz-Signature=***: expired'
-    >>> redact("https://tok@host/a.h5?sig=s3cr3t&sv=2024")
-    'https://***@host/a.h5?sig=***&sv=2024'
+    >>> redact("https://tok@host/a.h5?sig=s3cr3t&sv=2024 and 'a.zarr?token=t0k'")
+    "https://***@host/a.h5?sig=***&sv=2024 and 'a.zarr?token=***'"
     """
-    if "://" not in text:
-        return text
-
-    def one(m: re.Match[str]) -> str:
-        url = m.group(0)
-        body = url.rstrip(".,:;)]}!")  # the sentence's punctuation after the URL stays
-        return _redact_url(body) + url[len(body) :]
-
-    return _URL_IN_TEXT.sub(one, text)
+    if "://" in text:
+        text = _USERINFO.sub(lambda m: m.group(1) + HIDDEN + "@", text)
+    if "=" in text:
+        text = _PARAM.sub(_hide_param, text)
+    return text
 
 
 @dataclass(frozen=True)

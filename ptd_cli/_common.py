@@ -330,7 +330,7 @@ def redacted_message(text: str, *given: str | None) -> str:
     ``given`` hidden wherever they appear (a library may echo a URL without its scheme)."""
     from ptd.storage.remote import scrub
 
-    return scrub(text, *(g for g in given if g))
+    return scrub(text, *(word for g in given if g for word in g.split()))
 
 
 def message_of(err: BaseException, path: str | None = None) -> str:
