@@ -23,13 +23,22 @@ line writes ``--overwrite``), without rewriting any text::
     'out.zarr exists: pass --overwrite to replace it'
     >>> err.path, err.options
     ('out.zarr', (Option(name='overwrite', value=True),))
+
+No message shows a URL's secrets: every text part and the ``path`` of a ptd error go through
+:func:`redact`, the one rule for how a location is shown (user-info and secret-looking query
+values become ``***``)::
+
+    >>> str(StoreNotFoundError("http://alice:pw@host/x.zarr does not exist"))
+    'http://***@host/x.zarr does not exist'
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 __all__ = [
     "ArgumentError",
@@ -65,7 +74,59 @@ __all__ = [
     "UnsupportedDtypeError",
     "UnsupportedOperationError",
     "UntestedDependencyError",
+    "redact",
 ]
+
+# ----------------------------------------------------------------------- showing locations
+#: the user-info of a URL in a text: ``scheme://`` then everything up to the last ``@`` before
+#: the path, query or fragment (or a blank, a quote, ``<``, ``>``, ``\\``)
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)[^/?#\s'\"<>\\]*@")
+#: a query (or fragment) parameter in a text: ``?``, ``&``, ``;`` or ``#``, a name, ``=`` and its value
+_PARAM = re.compile(r"([?&;#])([^=?&;#\s'\"<>\\]+)=([^&;#\s'\"<>\\]+)")
+#: query parameter names whose value is a secret, as parts of the name in lower case with
+#: ``-``, ``_`` and ``.`` removed: AWS (``X-Amz-Signature``, ``X-Amz-Credential``,
+#: ``X-Amz-Security-Token``, ``AWSAccessKeyId``, ``Signature``), GCS (``X-Goog-Signature``,
+#: ``X-Goog-Credential``), Azure SAS (``sig``), OAuth/API (``access_token``, ``api_key``,
+#: ``auth``), and plain ``password``/``secret``
+_SECRET_PARAM_PARTS = ("sig", "token", "credential", "secret", "password", "passwd", "pwd",
+                       "key", "auth", "session")  # fmt: skip
+#: what replaces a secret
+HIDDEN = "***"
+
+
+def _secret_param(name: str) -> bool:
+    flat = unquote(name).lower().replace("-", "").replace("_", "").replace(".", "")
+    return any(part in flat for part in _SECRET_PARAM_PARTS)
+
+
+def _hide_param(m: re.Match[str]) -> str:
+    sep, name, value = m.groups()
+    if not _secret_param(name):
+        return m.group(0)
+    kept = value[len(value.rstrip(".,:)]}!")) :]  # the sentence's punctuation stays
+    return f"{sep}{name}={HIDDEN}{kept}"
+
+
+def redact(text: str) -> str:
+    """``text`` with the secrets of every URL in it replaced by ``***``: the user-info
+    (``http://alice:pw@host/x`` -> ``http://***@host/x``; the user name too, since tokens are
+    often passed there) and the values of query parameters whose name says they are a
+    credential (a part of the name is ``sig``, ``token``, ``credential``, ``secret``,
+    ``password``, ``key``, ``auth`` or ``session``: presigned S3 and GCS URLs, Azure SAS
+    tokens, ``?access_token=``), wherever such a parameter appears, even in a piece of a URL.
+    Other parameters (``X-Amz-Expires``, ``versionId``) are kept: they tell why a URL fails.
+    A text without ``://``, ``?`` or ``=`` is returned as it is.
+
+    >>> redact("cannot open s3://b/x.zarr?X-Amz-Expires=60&X-Amz-Signature=ab12: expired")
+    'cannot open s3://b/x.zarr?X-Amz-Expires=60&X-Amz-Signature=***: expired'
+    >>> redact("https://tok@host/a.h5?sig=s3cr3t&sv=2024 and 'a.zarr?token=t0k'")
+    "https://***@host/a.h5?sig=***&sv=2024 and 'a.zarr?token=***'"
+    """
+    if "://" in text:
+        text = _USERINFO.sub(lambda m: m.group(1) + HIDDEN + "@", text)
+    if "=" in text:
+        text = _PARAM.sub(_hide_param, text)
+    return text
 
 
 @dataclass(frozen=True)
@@ -90,6 +151,9 @@ class PtdError(Exception):
     """
 
     def __init__(self, *parts: Any, path: str | None = None, key: str | None = None) -> None:
+        parts = tuple(redact(p) if isinstance(p, str) else p for p in parts)
+        if isinstance(path, str):
+            path = redact(path)
         if any(isinstance(p, Option) for p in parts):
             self.parts: tuple[Any, ...] = parts
             super().__init__("".join(str(p) for p in parts))

@@ -1,7 +1,12 @@
 """What every command shares: exit codes, the one-line error handling, consoles, formatting.
 
 Only typer, rich and the standard library are imported here; the :mod:`ptd` library is imported
-inside the commands.
+inside the commands (and by :func:`redact`, once a text holds a URL).
+
+Nothing the command line prints shows a URL's secrets: the consoles, JSON documents, error
+lines, warnings and log lines all pass through :func:`ptd.errors.redact` (user-info and
+secret-looking query values become ``***``), and an error line also hides the secrets of the
+paths the command was given wherever they appear (:func:`redacted_message`).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import IO, Any, Literal, cast
 
 import typer
 from rich.cells import cell_len
@@ -45,6 +50,8 @@ __all__ = [
     "print_error",
     "print_json",
     "print_listing",
+    "redact",
+    "redacted_message",
 ]
 
 #: the help of every command's ``-O/--storage-option``
@@ -101,6 +108,36 @@ def stdout_closed() -> None:
         pass
 
 
+def redact(text: str) -> str:
+    """``text`` with every URL's user-info and secret query values hidden
+    (:func:`ptd.errors.redact`, imported only once a text holds ``://``)."""
+    if "://" not in text:
+        return text
+    from ptd.errors import redact as hide
+
+    return hide(text)
+
+
+class RedactingFile:
+    """A text stream that hides URLs' secrets in what is written to it (see the module doc);
+    the rest (``isatty``, ``fileno``, ``encoding``...) is the wrapped stream's."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def redacting(stream: IO[str]) -> IO[str]:
+    """``stream`` behind a :class:`RedactingFile` (typed as the stream it stands for)."""
+    return cast("IO[str]", RedactingFile(stream))
+
+
 class _Console(Console):
     """Rich's console, except that a closed pipe ends nothing (Rich exits with status 1)."""
 
@@ -116,7 +153,9 @@ def out_console() -> Console:
     text, whole, at any width; a terminal folds long ones itself. Listings go through
     :func:`print_listing`, which picks a table only where it fits.
     """
-    return _Console(file=sys.stdout, highlight=False, soft_wrap=True, quiet=STDOUT_CLOSED)
+    return _Console(
+        file=redacting(sys.stdout), highlight=False, soft_wrap=True, quiet=STDOUT_CLOSED
+    )
 
 
 # ------------------------------------------------------------------------------ listings
@@ -243,13 +282,14 @@ def print_listing(
 
 
 def err_console() -> Console:
-    return Console(file=sys.stderr, highlight=False, soft_wrap=True)
+    return Console(file=redacting(sys.stderr), highlight=False, soft_wrap=True)
 
 
 def print_json(doc: Any) -> None:
-    """One JSON document on stdout (never through Rich: no wrapping, no markup)."""
+    """One JSON document on stdout (never through Rich: no wrapping, no markup), URLs'
+    secrets hidden."""
     try:
-        sys.stdout.write(json.dumps(doc, indent=2, allow_nan=True) + "\n")
+        sys.stdout.write(redact(json.dumps(doc, indent=2, allow_nan=True)) + "\n")
         sys.stdout.flush()
     except BrokenPipeError:
         stdout_closed()
@@ -285,9 +325,18 @@ def cli_option(option: Any) -> str:
     return f"{flag} {value}"
 
 
+def redacted_message(text: str, *given: str | None) -> str:
+    """``text`` with URLs' secrets hidden, and the secrets of the locations a command was
+    ``given`` hidden wherever they appear (a library may echo a URL without its scheme)."""
+    from ptd.storage.remote import scrub
+
+    return scrub(text, *(word for g in given if g for word in g.split()))
+
+
 def message_of(err: BaseException, path: str | None = None) -> str:
     """A one-line description of ``err`` that names the path involved (the library's
-    arguments named as fixes spelled as this command line's options)."""
+    arguments named as fixes spelled as this command line's options), URLs' secrets
+    hidden."""
     render = getattr(err, "render", None)
     msg = render(cli_option) if callable(render) else str(err)
     if isinstance(err, KeyError) and len(err.args) == 1 and not msg.startswith("key "):
@@ -296,17 +345,18 @@ def message_of(err: BaseException, path: str | None = None) -> str:
         msg = err.strerror
     if isinstance(err, OSError) and getattr(err, "filename", None) and str(err.filename) not in msg:
         msg = f"{err.filename}: {msg}"
-    msg = _one_line(msg) or type(err).__name__
+    msg = redacted_message(_one_line(msg), path) or type(err).__name__
     named = getattr(err, "path", None)  # a ptd error names its store in this field
-    if path and path not in msg and not (isinstance(named, str) and named in msg):
-        msg = f"{path}: {msg}"
+    shown = redact(path) if path else None
+    if shown and shown not in msg and not (isinstance(named, str) and named in msg):
+        msg = f"{shown}: {msg}"
     return msg
 
 
 def print_error(message: str) -> None:
-    """``ptd: error: message`` as one line on stderr."""
+    """``ptd: error: message`` as one line on stderr (URLs' secrets hidden)."""
     err_console().print(
-        f"ptd: error: {_one_line(message)}", markup=False, highlight=False, soft_wrap=True
+        f"ptd: error: {_one_line(redact(message))}", markup=False, highlight=False, soft_wrap=True
     )
 
 
@@ -333,14 +383,16 @@ def interrupted_line(err: BaseException, path: str | None, output: str | None) -
     """
     phase = getattr(err, "phase", None)
     line = "ptd: interrupted" + (f" while {phase}" if phase else "")
+    path = redact(path) if path else path
+    shown = redact(output) if output else output
     if output is None:
         return line + (f" ({path})" if path else "")
     left = tuple(getattr(err, "left_behind", ()) or ())
     replaced = os.path.lexists(output) and "://" not in output
     what = (
-        f"{output} was not replaced (its old content is kept)"
+        f"{shown} was not replaced (its old content is kept)"
         if replaced
-        else (f"{output} was not written")
+        else (f"{shown} was not written")
     )
     if left:
         return f"{line}: {what}; could not remove {', '.join(left)}"
@@ -367,7 +419,10 @@ def errors_handled(
         by_term = isinstance(err, Terminated) or getattr(err, "signum", None) == 15
         code = ExitCode.TERMINATED if by_term else ExitCode.INTERRUPTED
         err_console().print(
-            interrupted_line(err, path, output), markup=False, highlight=False, soft_wrap=True
+            redacted_message(interrupted_line(err, path, output), path, output),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
         )
         raise typer.Exit(int(code)) from None
     except Exception as err:  # noqa: BLE001 - the CLI's last line of defence
@@ -377,7 +432,7 @@ def errors_handled(
         msg = message_of(err, path)
         if not from_ptd and not isinstance(err, (OSError, ValueError)):
             msg = f"internal error ({type(err).__name__}): {msg}; run `ptd --debug ...` for the traceback"
-        raise fail(msg) from None
+        raise fail(redacted_message(msg, path, output)) from None
 
 
 # ------------------------------------------------------------------------------ formatting

@@ -150,8 +150,10 @@ class _StderrLines(logging.Handler):
     """``ptd: message`` on the current ``sys.stderr``."""
 
     def emit(self, record: Any) -> None:
+        from ptd_cli._common import redact
+
         try:
-            sys.stderr.write(f"ptd: {record.getMessage()}\n")
+            sys.stderr.write(f"ptd: {redact(record.getMessage())}\n")
             sys.stderr.flush()
         except (OSError, ValueError):  # a closed stderr: nothing to tell
             pass
@@ -176,7 +178,9 @@ def _one_line_warnings(quiet: bool = False) -> None:
         lineno: int,
         line: str | None = None,
     ) -> str:
-        return f"ptd: warning: {message}\n"
+        from ptd_cli._common import redact
+
+        return f"ptd: warning: {redact(str(message))}\n"
 
     warnings.formatwarning = one_line
 

@@ -45,7 +45,7 @@ from ptd.format.tables import describe_table, is_table, table_fields
 from ptd.report.consolidated import open_checked
 from ptd.report.info import leaf_shape, user_attrs
 from ptd.report.scan import Scan, scan
-from ptd.storage import cancel, runtime
+from ptd.storage import cancel, remote, runtime
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.cancel import cancellable
 from ptd.storage.location import StoreLocation, as_path_str
@@ -442,8 +442,8 @@ def diff(
         pairs = _structure(sa, sb, out, tables, not_compared, codecs=metadata_only)
         _non_tensors(bea, beb, sa, sb, out)
         report = DiffReport(
-            a=pa,
-            b=pb,
+            a=remote.display(pa),
+            b=remote.display(pb),
             format_a=bea.name,
             format_b=beb.name,
             same=False,

@@ -109,6 +109,7 @@ from ptd.format.shapes import fits
 from ptd.format.tables import describe_table, is_table, table_fields
 from ptd.report.consolidated import check_consolidated, narrowed_findings
 from ptd.report.scan import scan, streamed
+from ptd.storage import remote
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind, random_row_cost
 from ptd.storage.location import StoreLocation
 from ptd.storage.properties import Stage, same_fill
@@ -375,7 +376,7 @@ def info(
         totals.file_bytes = loc.nbytes() if loc.is_remote or os.path.exists(p) else None
         root = s.batches[()]
         return StoreInfo(
-            path=p,
+            path=remote.display(p),
             format=fmt,
             batch_size=list(root.batch),
             batch_size_source=root.source,

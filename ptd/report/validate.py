@@ -71,6 +71,7 @@ from ptd.report.lint import LINT_CODES, severity_at_least
 from ptd.report.lint import lint as run_lint
 from ptd.report.problems import CHECKS, Problem, from_consolidated, from_data, from_lint
 from ptd.report.scan import scan
+from ptd.storage import remote
 from ptd.storage.api import ArrayMeta, NodeKind, Path, ValueKind
 from ptd.storage.cancel import cancellable
 from ptd.storage.location import StoreLocation, as_path_str
@@ -367,7 +368,7 @@ def validate(
         order = {"/".join(q): i for i, (q, _k, _m) in enumerate(s.nodes)}
         problems.sort(key=lambda pr: order.get(pr.key, -1))
         report = ValidationReport(
-            path=p,
+            path=remote.display(p),
             format=be.name,
             valid=not any(pr.severity == "error" for pr in problems),
             batch_size=list(expected[()]),

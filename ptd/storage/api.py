@@ -41,7 +41,7 @@ from ptd.format.dtypes import torch_dtype_name
 from ptd.format.keynames import impossible_name
 from ptd.format.names import TD_STACK_ATTR
 from ptd.format.payload import parse_stack_shape
-from ptd.storage import cancel
+from ptd.storage import cancel, remote
 from ptd.storage.chunk_info import ChunkInfo
 from ptd.storage.guard import GUARDED, guard_methods, translate_error
 from ptd.storage.meta import (
@@ -309,8 +309,8 @@ class Backend(ABC):
     _WRITE_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError)
 
     def __init__(self, location: str, *, writable: bool, maps: ArrayMaps | None = None) -> None:
-        #: the store's description in messages (see :attr:`location`)
-        self._location = location
+        #: the store's description in messages (see :attr:`location`), a URL's secrets hidden
+        self._location = remote.display(location)
         #: opened for writing (mode other than ``"r"``)
         self._writable = writable
         self._closed = False

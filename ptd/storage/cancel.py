@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
-from ptd.errors import Interrupted
+from ptd.errors import Interrupted, redact
 
 __all__ = [
     "active",
@@ -75,10 +75,11 @@ def unheeded() -> int | None:
 
 def phase(name: str, detail: str = "") -> None:
     """Say which phase the running job is in (logged at INFO on the ``"ptd"`` logger as
-    ``name detail``); the :class:`~ptd.errors.Interrupted` raised in it names it."""
+    ``name detail``, a URL's secrets hidden); the :class:`~ptd.errors.Interrupted` raised in
+    it names it."""
     global _phase
     _phase = name
-    _log.info("%s%s", name, f" {detail}" if detail else "")
+    _log.info("%s%s", name, f" {redact(detail)}" if detail else "")
 
 
 def current_phase() -> str | None:

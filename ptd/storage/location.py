@@ -153,13 +153,33 @@ class StoreLocation:
 
     @property
     def described(self) -> str:
-        """The path as given: the store's, then the key inside it (``robo.h5/data/demo_0``)."""
+        """The path as given: the store's, then the key inside it (``robo.h5/data/demo_0``).
+        It may hold a URL's secrets: show :attr:`display` instead."""
         if not self.inner:
             return self.path
         return self.path.rstrip("/\\") + "/" + "/".join(self.inner)
 
+    @property
+    def display(self) -> str:
+        """How messages, reports and logs show this location: :attr:`described` with a URL's
+        user-info and secret query values hidden (:func:`ptd.storage.remote.display`).
+
+        >>> StoreLocation.parse("http://alice:secret@host/x.zarr").display
+        'http://***@host/x.zarr'
+        """
+        return remote.display(self.described)
+
     def __str__(self) -> str:
-        return self.described
+        return self.display
+
+    def __repr__(self) -> str:
+        """Like the dataclass's, without secrets: the path as :attr:`display` shows it and the
+        storage options' names only (their values may be keys)."""
+        options = ", ".join(name for name, _ in self.storage_options)
+        return (
+            f"StoreLocation(path={remote.display(self.path)!r}, storage_options=[{options}], "
+            f"format={self.format!r}, inner={self.inner!r})"
+        )
 
     def with_format(self, format: str) -> StoreLocation:
         if format not in FORMATS:

@@ -2,14 +2,24 @@
 
 A killed or failed write leaves the destination absent or complete, never half-written. Both
 ``convert`` and memmap export publish this way, with one naming rule for the temporaries:
-``.ptd-tmp-<pid>-<random>.<name>`` beside the destination (hidden, and telling which process
-left it), and ``.ptd-old-<pid>-<random>.<name>`` for a replaced directory while it is swapped.
+``.ptd-tmp-<host>-<pid>-<random>.<name>`` beside the destination (hidden, and telling which
+machine and process left it: ``<host>`` is :data:`HOST`, the host name's letters and digits,
+shortened, and a hash of the whole name), and ``.ptd-old-<pid>-<random>.<name>`` for a replaced
+directory while it is swapped.
 
 A process that is killed (SIGKILL, a power cut) cannot clean up: its temporary stays. The next
-write beside it removes such leftovers (:func:`remove_stale`): temporaries of a process that no
-longer runs on this machine, untouched for :data:`STALE_AFTER_S` seconds (so a writer on
-another host of a shared file system, whose process id means nothing here, is left alone while
-it works).
+write beside it removes such leftovers (:func:`remove_stale`):
+
+- a temporary of *this* host whose process is gone is removed at once: its process id is not
+  running, or it is running but is another process (one started after the temporary was
+  made, from ``/proc/<pid>/stat``; where that cannot be read, a running id is taken for the
+  owner);
+- a temporary of another host (a shared file system: its process id means nothing here) is
+  removed once untouched for :data:`STALE_AFTER_S` seconds, so it is left alone while it
+  works;
+- an old-style name without a host (``.ptd-tmp-<pid>-<random>.<name>``, ptd before 0.2) keeps
+  the old rule: its process id is not running here, and it is untouched for
+  :data:`STALE_AFTER_S` seconds.
 
 >>> import os, tempfile
 >>> with tempfile.TemporaryDirectory() as d:
@@ -25,15 +35,18 @@ it works).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import secrets
 import shutil
+import socket
 import time
 
 from ptd.errors import Option, StoreExistsError
 
 __all__ = [
+    "HOST",
     "OLD_TAG",
     "STALE_AFTER_S",
     "TMP_TAG",
@@ -52,9 +65,26 @@ TMP_TAG = ".ptd-tmp-"
 OLD_TAG = ".ptd-old-"
 
 
+def host_tag(hostname: str) -> str:
+    """The ``<host>`` of a temporary's name: at most 16 letters and digits of ``hostname`` (in
+    lower case), ``_`` and 6 hex digits of its hash (two hosts whose names shorten alike still
+    differ).
+
+    >>> host_tag("Node-07.cluster.example.org")
+    'node07clusterexa_e9aca6'
+    """
+    short = re.sub(r"[^a-z0-9]", "", hostname.lower())[:16] or "host"
+    return f"{short}_{hashlib.sha256(hostname.encode()).hexdigest()[:6]}"
+
+
+#: this machine's ``<host>`` in the names of its temporaries
+HOST = host_tag(socket.gethostname())
+
+
 def _sibling(dst: str, tag: str) -> str:
     parent, name = os.path.split(os.path.abspath(dst))
-    return os.path.join(parent, f"{tag}{os.getpid()}-{secrets.token_hex(4)}.{name}")
+    where = f"{HOST}-" if tag == TMP_TAG else ""
+    return os.path.join(parent, f"{tag}{where}{os.getpid()}-{secrets.token_hex(4)}.{name}")
 
 
 #: the temporaries this process handed out and has not published nor removed yet
@@ -78,11 +108,17 @@ def temp_sibling(dst: str) -> str:
     return path
 
 
-#: a dead process's temporary is removed once untouched this long
+#: a temporary of another host (or an old-style one of a dead process) is removed once
+#: untouched this long
 STALE_AFTER_S = 600.0
 #: (never ``.ptd-old-*``: a kill between publish's two renames leaves the replaced store there,
 #: the user's data)
-_TEMP_NAME = re.compile(r"^\.ptd-tmp-(\d+)-[0-9a-f]+\.")
+_TEMP_NAME = re.compile(r"^\.ptd-tmp-([a-z0-9]{1,16}_[0-9a-f]{6})-(\d+)-[0-9a-f]+\.")
+#: the names ptd gave its temporaries before they held the host
+_OLD_STYLE_NAME = re.compile(r"^\.ptd-tmp-(\d+)-[0-9a-f]+\.")
+#: seconds of doubt between a process's start (whole seconds of boot time plus clock ticks)
+#: and a file's times
+_START_SLACK_S = 2.0
 
 
 def _alive(pid: int) -> bool:
@@ -93,6 +129,33 @@ def _alive(pid: int) -> bool:
     except OSError:  # PermissionError: someone else's process, alive
         return True
     return True
+
+
+def _started(pid: int) -> float | None:
+    """When process ``pid`` started (seconds since the epoch), or None where it cannot be read
+    (no ``/proc``: not Linux; the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        with open("/proc/stat", "rb") as f:
+            boot = next(float(line.split()[1]) for line in f if line.startswith(b"btime "))
+        ticks = int(stat.rsplit(b")", 1)[1].split()[19])  # field 22: starttime, in ticks
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def _owner_runs(pid: int, path: str) -> bool:
+    """Whether the process of this host that made the temporary ``path`` still runs: ``pid``
+    runs, and (where its start time can be read) it started before ``path`` was last
+    changed; a process started later only reuses the id."""
+    if not _alive(pid):
+        return False
+    started = _started(pid)
+    if started is None:
+        return True
+    st = os.lstat(path)
+    return started <= min(st.st_mtime, st.st_ctime) + _START_SLACK_S
 
 
 def _last_touched(path: str) -> float:
@@ -118,13 +181,22 @@ def remove_stale(directory: str, *, now: float | None = None) -> list[str]:
     except OSError:
         return removed
     for name in names:
-        m = _TEMP_NAME.match(name)
-        if m is None or int(m.group(1)) == os.getpid() or _alive(int(m.group(1))):
-            continue
         path = os.path.join(directory, name)
+        m = _TEMP_NAME.match(name)
         try:
-            if now - _last_touched(path) < STALE_AFTER_S:
-                continue
+            if m is not None:
+                host, pid = m.group(1), int(m.group(2))
+                if host == HOST:  # a process of this machine: known at once
+                    if pid == os.getpid() or _owner_runs(pid, path):
+                        continue
+                elif now - _last_touched(path) < STALE_AFTER_S:  # another host's: by age
+                    continue
+            else:
+                old = _OLD_STYLE_NAME.match(name)
+                if old is None or int(old.group(1)) == os.getpid() or _alive(int(old.group(1))):
+                    continue
+                if now - _last_touched(path) < STALE_AFTER_S:
+                    continue
             remove(path)
         except OSError:
             continue

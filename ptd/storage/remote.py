@@ -12,6 +12,14 @@ everything local (zip stores, atomic renames) works with them; the others are *r
 fsspec is imported only when a remote URL is used, and the filesystem's own package (s3fs,
 gcsfs...) only by fsspec, for its scheme. ``storage_options`` go to that filesystem as they are
 (``endpoint_url``, ``key``/``secret``, ``anon``...).
+
+A URL may carry secrets: ``http://user:password@host/...``, a presigned S3 URL's
+``X-Amz-Signature``. Wherever ptd shows a location (errors, reports, logs, warnings) it shows
+:func:`display`, with those hidden by :func:`ptd.errors.redact`'s rule; the URL itself is used
+as given to reach the store.
+
+    >>> display("http://alice:secret@host/x.zarr"), display("data/x.zarr")
+    ('http://***@host/x.zarr', 'data/x.zarr')
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from __future__ import annotations
 import os
 import re
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import parse_qsl, unquote, urlparse
 
 from ptd.errors import (
     PtdError,
@@ -27,10 +35,12 @@ from ptd.errors import (
     RemoteAccessError,
     StoreNotFoundError,
     UnsupportedOperationError,
+    redact,
 )
 
 __all__ = [
     "check_bucket",
+    "display",
     "filesystem",
     "is_remote",
     "is_url",
@@ -40,6 +50,8 @@ __all__ = [
     "remote_error",
     "remote_nbytes",
     "scheme",
+    "scrub",
+    "secrets_of",
 ]
 
 _URL_RE = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
@@ -91,6 +103,49 @@ def normalize(target: Any) -> Any:
     return unquote(parsed.path) or "/"
 
 
+def display(target: str) -> str:
+    """``target`` as ptd shows it: a URL with its user-info and secret query values hidden
+    (:func:`ptd.errors.redact`), a local path as it is."""
+    return redact(target) if is_url(target) else target
+
+
+#: shorter secrets are not searched for in free text (they would hide common words)
+_MIN_SECRET = 4
+#: a user name this long is taken for a token (``https://<token>@host``) and searched for too;
+#: a shorter one is a name (``alice``), hidden in URLs only
+_MIN_TOKEN_USER = 16
+
+
+def secrets_of(url: str) -> list[str]:
+    """The secrets ``url`` holds (its password, a user name long enough to be a token, the
+    values of its secret query parameters), as written and decoded; what :func:`scrub` hides
+    wherever it appears."""
+    if not is_url(url):
+        return []
+    found: set[str] = set()
+    parsed = urlparse(url)
+    userinfo = parsed.netloc.rpartition("@")[0]
+    if userinfo:
+        user, _, password = userinfo.partition(":")
+        found.update((password, unquote(password)))
+        if len(user) >= _MIN_TOKEN_USER:
+            found.update((user, unquote(user)))
+    for name, value in parse_qsl(parsed.query, keep_blank_values=False):
+        if redact(f"x://h?{name}={value}").endswith("=***"):
+            found.update((value, unquote(value)))
+    return sorted((s for s in found if len(s) >= _MIN_SECRET), key=len, reverse=True)
+
+
+def scrub(text: str, *urls: str) -> str:
+    """``text`` with every URL's secrets hidden (:func:`ptd.errors.redact`), and the secrets of
+    ``urls`` hidden wherever they appear (a library may echo a URL without its scheme)."""
+    text = redact(text)
+    for url in urls:
+        for secret in secrets_of(url):
+            text = text.replace(secret, "***")
+    return text
+
+
 def join(url: str, *parts: str) -> str:
     return "/".join([url.rstrip("/"), *parts])
 
@@ -121,7 +176,7 @@ def remote_error(err: BaseException, url: str) -> PtdError:
     if isinstance(err, PtdError):
         return err
     name = type(err).__name__
-    msg = " ".join(str(err).split()) or name
+    msg = scrub(" ".join(str(err).split()) or name, url)
     if isinstance(err, FileNotFoundError):
         return StoreNotFoundError(f"{url} does not exist ({msg})")
     if name in ("NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError"):

@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict, Unpack
 
-from ptd.errors import Option, PtdTypeError, PtdValueError
+from ptd.errors import Option, PtdTypeError, PtdValueError, redact
 from ptd.format.detect import FORMATS
+from ptd.storage import remote
 from ptd.storage.location import StoreLocation, split_options
 from ptd.transfer.codecs import check_compression
 from ptd.transfer.layouts import check_layout
@@ -255,7 +256,11 @@ class ConvertResult:
         return self.nbytes / self.seconds if self.seconds > 0 else None
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready values; ``src`` and ``dst`` as ptd shows a location (a
+        URL's secrets hidden: ``remote.display``), while the fields keep them as given."""
         d = asdict(self)
+        d["src"], d["dst"] = remote.display(self.src), remote.display(self.dst)
+        d["notes"] = [redact(n) for n in self.notes]
         d["leaves"] = self.leaves
         d["ratio"] = self.ratio
         return d

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .._common import fail
+from .._common import fail, redact
 from ._progress import byte_progress
 
 #: the formats of --format / --report
@@ -78,7 +78,7 @@ def write_reports(
     reports: list[tuple[str, str, bool]], suites: list[Any], fail_on: str, doc: Any, title: str
 ) -> None:
     for fmt, path, append in reports:
-        text = render(fmt, suites, fail_on, doc, title)
+        text = redact(render(fmt, suites, fail_on, doc, title))
         try:
             with open(os.path.expanduser(path), "a" if append else "w", encoding="utf-8") as f:
                 f.write(text)
@@ -87,7 +87,8 @@ def write_reports(
 
 
 def emit(text: str) -> None:
-    sys.stdout.write(text)
+    """``text`` on stdout, URLs' secrets hidden."""
+    sys.stdout.write(redact(text))
     sys.stdout.flush()
 
 

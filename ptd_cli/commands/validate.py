@@ -24,6 +24,7 @@ from .._common import (
     plural,
     print_error,
     print_listing,
+    redact,
     shape_range,
 )
 from ._reports import (
@@ -150,8 +151,9 @@ def validate(
 
                     traceback.print_exc()
                 msg = message_of(err, path)
-                reports.append({"path": path, "valid": False, "error": msg, "problems": []})
-                suites.append(error_suite(path, msg))
+                shown = redact(path)  # as every report shows a location: no URL's secrets
+                reports.append({"path": shown, "valid": False, "error": msg, "problems": []})
+                suites.append(error_suite(shown, msg))
                 code = ExitCode.BAD_INPUT
                 if fmt == "text":
                     print_error(msg)

@@ -2,9 +2,13 @@
 
 Each run is a real process (``python -m ptd``). The moment is reached by watching the command's
 own output appear (its temporary sibling growing: the copy phase), never by a sleep; then the
-signal is sent and the test checks the exit status (130 / 143), that it stopped within 5 s, that
-nothing is at the destination nor beside it, that the source is unchanged and that a destination
-being ``--overwrite``-n keeps its old content."""
+signal is sent and the test checks the exit status (130 / 143: stopped by the signal, not run to
+its end), that nothing is at the destination nor beside it, that the source is unchanged and
+that a destination being ``--overwrite``-n keeps its old content.
+
+No test here times anything (the suite runs on busy machines): a command still running
+:data:`HANG_S` after the signal fails the test as hung, and how fast each phase stops is
+measured by ``benchmarks/bench_interrupt.py``."""
 
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ import zarr
 
 ENV = {**os.environ, "PYTHONPATH": os.getcwd(), "NO_COLOR": "1"}
 ROWS = 600_000
+#: a command still running this long after the signal is hung (a bound, never a measure)
+HANG_S = 60
 
 
 def _digest(path: Path) -> str:
@@ -99,12 +105,27 @@ def _temporary_bytes(out_dir: Path) -> int:
     return total
 
 
+def _stopped(proc: subprocess.Popen[str]) -> str:
+    """Wait for ``proc`` to exit after a signal; its stderr. Still running after
+    :data:`HANG_S` seconds: killed, and the test fails as hung."""
+    try:
+        proc.wait(timeout=HANG_S)  # (its stderr is a few lines: the pipe never fills)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail(f"still running {HANG_S} s after the signal: {proc.args}")
+    assert proc.stderr is not None
+    err = proc.stderr.read()  # what _wait_for_phase's reads left buffered included
+    proc.stderr.close()
+    return err
+
+
 def _interrupt(
     args: list[str], out_dir: Path | None, sig: int, reading: int = 0
-) -> tuple[int, float, str]:
+) -> tuple[int, str]:
     """Start ``ptd ARGS``, wait until its temporary output in ``out_dir`` is growing (or,
     without one, until it has read ``reading`` bytes: a job that writes nothing), send
-    ``sig``; returns (exit status, seconds from the signal to the exit, stderr)."""
+    ``sig``; returns (exit status, stderr)."""
     proc = _start(args)
     try:
         deadline = time.monotonic() + 60
@@ -121,14 +142,13 @@ def _interrupt(
                 break
             time.sleep(0.005)
         assert phase is not None, "the command ended before it could be interrupted"
-        t0 = time.monotonic()
         proc.send_signal(sig)
-        _, err = proc.communicate(timeout=30)
+        err = _stopped(proc)
     except BaseException:  # never leave the command running behind a failed test
         proc.kill()
         proc.communicate()
         raise
-    return proc.returncode, time.monotonic() - t0, err
+    return proc.returncode, err
 
 
 CASES = [
@@ -145,9 +165,8 @@ def test_convert_stops_and_cleans_up(
 ) -> None:
     src = sources[src_fmt]
     before = _digest(src)
-    rc, seconds, err = _interrupt(["convert", str(src), str(tmp_path / dst_name)], tmp_path, sig)
+    rc, err = _interrupt(["convert", str(src), str(tmp_path / dst_name)], tmp_path, sig)
     assert rc == code, err
-    assert seconds < 5, seconds
     assert os.listdir(tmp_path) == [], os.listdir(tmp_path)  # no destination, no temporary
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert lines == [
@@ -163,7 +182,7 @@ def test_overwritten_destination_is_kept(sources: dict[str, Path], tmp_path: Pat
     old = zarr.open_group(dst, mode="w", zarr_format=3)
     old.create_array("old", data=np.arange(3))
     before = _digest(dst)
-    rc, _s, err = _interrupt(
+    rc, err = _interrupt(
         ["convert", "--overwrite", str(sources["h5"]), str(dst)], tmp_path, signal.SIGINT
     )
     assert rc == 130, err
@@ -175,12 +194,11 @@ def test_overwritten_destination_is_kept(sources: dict[str, Path], tmp_path: Pat
 def test_memmap_stops_and_cleans_up(
     sources: dict[str, Path], tmp_path: Path, sig: int, code: int
 ) -> None:
-    rc, seconds, err = _interrupt(
+    rc, err = _interrupt(
         ["memmap", str(sources["h5"]), str(tmp_path / "out.memmap")], tmp_path, sig
     )
     assert rc == code, err
-    assert seconds < 5, (seconds, os.listdir(tmp_path))
-    assert os.listdir(tmp_path) == [], (seconds, os.listdir(tmp_path))
+    assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
     assert "Traceback" not in err
 
 
@@ -192,11 +210,10 @@ def test_memmap_stops_and_cleans_up(
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_reading_jobs_stop(sources: dict[str, Path], args: list[str], sig: int, code: int) -> None:
     paths = [str(sources["h5"])] * (2 if args == ["diff"] else 1)
-    rc, seconds, err = _interrupt(
+    rc, err = _interrupt(
         [*args, *paths], None, sig, reading=40 << 20
     )  # past the imports (~tens of MB): in the data
     assert rc == code, err
-    assert seconds < 5, seconds
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1, err
     assert lines[0].startswith("ptd: interrupted"), err
@@ -251,18 +268,19 @@ def many_nodes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"h5": h5, "zarr": zs}
 
 
-def _interrupt_in(args: list[str], phase: str, sig: int) -> tuple[int, float, list[str]]:
+def _interrupt_in(args: list[str], phase: str, sig: int) -> tuple[int, list[str]]:
     """Run ``ptd --verbose ARGS``, send ``sig`` as soon as it says it entered ``phase``
-    (``ptd: copying ...``); returns (exit status, seconds to the exit, stderr lines after)."""
+    (``ptd: copying ...``); returns (exit status, stderr lines after)."""
     proc = _start(["--verbose", *args])
-    _wait_for_phase(proc, phase)
-    assert proc.stderr is not None
-    t0 = time.monotonic()
-    proc.send_signal(sig)
-    rest = proc.stderr.read()
-    proc.wait(timeout=30)
-    proc.stderr.close()
-    return proc.returncode, time.monotonic() - t0, [ln for ln in rest.splitlines() if ln.strip()]
+    try:
+        _wait_for_phase(proc, phase)
+        proc.send_signal(sig)
+        rest = _stopped(proc)
+    except BaseException:  # never leave the command running behind a failed test
+        proc.kill()
+        proc.communicate()
+        raise
+    return proc.returncode, [ln for ln in rest.splitlines() if ln.strip()]
 
 
 PHASES = [
@@ -280,9 +298,8 @@ def test_convert_stops_in_each_phase(
 ) -> None:
     src = many_nodes[src_fmt]
     before = _digest(src)
-    rc, seconds, lines = _interrupt_in(["convert", str(src), str(tmp_path / dst_name)], phase, sig)
+    rc, lines = _interrupt_in(["convert", str(src), str(tmp_path / dst_name)], phase, sig)
     assert rc == (130 if sig == signal.SIGINT else 143), lines
-    assert seconds < 5, seconds
     assert lines == [
         f"ptd: interrupted while {phase}: {tmp_path / dst_name} was not written "
         "(nothing was left behind)"
@@ -291,8 +308,38 @@ def test_convert_stops_in_each_phase(
     assert _digest(src) == before
 
 
+def test_a_killed_runs_temporary_is_removed_by_the_rerun(
+    many_nodes: dict[str, Path], tmp_path: Path
+) -> None:
+    # SIGKILL mid-copy: nothing can clean up, the temporary stays; the next write beside it
+    # knows its process is gone (same host, pid not running) and removes it at once
+    dst = tmp_path / "out.zarr"
+    proc = _start(["-v", "convert", str(many_nodes["h5"]), str(dst)])
+    try:
+        _wait_for_phase(proc, "copying")
+    finally:
+        proc.kill()
+        proc.communicate()
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1, left
+    assert left[0].startswith(".ptd-tmp-"), left
+    rerun = subprocess.run(
+        [sys.executable, "-m", "ptd", "convert", str(many_nodes["h5"]), str(dst)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        check=False,
+        timeout=600,
+    )
+    assert rerun.returncode == 0, rerun.stderr
+    assert os.listdir(tmp_path) == ["out.zarr"]
+    root = zarr.open_group(dst, mode="r")
+    assert np.array_equal(root["g29/x2999"][...], np.arange(10.0))
+    assert len(list(root["g0"].array_keys())) == 100
+
+
 def test_memmap_stops_while_planning(many_nodes: dict[str, Path], tmp_path: Path) -> None:
-    rc, _seconds, lines = _interrupt_in(
+    rc, lines = _interrupt_in(
         ["memmap", str(many_nodes["h5"]), str(tmp_path / "o.mm")], "planning", signal.SIGINT
     )
     assert (rc, os.listdir(tmp_path)) == (130, []), lines
@@ -306,7 +353,7 @@ def test_a_stop_after_the_last_safe_point_keeps_the_complete_output(
     many_nodes: dict[str, Path], tmp_path: Path
 ) -> None:
     # memmap's publishing is one rename: the signal lands after it, the output is whole
-    rc, _s, lines = _interrupt_in(
+    rc, lines = _interrupt_in(
         ["memmap", str(many_nodes["h5"]), str(tmp_path / "o.mm")], "publishing", signal.SIGINT
     )
     assert rc == 130, lines
@@ -324,21 +371,23 @@ def test_a_second_interrupt_exits_at_once_naming_what_stays(
     many_nodes: dict[str, Path], tmp_path: Path
 ) -> None:
     # stopped while publishing 3,000 leaves, its clean-up (removing ~6,000 files) takes
-    # tenths of a second: a second Ctrl-C then exits at once, in the middle of it
+    # tenths of a second: a second Ctrl-C then exits at once, in the middle of it (what
+    # "at once" means is checked by what it did, not by a clock: it said so, and left the
+    # temporary it had not finished removing)
     proc = _start(["-v", "convert", str(many_nodes["h5"]), str(tmp_path / "o.zarr")])
-    _wait_for_phase(proc, "publishing")
-    assert proc.stderr is not None
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.1)  # two signals at once are one to Python: the second must come later
-    t0 = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    rest = [ln for ln in proc.stderr.read().splitlines() if ln.strip()]
-    proc.wait(timeout=30)
-    proc.stderr.close()
+    try:
+        _wait_for_phase(proc, "publishing")
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.1)  # two signals at once are one to Python: the second must come later
+        proc.send_signal(signal.SIGINT)
+        rest = [ln for ln in _stopped(proc).splitlines() if ln.strip()]
+    except BaseException:  # never leave the command running behind a failed test
+        proc.kill()
+        proc.communicate()
+        raise
     assert proc.returncode == 130
-    assert time.monotonic() - t0 < 1
     left = [p for p in tmp_path.iterdir() if p.name.startswith(".ptd-tmp-")]
-    if left:  # the usual case: it exited in the middle of the clean-up
+    if left:  # the usual case: it exited in the middle of the clean-up, at once
         assert rest == [f"ptd: interrupted again: could not remove {left[0]}; delete it by hand"]
     else:  # the first stop had cleaned up already
         assert rest, rest
