@@ -141,7 +141,7 @@ def test_wrong_types_in_zarr_json(
 #: the seeds the suite runs (``PTD_FUZZ_CASES`` / ``PTD_FUZZ_SEED0`` to widen or move them;
 #: ``benchmarks/fuzz_stores.py`` runs thousands)
 FUZZ_SEED0 = int(os.environ.get("PTD_FUZZ_SEED0", "0"))
-FUZZ_CASES = int(os.environ.get("PTD_FUZZ_CASES", "240"))
+FUZZ_CASES = int(os.environ.get("PTD_FUZZ_CASES", "200"))
 
 
 @pytest.mark.timeout(1800)  # only hangs make it long: each is cut off after 60 s and reported

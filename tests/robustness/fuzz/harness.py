@@ -66,6 +66,7 @@ class _Worker:
         self.errlog = tempfile.TemporaryFile()  # noqa: SIM115 - kept for the worker's life
         self.case: tuple[int, Path, float] | None = None
         self.step = ""
+        self.made: tuple[str, str] | None = None
         self.peak = 0
 
     def start(self) -> None:
@@ -120,6 +121,7 @@ class _Worker:
         assert self.proc.stdin is not None
         self.case = (seed, case, time.monotonic())
         self.step = "start"
+        self.made = None
         self.peak = 0
         self.proc.stdin.write(json.dumps({"seed": seed, "dir": str(case)}).encode() + b"\n")
         self.proc.stdin.flush()
@@ -130,8 +132,16 @@ class _Worker:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         code = self.proc.wait()
+        self.close_pipes()
         self.proc = None
         return code
+
+    def close_pipes(self) -> None:
+        if self.proc is not None:
+            for pipe in (self.proc.stdin, self.proc.stdout):
+                with contextlib.suppress(OSError):
+                    if pipe is not None:
+                        pipe.close()
 
     def stderr_tail(self) -> str:
         self.errlog.seek(0)
@@ -151,6 +161,17 @@ def _outcome_from(result: dict[str, Any], seconds: float, peak: int) -> Outcome:
         peak_rss_delta=peak,
         stderr=result.get("stderr", {}),
     )
+
+
+def _special_files(directory: str, names: list[str]) -> list[str]:
+    """What ``--keep`` cannot copy (FIFOs, devices): left out; the mutation says it."""
+    return [
+        n
+        for n in names
+        if not os.path.islink(os.path.join(directory, n))
+        and not os.path.isfile(os.path.join(directory, n))
+        and not os.path.isdir(os.path.join(directory, n))
+    ]
 
 
 def run_seeds(
@@ -185,7 +206,8 @@ def run_seeds(
             if keep is not None and (keep_all or not outcome.ok):
                 dest = keep / str(seed)
                 shutil.rmtree(dest, ignore_errors=True)
-                shutil.copytree(case, dest, symlinks=True, ignore_dangling_symlinks=True)
+                with contextlib.suppress(OSError, shutil.Error):  # keep what can be copied
+                    shutil.copytree(case, dest, symlinks=True, ignore=_special_files)
                 (dest / "outcome.json").write_text(json.dumps(outcome.__dict__, indent=1))
             shutil.rmtree(case, ignore_errors=True)
             outcomes[seed] = outcome
@@ -196,8 +218,14 @@ def run_seeds(
             assert w.case is not None
             seed, _, started = w.case
             base, family = describe(seed)
+            mutation, detail = w.made or (family, "")
             o = Outcome(
-                seed, base, family, seconds=time.monotonic() - started, peak_rss_delta=w.peak
+                seed,
+                base,
+                mutation,
+                detail,
+                seconds=time.monotonic() - started,
+                peak_rss_delta=w.peak,
             )
             o.problems = [[w.step, cls, detail]]
             finish(w, o)
@@ -234,6 +262,8 @@ def run_seeds(
                             continue
                         if "step" in msg:
                             w.step = msg["step"]
+                            if "mutation" in msg:
+                                w.made = (msg["mutation"], msg["detail"])
                         elif "result" in msg:
                             finish(
                                 w,
@@ -255,8 +285,10 @@ def run_seeds(
                 w.proc.stdin.close()
                 try:
                     w.proc.wait(timeout=30)
+                    w.close_pipes()
                 except subprocess.TimeoutExpired:
                     w.kill()
+            w.errlog.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return [outcomes[s] for s in pending]

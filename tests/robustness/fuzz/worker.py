@@ -217,6 +217,7 @@ def run_case(seed: int, case: Path, bases: Path, stream: _Stream) -> dict[str, A
         result["problems"] = [["make", "harness-error", f"{type(err).__name__}: {err}"]]
         return result
     result.update(mutation=m.mutation, detail=m.detail, store=str(m.store))
+    stream.send({"step": "made", "mutation": m.mutation, "detail": m.detail})
     other = "zarr" if fmt_of(m.base) == "h5" else "h5"
     out = case / f"out.{other}"
     marker = case / MARKER
