@@ -29,7 +29,7 @@ from tests.robustness.fuzz.harness import Outcome, run_seeds, summary, table
 SEVERITY = (
     "code-ran", "outside-data", "crash", "memory-cap", "memory", "hang", "store-modified",
     "value-mismatch", "leftover", "traceback", "lib-non-ptd-error", "internal-error",
-    "bad-exit", "error-lines", "stderr-noise", "validate-missed", "harness-error",
+    "bad-exit", "error-lines", "stderr-noise", "validate-missed", "oracle-hang", "harness-error",
 )  # fmt: skip
 
 

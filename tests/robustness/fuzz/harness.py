@@ -4,7 +4,9 @@ worker that hung, crashed or grew too large, and sort every case into an outcome
 :func:`run_seeds` is what the test and ``benchmarks/fuzz_stores.py`` call. A case's outcome
 (:class:`Outcome`) lists its problems as ``(step, class, detail)``; the classes are
 :data:`~.worker.PROBLEMS` plus ``hang`` (no answer within the timeout: the worker is killed),
-``crash`` (the worker died: a signal or an exit) and ``memory-cap`` (its RSS passed the cap).
+``crash`` (the worker died: a signal or an exit), ``memory-cap`` (its RSS passed the cap) and
+``oracle-hang`` (ptd's steps were done; h5py or zarr-python, reading back what ptd returned,
+did not finish: ptd returned values for data the reference library chokes on).
 """
 
 from __future__ import annotations
@@ -279,7 +281,9 @@ def run_seeds(
                     lost(w, "memory-cap", f"RSS grew by {w.peak >> 20} MiB")
                 elif time.monotonic() - w.case[2] > timeout:
                     w.kill()
-                    lost(w, "hang", f"no answer after {timeout:.0f} s")
+                    # in the oracle step, h5py/zarr-python is what did not finish
+                    cls = "oracle-hang" if w.step == "oracle" else "hang"
+                    lost(w, cls, f"no answer after {timeout:.0f} s")
         for w in workers:
             if w.proc is not None and w.proc.stdin is not None:
                 w.proc.stdin.close()
