@@ -135,3 +135,28 @@ def test_wrong_types_in_zarr_json(
         doc = _replace(doc, paths[where % len(paths)], value)
         target.write_text(json.dumps(doc))
         check(store, "zarr", cli)
+
+
+# ------------------------------------------------------------------------------ mutants
+#: the seeds the suite runs (``PTD_FUZZ_CASES`` / ``PTD_FUZZ_SEED0`` to widen or move them;
+#: ``benchmarks/fuzz_stores.py`` runs thousands)
+FUZZ_SEED0 = int(os.environ.get("PTD_FUZZ_SEED0", "0"))
+FUZZ_CASES = int(os.environ.get("PTD_FUZZ_CASES", "200"))
+
+
+@pytest.mark.timeout(1800)  # only hangs make it long: each is cut off after 60 s and reported
+def test_seeded_mutants_through_every_entry_point() -> None:
+    """Each seed's mutant (an HDF5 file, libver earliest or latest, or a Zarr v2/v3 store,
+    damaged in one way: see ``tests/robustness/fuzz/mutations.py``) goes through ``ptd
+    inspect``, ``ptd validate --data``, ``ptd convert`` and ``to_tensordict()`` in a worker
+    subprocess. Each must end in exit 0/1/2 with one ``ptd: error:`` line (or a PtdError),
+    without hang, crash, traceback, leftovers, code run, outside data or changes to the
+    store, and the values ptd returns or writes must be h5py's / zarr-python's."""
+    from .fuzz.harness import run_seeds, summary, table
+
+    outcomes = run_seeds(range(FUZZ_SEED0, FUZZ_SEED0 + FUZZ_CASES), jobs=2, timeout=60)
+    failing = [o for o in outcomes if not o.ok]
+    assert not failing, (
+        f"{len(failing)} of {len(outcomes)} mutants broke the contract "
+        f"(outcomes: {summary(outcomes)}):\n{table(failing)}"
+    )
