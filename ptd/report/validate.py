@@ -53,7 +53,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ptd.errors import ArgumentError, BatchSizeError, PtdValueError
+from ptd.errors import ArgumentError, BatchSizeError, PtdMemoryError, PtdValueError
 from ptd.format.shapes import fits
 from ptd.format.tables import is_table
 from ptd.report.batches import (
@@ -73,6 +73,7 @@ from ptd.report.problems import CHECKS, Problem, from_consolidated, from_data, f
 from ptd.report.scan import scan
 from ptd.storage.api import ArrayMeta, NodeKind, Path, ValueKind
 from ptd.storage.cancel import cancellable
+from ptd.storage.limits import check_declared
 from ptd.storage.location import StoreLocation, as_path_str
 
 __all__ = [
@@ -93,6 +94,8 @@ PROBLEM_CODES = (
     "length_mismatch",  # no batch size stored: a leaf a few rows off its group's length
     "unsupported_dtype",  # a leaf with no torch dtype (tables apart: lint L010)
     "skipped_key",  # a key ptd does not read: an HDF5 external or dangling link, a link cycle
+    "too_large",  # an array declaring more bytes than PTD_MAX_ARRAY_BYTES
+    "too_many_attrs",  # a node with more attributes than PTD_MAX_ATTRS: the rest not read
     "missing_key",  # schema: a key the store lacks
     "unexpected_key",  # schema: a key the schema lacks
     "kind_mismatch",  # schema: group / tensor / non_tensor differ
@@ -319,6 +322,11 @@ def validate(
                     )
                 )
                 continue
+            if meta.kind is ValueKind.NUMERIC:
+                try:
+                    check_declared(meta.shape, meta.dtype.itemsize, f"{key!r}")
+                except PtdMemoryError as err:
+                    problems.append(Problem(key, "too_large", str(err), shape=list(meta.shape)))
             shape = leaf_batch_shape(meta)
             if shape is not None and not fits(shape, bs):
                 what = "stack shape" if meta.kind is ValueKind.NON_TENSOR else "shape"

@@ -23,6 +23,7 @@ import zarr
 from zarr.storage import LocalStore
 
 from ptd.format.names import ZARR_JSON
+from ptd.storage.limits import check_json
 from ptd.storage.zarr.private import default_buffer_prototype, sync
 
 __all__ = ["Consolidation"]
@@ -91,7 +92,9 @@ class Consolidation:
 
 def _load(file: str) -> Any:
     with open(file, "rb") as f:
-        return json.loads(f.read())
+        raw = f.read()
+    check_json(raw, file)
+    return json.loads(raw)
 
 
 def consolidate_local(store: LocalStore, path: str) -> bool:

@@ -122,7 +122,9 @@ class ZarrMaps:
             from zarr.storage import LocalStore
         except ImportError:  # pragma: no cover
             return None
-        if type(store) is not LocalStore:
+        from ptd.storage.zarr.jsonguard import CheckedLocalStore
+
+        if type(store) not in (LocalStore, CheckedLocalStore):
             return None
         tune_malloc()  # fresh read buffers recycled, not faulted in
         return cls(os.fspath(store.root), writable)
