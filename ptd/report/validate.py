@@ -65,7 +65,7 @@ from ptd.report.batches import (
 )
 from ptd.report.consolidated import CONSOLIDATED_CODES, open_checked
 from ptd.report.datacheck import Constraint, DataResult, check_data
-from ptd.report.info import StoreInfo, leaf_shape
+from ptd.report.info import StoreInfo, attrs_not_read, leaf_shape
 from ptd.report.lengths import GroupLength, group_lengths
 from ptd.report.lint import LINT_CODES, severity_at_least
 from ptd.report.lint import lint as run_lint
@@ -267,6 +267,11 @@ def validate(
                 severity="warning",
             )
             for q, reason in s.skipped.items()
+        ]
+        problems += [
+            Problem("/".join(g), "too_many_attrs", note, severity="warning")
+            for g in s.groups
+            if (note := attrs_not_read(be, g)) is not None
         ]
         metas: dict[Path, ArrayMeta] = {
             q: m for q, k, m in s.nodes if k is NodeKind.ARRAY and m is not None

@@ -202,13 +202,15 @@ def test_deep_json_array(tmp_path: Path) -> None:
 def test_many_attrs_zarr(tmp_path: Path) -> None:
     inspect, validate = attack("many_attrs_zarr", tmp_path)
     _ok(inspect, "uint8")
-    _ok(validate, "valid")
+    assert "PTD_MAX_ATTRS" in inspect.stdout + inspect.stderr  # the count is shown
+    _ok(validate, "valid", "too_many_attrs")
 
 
 def test_many_attrs_h5(tmp_path: Path) -> None:
     inspect, validate = attack("many_attrs_h5", tmp_path)
     _ok(inspect, "uint8")
-    _ok(validate, "valid")
+    assert "PTD_MAX_ATTRS" in inspect.stdout + inspect.stderr  # the count is shown
+    _ok(validate, "valid", "too_many_attrs")
 
 
 def test_attributes_beyond_the_limit_are_counted(tmp_path: Path) -> None:
