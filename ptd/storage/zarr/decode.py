@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec
 from zarr.codecs import BytesCodec, ShardingCodec
-from zarr.storage import LocalStore
 
 from ptd.storage.read.cache import ChunkCache
 from ptd.storage.read.decoded import ChunkedArray, read_chunked
 from ptd.storage.read.mapped import mappable_dtype
+from ptd.storage.zarr.jsonguard import is_plain_directory
 from ptd.storage.zarr.private import (
     ArraySpec,
     RegularChunkGrid,
@@ -147,7 +147,7 @@ class ZarrChunks:
     def create(cls, store: Any, writable: bool, budget: int) -> ZarrChunks | None:
         """The reader of ``store`` when it is a local directory store, else None. The cache
         (``budget`` bytes) is used in read-only mode only."""
-        if type(store) is not LocalStore:
+        if not is_plain_directory(store):
             return None
         cache = ChunkCache(budget) if budget > 0 and not writable else None
         return cls(os.fspath(store.root), cache, writable)

@@ -23,7 +23,7 @@ from zarr.storage import LocalStore
 
 from ptd.storage.limits import check_json
 
-__all__ = ["METADATA_NAMES", "CheckedLocalStore", "guarded"]
+__all__ = ["METADATA_NAMES", "CheckedLocalStore", "guarded", "is_plain_directory", "local_root"]
 
 #: the names of the documents zarr parses as JSON
 METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"})
@@ -48,3 +48,19 @@ def guarded(store: Any, mode: str) -> Any:
     if mode == "r" and isinstance(store, str) and os.path.isdir(store):
         return CheckedLocalStore(store, read_only=True)
     return store
+
+
+def is_plain_directory(store: Any) -> bool:
+    """Whether ``store`` is zarr's own ``LocalStore`` or this checked one: a plain directory
+    whose chunk files ptd may map and decode itself (not a subclass of another kind)."""
+    return type(store) in (LocalStore, CheckedLocalStore)
+
+
+def local_root(store: Any) -> str | None:
+    """The directory of a store that :func:`guarded` may have wrapped: the path itself, or
+    the checked store's root; None for any other store."""
+    if isinstance(store, str):
+        return store
+    if isinstance(store, CheckedLocalStore):
+        return str(store.root)
+    return None

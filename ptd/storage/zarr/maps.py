@@ -118,13 +118,9 @@ class ZarrMaps:
         """The maps of ``store`` when it is a local directory store and the fast path is on."""
         if not fast_path_enabled(option):
             return None
-        try:
-            from zarr.storage import LocalStore
-        except ImportError:  # pragma: no cover
-            return None
-        from ptd.storage.zarr.jsonguard import CheckedLocalStore
+        from ptd.storage.zarr.jsonguard import is_plain_directory
 
-        if type(store) not in (LocalStore, CheckedLocalStore):
+        if not is_plain_directory(store):
             return None
         tune_malloc()  # fresh read buffers recycled, not faulted in
         return cls(os.fspath(store.root), writable)

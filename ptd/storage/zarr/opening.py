@@ -19,6 +19,7 @@ from ptd.format.names import ZARR_JSON, ZARR_V2_GROUP
 from ptd.storage import remote as _url
 from ptd.storage.location import StoreLocation
 from ptd.storage.targets import EXISTS_HINT
+from ptd.storage.zarr.jsonguard import local_root
 from ptd.storage.zarr.private import sync
 
 __all__ = ["check_v2_mode", "local_store", "open_root", "remote_store"]
@@ -146,7 +147,8 @@ def open_root(
                 # open on the live listing instead, where that node alone is unreadable
                 return zarr.open_group(store, **kwargs, use_consolidated=False)
     except FileNotFoundError:
-        if isinstance(store, str) and os.path.isfile(os.path.join(store, ZARR_JSON)):
+        root = local_root(store)
+        if root is not None and os.path.isfile(os.path.join(root, ZARR_JSON)):
             raise CorruptStoreError(
                 f"{location} is not a readable zarr store: its {ZARR_JSON} does not describe "
                 "a group that zarr can open (damaged metadata?)"
@@ -165,7 +167,7 @@ def open_root(
             f"{location} holds a zarr array at its root, not a group: {ROOT_ARRAY_HINT}"
         ) from None
     except zarr.errors.GroupNotFoundError:
-        if isinstance(store, str) or (mode in ("r", "r+") and not _store_has_data(store)):
+        if local_root(store) is not None or (mode in ("r", "r+") and not _store_has_data(store)):
             raise StoreNotFoundError(f"no zarr group found in {location}") from None
         raise CorruptStoreError(f"no zarr group found in {location} (no {ZARR_JSON})") from None
     except ValueError as err:  # JSONDecodeError, invalid metadata
