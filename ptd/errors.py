@@ -68,6 +68,7 @@ __all__ = [
     "SkippedKeyWarning",
     "StoreExistsError",
     "StoreIOError",
+    "StoreLimitError",
     "StoreLockedError",
     "StoreNotFoundError",
     "UnknownBackendError",
@@ -261,6 +262,13 @@ class ReadOnlyError(PtdError, PermissionError):
 
 class CorruptStoreError(PtdError, OSError):
     """The file or store cannot be read: truncated, corrupt, or not of the expected format."""
+
+
+class StoreLimitError(CorruptStoreError):
+    """A store goes past one of ptd's sanity limits (groups nested deeper than
+    ``PTD_MAX_DEPTH``, a metadata document larger or deeper than ``PTD_MAX_JSON_BYTES`` /
+    ``PTD_MAX_JSON_DEPTH``): the message names the path and the setting. A walk stops at it
+    rather than skipping the node, since everything below would be refused too."""
 
 
 class UnsupportedDtypeError(PtdTypeError):

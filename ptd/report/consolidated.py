@@ -34,6 +34,7 @@ from typing import Any
 from ptd.errors import CorruptStoreError
 from ptd.format.names import ZARR_JSON
 from ptd.storage.api import Backend
+from ptd.storage.limits import check_json
 from ptd.storage.location import StoreLocation
 from ptd.storage.registry import detect, open_store, policy
 
@@ -76,9 +77,14 @@ class ConsolidatedFinding:
 
 def _load(path: str) -> dict[str, Any] | None:
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    check_json(raw, path)  # refused by name (StoreLimitError), not taken for "no document"
+    try:
+        doc = json.loads(raw)
+    except ValueError:
         return None
     return doc if isinstance(doc, dict) else None
 

@@ -55,6 +55,7 @@ from ptd.errors import PickleRefusedError, PtdError
 from ptd.storage import cancel, runtime
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.chunk_info import ChunkInfo
+from ptd.storage.limits import limit
 
 __all__ = [
     "BLOCK_BYTES",
@@ -187,6 +188,11 @@ class DataResult:
     missing: dict[str, tuple[int, int, list[list[int]]]] = field(default_factory=dict)
     #: non-tensor entries that could not be decoded: key -> message
     bad_non_tensors: dict[str, str] = field(default_factory=dict)
+    #: leaves not read at all, and why (more chunks to visit than PTD_MAX_CHUNKS where the
+    #: stored ones cannot be listed): key -> message
+    not_checked: dict[str, str] = field(default_factory=dict)
+    #: the fill value of leaves with chunks never stored (read once): key -> value
+    fill_values: dict[str, Any] = field(default_factory=dict)
     nbytes: int = 0
     seconds: float = 0.0
 
@@ -349,6 +355,49 @@ class _Acc:
                     merged = np.concatenate(self.sample)[::2]
                     self.sample, self.sampled = [merged], merged.size
 
+    def add_constant(self, one: np.ndarray, count: int) -> None:
+        """Merge ``count`` elements that all hold the one value of ``one`` (chunks never
+        stored: the fill value), in O(1) whatever ``count``."""
+        x = np.ascontiguousarray(one).reshape(-1)[:1]
+        if count <= 0 or not x.size:
+            return
+        v = x[0]
+        if self.values is not None:
+            key = int(v)
+            with self.lock:
+                if self.values is not None:
+                    self.values[key] = self.values.get(key, 0) + count
+                    if len(self.values) > MAX_DISTINCT:
+                        self.values = None
+        c = self.constraint
+        with self.lock:
+            self.count += count
+            if self.float_like and not np.isfinite(v):
+                if np.isnan(v):
+                    self.nan += count
+                else:
+                    self.inf += count
+                return
+            f = float(v)
+            if c is not None:
+                lo = -math.inf if c.min is None else c.min
+                hi = math.inf if c.max is None else c.max
+                if f < lo or f > hi:
+                    self.out_of_range += count
+                if c.allowed is not None and f not in c.allowed:
+                    self.not_allowed += count
+            self.min = f if self.min is None else min(self.min, f)
+            self.max = f if self.max is None else max(self.max, f)
+            tot = self.n + count
+            delta = f - self.mean
+            self.m2 += delta * delta * self.n * count / tot
+            self.mean += delta * count / tot
+            self.n = tot
+            if self.sample is not None:
+                samp = np.full(min(count, _PER_BLOCK_SAMPLE), f, dtype=np.float64)
+                self.sample.append(samp)
+                self.sampled += samp.size
+
     def _count_values(self, x: np.ndarray) -> None:
         """Exact counts per value of a block, merged while they are few: one ``bincount`` when
         the block's values span little, else one comparison per value a strided sample finds
@@ -499,6 +548,11 @@ class _Leaf:
     info: ChunkInfo
     acc: _Acc
     constraint: Constraint | None
+    #: only the stored chunks are read (grid indices, in order); the others hold the fill
+    #: value, read once at ``fill_at`` and counted ``fill_count`` times
+    stored_only: list[tuple[int, ...]] | None = None
+    fill_at: tuple[slice, ...] | None = None
+    fill_count: int = 0
 
 
 def _classify(info: ChunkInfo, err: Exception) -> str:
@@ -506,6 +560,86 @@ def _classify(info: ChunkInfo, err: Exception) -> str:
     if info.checksum is not None or "checksum" in text:
         return "checksum_failed"
     return "undecodable_chunk"
+
+
+def _scalar(one: np.ndarray) -> Any:
+    """The one value of a 1-element read, as a JSON-friendly python value."""
+    v = np.asarray(one).reshape(-1)[0]
+    if isinstance(v, (np.floating, float)):
+        f = float(v)
+        return f if math.isfinite(f) else str(f)
+    return v.item() if hasattr(v, "item") else v
+
+
+def _grid_order(grid: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
+    """Every index of ``grid`` in C order, lazily (``itertools.product`` would first make a
+    tuple of each range: 2**62 items for a hostile shape).
+
+    >>> list(_grid_order((2, 2)))
+    [(0, 0), (0, 1), (1, 0), (1, 1)]
+    """
+    if any(g <= 0 for g in grid):
+        return
+    idx = [0] * len(grid)
+    while True:
+        yield tuple(idx)
+        d = len(grid) - 1
+        while d >= 0:
+            idx[d] += 1
+            if idx[d] < grid[d]:
+                break
+            idx[d] = 0
+            d -= 1
+        if d < 0:
+            return
+
+
+def _plan_leaf(be: Backend, leaf: _Leaf, meta: ArrayMeta, res: DataResult) -> None:
+    """Decide what a leaf's check visits, from what the store holds rather than what its
+    metadata declares: the stored chunks, when the store lists them and fewer than half are
+    stored (each never-stored chunk holds the fill value, read once and counted); every chunk
+    otherwise, unless they are more than ``PTD_MAX_CHUNKS`` (then the leaf is not read and
+    ``res.not_checked`` says why). Missing chunks are counted in ``res.missing``."""
+    info, key, shape = leaf.info, leaf.key, leaf.shape
+    total = math.prod(shape)
+    if not total:
+        return
+    origin = tuple(slice(0, 1) for _ in shape)
+    if info.contiguous:
+        if info.stored_bytes == 0:  # never written: all of it is the fill value
+            leaf.stored_only, leaf.fill_at, leaf.fill_count = [], origin, total
+            leaf.acc.channel_axis = None
+        return
+    n = info.n_chunks
+    if info.stored is None:
+        most = limit("PTD_MAX_CHUNKS")
+        if n > most:
+            res.not_checked[key] = (
+                f"{key!r} has {n} chunks, more than the {most} a check visits where the stored "
+                "chunks cannot be listed (PTD_MAX_CHUNKS); it was not read"
+            )
+        return
+    grid = info.grid
+    stored = sorted(
+        idx for idx in info.stored if all(i < g for i, g in zip(idx, grid, strict=True))
+    )
+    missing = n - len(stored)
+    if not missing:
+        return
+    held = set(stored)
+    first = [list(i) for i in itertools.islice((i for i in _grid_order(grid) if i not in held), 5)]
+    res.missing[key] = (missing, n, first)
+    if missing <= len(stored):
+        return  # mostly stored: read block by block, the few missing chunks as fill values
+    leaf.stored_only = stored
+    in_stored = sum(
+        math.prod(len(range(r.start, r.stop)) for r in _chunk_region(idx, info.chunks, shape))
+        for idx in stored
+    )
+    leaf.fill_count = total - in_stored
+    start = first[0]
+    leaf.fill_at = tuple(slice(i * c, i * c + 1) for i, c in zip(start, info.chunks, strict=True))
+    leaf.acc.channel_axis = None  # per-channel figures of an image need every element read
 
 
 def check_data(
@@ -577,24 +711,9 @@ def check_data(
             c,
         )
         leaves.append(leaf)
-        if info.stored is not None and not info.contiguous:
-            n = info.n_chunks
-            stored = sum(
-                1 for idx in info.stored if all(i < g for i, g in zip(idx, info.grid, strict=True))
-            )
-            if stored < n and 0 not in meta.shape:
-                first = [
-                    list(idx)
-                    for idx in itertools.islice(
-                        (
-                            i
-                            for i in itertools.product(*(range(g) for g in info.grid))
-                            if i not in info.stored
-                        ),
-                        5,
-                    )
-                ]
-                res.missing[key] = (n - stored, n, first)
+        _plan_leaf(be, leaf, meta, res)
+        if leaf.key in res.not_checked:
+            leaves.pop()
     faults_lock = threading.Lock()
 
     def read_block(leaf: _Leaf, region: tuple[slice, ...]) -> int:
@@ -640,6 +759,10 @@ def check_data(
 
     def jobs() -> Iterator[tuple[_Leaf, tuple[slice, ...]]]:
         for leaf in leaves:
+            if leaf.stored_only is not None:
+                for idx in leaf.stored_only:
+                    yield leaf, _chunk_region(idx, leaf.info.chunks, leaf.shape)
+                continue
             chunks = leaf.info.chunks
             if leaf.info.contiguous and leaf.shape:
                 chunks = (1,) + tuple(leaf.shape[1:])
@@ -668,11 +791,38 @@ def check_data(
     def read_batch(batch: list[tuple[_Leaf, tuple[slice, ...]]]) -> int:
         return sum(read_block(leaf, region) for leaf, region in batch)
 
+    for leaf in leaves:
+        if leaf.fill_at is not None and leaf.fill_count:
+            try:
+                one = be.read(leaf.path, leaf.fill_at)
+            except PtdError as err:
+                idx = [
+                    r.start // max(1, c)
+                    for r, c in zip(leaf.fill_at, leaf.info.chunks, strict=False)
+                ]
+                res.faults.append(
+                    ChunkFault(
+                        leaf.key,
+                        _classify(leaf.info, err),
+                        idx,
+                        f"the fill value of {leaf.key!r} cannot be read: {err}",
+                    )
+                )
+                continue
+            vals = _as_numbers(one, leaf.torch_dtype)
+            if vals is not None:
+                leaf.acc.add_constant(vals, leaf.fill_count)
+            else:
+                with leaf.acc.lock:
+                    leaf.acc.count += leaf.fill_count
+            res.fill_values[leaf.key] = _scalar(one)
+
     default_workers = min(2 if be.policy.serial_reads else 4, os.cpu_count() or 1)
     n_workers = max(1, int(workers) if workers else default_workers)
     with runtime.job_pool(n_workers, "datacheck") as pool:
         pending: list[Future[int]] = []
         for batch in batches():
+            cancel.check()
             pending.append(pool.submit(read_batch, batch))
             while len(pending) > n_workers:
                 nbytes = pending.pop(0).result()
@@ -694,6 +844,8 @@ def check_data(
             else leaf.info.n_chunks - res.missing.get(leaf.key, (0, 0, []))[0]
         )
         st.nbytes = math.prod(leaf.shape) * leaf.itemsize
+        if leaf.stored_only is not None and leaf.info.contiguous:
+            st.stored_chunks = None
         res.stats[leaf.key] = st
         _violations(leaf, st, res)
     res.faults.sort(key=lambda f: (f.key, f.chunk))

@@ -48,6 +48,7 @@ from ptd.report.scan import Scan, scan
 from ptd.storage import cancel, remote, runtime
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.cancel import cancellable
+from ptd.storage.limits import check_declared
 from ptd.storage.location import StoreLocation, as_path_str
 from ptd.storage.properties import same_fill
 
@@ -394,12 +395,59 @@ def _both_nan(a: np.ndarray, b: np.ndarray, equal_nan: bool) -> int:
     return int(np.count_nonzero(np.isnan(a) & np.isnan(b)))
 
 
-def _slabs(shape: tuple[int, ...], rows: int) -> Iterator[tuple[slice, ...]]:
+def _slabs(
+    shape: tuple[int, ...], rows: int, spans: list[tuple[int, int]] | None = None
+) -> Iterator[tuple[slice, ...]]:
+    """Row slabs of ``rows`` rows covering ``spans`` (row ranges; default: every row)."""
     if not shape:
         yield ()
         return
-    for s in range(0, shape[0], rows):
-        yield (slice(s, min(s + rows, shape[0])),)
+    for lo, hi in spans if spans is not None else [(0, shape[0])]:
+        for s in range(lo, hi, rows):
+            cancel.check()
+            yield (slice(s, min(s + rows, hi)),)
+
+
+def _stored_spans(be: Backend, path: Path, shape: tuple[int, ...]) -> list[tuple[int, int]] | None:
+    """The row ranges of a leaf that hold stored chunks (merged, in order), or None when the
+    store cannot say. Rows outside them read as the fill value. The work follows the chunks
+    stored, not the number the metadata declares."""
+    try:
+        info = be.chunk_info(path)
+    except (PtdError, AttributeError):
+        return None
+    if info.contiguous:
+        return [] if info.stored_bytes == 0 else None
+    if info.stored is None or not info.chunks:
+        return None
+    c0 = max(1, int(info.chunks[0]))
+    firsts = sorted({idx[0] for idx in info.stored if idx and 0 <= idx[0] < info.grid[0]})
+    return _merge([(i * c0, min((i + 1) * c0, shape[0])) for i in firsts])
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, merged row ranges.
+
+    >>> _merge([(4, 6), (0, 2), (2, 3), (8, 9)])
+    [(0, 3), (4, 6), (8, 9)]
+    """
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _first_outside(spans: list[tuple[int, int]]) -> int:
+    """The first row no span covers."""
+    row = 0
+    for lo, hi in spans:
+        if lo > row:
+            break
+        row = max(row, hi)
+    return row
 
 
 @cancellable  # Ctrl-C / SIGTERM stop it at its next read (ptd.storage.cancel)
@@ -621,6 +669,31 @@ class _LeafCompare:
         region, fa, fb = item
         return self.compare(region, fa.result(), fb.result())
 
+    def fill(
+        self,
+        at: tuple[slice, ...],
+        ra: np.ndarray,
+        rb: np.ndarray,
+        rows: int,
+        shape: tuple[int, ...],
+    ) -> None:
+        """``rows`` rows that hold the fill value on both sides (one element of each read at
+        ``at``): all of their elements differ, or none."""
+        xa = _numbers(ra, self.ma.torch_dtype)
+        xb = _numbers(rb, self.mb.torch_dtype)
+        r = self.report
+        neq = _differ(xa, xb, r.rtol, r.atol, r.equal_nan, self.exact)
+        per_row = math.prod(shape[1:])
+        r.nbytes_compared += rows * per_row * ra.dtype.itemsize
+        if not bool(np.asarray(neq).reshape(-1)[0]):
+            return
+        found = self.found
+        start = at[0].start
+        found.add(xa, xb, neq, start)
+        found.count += rows * per_row - 1
+        if _both_nan(xa, xb, r.equal_nan):
+            found.both_nan += rows * per_row
+
     def compare(self, region: tuple[slice, ...], ra: np.ndarray, rb: np.ndarray) -> int:
         """Compare one slab; returns its bytes (side A)."""
         xa = _numbers(ra, self.ma.torch_dtype)
@@ -631,6 +704,28 @@ class _LeafCompare:
             self.found.both_nan += _both_nan(xa, xb, r.equal_nan)
         r.nbytes_compared += ra.nbytes
         return int(ra.nbytes)
+
+
+def _compare_fill(
+    bea: Backend, beb: Backend, path: Path, shape: tuple[int, ...], leaf: _LeafCompare
+) -> list[tuple[int, int]] | None:
+    """Where both stores list their stored chunks: the rows neither side stores hold the fill
+    value on both sides, compared once (one element a side) and counted; returns the row
+    ranges left to compare slab by slab (None: every row). A leaf declaring 10**15 elements
+    and storing none costs two one-element reads. Where a side cannot list its chunks, every
+    row is compared, unless the leaf declares more than ``PTD_MAX_ARRAY_BYTES`` (refused)."""
+    key = "/".join(path)
+    sa, sb = _stored_spans(bea, path, shape), _stored_spans(beb, path, shape)
+    if sa is None or sb is None:
+        check_declared(shape, leaf.ma.dtype.itemsize, f"key {key!r} of {bea.location}")
+        return None
+    spans = _merge(sa + sb)
+    covered = sum(hi - lo for lo, hi in spans)
+    if covered < shape[0]:
+        row = _first_outside(spans)
+        at: tuple[slice, ...] = (slice(row, row + 1),) + tuple(slice(0, 1) for _ in shape[1:])
+        leaf.fill(at, bea.read(path, at), beb.read(path, at), shape[0] - covered, shape)
+    return spans
 
 
 def _values(
@@ -670,7 +765,8 @@ def _values(
                     if progress is not None:
                         progress(done)
                 elif 0 not in shape:
-                    for region in _slabs(shape, rows):
+                    spans = _compare_fill(bea, beb, path, shape, leaf)
+                    for region in _slabs(shape, rows, spans):
                         pending.append(
                             (
                                 region,

@@ -244,6 +244,20 @@ class StoreInfo:
         return json.dumps(self.to_dict(), indent=indent)
 
 
+def attrs_not_read(be: Backend, path: Path) -> str | None:
+    """Why some attributes of the node at ``path`` were not read (more than
+    ``PTD_MAX_ATTRS``: the count), or None."""
+    for name, reason in be.attrs_skipped.get(path, {}).items():
+        if name.endswith(" more)"):
+            return reason
+    return None
+
+
+def _with_attrs_note(problem: str, be: Backend, path: Path) -> str | None:
+    note = attrs_not_read(be, path)
+    return "; ".join(p for p in (problem, note) if p) or None
+
+
 def user_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
     return {k: jsonable(v) for k, v in attrs.items() if k not in RESERVED_ATTRS}
 
@@ -314,7 +328,7 @@ def info(
                             batch_size=list(gb.batch),
                             batch_size_source=gb.source,
                             stored_batch_size=gb.stored,
-                            metadata_problem=gb.problem or None,
+                            metadata_problem=_with_attrs_note(gb.problem, be, q),
                             attrs=user_attrs(s.group_attrs.get(q, {})) if attrs else None,
                             link=s.links.get(q),
                         )
@@ -381,7 +395,7 @@ def info(
             batch_size=list(root.batch),
             batch_size_source=root.source,
             stored_batch_size=root.stored,
-            metadata_problem=root.problem or None,
+            metadata_problem=_with_attrs_note(root.problem, be, ()),
             entries=entries,
             totals=totals,
             depth=depth,

@@ -6,14 +6,17 @@ comes from, which groups problems in reports (one JUnit test case per check):
 ==============  ===================================================================
 check           codes
 ==============  ===================================================================
-``metadata``    unreadable, bad_metadata, skipped_key (a warning: a link ptd does not follow)
+``metadata``    unreadable, bad_metadata, skipped_key (a warning: a link ptd does not follow),
+                too_large (an array declaring more than PTD_MAX_ARRAY_BYTES),
+                too_many_attrs (a warning: attributes beyond PTD_MAX_ATTRS not read)
 ``batch_size``  batch_mismatch, group_batch_mismatch, length_mismatch
 ``dtype``       unsupported_dtype
 ``schema``      missing_key, unexpected_key, kind_mismatch, dtype_mismatch, shape_mismatch,
                 no_batch_size
 ``consolidated`` consolidated_missing, consolidated_extra, consolidated_differs
 ``data``        undecodable_chunk, checksum_failed, missing_chunks, nan_values, inf_values,
-                value_out_of_range, value_not_allowed, nan_not_allowed, bad_non_tensor
+                value_out_of_range, value_not_allowed, nan_not_allowed, bad_non_tensor,
+                not_checked (too many chunks to visit)
 ``lint``        L001 ... L010 (:mod:`ptd.report.lint`)
 ==============  ===================================================================
 """
@@ -31,7 +34,7 @@ __all__ = ["CHECKS", "Problem", "check_of", "from_consolidated", "from_data", "f
 
 #: every check, in report order, with its codes (lint codes are ``L`` + digits)
 CHECKS: dict[str, tuple[str, ...]] = {
-    "metadata": ("unreadable", "bad_metadata", "skipped_key"),
+    "metadata": ("unreadable", "bad_metadata", "skipped_key", "too_large", "too_many_attrs"),
     "batch_size": ("batch_mismatch", "group_batch_mismatch", "length_mismatch"),
     "dtype": ("unsupported_dtype",),
     "schema": (
@@ -53,6 +56,7 @@ CHECKS: dict[str, tuple[str, ...]] = {
         "value_not_allowed",
         "nan_not_allowed",
         "bad_non_tensor",
+        "not_checked",
     ),
     "lint": (),
 }
@@ -123,12 +127,19 @@ def from_data(res: DataResult) -> list[Problem]:
     out = [Problem(f.key, f.code, f.message, chunk=f.chunk, count=1) for f in res.faults]
     strict_missing = {v.key for v in res.violations if v.code == "missing_chunks"}
     for key, (n, total, first) in res.missing.items():
+        fill = res.fill_values.get(key)
+        value = "the fill value" if fill is None else f"the fill value {fill!r}"
+        what = (
+            f"none of the {total} chunks of {key!r} is stored: it reads as {value} throughout"
+            if n == total
+            else f"{n} of {total} chunks of {key!r} are not stored (they read as {value}; "
+            f"first: {first})"
+        )
         out.append(
             Problem(
                 key,
                 "missing_chunks",
-                f"{n} of {total} chunks of {key!r} are not stored (they read as the fill "
-                f"value; first: {first})",
+                what,
                 severity="error" if key in strict_missing else "info",
                 count=n,
                 chunk=first[0] if first else None,
@@ -160,6 +171,8 @@ def from_data(res: DataResult) -> list[Problem]:
         if v.code == "missing_chunks":
             continue
         out.append(Problem(v.key, v.code, v.message, count=v.count))
+    for key, msg in res.not_checked.items():
+        out.append(Problem(key, "not_checked", msg))
     for key, msg in res.bad_non_tensors.items():
         out.append(Problem(key, "bad_non_tensor", f"cannot decode {key!r}: {msg}"))
     return out

@@ -19,11 +19,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ptd.errors import CorruptStoreError, PtdError, SkippedKeyWarning
+from ptd.errors import CorruptStoreError, PtdError, SkippedKeyWarning, StoreLimitError
 from ptd.format.shapes import fits
 from ptd.format.tdmeta import parse_td_meta
 from ptd.storage import cancel, registry
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path
+from ptd.storage.limits import check_depth
 from ptd.storage.location import StoreLocation
 from ptd.storage.tree import StoreTree
 
@@ -91,25 +92,40 @@ def streamed(location: StoreLocation) -> Iterator[Backend]:
 def _walk_tolerant(
     be: Backend, path: Path, errors: dict[Path, str]
 ) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
-    """Like ``Backend.walk`` but node by node, recording unreadable nodes in ``errors``."""
+    """Like ``Backend.walk`` but node by node, recording unreadable nodes in ``errors``
+    (with a stack, not recursion; groups deeper than ``PTD_MAX_DEPTH`` raise)."""
+    _errors = (PtdError, OSError, ValueError, TypeError, KeyError)
     out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
-    try:
-        kids = be.children(path)
-    except (PtdError, OSError, ValueError, TypeError, KeyError) as err:
-        if not path:
-            raise  # the root itself: the store is unreadable
-        errors[path] = str(err) or type(err).__name__
-        return out
-    for name, kind in kids:
-        p = path + (name,)
+    stack: list[tuple[Path, Iterator[tuple[str, NodeKind]]]] = []
+
+    def enter(group: Path) -> None:
+        try:
+            kids = be.children(group)
+        except _errors as err:
+            if not group:
+                raise  # the root itself: the store is unreadable
+            errors[group] = str(err) or type(err).__name__
+            return
+        stack.append((group, iter(kids)))
+
+    enter(path)
+    while stack:
+        group, kids = stack[-1]
+        item = next(kids, None)
+        if item is None:
+            stack.pop()
+            continue
+        name, kind = item
+        p = group + (name,)
         if kind is NodeKind.ARRAY:
             try:
                 out.append((p, kind, be.array_meta(p)))
-            except (PtdError, OSError, ValueError, TypeError, KeyError) as err:
+            except _errors as err:
                 errors[p] = str(err) or type(err).__name__
         else:
+            check_depth(p, be.location)
             out.append((p, kind, None))
-            out.extend(_walk_tolerant(be, p, errors))
+            enter(p)
     return out
 
 
@@ -146,6 +162,8 @@ def _scan(
     try:
         try:
             nodes = be.walk(())
+        except StoreLimitError:
+            raise  # a walk node by node would only meet it again, later
         except (PtdError, OSError, ValueError, TypeError, KeyError):
             if not tolerant:
                 raise

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -226,21 +226,28 @@ class _Tree(Generic[E]):
         return f"{parent}/{name}" if parent else name
 
     def signature(self, key: str) -> tuple[Any, ...]:
-        """What two alike groups share (see the module doc)."""
-        if key not in self._sig:
-            e = self.by_key[key]
+        """What two alike groups share (see the module doc). Worked out children first with a
+        stack, not recursion (a store may nest hundreds of groups)."""
+        todo = [(key, False)]
+        while todo:
+            k, ready = todo.pop()
+            if k in self._sig:
+                continue
+            e = self.by_key[k]
             if getattr(e, "kind", None) != "group":
-                self._sig[key] = _leaf_signature(e)
-            else:
-                batch = getattr(e, "batch_size", None)
-                self._sig[key] = (
-                    "group",
-                    None if batch is None else len(batch),
-                    tuple(
-                        (n, self.signature(self.join(key, n)))
-                        for n in sorted(self.children.get(key, []))
-                    ),
-                )
+                self._sig[k] = _leaf_signature(e)
+                continue
+            kids = [self.join(k, n) for n in sorted(self.children.get(k, []))]
+            if not ready:
+                todo.append((k, True))
+                todo.extend((c, False) for c in kids if c not in self._sig)
+                continue
+            batch = getattr(e, "batch_size", None)
+            self._sig[k] = (
+                "group",
+                None if batch is None else len(batch),
+                tuple((_name(c), self._sig[c]) for c in kids),
+            )
         return self._sig[key]
 
     def length(self, key: str) -> int | None:
@@ -274,7 +281,7 @@ def summarize_entries(
     tree: _Tree[E] = _Tree(entries)
     rows: list[ListingRow[E]] = []
 
-    def walk(parents: list[str], shown: str, depth: int) -> None:
+    def level(parents: list[str]) -> tuple[list[str], dict[str, list[str]], set[str]]:
         names = tree.children.get(parents[0], [])
         classes: dict[tuple[Any, ...], list[str]] = {}
         if min_alike is not None:
@@ -284,27 +291,39 @@ def summarize_entries(
                     classes.setdefault(tree.signature(k), []).append(n)
         folded = {c[0]: c for c in classes.values() if len(c) >= max(2, min_alike or 0)}
         hidden = {n for c in folded.values() for n in c[1:]}
-        for n in names:
-            if n in hidden:
-                continue
-            together = folded.get(n, [n])
-            members_keys = [tree.join(p, m) for p in parents for m in together]
-            members = [tree.by_key[k] for k in members_keys]
-            name = name_pattern(together)
-            row = ListingRow(
-                key=tree.join(shown, name),
-                name=name,
-                depth=depth,
-                kind=str(getattr(members[0], "kind", "")),
-                members=members,
-                names=list(together),
-            )
-            if row.folded:
-                lengths = [x for x in (tree.length(k) for k in members_keys) if x is not None]
-                row.lengths = (min(lengths), max(lengths)) if lengths else None
-            rows.append(row)
-            if row.kind == "group":
-                walk(members_keys, row.key, depth + 1)
+        return names, folded, hidden
 
-    walk([""], "", 1)
+    # depth first with a stack of levels (no recursion: a store may nest hundreds of groups)
+    stack: list[tuple[list[str], str, int, Iterator[str], dict[str, list[str]], set[str]]] = []
+    names, folded, hidden = level([""])
+    stack.append(([""], "", 1, iter(names), folded, hidden))
+    while stack:
+        parents, shown, depth, pending, folded, hidden = stack[-1]
+        n = next(pending, None)
+        if n is None:
+            stack.pop()
+            continue
+        if n in hidden:
+            continue
+        together = folded.get(n, [n])
+        members_keys = [tree.join(p, m) for p in parents for m in together]
+        members = [tree.by_key[k] for k in members_keys]
+        name = name_pattern(together)
+        row = ListingRow(
+            key=tree.join(shown, name),
+            name=name,
+            depth=depth,
+            kind=str(getattr(members[0], "kind", "")),
+            members=members,
+            names=list(together),
+        )
+        if row.folded:
+            lengths = [x for x in (tree.length(k) for k in members_keys) if x is not None]
+            row.lengths = (min(lengths), max(lengths)) if lengths else None
+        rows.append(row)
+        if row.kind == "group":
+            sub_names, sub_folded, sub_hidden = level(members_keys)
+            stack.append(
+                (members_keys, row.key, depth + 1, iter(sub_names), sub_folded, sub_hidden)
+            )
     return rows

@@ -53,7 +53,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ptd.errors import ArgumentError, BatchSizeError, PtdValueError
+from ptd.errors import ArgumentError, BatchSizeError, PtdMemoryError, PtdValueError
 from ptd.format.shapes import fits
 from ptd.format.tables import is_table
 from ptd.report.batches import (
@@ -65,7 +65,7 @@ from ptd.report.batches import (
 )
 from ptd.report.consolidated import CONSOLIDATED_CODES, open_checked
 from ptd.report.datacheck import Constraint, DataResult, check_data
-from ptd.report.info import StoreInfo, leaf_shape
+from ptd.report.info import StoreInfo, attrs_not_read, leaf_shape
 from ptd.report.lengths import GroupLength, group_lengths
 from ptd.report.lint import LINT_CODES, severity_at_least
 from ptd.report.lint import lint as run_lint
@@ -74,6 +74,7 @@ from ptd.report.scan import scan
 from ptd.storage import remote
 from ptd.storage.api import ArrayMeta, NodeKind, Path, ValueKind
 from ptd.storage.cancel import cancellable
+from ptd.storage.limits import check_declared
 from ptd.storage.location import StoreLocation, as_path_str
 
 __all__ = [
@@ -94,6 +95,8 @@ PROBLEM_CODES = (
     "length_mismatch",  # no batch size stored: a leaf a few rows off its group's length
     "unsupported_dtype",  # a leaf with no torch dtype (tables apart: lint L010)
     "skipped_key",  # a key ptd does not read: an HDF5 external or dangling link, a link cycle
+    "too_large",  # an array declaring more bytes than PTD_MAX_ARRAY_BYTES
+    "too_many_attrs",  # a node with more attributes than PTD_MAX_ATTRS: the rest not read
     "missing_key",  # schema: a key the store lacks
     "unexpected_key",  # schema: a key the schema lacks
     "kind_mismatch",  # schema: group / tensor / non_tensor differ
@@ -266,6 +269,11 @@ def validate(
             )
             for q, reason in s.skipped.items()
         ]
+        problems += [
+            Problem("/".join(g), "too_many_attrs", note, severity="warning")
+            for g in s.groups
+            if (note := attrs_not_read(be, g)) is not None
+        ]
         metas: dict[Path, ArrayMeta] = {
             q: m for q, k, m in s.nodes if k is NodeKind.ARRAY and m is not None
         }
@@ -320,6 +328,11 @@ def validate(
                     )
                 )
                 continue
+            if meta.kind is ValueKind.NUMERIC:
+                try:
+                    check_declared(meta.shape, meta.dtype.itemsize, f"{key!r}")
+                except PtdMemoryError as err:
+                    problems.append(Problem(key, "too_large", str(err), shape=list(meta.shape)))
             shape = leaf_batch_shape(meta)
             if shape is not None and not fits(shape, bs):
                 what = "stack shape" if meta.kind is ValueKind.NON_TENSOR else "shape"

@@ -44,6 +44,7 @@ from ptd.format.payload import parse_stack_shape
 from ptd.storage import cancel, remote
 from ptd.storage.chunk_info import ChunkInfo
 from ptd.storage.guard import GUARDED, guard_methods, translate_error
+from ptd.storage.limits import check_depth
 from ptd.storage.meta import (
     ArrayMeta,
     NewArray,
@@ -548,13 +549,25 @@ class Backend(ABC):
         Backends override this with a faster single-pass walk when the store offers one.
         """
         out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
-        for name, kind in self.children(path):
-            p = path + (name,)
+        # a stack of children lists, not recursion: a hostile store nests groups thousands
+        # of levels deep; PTD_MAX_DEPTH stops it with an error naming the path
+        stack = [iter(self.children(path))]
+        parents = [path]
+        while stack:
+            item = next(stack[-1], None)
+            if item is None:
+                stack.pop()
+                parents.pop()
+                continue
+            name, kind = item
+            p = parents[-1] + (name,)
             if kind is NodeKind.ARRAY:
                 out.append((p, kind, self.array_meta(p)))
             else:
+                check_depth(p, str(self.location))
                 out.append((p, kind, None))
-                out.extend(self.walk(p))
+                stack.append(iter(self.children(p)))
+                parents.append(p)
         return out
 
     @abstractmethod

@@ -63,6 +63,9 @@ class ChunkInfo:
     #: a sharded zarr array: the chunk shape inside each shard (``chunks`` and ``grid`` are
     #: the shards', the stored objects); None when unsharded
     inner: tuple[int, ...] | None = None
+    #: bytes the array occupies in the file where the backend knows it cheaply (an HDF5
+    #: contiguous dataset: 0 when never written, all of it then reads as the fill value)
+    stored_bytes: int | None = None
 
     @property
     def n_chunks(self) -> int:

@@ -14,14 +14,145 @@ ptd.errors.PtdMemoryError: cannot read key 'x' of data.h5: it needs 4.6e+18 byte
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import shutil
 from collections.abc import Sequence
 
-from ptd.errors import PtdMemoryError, StoreIOError
+from ptd.errors import PtdMemoryError, PtdValueError, StoreIOError, StoreLimitError
+from ptd.storage import runtime
 
-__all__ = ["check_chunks", "check_free_space", "check_read", "nbytes_of", "physical_memory"]
+__all__ = [
+    "check_chunks",
+    "check_declared",
+    "check_depth",
+    "check_free_space",
+    "check_json",
+    "check_read",
+    "json_depth",
+    "limit",
+    "nbytes_of",
+    "physical_memory",
+    "show_path",
+]
+
+
+def limit(name: str) -> int:
+    """The integer value of the ``PTD_MAX_*`` setting ``name`` (see ``runtime.SETTINGS``)."""
+    text = runtime.setting(name)
+    try:
+        value = int(text)
+    except ValueError:
+        raise PtdValueError(
+            f"the environment variable {name} must be an integer >= 1, got {text!r}"
+        ) from None
+    return max(1, value)
+
+
+def check_declared(shape: Sequence[int], itemsize: int, what: str) -> None:
+    """Raise PtdMemoryError when an array of ``shape`` declares more bytes than
+    ``PTD_MAX_ARRAY_BYTES`` (1 PiB by default: no real array is that large, and a few bytes of
+    metadata can declare 2**62 elements).
+
+    >>> check_declared((2**62,), 1, "key 'x' of s.zarr")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ptd.errors.PtdMemoryError: key 'x' of s.zarr declares 4.6e+18 bytes ..., more than ...
+    """
+    n = nbytes_of(shape, itemsize)
+    most = limit("PTD_MAX_ARRAY_BYTES")
+    if n > most:
+        raise PtdMemoryError(
+            f"{what} declares {n:.2g} bytes (shape {list(shape)}), more than the limit of "
+            f"{most:.2g} bytes (PTD_MAX_ARRAY_BYTES); the store is probably damaged"
+        )
+
+
+def show_path(path: Sequence[str], keep: int = 4) -> str:
+    """A key for a message, with the middle of a very deep one left out.
+
+    >>> show_path(["g"] * 300)
+    "'g/g/g/g/.../g/g/g/g' (300 levels)"
+    """
+    parts = list(path)
+    if len(parts) <= 2 * keep + 1:
+        return repr("/".join(parts))
+    head, tail = "/".join(parts[:keep]), "/".join(parts[-keep:])
+    return f"'{head}/.../{tail}' ({len(parts)} levels)"
+
+
+def check_depth(path: Sequence[str], where: str) -> None:
+    """Raise StoreLimitError when ``path`` is nested deeper than ``PTD_MAX_DEPTH`` (256:
+    tensordicts nest a handful of levels, HDF5 files from instruments a few dozen)."""
+    most = limit("PTD_MAX_DEPTH")
+    if len(path) > most:
+        raise StoreLimitError(
+            f"{where} nests groups more than {most} levels deep, at {show_path(path)} "
+            "(PTD_MAX_DEPTH); the store is probably damaged or hostile"
+        )
+
+
+def json_depth(doc: object, stop: int) -> int:
+    """The nesting depth of a parsed JSON value (a scalar is 0, ``[]`` is 1), without
+    recursion; counting stops once it passes ``stop``."""
+    deepest = 0
+    todo: list[tuple[object, int]] = [(doc, 0)]
+    while todo:
+        value, depth = todo.pop()
+        if isinstance(value, dict):
+            items: object = value.values()
+        elif isinstance(value, list):
+            items = value
+        else:
+            continue
+        depth += 1
+        if depth > deepest:
+            deepest = depth
+            if deepest > stop:
+                return deepest
+        todo.extend((v, depth) for v in items if isinstance(v, (dict, list)))  # type: ignore[attr-defined]
+    return deepest
+
+
+def check_json(data: bytes | str, what: str) -> None:
+    """Raise StoreLimitError when a metadata document is larger than
+    ``PTD_MAX_JSON_BYTES`` or nested deeper than ``PTD_MAX_JSON_DEPTH``, before a parser that
+    recurses (Python's ``json``, hence zarr) or the code that walks its result sees it.
+
+    Cheap for what real stores hold: a document with fewer brackets than the depth limit
+    cannot be too deep and is not parsed here; one with more is parsed once (Python's parser
+    stops at its recursion limit with a RecursionError, reported here) and measured without
+    recursion. Invalid JSON is left to the caller's parser and its error.
+
+    >>> check_json(b'{"a": [1, 2]}', "s.zarr/zarr.json")
+    >>> check_json(b"[" * 5000 + b"]" * 5000, "s.zarr/zarr.json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ptd.errors.StoreLimitError: s.zarr/zarr.json is nested more than 128 levels deep ...
+    """
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    most_bytes = limit("PTD_MAX_JSON_BYTES")
+    if len(raw) > most_bytes:
+        raise StoreLimitError(
+            f"{what} holds {len(raw)} bytes of metadata, more than the limit of {most_bytes} "
+            "(PTD_MAX_JSON_BYTES); the store is probably damaged or hostile"
+        )
+    most = limit("PTD_MAX_JSON_DEPTH")
+    if raw.count(b"[") + raw.count(b"{") <= most:
+        return
+    deep = StoreLimitError(
+        f"{what} is nested more than {most} levels deep (PTD_MAX_JSON_DEPTH); the store is "
+        "probably damaged or hostile"
+    )
+    try:
+        doc = json.loads(raw)
+    except RecursionError:
+        raise deep from None
+    except ValueError:
+        return  # not JSON: the caller's parser says so
+    if json_depth(doc, most) > most:
+        raise deep
 
 
 @functools.lru_cache(maxsize=1)

@@ -118,6 +118,40 @@ SETTINGS: dict[str, Setting] = {
             "buffers are not page-faulted again (0/false/no/off: leave malloc alone)",
         ),
         Setting(
+            "PTD_MAX_ARRAY_BYTES",
+            str(2**50),
+            "an array whose shape x itemsize declares more bytes than this (default 1 PiB, far "
+            "above any real array) is refused for data reads, checks, diffs and conversions, "
+            "and reported by validate (a damaged or hostile store can declare any shape)",
+        ),
+        Setting(
+            "PTD_MAX_CHUNKS",
+            str(10**8),
+            "a data check or diff visits at most this many chunks of an array whose stored "
+            "chunks cannot be listed (remote and zip stores); local stores visit the stored ones",
+        ),
+        Setting(
+            "PTD_MAX_DEPTH",
+            "256",
+            "groups nested deeper than this are refused (a CorruptStoreError naming the path)",
+        ),
+        Setting(
+            "PTD_MAX_JSON_DEPTH",
+            "128",
+            "zarr metadata documents (zarr.json, .zarray, .zattrs, .zgroup, consolidated "
+            "metadata) nested deeper than this are refused before they are parsed further",
+        ),
+        Setting(
+            "PTD_MAX_JSON_BYTES",
+            str(128 * 2**20),
+            "zarr metadata documents larger than this many bytes are refused",
+        ),
+        Setting(
+            "PTD_MAX_ATTRS",
+            "1000",
+            "attributes read from one node; the others are counted, not read",
+        ),
+        Setting(
             "PTD_UNTESTED_ZARR",
             "",
             "1: use a zarr-python outside the tested range anyway (a warning instead of an error)",

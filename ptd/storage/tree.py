@@ -17,6 +17,7 @@ from types import MappingProxyType
 from ptd.format.shapes import check_leaf, common_prefix, fits
 from ptd.format.tdmeta import parse_td_meta
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
+from ptd.storage.limits import check_depth
 
 __all__ = ["StoreTree"]
 
@@ -57,6 +58,7 @@ class StoreTree:
     def children(self, path: Path) -> list[str]:
         names = self._children.get(path)
         if names is None:
+            check_depth(path, str(self.backend.location))
             listed = self.backend.children(path)
             names = [n for n, _ in listed]
             for n, k in listed:
@@ -127,40 +129,54 @@ class StoreTree:
         Each group takes its recorded ``__tensordict__`` batch size when it fits its children,
         else the longest leading shape its children share. A group without any shaped
         descendant (only strings, or empty) does not constrain its parent and returns None.
+        Groups are visited children first with a stack, not recursion (a hostile store nests
+        groups thousands of levels deep).
         """
-        shapes: list[tuple[int, ...]] = []
-        subgroups: list[Path] = []
-        for name in self.children(path):
-            p = path + (name,)
-            if self.kind(p) is NodeKind.GROUP:
-                sub = self.infer(p, batch_dims, use_attrs)
-                subgroups.append(p)
-                if sub is not None:
-                    shapes.append(tuple(sub))
+        found: dict[Path, tuple[int, ...] | None] = {}
+        todo: list[tuple[Path, bool]] = [(path, False)]
+        while todo:
+            group, ready = todo.pop()
+            kids = [group + (name,) for name in self.children(group)]
+            subgroups = [p for p in kids if self.kind(p) is NodeKind.GROUP]
+            if not ready:
+                todo.append((group, True))
+                todo.extend((p, False) for p in reversed(subgroups))
+                continue
+            shapes: list[tuple[int, ...]] = []
+            for p in kids:
+                if p in found:
+                    sub = found[p]
+                    if sub is not None:
+                        shapes.append(tuple(sub))
+                elif self.kind(p) is not NodeKind.GROUP:
+                    shape = self.shape_for_batch(p)
+                    if shape is not None:
+                        shapes.append(shape)
+            recorded = self.stored_batch_attr(group) if use_attrs else None
+            if recorded is not None and all(fits(s, recorded) for s in shapes):
+                result: tuple[int, ...] | None = recorded
+            elif shapes:
+                result = common_prefix(shapes, batch_dims)
             else:
-                shape = self.shape_for_batch(p)
-                if shape is not None:
-                    shapes.append(shape)
-        recorded = self.stored_batch_attr(path) if use_attrs else None
-        if recorded is not None and all(fits(s, recorded) for s in shapes):
-            result: tuple[int, ...] | None = recorded
-        elif shapes:
-            result = common_prefix(shapes, batch_dims)
-        else:
-            result = None
-        if result is not None:
-            self._group_batch[path] = result
-            for p in subgroups:
-                if p not in self._group_batch:
-                    self._set_unconstrained(p, result)
-        return result
+                result = None
+            found[group] = result
+            if result is not None:
+                self._group_batch[group] = result
+                for p in subgroups:
+                    if p not in self._group_batch:
+                        self._set_unconstrained(p, result)
+        return found[path]
 
     def _set_unconstrained(self, path: Path, batch: tuple[int, ...]) -> None:
         self._group_batch[path] = batch
-        for name in self.children(path):
-            p = path + (name,)
-            if self.kind(p) is NodeKind.GROUP and p not in self._group_batch:
-                self._set_unconstrained(p, batch)
+        todo = [path]
+        while todo:
+            group = todo.pop()
+            for name in self.children(group):
+                p = group + (name,)
+                if self.kind(p) is NodeKind.GROUP and p not in self._group_batch:
+                    self._group_batch[p] = batch
+                    todo.append(p)
 
     def group_batch(self, path: Path, parent_batch: Sequence[int]) -> tuple[int, ...]:
         """The batch size of a nested group: recorded or inferred (if it extends the parent's),
@@ -181,11 +197,14 @@ class StoreTree:
 
     def validate(self, path: Path, batch: Sequence[int], where: str) -> None:
         """Check every shaped leaf below ``path`` against ``batch`` (raises BatchSizeError)."""
-        for name in self.children(path):
-            p = path + (name,)
-            if self.kind(p) is NodeKind.GROUP:
-                self.validate(p, batch, where)
-                continue
-            shape = self.shape_for_batch(p)
-            if shape is not None:
-                check_leaf(shape, batch, key="/".join(p), where=where)
+        todo = [path]
+        while todo:
+            group = todo.pop()
+            for name in self.children(group):
+                p = group + (name,)
+                if self.kind(p) is NodeKind.GROUP:
+                    todo.append(p)
+                    continue
+                shape = self.shape_for_batch(p)
+                if shape is not None:
+                    check_leaf(shape, batch, key="/".join(p), where=where)

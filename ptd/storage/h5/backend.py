@@ -63,6 +63,7 @@ from ptd.storage.h5.maps import H5Maps
 from ptd.storage.h5.opening import open_local, open_remote
 from ptd.storage.h5.policy import POLICY
 from ptd.storage.h5.span import read_span as _read_span
+from ptd.storage.limits import check_depth
 from ptd.storage.location import OpenOptions, ReopenSpec, StoreLocation
 from ptd.storage.properties import (
     ArrayProperties,
@@ -469,6 +470,7 @@ class H5Backend(Backend):
             if note is not None:
                 self.walk_links[p] = note
             if isinstance(obj, h5py.Group):
+                check_depth(p, self._location)  # before the walk enters it (PTD_MAX_DEPTH)
                 out.append((p, NodeKind.GROUP, None))
                 return
             try:

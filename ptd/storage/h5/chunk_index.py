@@ -32,7 +32,12 @@ def h5_chunk_info(ds: Any, list_stored: bool) -> ChunkInfo:
     shape = tuple(dsid.shape or ())
     dcpl = dsid.get_create_plist()
     if dcpl.get_layout() != h5py.h5d.CHUNKED:
-        return ChunkInfo(chunks=shape, grid=tuple(1 for _ in shape), contiguous=True)
+        return ChunkInfo(
+            chunks=shape,
+            grid=tuple(1 for _ in shape),
+            contiguous=True,
+            stored_bytes=int(dsid.get_storage_size()),
+        )
     chunks = tuple(dcpl.get_chunk())
     info = ChunkInfo(chunks=chunks, grid=grid_of(shape, chunks))
     for i in range(dcpl.get_nfilters()):

@@ -32,6 +32,7 @@ from ptd.format.names import (
 )
 from ptd.format.payload import all_of_type, encode_json, nested_to_array, parse_stack_shape
 from ptd.format.tables import describe_table
+from ptd.storage.limits import limit
 from ptd.storage.meta import ArrayMeta, NonTensorPayload, Path, ValueKind
 from ptd.storage.selection import Selection
 from ptd.storage.strings import (
@@ -131,12 +132,13 @@ def read_attrs(obj: h5py.HLObject, skipped: dict[str, str] | None = None) -> dic
     numpy cannot represent, naming python objects (reading them crashes h5py), that h5py
     cannot read, or of a compound type (whose plain form would be another value) are left
     out, with why in ``skipped`` (name -> reason) when given."""
-    if not h5py.h5a.get_num_attrs(obj.id):
+    total = h5py.h5a.get_num_attrs(obj.id)
+    if not total:
         return {}
     attrs = obj.attrs
     out = {}
     why: dict[str, str] = {} if skipped is None else skipped
-    for k in attrs:
+    for k in _attr_names(obj, total, why):
         try:
             dt = attrs.get_id(k).dtype
         except (TypeError, ValueError, KeyError) as err:
@@ -162,6 +164,30 @@ def read_attrs(obj: h5py.HLObject, skipped: dict[str, str] | None = None) -> dic
     for k in names & out.keys():
         out[k] = _json_object(out[k])
     return out
+
+
+def _attr_names(obj: h5py.HLObject, total: int, why: dict[str, str]) -> list[str]:
+    """The names of the attributes to read: all of them up to ``PTD_MAX_ATTRS``, else the
+    first ones in the file's order plus ptd's own (noted in ``why``). One pass of H5Aiterate,
+    stopped early: iterating ``obj.attrs`` by name looks each one up again, which costs
+    quadratic time on a node of 200,000 attributes."""
+    most = limit("PTD_MAX_ATTRS")
+    names: list[str] = []
+
+    def take(name: bytes, *_: Any) -> int | None:
+        names.append(name.decode("utf-8", "surrogateescape"))
+        return 1 if len(names) >= most else None
+
+    h5py.h5a.iterate(obj.id, take, index_type=h5py.h5.INDEX_NAME, order=h5py.h5.ITER_NATIVE)
+    if total > len(names):
+        have = set(names)
+        for own in (TD_META_ATTR, PTD_JSON_ATTRS):
+            if own not in have and h5py.h5a.exists(obj.id, own.encode()):
+                names.append(own)
+        why[f"({total - most} more)"] = (
+            f"not read: the node holds {total} attributes, more than PTD_MAX_ATTRS ({most})"
+        )
+    return names
 
 
 def write_attrs(obj: h5py.HLObject, attrs: Mapping[str, Any], key: str, location: str) -> None:

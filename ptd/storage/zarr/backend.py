@@ -22,6 +22,7 @@ by the modules of this package, ``ptd/storage/zarr/``.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import shutil
 import warnings
@@ -55,6 +56,7 @@ from ptd.storage.api import (
 )
 from ptd.storage.chunk_info import ChunkInfo
 from ptd.storage.chunking import leading_chunks
+from ptd.storage.limits import check_depth, limit
 from ptd.storage.location import OpenOptions, ReopenSpec
 from ptd.storage.paths import unsafe_part
 from ptd.storage.properties import (
@@ -566,13 +568,19 @@ class ZarrBackend(Backend):
         """One ``members(max_depth=None)`` pass (else group by group), then depth first in
         name order, by the names the nodes stand for."""
         group = self._group(path)
-        members = listed_members(group, None)
+        # zarr lists recursively: never deeper than the depth limit allows (a store nested
+        # 1,000 levels hangs zarr's listing), and a node below it is refused by name
+        deepest = max(0, limit("PTD_MAX_DEPTH") - len(path))
+        members = listed_members(group, deepest)
         if members is None:
             return super().walk(path)
         listed: list[tuple[Path, Node]] = []
         for stored, node in members:
             self._check_member(path, stored)
             listed.append((tuple(stored.split("/")), node))
+        for rel, node in listed:
+            if isinstance(node, zarr.Group):
+                check_depth(path + rel, self._location)
         # stored paths -> the names they stand for, parents first
         original: dict[Path, Path] = {(): ()}
         kids: dict[Path, list[tuple[str, Node]]] = {}
@@ -593,18 +601,24 @@ class ZarrBackend(Backend):
             kids.setdefault(rel, []).extend(self._dropped(path + rel, g, stored_kids.get(rel, [])))
         out: list[tuple[Path, NodeKind, ArrayMeta | None]] = []
 
-        def visit(rel: Path) -> None:
-            for name, node in sorted(kids.get(rel, ()), key=lambda m: m[0]):
-                p = path + rel + (name,)
-                if isinstance(node, zarr.Array):
-                    out.append((p, NodeKind.ARRAY, self._meta(p, node)))
-                elif isinstance(node, UnreadableNode):
-                    out.append((p, NodeKind.ARRAY, node.meta()))
-                else:
-                    out.append((p, NodeKind.GROUP, None))
-                    visit(rel + (name,))
-
-        visit(())
+        # depth first in name order, with a stack (no recursion: see the depth limit above)
+        top: Path = ()
+        todo: list[tuple[Path, str, Node]] = [
+            (top, name, node) for name, node in sorted(kids.get(top, ()), key=lambda m: m[0])
+        ][::-1]
+        while todo:
+            rel, name, node = todo.pop()
+            p = path + rel + (name,)
+            if isinstance(node, zarr.Array):
+                out.append((p, NodeKind.ARRAY, self._meta(p, node)))
+            elif isinstance(node, UnreadableNode):
+                out.append((p, NodeKind.ARRAY, node.meta()))
+            else:
+                out.append((p, NodeKind.GROUP, None))
+                sub = rel + (name,)
+                todo.extend(
+                    (sub, n, c) for n, c in sorted(kids.get(sub, ()), key=lambda m: m[0])[::-1]
+                )
         return out
 
     def create_group(self, path: Path, attrs: Mapping[str, Any] | None = None) -> None:
@@ -729,7 +743,21 @@ class ZarrBackend(Backend):
             raise self._not_found(path)
         if isinstance(node, UnreadableNode):
             return {}
-        return zarr_names.node_attrs(path, node.metadata.attributes, deep=True)
+        attributes = node.metadata.attributes
+        most = limit("PTD_MAX_ATTRS")
+        if len(attributes) > most:
+            # the first ones in the document's order, and ptd's own ("__..."): copying and
+            # handing out 200,000 attributes costs seconds at every read of them
+            kept = dict(itertools.islice(attributes.items(), most))
+            kept.update((k, v) for k, v in attributes.items() if k.startswith("__"))
+            self.attrs_skipped[path] = {
+                f"({len(attributes) - most} more)": (
+                    f"not read: the node holds {len(attributes)} attributes, more than "
+                    f"PTD_MAX_ATTRS ({most})"
+                )
+            }
+            attributes = kept
+        return zarr_names.node_attrs(path, attributes, deep=True)
 
     def set_attrs(self, path: Path, attrs: Mapping[str, Any]) -> None:
         key = self.key_str(path)

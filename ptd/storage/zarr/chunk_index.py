@@ -3,9 +3,8 @@ directory store holds (``Backend.chunk_info`` for zarr)."""
 
 from __future__ import annotations
 
-import itertools
-import math
 import os
+import re
 from typing import Any
 
 from ptd.storage.chunk_info import ChunkInfo, FilterInfo, grid_of
@@ -46,7 +45,12 @@ def zarr_chunk_info(arr: Any, list_stored: bool) -> ChunkInfo:
 
 
 def _zarr_stored(arr: Any, md: Any, grid: tuple[int, ...]) -> set[tuple[int, ...]] | None:
-    """Grid coordinates of the chunk files of a local directory store (None elsewhere)."""
+    """Grid coordinates of the chunk files of a local directory store (None elsewhere).
+
+    The files under the array's directory are listed once and each name is decoded into its
+    grid index (and checked by encoding it back): the work follows what is stored, never the
+    number of chunks the metadata declares (an 8M-chunk array with nothing stored lists an
+    empty directory)."""
     store = arr.store
     root = getattr(store, "root", None)
     if root is None or not os.path.isdir(str(root)):
@@ -55,22 +59,35 @@ def _zarr_stored(arr: Any, md: Any, grid: tuple[int, ...]) -> set[tuple[int, ...
     encode = getattr(md, "encode_chunk_key", None)
     if encode is None:
         return None
-    # list the files once, then look every expected key up
-    present: set[str] = set()
+    ndim = len(grid)
+    out: set[tuple[int, ...]] = set()
     base_len = len(base.rstrip(os.sep)) + 1
     for d, _dirs, files in os.walk(base):
         rel = d[base_len:].replace(os.sep, "/")
         for f in files:
-            if f != "zarr.json" and not f.startswith(".z"):
-                present.add(f"{rel}/{f}" if rel else f)
-    if math.prod(grid) > 10 * max(1, len(present)) + 1_000_000:
-        return None  # too many keys to enumerate; unknown
-    out: set[tuple[int, ...]] = set()
-    for idx in _all_coords(grid):
-        if encode(idx) in present:
-            out.add(idx)
+            if f == "zarr.json" or f.startswith(".z"):
+                continue
+            idx = _decode_key(f"{rel}/{f}" if rel else f, ndim)
+            if (
+                idx is not None
+                and all(0 <= i < g for i, g in zip(idx, grid, strict=True))
+                and encode(idx) == (f"{rel}/{f}" if rel else f)
+            ):
+                out.add(idx)
     return out
 
 
-def _all_coords(grid: tuple[int, ...]) -> Any:
-    return itertools.product(*(range(n) for n in grid))
+def _decode_key(key: str, ndim: int) -> tuple[int, ...] | None:
+    """The grid index a chunk key names (``c/1/2``, ``c.1.2``, ``1.2``, ``1/2``; ``c`` or
+    ``0`` for a 0-d array), or None; the caller checks it by encoding it back."""
+    parts = re.split(r"[./]", key)
+    if parts and parts[0] == "c":
+        parts = parts[1:]
+    if ndim == 0:
+        return ()
+    if len(parts) != ndim:
+        return None
+    try:
+        return tuple(int(p) for p in parts)
+    except ValueError:
+        return None

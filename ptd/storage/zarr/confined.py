@@ -4,7 +4,8 @@ ptd opens local zarr directories through :class:`ConfinedStore`: a ``LocalStore`
 file access resolves inside the store (see :mod:`ptd.storage.paths`). A chunk file or
 ``zarr.json`` that is a symbolic link to a file outside is refused (reads and writes), as is
 a directory of the store that is a link out of it; links whose targets stay inside are
-followed. Keys holding ``..``, ``.``, an empty component, a backslash or a NUL, or starting with
+followed. Metadata documents are checked against ptd's JSON size and nesting limits before
+zarr parses them. Keys holding ``..``, ``.``, an empty component, a backslash or a NUL, or starting with
 ``/``, are refused as well: zarr joins keys onto the root as they are.
 
 The checks cost one ``O_NOFOLLOW`` open per file and one remembered ``realpath`` per
@@ -24,6 +25,7 @@ from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Suf
 from zarr.storage import LocalStore
 
 from ptd.errors import CorruptStoreError
+from ptd.storage.limits import check_json
 from ptd.storage.paths import StoreRoot, unsafe_part
 from ptd.storage.zarr.private import default_buffer_prototype
 
@@ -31,7 +33,12 @@ from ptd.storage.zarr.private import default_buffer_prototype
 Buffer = Any
 BufferPrototype = Any
 
-__all__ = ["ConfinedStore", "store_root"]
+__all__ = ["METADATA_NAMES", "ConfinedStore", "store_root"]
+
+#: the documents zarr parses as JSON: checked against the size and nesting limits
+#: (``PTD_MAX_JSON_BYTES``/``PTD_MAX_JSON_DEPTH``, :func:`ptd.storage.limits.check_json`) before
+#: zarr sees them, as Python's json module recurses once per nesting level
+METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"})
 
 
 def store_root(store: Any) -> StoreRoot | None:
@@ -110,7 +117,10 @@ class ConfinedStore(LocalStore):
                     break
                 parts.append(part)
                 at += len(part)
-            return prototype.buffer.from_bytes(b"".join(parts))
+            data = b"".join(parts)
+            if byte_range is None and key.rsplit("/", 1)[-1] in METADATA_NAMES:
+                check_json(data, path)
+            return prototype.buffer.from_bytes(data)
         finally:
             os.close(fd)
 

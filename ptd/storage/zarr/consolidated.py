@@ -23,6 +23,7 @@ import zarr
 from zarr.storage import LocalStore
 
 from ptd.format.names import ZARR_JSON
+from ptd.storage.limits import check_json
 from ptd.storage.paths import StoreRoot
 from ptd.storage.zarr.confined import ConfinedStore
 from ptd.storage.zarr.private import default_buffer_prototype, sync
@@ -95,6 +96,7 @@ def _load(file: str, paths: StoreRoot) -> Any:
     raw = paths.read(file)  # (never through a link out of the store)
     if raw is None:
         raise FileNotFoundError(file)
+    check_json(raw, file)
     return json.loads(raw)
 
 
