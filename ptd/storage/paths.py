@@ -14,7 +14,8 @@ is listed at open.
 
 >>> import os, tempfile
 >>> with tempfile.TemporaryDirectory() as d:
-...     _ = open(os.path.join(d, "a"), "wb").write(b"x")
+...     with open(os.path.join(d, "a"), "wb") as f:
+...         _ = f.write(b"x")
 ...     os.symlink("a", os.path.join(d, "inside"))
 ...     os.symlink("/etc/hostname", os.path.join(d, "outside"))
 ...     root = StoreRoot(d)

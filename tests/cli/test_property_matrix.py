@@ -19,6 +19,7 @@ import zarr
 from zarr.codecs import numcodecs as zcodecs
 
 import ptd
+from ptd.containers.memmap import export_memmap
 
 ROWS = 200
 
@@ -233,7 +234,7 @@ def test_to_memmap_keeps_attributes_and_names_the_rest(
 ) -> None:
     src = h5_src if which == "h5" else zarr_src
     out = tmp_path / "out.mm"
-    summary = ptd.containers.memmap.export_memmap(src, out)
+    summary = export_memmap(src, out)
     meta = json.loads((out / "meta.json").read_text())
     key = "labelled" if which == "h5" else "dims"
     assert meta[key]["_ptd_attrs"]["units"] == "volts"

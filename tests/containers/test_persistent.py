@@ -462,6 +462,9 @@ def test_errors_hierarchy() -> None:
             assert issubclass(cls, KeyboardInterrupt)
             assert not issubclass(cls, Exception)
             continue
+        if name == "redact":  # what every error applies to its text (credentials hidden)
+            assert errors.redact("http://u:pw@host/x.zarr") == "http://***@host/x.zarr"
+            continue
         if name == "Option":  # a part of a message (an argument named as the fix)
             assert not issubclass(cls, BaseException)
             assert str(cls("overwrite")) == "overwrite=True"

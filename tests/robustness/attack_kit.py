@@ -9,6 +9,7 @@ peak RSS of each command (figures are measured there, never asserted in tests).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -51,8 +52,41 @@ class CliRun:
     stdout: str
     stderr: str
     seconds: float
-    peak_rss: int  # bytes, of the ptd process alone (wait4's ru_maxrss)
+    peak_rss: int  # bytes, of the ptd process alone (its VmHWM at exit)
     hung: bool
+
+
+#: the ptd process writes its own peak RSS here at exit (see _MEASURED_MAIN)
+_HWM_ENV = "PTD_TEST_HWM_FILE"
+
+#: ``python -m ptd`` that writes the process's own peak RSS (``VmHWM``) at exit. ``wait4``'s
+#: ru_maxrss is kept across exec, so it would count the forked copy of a parent that has torch
+#: loaded (pytest: about 200 MB) instead of ptd's own memory; VmHWM belongs to the address
+#: space that exec made.
+_MEASURED_MAIN = """
+import atexit, os, runpy, sys
+def _hwm():
+    try:
+        with open("/proc/self/status") as f:
+            kb = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:"))
+        with open(os.environ["PTD_TEST_HWM_FILE"], "w") as f:
+            f.write(str(kb * 1024))
+    except (OSError, StopIteration, KeyError, ValueError):
+        pass
+atexit.register(_hwm)
+sys.argv[0] = "ptd"
+runpy.run_module("ptd", run_name="__main__", alter_sys=True)
+"""
+
+
+def _peak_rss(hwm_file: str, usage: object) -> int:
+    """The process's own peak RSS (VmHWM it wrote at exit), else wait4's ru_maxrss (a process
+    killed before its exit handlers ran; an upper bound)."""
+    try:
+        with open(hwm_file) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return int(getattr(usage, "ru_maxrss", 0)) * 1024
 
 
 def expand(argv: Sequence[str], store: Path, out_dir: Path) -> tuple[str, ...]:
@@ -71,14 +105,18 @@ def run_ptd(
     env: dict[str, str] | None = None,
     timeout: float = HANG_SECONDS,
 ) -> CliRun:
-    """``python -m ptd ARGV`` in a subprocess; its peak RSS comes from ``os.wait4``."""
+    """``python -m ptd ARGV`` in a subprocess; its peak RSS is the one it reports at exit."""
     full_env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
     full_env.pop("FORCE_COLOR", None)
     full_env.update(env or {})
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(tempfile.TemporaryFile())
+        err = stack.enter_context(tempfile.TemporaryFile())
         start = time.monotonic()
+        hwm_file = stack.enter_context(tempfile.NamedTemporaryFile(prefix="ptd-hwm-"))
+        full_env[_HWM_ENV] = hwm_file.name
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ptd", *argv],
+            [sys.executable, "-c", _MEASURED_MAIN, *argv],
             stdout=out,
             stderr=err,
             stdin=subprocess.DEVNULL,
@@ -107,7 +145,7 @@ def run_ptd(
             stdout=out.read().decode("utf-8", "replace"),
             stderr=err.read().decode("utf-8", "replace"),
             seconds=seconds,
-            peak_rss=int(usage.ru_maxrss) * 1024,
+            peak_rss=_peak_rss(hwm_file.name, usage),
             hung=hung.is_set(),
         )
 

@@ -550,7 +550,9 @@ class ZarrBackend(Backend):
             return []
         seen = set(listed)
         out = []
-        for stored in zarr_unreadable.child_names(self._store, self._root.path, path):
+        for stored in zarr_unreadable.child_names(
+            self._store, self._root.path, self.stored_path(path)
+        ):
             if stored in seen:
                 continue
             child = self._child(path, group, stored)

@@ -83,6 +83,14 @@ class CheckedCodecPipeline(BatchedCodecPipeline):  # type: ignore[misc]
             return name, not ab.filters, tail
         return None, False, None
 
+    def _stored_spec(self, spec: Any) -> Any:
+        """The spec of what the array-to-bytes codec writes: the array's chunk spec passed
+        through the array-to-array codecs (an ``astype`` filter changes the dtype, so the
+        decoded bytes are not the array's)."""
+        for codec in self.array_array_codecs:
+            spec = codec.resolve_metadata(spec)
+        return spec
+
     async def decode_batch(self, chunk_bytes_and_specs: Iterable[tuple[Any, Any]]) -> Any:
         items = list(chunk_bytes_and_specs)
         name, adjacent, tail = self._outer()
@@ -95,7 +103,7 @@ class CheckedCodecPipeline(BatchedCodecPipeline):  # type: ignore[misc]
             if buf is None:
                 return None
             raw = buf.as_numpy_array()
-            nbytes, limit = _sizes(spec)
+            nbytes, limit = _sizes(self._stored_spec(spec))
             if limit is None:
                 if name == "blosc":
                     check_blosc(raw, None)
@@ -107,12 +115,12 @@ class CheckedCodecPipeline(BatchedCodecPipeline):  # type: ignore[misc]
         def undo_all() -> list[tuple[Any, Any]]:
             return [(undo(buf, spec), spec) for buf, spec in items]
 
-        if not any(_sizes(spec)[1] is None for _, spec in items):
+        if not any(_sizes(self._stored_spec(spec))[1] is None for _, spec in items):
             decoded = await asyncio.to_thread(undo_all)
             return await tail.decode_batch(decoded)
         # some chunks have no fixed size: check what can be checked, zarr decodes them all
         for buf, spec in items:
-            if buf is not None and _sizes(spec)[1] is None and name == "blosc":
+            if buf is not None and _sizes(self._stored_spec(spec))[1] is None and name == "blosc":
                 check_blosc(buf.as_numpy_array(), None)
         return await super().decode_batch(items)
 
