@@ -118,6 +118,12 @@ SETTINGS: dict[str, Setting] = {
             "buffers are not page-faulted again (0/false/no/off: leave malloc alone)",
         ),
         Setting(
+            "PTD_MAX_NON_TENSOR",
+            "",
+            "the most bytes one non-tensor entry (a payload, a string array) may need to be "
+            "decoded ('1GiB', '512MB'); unset: 256 MiB",
+        ),
+        Setting(
             "PTD_UNTESTED_ZARR",
             "",
             "1: use a zarr-python outside the tested range anyway (a warning instead of an error)",

@@ -24,7 +24,12 @@ from ptd.format.names import (
     MEMMAP_STACK_PICKLE_FILE,
     MEMMAP_SUFFIX,
 )
-from ptd.format.payload import check_allow_pickle, decode_payload, string_stack_shape
+from ptd.format.payload import (
+    check_allow_pickle,
+    decode_payload,
+    refuse_pickle,
+    string_stack_shape,
+)
 from ptd.ops.dtypes import dtype_from_str
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
 
@@ -239,10 +244,8 @@ class _Loader:
         return NonTensorStack.from_list(data, string_stack_shape(data, len(bs)))
 
     def unpickle(self, path: str, key: str) -> Any:
-        if self.allow_pickle is False:  # refuse before reading a byte
-            decode_payload(
-                b"", ENCODING_PICKLE, allow_pickle=False, key=key, location=path, source="memmap"
-            )
+        # refused before a byte is read, unless allow_pickle=True
+        refuse_pickle(self.allow_pickle, key=key, location=path, source="memmap")
         try:
             with open(path, "rb") as f:
                 raw = f.read()
@@ -255,7 +258,6 @@ class _Loader:
             key=key,
             location=path,
             source="memmap",
-            stacklevel=6,
         )
 
 

@@ -40,7 +40,13 @@ from ptd.errors import (
     ReadOnlyError,
     UnsupportedOperationError,
 )
-from ptd.format.names import NAME_MAX_BYTES, PTD_BYTES_ATTRS, PTD_NAME_ATTR, TD_NON_TENSOR_ATTR
+from ptd.format.names import (
+    ENCODING_PICKLE,
+    NAME_MAX_BYTES,
+    PTD_BYTES_ATTRS,
+    PTD_NAME_ATTR,
+    TD_NON_TENSOR_ATTR,
+)
 from ptd.format.tables import describe_table
 from ptd.storage.api import (
     ArrayMeta,
@@ -415,6 +421,14 @@ class ZarrBackend(Backend):
             compression=compression,
             stored_nbytes=None,
         )
+        if zarr_codec.unpickling_codecs(arr):  # whatever its dtype: a pickle, never a tensor
+            meta = dataclasses.replace(
+                meta,
+                kind=ValueKind.NON_TENSOR,
+                torch_dtype=None,
+                non_tensor_kind=ENCODING_PICKLE,
+                unsupported=None,
+            )
         return dataclasses.replace(meta, shards=shards) if shards is not None else meta
 
     # --- the property inventory (zarr_properties.py) ------------------------------------------
@@ -749,7 +763,9 @@ class ZarrBackend(Backend):
 
     # --- data --------------------------------------------------------------------------------
     def _array_handle(self, path: Path) -> zarr.Array:
-        return self._array(path)
+        arr = self._array(path)
+        zarr_codec.refuse_unpickling(arr, self.key_str(path), self._location)
+        return arr
 
     def _chunk_info(self, handle: zarr.Array, list_stored: bool) -> ChunkInfo:
         return zarr_chunk_info(handle, list_stored)
@@ -768,7 +784,7 @@ class ZarrBackend(Backend):
         return zarr_codec.string_type(self._array(meta.path))
 
     def read_strings(self, path: Path) -> np.ndarray:
-        data = zarr_codec.read_strings(self._array(path))
+        data = zarr_codec.read_strings(self._array(path), self.key_str(path), self._location)
         return super().read_strings(path) if data is None else data
 
     create_strings = zarr_codec.create_strings
