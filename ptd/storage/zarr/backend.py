@@ -813,9 +813,11 @@ class ZarrBackend(Backend):
 
     def _non_tensor_entry(self, path: Path) -> zarr.Array:
         arr = self._array(path)
+        key = self.key_str(path)
         zarr_codec.check_stack_marker(
-            arr.metadata.attributes, tuple(arr.shape), self.key_str(path), self._location
+            arr.metadata.attributes, tuple(arr.shape), key, self._location
         )
+        zarr_codec.check_payload_size(arr, key, self._location)
         return arr
 
     def _decode_non_tensor(

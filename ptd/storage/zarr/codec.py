@@ -61,6 +61,7 @@ from ptd.storage.strings import (
 __all__ = [
     "attrs_json",
     "attrs_read",
+    "check_payload_size",
     "check_stack_marker",
     "create_strings",
     "decode",
@@ -366,6 +367,17 @@ def encode(
     return np.frombuffer(payload, dtype=np.uint8), attributes, False
 
 
+def check_payload_size(arr: Any, key: str, location: str) -> None:
+    """A payload (an array marked ``__tensordict_non_tensor__``) stored uncompressed must hold
+    the bytes its shape declares (tensordict writes it whole, in one chunk): fewer is a lie,
+    a CorruptStoreError, found from one listing of its prefix before anything is read."""
+    if arr.metadata.attributes.get(TD_NON_TENSOR_ATTR) is None or not _uncompressed(arr):
+        return
+    declared = int(np.prod(arr.shape, dtype=object)) * arr.dtype.itemsize
+    if declared:
+        check_payload_stored(declared, _stored_bytes(arr), f"key {key!r} of {location}")
+
+
 def check_stack_marker(
     attrs: Mapping[str, Any], shape: tuple[int, ...], key: str, location: str
 ) -> None:
@@ -407,9 +419,6 @@ def decode(
         encoding = marker.get("encoding") if isinstance(marker, dict) else None
         if encoding == ENCODING_PICKLE:
             refuse_pickle(allow_pickle, key=key, location=location)
-        if _uncompressed(arr):
-            declared = int(np.prod(arr.shape, dtype=object)) * arr.dtype.itemsize
-            check_payload_stored(declared, _stored_bytes(arr), f"key {key!r} of {location}")
         with _codecs_may_unpickle(codecs):
             raw = np.asarray(arr[...])
         if raw.dtype != np.uint8 or raw.ndim != 1:
