@@ -47,6 +47,7 @@ from ptd.format.names import (
     PTD_NAME_ATTR,
     TD_NON_TENSOR_ATTR,
 )
+from ptd.format.payload import refuse_pickle
 from ptd.format.tables import describe_table
 from ptd.storage.api import (
     ArrayMeta,
@@ -142,6 +143,8 @@ class ZarrBackend(Backend):
         self._spec = spec
         self._owns_store = owns_store
         self._cache: dict[Path, Node] = {(): root}
+        # each array's steps that unpickle, found once per opened array (a read checks them)
+        self._unpickles: dict[Path, tuple[zarr.Array, tuple[str, ...]]] = {}
         self._consolidation = Consolidation(self._store, root.path, fresh=fresh)
         # compressed/sharded chunks decoded in parallel, through a chunk cache (zarr/decode.py)
         self._chunked = ZarrChunks.create(root.store, writable, cache_budget(chunk_cache))
@@ -234,6 +237,7 @@ class ZarrBackend(Backend):
 
     def _release_handles(self) -> None:
         self._cache.clear()
+        self._unpickles.clear()
         if self._owns_store or (isinstance(self._store, ZipStore) and not self._store.read_only):
             # a writable ZipStore holds nothing readable until it is closed (its central
             # directory is written then): close it even when the user handed it over, so that
@@ -421,7 +425,7 @@ class ZarrBackend(Backend):
             compression=compression,
             stored_nbytes=None,
         )
-        if zarr_codec.unpickling_codecs(arr):  # whatever its dtype: a pickle, never a tensor
+        if self._unpickling(path, arr):  # whatever its dtype: a pickle, never a tensor
             meta = dataclasses.replace(
                 meta,
                 kind=ValueKind.NON_TENSOR,
@@ -762,9 +766,20 @@ class ZarrBackend(Backend):
         self._changed()
 
     # --- data --------------------------------------------------------------------------------
+    def _unpickling(self, path: Path, arr: zarr.Array) -> tuple[str, ...]:
+        """:func:`~ptd.storage.zarr.codec.unpickling_codecs` of the array opened at ``path``,
+        remembered for that array object (a dict lookup per read, not a pipeline walk)."""
+        hit = self._unpickles.get(path)
+        if hit is not None and hit[0] is arr:
+            return hit[1]
+        steps = zarr_codec.unpickling_codecs(arr)
+        self._unpickles[path] = (arr, steps)
+        return steps
+
     def _array_handle(self, path: Path) -> zarr.Array:
         arr = self._array(path)
-        zarr_codec.refuse_unpickling(arr, self.key_str(path), self._location)
+        if self._unpickling(path, arr):  # never read as data: only read_non_tensor opts in
+            refuse_pickle(False, key=self.key_str(path), location=self._location, source="codec")
         return arr
 
     def _chunk_info(self, handle: zarr.Array, list_stored: bool) -> ChunkInfo:
