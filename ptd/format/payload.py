@@ -12,16 +12,17 @@ turns back into an equal value, and as a pickle otherwise (tensordict 0.15's rul
     >>> decode_payload(b'"hi"', "json", allow_pickle=False, key="s", location="x.zarr")
     'hi'
 
-Decoding a pickle follows the ``allow_pickle`` policy: ``False`` raises
-:class:`~ptd.errors.PickleRefusedError` before a single byte is unpickled, ``None`` decodes with a
-``FutureWarning``, ``True`` decodes silently.
+Decoding a pickle follows the ``allow_pickle`` policy: ``True`` decodes; ``False`` and ``None``
+(the default, where tensordict 0.15 decodes with a ``FutureWarning``) raise
+:class:`~ptd.errors.PickleRefusedError` before a single byte is unpickled. Unpickling runs
+whatever code the file holds, so a file never decides it: :func:`refuse_pickle` is the one
+check, and :func:`decode_payload` the one place in ptd that calls ``pickle.loads``.
 """
 
 from __future__ import annotations
 
 import json
 import pickle
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,27 +40,16 @@ __all__ = [
     "has_nested_shape",
     "nested_to_array",
     "parse_stack_shape",
+    "refuse_pickle",
     "select_nested",
     "string_stack_shape",
 ]
 
-#: the reference's messages, per source format
-_REFUSE = {
-    "zarr": "Refusing to load pickled non-tensor data from a zarr TensorDict. Pickle can execute "
-    "arbitrary code. Pass ",
-    "memmap": "Refusing to load pickled non-tensor data from a memory-mapped TensorDict. Pickle "
-    "can execute arbitrary code. Pass ",
-}
-_REFUSE_END = " only when the saved data is trusted."
-_WARN = {
-    "zarr": "PersistentTensorDict is loading a pickled non-tensor zarr field. This is only safe "
-    "for trusted data. Starting with TensorDict 0.17, the default will change to "
-    "allow_pickle=False. Pass allow_pickle=True to acknowledge trusted data or "
-    "allow_pickle=False to reject pickle now.",
-    "memmap": "TensorDict.load_memmap is loading a pickled non-tensor field. This is only safe "
-    "for trusted data. Starting with TensorDict 0.16, the default will change to "
-    "allow_pickle=False. Pass allow_pickle=True to acknowledge trusted data or "
-    "allow_pickle=False to reject pickle now.",
+#: what a refused pickle is, per source format
+_WHAT = {
+    "zarr": "a pickled non-tensor entry",
+    "memmap": "a pickled non-tensor field of a memory-mapped TensorDict",
+    "codec": "its codecs include numcodecs' pickle codec",
 }
 
 
@@ -88,6 +78,34 @@ def check_allow_pickle(allow_pickle: Any) -> None:
         raise PtdTypeError("allow_pickle must be a bool or None.")
 
 
+def refuse_pickle(allow_pickle: Any, *, key: str, location: str, source: str = "zarr") -> None:
+    """Raise :class:`~ptd.errors.PickleRefusedError` unless ``allow_pickle`` is True: the one
+    opt-in to unpickling what a file holds. ``None`` (the default of every ptd function, where
+    tensordict 0.15 unpickles with a FutureWarning) refuses as ``False`` does. ``source`` says
+    what asks to unpickle (``"zarr"``, ``"memmap"``, ``"codec"``: an array whose codecs
+    unpickle). A value that is not a bool or None raises PtdTypeError.
+
+    >>> refuse_pickle(True, key="k", location="x.zarr")
+    >>> refuse_pickle(None, key="k", location="x.zarr")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ptd.errors.PickleRefusedError: cannot read key 'k' of x.zarr: the file asks to unpickle it ...
+    """
+    check_allow_pickle(allow_pickle)
+    if allow_pickle is True:
+        return
+    raise PickleRefusedError(
+        f"cannot read key {key!r} of {location}: the file asks to unpickle it "
+        f"({_WHAT.get(source, _WHAT['zarr'])}), and unpickling runs any code the file holds. "
+        "ptd refuses pickles unless ",
+        Option("allow_pickle"),
+        " is passed (unlike tensordict 0.15, which unpickles by default with a FutureWarning): "
+        "pass it only for files you trust.",
+        path=str(location),
+        key=key,
+    )
+
+
 def decode_payload(
     data: bytes,
     encoding: Any,
@@ -96,13 +114,13 @@ def decode_payload(
     key: str,
     location: str,
     source: str = "zarr",
-    stacklevel: int = 3,
 ) -> Any:
     """Decode a payload written by :func:`encode_payload` (or by tensordict).
 
     Every failure raises an error naming ``key`` and ``location``: an unknown encoding or a
-    corrupt payload gives PtdValueError, a refused pickle PickleRefusedError (raised before
-    anything is unpickled). ``source`` picks the reference's wording ("zarr" or "memmap").
+    corrupt payload gives PtdValueError, a pickle without ``allow_pickle=True``
+    PickleRefusedError (raised by :func:`refuse_pickle` before anything is unpickled).
+    ``source`` says which format's convention holds the payload ("zarr" or "memmap").
     """
     where = f"(key {key!r} in {location})"
     if encoding == ENCODING_JSON:
@@ -116,19 +134,9 @@ def decode_payload(
             raise PtdValueError(f"Corrupt JSON payload {where}: nested too deeply.") from None
     if encoding != ENCODING_PICKLE:
         raise PtdValueError(f"Unknown zarr non-tensor encoding: {encoding!r}. {where}")
-    check_allow_pickle(allow_pickle)
-    if allow_pickle is False:
-        raise PickleRefusedError(
-            _REFUSE[source],
-            Option("allow_pickle"),
-            f"{_REFUSE_END} {where}",
-            path=str(location),
-            key=key,
-        )
-    if allow_pickle is None:
-        warnings.warn(f"{_WARN[source]} {where}", FutureWarning, stacklevel=stacklevel)
+    refuse_pickle(allow_pickle, key=key, location=location, source=source)
     try:
-        return pickle.loads(bytes(data))
+        return pickle.loads(bytes(data))  # the one opt-in place (allow_pickle=True)
     except Exception as err:  # noqa: BLE001 - any unpickling failure is a corrupt payload
         raise PtdValueError(
             f"Corrupt pickle payload {where}: {type(err).__name__}: {err}"

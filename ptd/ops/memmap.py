@@ -10,7 +10,7 @@ tensordict).
 
 Differences from tensordict 0.15.3, on purpose: an existing prefix is replaced as a whole
 (written beside it, then renamed: always atomic), and only if it is empty or holds a saved
-tensordict; ``load_memmap`` refuses pickled non-tensors unless ``allow_pickle=True`` (or None);
+tensordict; ``load_memmap`` refuses pickled non-tensors unless ``allow_pickle=True``;
 an archive is mapped copy-on-write; ``copy_existing``/``share_non_tensor`` are accepted and have
 no effect (a leaf is always copied; non-tensors stay in the process); ``robust_key=False``
 (legacy file names) is refused for writing.
@@ -191,7 +191,8 @@ def load_memmap(
     """Load a memmap directory or ``.tdz`` archive (ptd's or tensordict 0.15's) as a
     :class:`ptd.TensorDict` whose leaves are mapped from the files; see
     :func:`ptd.containers.memmap.methods.load_memmap`. Pickled non-tensors are refused unless
-    ``allow_pickle`` is True (trusted data) or None (load with a FutureWarning)."""
+    ``allow_pickle`` is True (trusted data); None refuses too (tensordict 0.15 loads them with a
+    FutureWarning)."""
     return lookup("load_memmap")(
         prefix,
         mode=mode,

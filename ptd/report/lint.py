@@ -20,6 +20,8 @@ L008  torch-dtype           error     a dtype torch cannot represent
 L009  limited-dtype         info      uint16/32/64: torch has few operations for them
 L010  table                 info      a table (records of named fields): copied and compared,
                                       not read as a tensor
+L011  pickled               warning   a pickled non-tensor (or an array whose codecs unpickle):
+                                      never decoded, read only with ``allow_pickle=True``
 ====  ====================  ========  ==========================================================
 
 The chunk rules (L001-L004) judge what one read decodes: the chunk, or for a sharded zarr
@@ -47,6 +49,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ptd.errors import PtdError
+from ptd.format.names import ENCODING_PICKLE
 from ptd.format.tables import describe_table, is_table
 from ptd.format.tdmeta import parse_td_meta
 from ptd.report.consolidated import has_consolidated
@@ -107,6 +110,12 @@ LINT_CODES: dict[str, tuple[str, str, str]] = {
         "table",
         "info",
         "to read its fields as tensors, store one dataset per field",
+    ),
+    "L011": (
+        "pickled",
+        "warning",
+        "read it with --allow-pickle (allow_pickle=True) only if you trust the file; store "
+        "values as JSON, strings or tensors instead",
     ),
 }
 
@@ -169,6 +178,17 @@ def lint(s: Scan, ignore: Iterable[str] = ()) -> list[LintFinding]:
         if meta.kind is ValueKind.UNSUPPORTED:
             out.append(
                 _finding("L008", key, f"{key!r} has dtype {meta.dtype}, which torch cannot hold")
+            )
+            continue
+        if meta.kind is ValueKind.NON_TENSOR and meta.non_tensor_kind == ENCODING_PICKLE:
+            out.append(
+                _finding(
+                    "L011",
+                    key,
+                    f"{key!r} is pickled: reading it would run code the file holds, so ptd "
+                    "never decodes it here (its content is not checked) and reads it only "
+                    "when allowed to unpickle",
+                )
             )
             continue
         if meta.kind is not ValueKind.NUMERIC:

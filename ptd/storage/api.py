@@ -53,6 +53,7 @@ from ptd.storage.meta import (
     Path,
     ValueKind,
 )
+from ptd.storage.nontensor import check_non_tensor_read, read_estimate
 from ptd.storage.properties import (
     ArrayProperties,
     Codec,
@@ -761,11 +762,15 @@ class Backend(ABC):
 
         ``selection`` applies to stacks (marked stacks, or foreign columns when ``as_stack``).
         ``as_stack``: read a foreign string/bytes column as a stack of its rows.
-        ``allow_pickle`` follows the reference: False raises PickleRefusedError before decoding,
-        None decodes with a FutureWarning, True decodes silently.
+        ``allow_pickle``: True decodes pickles; False and None (the default, where tensordict
+        0.15 decodes with a FutureWarning) raise PickleRefusedError before decoding. What the
+        read would allocate is bounded first (:mod:`ptd.storage.nontensor`).
         """
         key = self.key_str(path)
         entry = self._non_tensor_entry(path)
+        meta = self.array_meta(path)
+        nbytes, what = read_estimate(meta, selection, payload=self._is_payload(meta.attrs))
+        check_non_tensor_read(nbytes, f"key {key!r} of {self._location}", what)
         try:
             return self._decode_non_tensor(
                 entry, key, selection, allow_pickle=allow_pickle, as_stack=as_stack

@@ -66,6 +66,7 @@ from ptd.format.names import (
 from ptd.format.payload import (
     decode_payload,
     has_nested_shape,
+    refuse_pickle,
     select_nested,
     string_stack_shape,
 )
@@ -505,10 +506,8 @@ class MemmapDirBackend(Backend):
         return NonTensorPayload(value, is_stack=bool(shape), stack_shape=shape)
 
     def _unpickle(self, file: str, key: str, allow_pickle: bool | None) -> Any:
-        if allow_pickle is False:  # refused before a byte is read
-            decode_payload(
-                b"", ENCODING_PICKLE, allow_pickle=False, key=key, location=file, source="memmap"
-            )
+        # refused before a byte is read, unless allow_pickle=True
+        refuse_pickle(allow_pickle, key=key, location=file, source="memmap")
         raw = self._paths.read(file)
         if raw is None:
             raise CorruptStoreError(f"the pickle file {file} of key {key!r} is missing")

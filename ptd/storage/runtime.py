@@ -152,6 +152,12 @@ SETTINGS: dict[str, Setting] = {
             "attributes read from one node; the others are counted, not read",
         ),
         Setting(
+            "PTD_MAX_NON_TENSOR",
+            "",
+            "the most bytes one non-tensor entry (a payload, a string array) may need to be "
+            "decoded ('1GiB', '512MB'); unset: 256 MiB",
+        ),
+        Setting(
             "PTD_UNTESTED_ZARR",
             "",
             "1: use a zarr-python outside the tested range anyway (a warning instead of an error)",

@@ -33,6 +33,8 @@ from ptd.transfer.options import ConvertOptions, ConvertResult
 from ptd.transfer.plan import (
     check_destination,
     destination,
+    pickle_refusal,
+    pickled_keys,
     plan_leaves,
     raw_nbytes,
     refusal_error,
@@ -111,7 +113,7 @@ class Job:
     userblock: tuple[int, str | None] = (0, None)
 
     def copier(self, dst: Backend, progress: Callable[[int, int], None] | None) -> Copier:
-        skip = refusals(self.scan, self.result.dst_format)
+        skip = refusals(self.scan, self.result.dst_format, allow_pickle=self.options.allow_pickle)
         return Copier(
             self.scan,
             dst,
@@ -189,7 +191,10 @@ def planned(opts: ConvertOptions) -> Iterator[Job]:
         check_chosen_codec(opts, dst)
         targets = plan_leaves(s, opts, result)
         userblock = _userblock(be, src, dst, result)
-        refused = refusals(s, dst.format)
+        pickled = {} if opts.allow_pickle else pickled_keys(s)
+        if pickled and not opts.skip_unsupported:
+            raise pickle_refusal(result, pickled)
+        refused = refusals(s, dst.format, allow_pickle=opts.allow_pickle)
         if refused and not opts.skip_unsupported:
             raise refusal_error(result, refused)
         if not dst.is_remote and not opts.dry_run:  # uncompressed leaves need their bytes

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ptd.errors import (
     ConvertError,
     Option,
+    PickleRefusedError,
     PtdValueError,
     ReadOnlyError,
     StoreExistsError,
@@ -31,6 +32,7 @@ from ptd.errors import (
 )
 from ptd.format.detect import SUFFIXES
 from ptd.format.keynames import brief_key
+from ptd.format.names import ENCODING_PICKLE
 from ptd.format.tables import describe_table, is_table, numeric_fields_only
 from ptd.storage import remote
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
@@ -326,11 +328,46 @@ def escaped_keys(s: Scan, fmt: str) -> list[str]:
     return ["/".join(p) for p, _, _ in s.nodes if cls.escaped_name(p[-1]) is not None]
 
 
-def refusals(s: Scan, fmt: str) -> dict[Path, str]:
+def pickled_keys(s: Scan) -> dict[Path, str]:
+    """The scan's pickled entries (a pickled payload, an array whose codecs unpickle), with
+    why a copy leaves them out unless ``allow_pickle``: decoding them runs code."""
+    out: dict[Path, str] = {}
+    for path, _kind, meta in s.nodes:
+        if (
+            meta is not None
+            and meta.kind is ValueKind.NON_TENSOR
+            and meta.non_tensor_kind == ENCODING_PICKLE
+        ):
+            out[path] = (
+                f"key {brief_key('/'.join(path))!r} is pickled: decoding it would run code the "
+                "file holds"
+            )
+    return out
+
+
+def pickle_refusal(result: ConvertResult, pickled: dict[Path, str]) -> PickleRefusedError:
+    """The one line refusing a conversion of a store with pickled entries, before anything
+    is written: it names the first and both ways on."""
+    path, why = next(iter(pickled.items()))
+    more = len(pickled) - 1
+    also = f" (and {more} more key{'s' if more > 1 else ''})" if more else ""
+    return PickleRefusedError(
+        f"cannot convert {result.src} to {result.dst_format}: {why}{also}; pass ",
+        Option("allow_pickle"),
+        " only for a file you trust, or ",
+        Option("skip_unsupported"),
+        " to copy the rest and list these as not copied",
+        path=result.src,
+        key="/".join(path),
+    )
+
+
+def refusals(s: Scan, fmt: str, *, allow_pickle: bool = True) -> dict[Path, str]:
     """The nodes a ``fmt`` destination cannot hold, with why (a group's covers its subtree):
     names it cannot hold, and leaves ptd cannot copy (``"key 'c' holds HDF5 object
-    references, which ptd cannot copy"``)."""
-    out: dict[Path, str] = {}
+    references, which ptd cannot copy"``); without ``allow_pickle``, pickled entries
+    (:func:`pickled_keys`) too."""
+    out: dict[Path, str] = {} if allow_pickle else pickled_keys(s)
     for path, kind, meta in s.nodes:
         if any(path[:i] in out for i in range(1, len(path))):
             continue
@@ -410,7 +447,7 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> dict[Pa
         "source's HDF5 maxshape and restores it)"
     )
     total = 0
-    refused = refusals(s, to)
+    refused = refusals(s, to, allow_pickle=opts.allow_pickle)
     for path, reason in s.skipped.items():
         result.not_copied.append({"key": "/".join(path), "reason": reason})
     for path, reason in refused.items():

@@ -106,6 +106,8 @@ def _type_text(e: EntryInfo) -> Text:
         return Text(str(e.dtype), style="green")
     if e.kind == "non_tensor":
         kind = e.non_tensor_kind or "other"
+        if kind == "pickle":  # never decoded without --allow-pickle: say what it is
+            kind = "pickled"
         return Text(f"{kind} stack" if e.stack else kind, style="magenta")
     if e.kind == "table":
         return Text(e.reason or "table", style="cyan")

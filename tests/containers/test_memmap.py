@@ -215,8 +215,8 @@ def test_load_refuses_pickle_by_default(tmp_path):
     td.memmap(tmp_path / "p")
     with pytest.raises(PickleRefusedError, match=r"other.pickle"):
         TensorDict.load_memmap(tmp_path / "p")
-    with pytest.warns(FutureWarning, match="pickled"):
-        assert TensorDict.load_memmap(tmp_path / "p", allow_pickle=None)["raw"] == b"abc"
+    with pytest.raises(PickleRefusedError, match=r"other.pickle"):  # None refuses too
+        TensorDict.load_memmap(tmp_path / "p", allow_pickle=None)
     assert load_memmap(tmp_path / "p", allow_pickle=True)["raw"] == b"abc"
     with pytest.raises(PtdTypeError):
         load_memmap(tmp_path / "p", allow_pickle="yes")

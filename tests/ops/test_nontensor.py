@@ -22,7 +22,13 @@ import torch
 
 import ptd
 from ptd import NonTensorData, NonTensorStack, PersistentTensorDict, TensorDict
-from ptd.errors import BatchSizeError, LockedError, NotSupportedError, PtdTypeError
+from ptd.errors import (
+    BatchSizeError,
+    LockedError,
+    NotSupportedError,
+    PickleRefusedError,
+    PtdTypeError,
+)
 
 SUFFIX = {"h5": ".h5", "zarr": ".zarr"}
 LOCK_ERROR = (
@@ -264,8 +270,11 @@ def test_h5_refuses_objects_it_would_have_to_pickle(tdmod, tmp_path) -> None:
         filename=str(tmp_path / "s.zarr"), batch_size=[2], mode="w", backend="zarr"
     )
     z.set("o", tdmod.NonTensorData(Custom(), batch_size=[2]))
-    with pytest.warns(FutureWarning, match="pickled non-tensor"):  # allow_pickle=None
-        assert z["o"] == Custom()
+    with pytest.raises(PickleRefusedError, match="'o'"):  # allow_pickle=None refuses
+        z["o"]
+    z.close()
+    z = PersistentTensorDict(filename=str(tmp_path / "s.zarr"), backend="zarr", allow_pickle=True)
+    assert z["o"] == Custom()
     z.close()
 
 

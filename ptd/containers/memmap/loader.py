@@ -24,7 +24,12 @@ from ptd.format.names import (
     MEMMAP_STACK_PICKLE_FILE,
     MEMMAP_SUFFIX,
 )
-from ptd.format.payload import check_allow_pickle, decode_payload, string_stack_shape
+from ptd.format.payload import (
+    check_allow_pickle,
+    decode_payload,
+    refuse_pickle,
+    string_stack_shape,
+)
 from ptd.ops.dtypes import dtype_from_str
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
 from ptd.storage.paths import StoreRoot
@@ -249,10 +254,8 @@ class _Loader:
         return NonTensorStack.from_list(data, string_stack_shape(data, len(bs)))
 
     def unpickle(self, path: str, key: str) -> Any:
-        if self.allow_pickle is False:  # refuse before reading a byte
-            decode_payload(
-                b"", ENCODING_PICKLE, allow_pickle=False, key=key, location=path, source="memmap"
-            )
+        # refused before a byte is read, unless allow_pickle=True
+        refuse_pickle(self.allow_pickle, key=key, location=path, source="memmap")
         raw = self.root.read(path)
         if raw is None:
             raise CorruptStoreError(f"the pickle file {path} of key {key!r} is missing")
@@ -263,7 +266,6 @@ class _Loader:
             key=key,
             location=path,
             source="memmap",
-            stacklevel=6,
         )
 
 

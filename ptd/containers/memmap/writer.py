@@ -41,10 +41,9 @@ Loading
     files never change). It fixes the reference's loader: a leaf file that is too short raises
     :class:`~ptd.errors.CorruptStoreError` and is never grown, a missing leaf file or
     sub-directory raises instead of dropping the key, float8 and bfloat16 leaves load.
-    **Pickles are refused by default** (``allow_pickle=False`` raises
-    :class:`~ptd.errors.PickleRefusedError` before reading a byte of it): pass
-    ``allow_pickle=True`` for trusted data, or ``None`` for the reference's behaviour (load with
-    a FutureWarning).
+    **Pickles are refused by default** (``allow_pickle=False``, and ``None``, where the
+    reference loads with a FutureWarning, raise :class:`~ptd.errors.PickleRefusedError` before
+    reading a byte of it): pass ``allow_pickle=True`` for trusted data.
 """
 
 from __future__ import annotations

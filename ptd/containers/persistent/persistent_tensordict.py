@@ -81,8 +81,10 @@ class PersistentTensorDict(TensorDictBase):
         validate_batch_size: check the batch size against every stored array.
         non_tensor_as_stack: read foreign string columns whose leading dims are the batch size
             as a NonTensorStack of their rows.
-        allow_pickle: zarr only: False refuses pickled entries, None reads them with a
-            FutureWarning, True reads them silently.
+        allow_pickle: True reads pickled entries (zarr payloads, arrays whose codecs
+            unpickle); False and None (the default) refuse them with PickleRefusedError before
+            anything is unpickled. Unlike tensordict 0.15, whose None unpickles with a
+            FutureWarning: unpickling runs code the file holds, so only True opts in.
         locking: h5 only: passed to ``h5py.File``.
         fast_path: read uncompressed, contiguous arrays (h5 contiguous datasets, zarr chunks
             with only the ``bytes`` codec on a local directory) from read-only memory maps.

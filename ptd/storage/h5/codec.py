@@ -34,6 +34,7 @@ from ptd.format.payload import all_of_type, encode_json, nested_to_array, parse_
 from ptd.format.tables import describe_table
 from ptd.storage.limits import limit
 from ptd.storage.meta import ArrayMeta, NonTensorPayload, Path, ValueKind
+from ptd.storage.nontensor import check_non_tensor_read
 from ptd.storage.selection import Selection
 from ptd.storage.strings import (
     FIXED_BYTES,
@@ -341,8 +342,16 @@ def string_type_of(be: Any, meta: Any) -> StringType | None:
 
 
 def read_strings_of(be: Any, path: Any) -> np.ndarray:
-    """``H5Backend.read_strings``: :func:`read_strings` of the dataset at ``path``."""
-    data = read_strings(be._entry(path).ds)
+    """``H5Backend.read_strings``: :func:`read_strings` of the dataset at ``path``, bounded
+    first (:mod:`ptd.storage.nontensor`)."""
+    ds = be._entry(path).ds
+    n = int(np.prod(ds.shape, dtype=object))
+    check_non_tensor_read(
+        n * max(8, ds.dtype.itemsize),
+        f"key {be.key_str(path)!r} of {be.location}",
+        f"a string array of {n} strings",
+    )
+    data = read_strings(ds)
     if data is None:
         raise PtdValueError(f"key {be.key_str(path)!r} of {be.location} is no string array")
     return data

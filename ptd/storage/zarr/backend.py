@@ -41,7 +41,14 @@ from ptd.errors import (
     ReadOnlyError,
     UnsupportedOperationError,
 )
-from ptd.format.names import NAME_MAX_BYTES, PTD_BYTES_ATTRS, PTD_NAME_ATTR, TD_NON_TENSOR_ATTR
+from ptd.format.names import (
+    ENCODING_PICKLE,
+    NAME_MAX_BYTES,
+    PTD_BYTES_ATTRS,
+    PTD_NAME_ATTR,
+    TD_NON_TENSOR_ATTR,
+)
+from ptd.format.payload import refuse_pickle
 from ptd.format.tables import describe_table
 from ptd.storage.api import (
     ArrayMeta,
@@ -143,6 +150,8 @@ class ZarrBackend(Backend):
         self._spec = spec
         self._owns_store = owns_store
         self._cache: dict[Path, Node] = {(): root}
+        # each array's steps that unpickle, found once per opened array (a read checks them)
+        self._unpickles: dict[Path, tuple[zarr.Array, tuple[str, ...]]] = {}
         self._consolidation = Consolidation(self._store, root.path, fresh=fresh)
         # compressed/sharded chunks decoded in parallel, through a chunk cache (zarr/decode.py)
         self._chunked = ZarrChunks.create(root.store, writable, cache_budget(chunk_cache))
@@ -235,6 +244,7 @@ class ZarrBackend(Backend):
 
     def _release_handles(self) -> None:
         self._cache.clear()
+        self._unpickles.clear()
         if self._owns_store or (isinstance(self._store, ZipStore) and not self._store.read_only):
             # a writable ZipStore holds nothing readable until it is closed (its central
             # directory is written then): close it even when the user handed it over, so that
@@ -422,6 +432,14 @@ class ZarrBackend(Backend):
             compression=compression,
             stored_nbytes=None,
         )
+        if self._unpickling(path, arr):  # whatever its dtype: a pickle, never a tensor
+            meta = dataclasses.replace(
+                meta,
+                kind=ValueKind.NON_TENSOR,
+                torch_dtype=None,
+                non_tensor_kind=ENCODING_PICKLE,
+                unsupported=None,
+            )
         return dataclasses.replace(meta, shards=shards) if shards is not None else meta
 
     # --- the property inventory (zarr_properties.py) ------------------------------------------
@@ -783,8 +801,21 @@ class ZarrBackend(Backend):
         self._changed()
 
     # --- data --------------------------------------------------------------------------------
+    def _unpickling(self, path: Path, arr: zarr.Array) -> tuple[str, ...]:
+        """:func:`~ptd.storage.zarr.codec.unpickling_codecs` of the array opened at ``path``,
+        remembered for that array object (a dict lookup per read, not a pipeline walk)."""
+        hit = self._unpickles.get(path)
+        if hit is not None and hit[0] is arr:
+            return hit[1]
+        steps = zarr_codec.unpickling_codecs(arr)
+        self._unpickles[path] = (arr, steps)
+        return steps
+
     def _array_handle(self, path: Path) -> zarr.Array:
-        return self._array(path)
+        arr = self._array(path)
+        if self._unpickling(path, arr):  # never read as data: only read_non_tensor opts in
+            refuse_pickle(False, key=self.key_str(path), location=self._location, source="codec")
+        return arr
 
     def _chunk_info(self, handle: zarr.Array, list_stored: bool) -> ChunkInfo:
         return zarr_chunk_info(handle, list_stored)
@@ -803,7 +834,7 @@ class ZarrBackend(Backend):
         return zarr_codec.string_type(self._array(meta.path))
 
     def read_strings(self, path: Path) -> np.ndarray:
-        data = zarr_codec.read_strings(self._array(path))
+        data = zarr_codec.read_strings(self._array(path), self.key_str(path), self._location)
         return super().read_strings(path) if data is None else data
 
     create_strings = zarr_codec.create_strings
@@ -832,9 +863,11 @@ class ZarrBackend(Backend):
 
     def _non_tensor_entry(self, path: Path) -> zarr.Array:
         arr = self._array(path)
+        key = self.key_str(path)
         zarr_codec.check_stack_marker(
-            arr.metadata.attributes, tuple(arr.shape), self.key_str(path), self._location
+            arr.metadata.attributes, tuple(arr.shape), key, self._location
         )
+        zarr_codec.check_payload_size(arr, key, self._location)
         return arr
 
     def _decode_non_tensor(

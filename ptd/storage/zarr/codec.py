@@ -6,18 +6,34 @@ A non-tensor is a 1-D ``uint8`` array holding its JSON or pickle *payload*, mark
 and applies the ``allow_pickle`` policy); a stack is a payload of the nested list, marked
 ``__tensordict_stack__`` with its shape too. Stacks of str are zarr ``string`` arrays of the
 stack's shape marked ``__tensordict_stack__``. Attributes are JSON.
+
+**Pickles.** An array is *pickled* when its payload is a pickle (the marker's encoding) or
+when any step of its codec pipeline unpickles (numcodecs' ``pickle`` codec, as a Zarr v2
+filter or compressor, or ``numcodecs.pickle`` in a Zarr v3 pipeline, sharded ones included:
+:func:`unpickling_codecs`). Such an array is a non-tensor of kind ``"pickle"``, and nothing
+asks zarr or numcodecs to decode it unless the caller passed ``allow_pickle=True``
+(:func:`~ptd.format.payload.refuse_pickle`): the refusal reads the array's metadata only, so
+it holds whatever numcodecs release is installed (those before 0.15.2, and 0.16.0-0.16.5,
+unpickle whatever a file says).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from ptd.errors import PtdValueError
-from ptd.format.names import PTD_BYTES_ATTRS, TD_NON_TENSOR_ATTR, TD_STACK_ATTR
+from ptd.format.names import (
+    ENCODING_PICKLE,
+    PTD_BYTES_ATTRS,
+    TD_NON_TENSOR_ATTR,
+    TD_STACK_ATTR,
+)
 from ptd.format.payload import (
     all_of_type,
     decode_payload,
@@ -25,9 +41,11 @@ from ptd.format.payload import (
     has_nested_shape,
     nested_to_array,
     parse_stack_shape,
+    refuse_pickle,
     select_nested,
 )
 from ptd.storage.meta import NonTensorPayload
+from ptd.storage.nontensor import check_non_tensor_read, check_payload_stored
 from ptd.storage.selection import Selection, selection_shape
 from ptd.storage.strings import (
     FIXED_BYTES,
@@ -43,6 +61,7 @@ from ptd.storage.strings import (
 __all__ = [
     "attrs_json",
     "attrs_read",
+    "check_payload_size",
     "check_stack_marker",
     "create_strings",
     "decode",
@@ -52,7 +71,116 @@ __all__ = [
     "read_strings",
     "string_array",
     "string_type",
+    "unpickling_codecs",
 ]
+
+#: the codec names (v2 ``id``, v3 ``name``) whose decode is ``pickle.loads`` of the stored
+#: bytes: numcodecs' ``pickle``. The other codecs numcodecs has for object arrays (vlen-*,
+#: ``json2``, ``msgpack2``) parse data without running any of it.
+UNPICKLING_CODEC_NAMES = frozenset({"pickle", "numcodecs.pickle"})
+#: how deep a codec's JSON form is searched (a sharding codec nests its inner pipelines)
+_MAX_CODEC_DEPTH = 16
+
+
+def _codec_json(codec: Any) -> Any:
+    """A codec object as the JSON its metadata states (v3 ``to_dict()``, numcodecs'
+    ``get_config()``), or its class name when it has neither."""
+    for method in ("to_dict", "get_config"):
+        fn = getattr(codec, method, None)
+        if callable(fn):
+            try:
+                return fn()
+            except Exception:  # noqa: BLE001 - then named by its class
+                break
+    return {"name": type(codec).__name__}
+
+
+def _codec_names(doc: Any, depth: int = 0) -> Iterator[str]:
+    """Every ``id`` and ``name`` in a codec's JSON form, nested pipelines included."""
+    if depth > _MAX_CODEC_DEPTH:
+        return
+    if isinstance(doc, Mapping):
+        for field in ("id", "name"):
+            value = doc.get(field)
+            if isinstance(value, str):
+                yield value
+        for value in doc.values():
+            if isinstance(value, (Mapping, list, tuple)):
+                yield from _codec_names(value, depth + 1)
+    elif isinstance(doc, (list, tuple)):
+        for value in doc:
+            yield from _codec_names(value, depth + 1)
+
+
+def unpickling_codecs(arr: Any) -> tuple[str, ...]:
+    """The names of the steps of the zarr array ``arr``'s pipeline that unpickle what is
+    stored (``("pickle",)``), from its metadata alone (what zarr would run: a consolidated
+    document's pipeline when the store was opened from one); ``()`` for every other array.
+    One call per array's metadata, a few dict lookups per codec."""
+    md = arr.metadata
+    if md.zarr_format == 3:
+        steps = list(md.codecs)
+    else:
+        steps = list(md.filters or ())
+        if md.compressor is not None:
+            steps.append(md.compressor)
+    found = {
+        name
+        for step in steps
+        for name in _codec_names(_codec_json(step))
+        if name.strip().lower() in UNPICKLING_CODEC_NAMES
+    }
+    return tuple(sorted(found))
+
+
+_UNPICKLE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _codecs_may_unpickle(codecs: tuple[str, ...]) -> Iterator[None]:
+    """Let numcodecs' ``pickle`` codec decode inside the block (only entered once
+    ``allow_pickle=True`` was checked): numcodecs 0.15.2 and 0.16.6+ refuse unless their
+    process-wide ``ALLOW_UNSAFE_PICKLE_DECODE`` is set; older ones decode anyway. The flag
+    is set for this block alone, under a lock."""
+    if not codecs:
+        yield
+        return
+    import numcodecs.pickles as numcodecs_pickles
+
+    with _UNPICKLE_LOCK:
+        before = getattr(numcodecs_pickles, "ALLOW_UNSAFE_PICKLE_DECODE", None)
+        if before is not None:
+            numcodecs_pickles.ALLOW_UNSAFE_PICKLE_DECODE = True
+        try:
+            yield
+        finally:
+            if before is not None:
+                numcodecs_pickles.ALLOW_UNSAFE_PICKLE_DECODE = before
+
+
+def refuse_unpickling(arr: Any, key: str, location: str) -> None:
+    """PickleRefusedError when ``arr``'s codecs unpickle: what reads it as data (tensor
+    reads, string arrays) never opts in; only :func:`decode` with ``allow_pickle=True``."""
+    if unpickling_codecs(arr):
+        refuse_pickle(False, key=key, location=location, source="codec")
+
+
+def _uncompressed(arr: Any) -> bool:
+    """Whether each stored byte of ``arr`` is one byte of its values (no filter, compressor
+    or sharding): then its payload must be stored whole."""
+    md = arr.metadata
+    if md.zarr_format == 3:
+        return [type(c).__name__ for c in md.codecs] == ["BytesCodec"]
+    return not md.filters and md.compressor is None
+
+
+def _stored_bytes(arr: Any) -> int | None:
+    """The bytes stored under ``arr`` (its chunks and metadata document, from one listing of
+    its prefix), or None when the store cannot tell."""
+    try:
+        return int(arr.nbytes_stored())
+    except Exception:  # noqa: BLE001 - a store that cannot list: the limit alone bounds it
+        return None
 
 
 def plain_python(value: Any) -> Any:
@@ -141,7 +269,7 @@ def string_type(arr: Any) -> StringType | None:
     recorded ``__ptd_string_type__`` of the same family (UTF-8 stored as bytes) wins."""
     md = arr.metadata
     attrs = md.attributes
-    if attrs.get(TD_NON_TENSOR_ATTR) is not None:
+    if attrs.get(TD_NON_TENSOR_ATTR) is not None or unpickling_codecs(arr):
         return None
     zdt = md.data_type if md.zarr_format == 3 else md.dtype
     name = type(zdt).__name__
@@ -159,11 +287,16 @@ def string_type(arr: Any) -> StringType | None:
     return None
 
 
-def read_strings(arr: Any) -> np.ndarray | None:
-    """The whole string array ``arr`` (see ``Backend.read_strings``), or None when it is none."""
+def read_strings(arr: Any, key: str, location: str) -> np.ndarray | None:
+    """The whole string array ``arr`` (see ``Backend.read_strings``), or None when it is none.
+    An array whose codecs unpickle is refused, and what it would allocate is bounded first."""
+    refuse_unpickling(arr, key, location)
     stype = string_type(arr)
     if stype is None:
         return None
+    item = 8 if stype.kind in (VLEN_UTF8, VLEN_BYTES) else max(1, arr.dtype.itemsize)
+    n = int(np.prod(arr.shape, dtype=object))
+    check_non_tensor_read(n * item, f"key {key!r} of {location}", f"a string array of {n} strings")
     data = np.asarray(arr[...])
     if stype.kind in (VLEN_UTF8, VLEN_BYTES):
         return as_object_array(data, text=stype.kind == VLEN_UTF8)
@@ -234,6 +367,17 @@ def encode(
     return np.frombuffer(payload, dtype=np.uint8), attributes, False
 
 
+def check_payload_size(arr: Any, key: str, location: str) -> None:
+    """A payload (an array marked ``__tensordict_non_tensor__``) stored uncompressed must hold
+    the bytes its shape declares (tensordict writes it whole, in one chunk): fewer is a lie,
+    a CorruptStoreError, found from one listing of its prefix before anything is read."""
+    if arr.metadata.attributes.get(TD_NON_TENSOR_ATTR) is None or not _uncompressed(arr):
+        return
+    declared = int(np.prod(arr.shape, dtype=object)) * arr.dtype.itemsize
+    if declared:
+        check_payload_stored(declared, _stored_bytes(arr), f"key {key!r} of {location}")
+
+
 def check_stack_marker(
     attrs: Mapping[str, Any], shape: tuple[int, ...], key: str, location: str
 ) -> None:
@@ -268,9 +412,15 @@ def decode(
     attrs = arr.metadata.attributes
     marker = attrs.get(TD_NON_TENSOR_ATTR)
     stack = attrs.get(TD_STACK_ATTR)
+    codecs = unpickling_codecs(arr)
+    if codecs:  # before zarr (and numcodecs, whatever its release) decodes a byte
+        refuse_pickle(allow_pickle, key=key, location=location, source="codec")
     if marker is not None:
         encoding = marker.get("encoding") if isinstance(marker, dict) else None
-        raw = np.asarray(arr[...])
+        if encoding == ENCODING_PICKLE:
+            refuse_pickle(allow_pickle, key=key, location=location)
+        with _codecs_may_unpickle(codecs):
+            raw = np.asarray(arr[...])
         if raw.dtype != np.uint8 or raw.ndim != 1:
             raise PtdValueError(
                 f"Corrupt non-tensor payload (key {key!r} in {location}): expected "
@@ -292,8 +442,10 @@ def decode(
         value = select_nested(value, selection)
         return NonTensorPayload(value, is_stack=bool(shape), stack_shape=shape)
     if stack is not None or (as_stack and arr.ndim):
-        return NonTensorPayload.of_rows(read_rows(arr, selection))
-    value = arr[...] if arr.ndim else arr[()]
+        with _codecs_may_unpickle(codecs):
+            return NonTensorPayload.of_rows(read_rows(arr, selection))
+    with _codecs_may_unpickle(codecs):
+        value = arr[...] if arr.ndim else arr[()]
     if isinstance(value, np.ndarray) and value.dtype.kind == "T":
         value = value.astype(object)
     elif isinstance(value, np.ndarray) and value.ndim == 0:

@@ -30,8 +30,6 @@ from ptd.storage.zarr.backend import ZarrBackend
 from ptd.testing.backend_contract import BackendContract
 from tests.storage.backends.shared import TorchDtypes, arr, td_source
 
-PICKLE_WARNING = "PersistentTensorDict is loading a pickled non-tensor zarr field"
-
 
 class TestZarrBackend(TorchDtypes, BackendContract):
     backend_cls = ZarrBackend
@@ -136,13 +134,13 @@ class TestZarrPayloads:
         z.write_non_tensor(("j",), [1, 2])
         with pytest.raises(
             PickleRefusedError,
-            match=r"Refusing to load pickled non-tensor data from a zarr TensorDict.*'p'",
+            match=r"'p'.*asks to unpickle it \(a pickled non-tensor entry\).*allow_pickle=True",
         ) as info:
             z.read_non_tensor(("p",), allow_pickle=False)
         assert isinstance(info.value, RuntimeError)
         assert z.read_non_tensor(("j",), allow_pickle=False).value == [1, 2]
-        with pytest.warns(FutureWarning, match=PICKLE_WARNING):
-            assert z.read_non_tensor(("p",), allow_pickle=None).value == (1, 2)
+        with pytest.raises(PickleRefusedError, match=r"unlike tensordict 0\.15"):
+            z.read_non_tensor(("p",), allow_pickle=None)  # the default refuses too
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             assert z.read_non_tensor(("p",), allow_pickle=True).value == (1, 2)
