@@ -127,10 +127,39 @@ def unpickling_codecs(arr: Any) -> tuple[str, ...]:
     found = {
         name
         for step in steps
-        for name in _codec_names(_codec_json(step))
+        for name in _step_names(step)
         if name.strip().lower() in UNPICKLING_CODEC_NAMES
     }
     return tuple(sorted(found))
+
+
+def _plain_codec_types() -> frozenset[type]:
+    """zarr's own codec classes that decode without unpickling (exact types: a subclass may
+    be anything)."""
+    from zarr import codecs
+
+    names = (
+        "BytesCodec", "BloscCodec", "ZstdCodec", "GzipCodec", "Crc32cCodec", "TransposeCodec",
+        "VLenUTF8Codec", "VLenBytesCodec",
+    )  # fmt: skip
+    return frozenset(t for n in names if isinstance(t := getattr(codecs, n, None), type))
+
+
+_PLAIN_CODECS = _plain_codec_types()
+
+
+def _step_names(step: Any, depth: int = 0) -> Iterator[str]:
+    """The codec names of one pipeline step: none for zarr's own plain codecs (a type check,
+    the common case: this runs for every array a store lists), a sharding codec's inner and
+    index pipelines step by step, any other step's JSON form."""
+    if type(step) in _PLAIN_CODECS or depth > _MAX_CODEC_DEPTH:
+        return
+    inner = getattr(step, "codecs", None), getattr(step, "index_codecs", None)
+    if type(step).__name__ == "ShardingCodec" and all(isinstance(c, tuple) for c in inner):
+        for sub in (*inner[0], *inner[1]):  # type: ignore[misc]
+            yield from _step_names(sub, depth + 1)
+        return
+    yield from _codec_names(_codec_json(step))
 
 
 _UNPICKLE_LOCK = threading.Lock()
