@@ -3,8 +3,8 @@
 
 Imports each ``tests/robustness/attacks_*.py`` module present (a glob: modules added later are
 picked up), builds each of its attacks in a fresh temporary directory, runs each command with
-``attack_kit.run_ptd`` (``python -m ptd ...`` in a new process; peak RSS from ``os.wait4``) and
-prints one row per command:
+``attack_kit.run_ptd`` (``python -m ptd ...`` in a new process, which reports its own peak RSS,
+VmHWM, at exit) and prints one row per command:
 
 - exit status, and whether the command was *refused or reported* (one ``ptd: error:`` line and a
   non-zero exit, or ``validate``'s report of the problem with exit 1 or 2);
