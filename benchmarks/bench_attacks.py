@@ -79,7 +79,8 @@ def _modules() -> list[tuple[str, list]]:
         if attacks is None:
             print(f"{path.name}: no ATTACKS list, skipped", file=sys.stderr)
             continue
-        out.append((path.stem, list(attacks)))
+        outcome = getattr(module, "OUTCOME", {})
+        out.append((path.stem, [(a, outcome.get(a.name, ("refused", ""))[0]) for a in attacks]))
     return out
 
 
@@ -102,6 +103,25 @@ def _handled(argv: tuple[str, ...], run: object) -> bool:
     if len(errors) == 1:
         return True
     return "validate" in argv and code in (1, 2)
+
+
+def _answered(run: object) -> bool:
+    """An attack whose right outcome is not a refusal (an HDF5 link out of the file is a
+    skipped key, a link inside the store works): the command ran to its end, no traceback."""
+    code, stderr = run.returncode, run.stderr  # type: ignore[attr-defined]
+    return code in (0, 1) and "Traceback" not in stderr and "ptd: error:" not in stderr
+
+
+def _state(path: Path) -> tuple[int, int, bytes] | None:
+    """What a watched path holds (None when absent): it must be the same after every command,
+    so a marker never appears and a file outside the store is neither read into an output
+    nor written (its bytes and mtime)."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return None
+    data = path.read_bytes() if path.is_file() and st.st_size <= 1 << 20 else b""
+    return (st.st_size, st.st_mtime_ns, data)
 
 
 def _median_run(kit: object, argv: tuple[str, ...], cwd: Path, repeat: int) -> object:
@@ -141,24 +161,25 @@ def main() -> None:
     for module, attacks in _modules():
         print(f"\n== {module} ({len(attacks)} attacks)")
         print(header)
-        for attack in attacks:
+        for attack, expected in attacks:
             if args.k not in attack.name:
                 continue
             d = tempfile.mkdtemp(prefix="ptd-attack-", dir=args.dir)
             try:
                 work = Path(d)
                 store = attack.make(work)
+                before = {p: _state(p) for p in attack.watch(work)}
                 for command in attack.commands:
                     argv = kit.expand(command, store, work)
                     run = _median_run(kit, argv, work, args.repeat)
-                    clean = not any(p.exists() for p in attack.watch(work))
+                    clean = all(_state(p) == before[p] for p in before)
                     row = Row(
                         attack.name,
                         " ".join(command),
                         run.returncode,
                         run.seconds,
                         run.peak_rss,
-                        _handled(argv, run),
+                        _handled(argv, run) or (expected != "refused" and _answered(run)),
                         clean,
                         run.hung,
                     )
