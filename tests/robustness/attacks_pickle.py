@@ -420,3 +420,8 @@ HARMLESS: dict[str, tuple[Any, str, Any]] = {
     "zarr_v2_vlen_then_pickle_filter": (harmless_v2_vlen_pickle, "x", ["hello", "world"]),
     "zarr_v3_pickled_payload": (harmless_v3_pickled_payload, "obj", {"a": (1, 2)}),
 }
+
+#: what ptd must do with an attack when it is not a refusal (``benchmarks/bench_attacks.py``):
+#: HDF5 has no pickled entries, so a pickle's marker attribute there is a plain value, read
+#: and copied as bytes, never unpickled
+OUTCOME: dict[str, tuple[str, str]] = {"h5_pickle_marker": ("works", "")}
