@@ -5,10 +5,11 @@ Writes (once, under ``--dir``) an HDF5 file (shuffle + gzip) and two Zarr v3 sto
 blosc) of the same float32 data (``--rows`` x 64, chunks of 1024 rows: 256 kB decoded), then
 times, with the chunk cache off, a full read of the leaf and 200 random minibatches of 256
 rows through ptd (the best of ``--repeats``), and prints seconds and microseconds per chunk
-decoded. Run it once with this checkout and once with another on ``PYTHONPATH`` to compare::
+decoded. Run it once with this checkout and once with a checkout of another commit on
+``PYTHONPATH`` (the same ``--dir``: the stores are written once) to compare::
 
     PYTHONPATH=. python benchmarks/bench_decode_checks.py --dir /tmp/bdc
-    PYTHONPATH=/work/main python benchmarks/bench_decode_checks.py --dir /tmp/bdc
+    PYTHONPATH=../ptd-before python benchmarks/bench_decode_checks.py --dir /tmp/bdc
 """
 
 from __future__ import annotations
