@@ -28,7 +28,7 @@ import numpy as np
 import zarr
 from zarr.registry import register_pipeline
 
-from ptd.storage.frames import FrameError, check_blosc, decode_bound, frame_decoder
+from ptd.storage.frames import check_blosc, decode_bound, frame_decoder
 from ptd.storage.zarr.decode import codec_name
 from ptd.storage.zarr.private import BatchedCodecPipeline, V2Codec
 
@@ -138,6 +138,3 @@ def install() -> None:
     _installed = True
     if zarr.config.get("codec_pipeline.path") == _DEFAULT:
         zarr.config.set({"codec_pipeline.path": _PATH})
-
-
-__all__ += ["FrameError"]
