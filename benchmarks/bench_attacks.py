@@ -125,7 +125,7 @@ def _state(path: Path) -> tuple[int, int, bytes] | None:
 
 
 def _median_run(kit: object, argv: tuple[str, ...], cwd: Path, repeat: int) -> object:
-    runs = [kit.run_ptd(argv, cwd=cwd) for _ in range(repeat)]  # type: ignore[attr-defined]
+    runs = [kit.run_ptd(argv, cwd=cwd, fresh=True) for _ in range(repeat)]  # type: ignore[attr-defined]
     runs.sort(key=lambda r: r.seconds)
     return runs[len(runs) // 2]
 
@@ -142,7 +142,7 @@ def main() -> None:
     from tests.robustness import attack_kit as kit
 
     with tempfile.TemporaryDirectory(prefix="ptd-bench-attacks-", dir=args.dir) as d:
-        idle = [kit.run_ptd(["--version"], cwd=Path(d)) for _ in range(args.baseline)]
+        idle = [kit.run_ptd(["--version"], cwd=Path(d), fresh=True) for _ in range(args.baseline)]
     base_s = statistics.median(r.seconds for r in idle)
     base_rss = int(statistics.median(r.peak_rss for r in idle))
     print(

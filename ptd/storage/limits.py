@@ -14,11 +14,12 @@ ptd.errors.PtdMemoryError: cannot read key 'x' of data.h5: it needs 4.6e+18 byte
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 import shutil
 from collections.abc import Sequence
+
+import numpy as np
 
 from ptd.errors import PtdMemoryError, PtdValueError, StoreIOError, StoreLimitError
 from ptd.storage import runtime
@@ -93,25 +94,50 @@ def check_depth(path: Sequence[str], where: str) -> None:
         )
 
 
-def json_depth(doc: object, stop: int) -> int:
-    """The nesting depth of a parsed JSON value (a scalar is 0, ``[]`` is 1), without
-    recursion; counting stops once it passes ``stop``."""
-    deepest = 0
-    todo: list[tuple[object, int]] = [(doc, 0)]
-    while todo:
-        value, depth = todo.pop()
-        if isinstance(value, dict):
-            items: object = value.values()
-        elif isinstance(value, list):
-            items = value
-        else:
-            continue
-        depth += 1
-        if depth > deepest:
-            deepest = depth
-            if deepest > stop:
-                return deepest
-        todo.extend((v, depth) for v in items if isinstance(v, (dict, list)))  # type: ignore[attr-defined]
+_QUOTE = ord('"')
+#: every byte but quotes and brackets, for ``bytes.translate`` to delete
+_NOT_QUOTE_OR_BRACKET = bytes(b for b in range(256) if b not in b'"[]{}')
+#: +1 for an opening bracket, -1 for a closing one, indexed by byte value
+_BRACKET_STEP = np.zeros(256, dtype=np.int8)
+_BRACKET_STEP[list(b"[{")] = 1
+_BRACKET_STEP[list(b"]}")] = -1
+#: brackets :func:`json_depth` counts at a time (its arrays are a few times this in bytes)
+_DEPTH_BLOCK = 1 << 22
+
+
+def json_depth(raw: bytes) -> int:
+    r"""The deepest nesting of JSON text ``raw`` (a scalar is 0, ``[]`` is 1), measured on the
+    text without parsing it: escaped backslashes and quotes are dropped, then every byte but
+    quotes and brackets; a bracket after an odd number of quotes is inside a string, and the
+    running count of the others peaks at the depth. Up to the first byte a parser rejects,
+    its tokens and these agree (a string it leaves open only adds brackets here), so its
+    nesting never exceeds this count: text this calls shallow cannot send a recursive parser
+    deep, valid JSON or not. In C (``bytes`` methods, numpy): about 10 ms for a megabyte of
+    consolidated metadata.
+
+    >>> json_depth(b'{"a": [1, {"b": "]]] \\" [[["}]}')
+    3
+    >>> json_depth(b'["\\\\", [[]]]')
+    3
+    >>> json_depth(b"[" * 300)
+    300
+    """
+    if b"\\" in raw:
+        # pairs of backslashes first (left to right, as a parser pairs them), then what is
+        # left of an odd run escapes the quote after it
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    tokens = raw.translate(None, _NOT_QUOTE_OR_BRACKET)
+    deepest = depth = 0
+    inside = 0  # 1 within a string at the start of the block
+    for at in range(0, len(tokens), _DEPTH_BLOCK):
+        block = np.frombuffer(
+            tokens, dtype=np.uint8, count=min(_DEPTH_BLOCK, len(tokens) - at), offset=at
+        )
+        quotes = np.cumsum(block == _QUOTE, dtype=np.int64) + inside
+        steps = np.where(quotes % 2 == 1, 0, _BRACKET_STEP[block])
+        running = np.cumsum(steps, dtype=np.int64) + depth
+        deepest = max(deepest, int(running.max()))
+        depth, inside = int(running[-1]), int(quotes[-1] % 2)
     return deepest
 
 
@@ -121,9 +147,8 @@ def check_json(data: bytes | str, what: str) -> None:
     recurses (Python's ``json``, hence zarr) or the code that walks its result sees it.
 
     Cheap for what real stores hold: a document with fewer brackets than the depth limit
-    cannot be too deep and is not parsed here; one with more is parsed once (Python's parser
-    stops at its recursion limit with a RecursionError, reported here) and measured without
-    recursion. Invalid JSON is left to the caller's parser and its error.
+    cannot be too deep; one with more is measured by :func:`json_depth` on its text, without
+    parsing it. Invalid JSON is left to the caller's parser and its error.
 
     >>> check_json(b'{"a": [1, 2]}', "s.zarr/zarr.json")
     >>> check_json(b"[" * 5000 + b"]" * 5000, "s.zarr/zarr.json")  # doctest: +ELLIPSIS
@@ -141,18 +166,11 @@ def check_json(data: bytes | str, what: str) -> None:
     most = limit("PTD_MAX_JSON_DEPTH")
     if raw.count(b"[") + raw.count(b"{") <= most:
         return
-    deep = StoreLimitError(
-        f"{what} is nested more than {most} levels deep (PTD_MAX_JSON_DEPTH); the store is "
-        "probably damaged or hostile"
-    )
-    try:
-        doc = json.loads(raw)
-    except RecursionError:
-        raise deep from None
-    except ValueError:
-        return  # not JSON: the caller's parser says so
-    if json_depth(doc, most) > most:
-        raise deep
+    if json_depth(raw) > most:
+        raise StoreLimitError(
+            f"{what} is nested more than {most} levels deep (PTD_MAX_JSON_DEPTH); the store "
+            "is probably damaged or hostile"
+        )
 
 
 @functools.lru_cache(maxsize=1)

@@ -64,6 +64,13 @@ def _read_bytes(pid: int) -> int:
     return 0
 
 
+def _as_in_a_terminal() -> None:
+    """In the child before exec: Ctrl-C delivered as in a terminal. A shell runs a background
+    job (``pytest ... &``) with SIGINT ignored, and every process below inherits that: the
+    interrupts these tests send would be dropped."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(args: list[str]) -> subprocess.Popen[str]:
     """``python -m ptd ARGS`` as a user runs it, its stderr piped to the test."""
     return subprocess.Popen(
@@ -72,6 +79,7 @@ def _start(args: list[str]) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         env=ENV,
         text=True,
+        preexec_fn=_as_in_a_terminal,
     )
 
 

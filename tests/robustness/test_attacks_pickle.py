@@ -16,16 +16,12 @@ unreadable instead: either way nothing is decoded, which is what these tests che
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import tempfile
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
 
-from .attack_kit import HANG_SECONDS, MARKER, Attack, CliRun, assert_refused, expand, run_ptd
+from .attack_kit import MARKER, Attack, CliRun, assert_refused, expand, run_ptd, run_python
 from .attacks_pickle import ATTACKS, HARMLESS, LIBRARY_KEYS, by_name
 
 #: generous bound on the peak RSS of one ptd run (the benchmark holds the real bar)
@@ -160,28 +156,13 @@ _READ = textwrap.dedent(
 
 
 def _library(store: Path, key: str, allow: bool) -> tuple[str, str]:
-    """``(outcome, message)`` of a library read of ``key`` in a subprocess (``OK`` and the
-    value's repr, or the PtdError's class and message); its peak RSS is bounded too."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _READ, str(store), key, "1" if allow else "0"],
-            stdout=out,
-            stderr=err,
-            stdin=subprocess.DEVNULL,
-        )
-        timer = threading.Timer(HANG_SECONDS, proc.kill)
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(), err.read().decode()
-    assert proc.returncode == 0, (proc.returncode, stderr)
-    assert usage.ru_maxrss * 1024 < PEAK_RSS, (key, usage.ru_maxrss)
-    outcome, _, message = stdout.strip().partition(" ")
+    """``(outcome, message)`` of a library read of ``key`` in a process of its own (``OK`` and
+    the value's repr, or the PtdError's class and message); its peak RSS is bounded too."""
+    run = run_python(_READ, [str(store), key, "1" if allow else "0"])
+    assert not run.hung, (key, "still running")
+    assert run.returncode == 0, (run.returncode, run.stderr)
+    assert run.peak_rss < PEAK_RSS, (key, run.peak_rss)
+    outcome, _, message = run.stdout.strip().partition(" ")
     return outcome, message
 
 
