@@ -36,7 +36,7 @@ def test_the_readme_is_a_newcomers_page() -> None:
     assert len(lines) < 250, len(lines)
     head = "\n".join(lines[:30])
     assert "pip install torch==2.13.0 && pip install -e . && ptd demo" in head
-    assert "python -m pytest -q" in head
+    assert "python -m pytest -q -n auto" in head
     for link in ("docs/architecture.md", "CONTRIBUTING.md", "CHANGELOG.md", "LICENSE"):
         assert f"]({link})" in readme, link
         assert (ROOT / link).exists(), link
