@@ -11,7 +11,10 @@ Checks, from metadata alone (no array data is read):
   most leaves share);
 * with a ``batch_size`` or ``batch_dims``, a nested group's stored batch size extends its
   parent's;
-* every leaf has a torch dtype;
+* the layouts that state their lengths (:mod:`ptd.report.layouts`): named dimensions
+  (``dimension_mismatch``), AnnData and hdmf/NWB encodings (``encoding_mismatch``); the
+  nodes they cover are left out of the length rule (:mod:`ptd.report.lengths`);
+* every leaf has a torch dtype (a column of HDF5 references is a kind of its own);
 * with ``schema`` (the JSON document of ``ptd inspect --json``, as a dict or a file path): the
   same keys, kinds and dtypes, and the same shapes apart from the batch dims; an entry may add
   ``"constraints"`` (``min``, ``max``, ``allowed``, ``allow_nan``, ``allow_missing_chunks``),
