@@ -46,7 +46,8 @@ which are stable (new fields may be added; none is renamed or removed within a
 
     ``key`` (``"a/b"``), ``name`` (``"b"``), ``depth`` (1 for the root's children), ``kind``
     (``"group"``, ``"tensor"``, ``"non_tensor"``, ``"table"`` (records of named fields: an HDF5
-    compound type, a zarr structured array; :mod:`ptd.format.tables`) or ``"unsupported"``),
+    compound type, a zarr structured array; :mod:`ptd.format.tables`), ``"reference"`` (HDF5
+    object or region references: an NWB table's ``group`` column) or ``"unsupported"``),
     ``shape`` (a tensor's or table's
     full shape; a non-tensor's stack shape, ``[]`` for one value; ``null`` for groups),
     ``batch_dims`` (how many leading dims of ``shape`` are batch dims), ``dtype`` (the torch
@@ -89,7 +90,7 @@ which are stable (new fields may be added; none is renamed or removed within a
     ones a reader trusting the consolidated metadata sees (``ptd validate`` checks the real
     ones).
 ``totals``
-    ``groups``, ``tensors``, ``non_tensors``, ``tables``, ``unsupported`` (counts over the whole store,
+    ``groups``, ``tensors``, ``non_tensors``, ``tables``, ``references``, ``unsupported`` (counts over the whole store,
     whatever ``depth``), ``nbytes``/``stored_nbytes``/``ratio`` (over tensors), and
     ``file_bytes`` (what the file or store occupies on disk).
 """
@@ -184,6 +185,7 @@ class Totals:
     tensors: int = 0
     non_tensors: int = 0
     tables: int = 0
+    references: int = 0
     unsupported: int = 0
     #: logical bytes of every tensor
     nbytes: int = 0
@@ -376,6 +378,10 @@ def info(
                 e.fields = [{"name": n, "dtype": dt.str} for n, dt in table_fields(meta.dtype)]
                 e.nbytes = math.prod(meta.shape) * meta.dtype.itemsize
                 e.ratio = _ratio(e.nbytes, stored)
+            elif meta.reference is not None:
+                totals.references += 1
+                e.kind = "reference"
+                e.reason = meta.unsupported
             else:
                 totals.unsupported += 1
                 e.kind = "unsupported"

@@ -22,6 +22,9 @@ L010  table                 info      a table (records of named fields): copied 
                                       not read as a tensor
 L011  pickled               warning   a pickled non-tensor (or an array whose codecs unpickle):
                                       never decoded, read only with ``allow_pickle=True``
+L012  reference             info      a column of HDF5 object or region references (an NWB
+                                      table's ``group``): a kind of its own, listed and copied
+                                      where the destination holds references; no cast fixes it
 ====  ====================  ========  ==========================================================
 
 The chunk rules (L001-L004) judge what one read decodes: the chunk, or for a sharded zarr
@@ -117,6 +120,11 @@ LINT_CODES: dict[str, tuple[str, str, str]] = {
         "read it with --allow-pickle (allow_pickle=True) only if you trust the file; store "
         "values as JSON, strings or tensors instead",
     ),
+    "L012": (
+        "reference",
+        "info",
+        "nothing to fix: references are not tensors (read them with h5py; an HDF5 copy keeps them)",
+    ),
 }
 
 SEVERITIES = ("info", "warning", "error")
@@ -172,6 +180,16 @@ def lint(s: Scan, ignore: Iterable[str] = ()) -> list[LintFinding]:
                     key,
                     f"{key!r} is a {describe_table(meta.dtype)}: records, not a tensor; ptd "
                     "lists, converts and compares it but does not read it into a tensordict",
+                )
+            )
+            continue
+        if meta.reference is not None:
+            out.append(
+                _finding(
+                    "L012",
+                    key,
+                    f"{key!r} is a column of HDF5 {meta.reference} references: a kind of its "
+                    "own, listed but not read as a tensor",
                 )
             )
             continue

@@ -9,7 +9,9 @@ check           codes
 ``metadata``    unreadable, bad_metadata, skipped_key (a warning: a link ptd does not follow),
                 too_large (an array declaring more than PTD_MAX_ARRAY_BYTES),
                 too_many_attrs (a warning: attributes beyond PTD_MAX_ATTRS not read)
-``batch_size``  batch_mismatch, group_batch_mismatch, length_mismatch
+``batch_size``  batch_mismatch, group_batch_mismatch, length_mismatch, dimension_mismatch
+                (a named dimension's length), encoding_mismatch (a known encoding's rule:
+                :mod:`ptd.report.layouts`)
 ``dtype``       unsupported_dtype
 ``schema``      missing_key, unexpected_key, kind_mismatch, dtype_mismatch, shape_mismatch,
                 no_batch_size
@@ -35,7 +37,13 @@ __all__ = ["CHECKS", "Problem", "check_of", "from_consolidated", "from_data", "f
 #: every check, in report order, with its codes (lint codes are ``L`` + digits)
 CHECKS: dict[str, tuple[str, ...]] = {
     "metadata": ("unreadable", "bad_metadata", "skipped_key", "too_large", "too_many_attrs"),
-    "batch_size": ("batch_mismatch", "group_batch_mismatch", "length_mismatch"),
+    "batch_size": (
+        "batch_mismatch",
+        "group_batch_mismatch",
+        "length_mismatch",
+        "dimension_mismatch",
+        "encoding_mismatch",
+    ),
     "dtype": ("unsupported_dtype",),
     "schema": (
         "missing_key",

@@ -11,7 +11,10 @@ Checks, from metadata alone (no array data is read):
   most leaves share);
 * with a ``batch_size`` or ``batch_dims``, a nested group's stored batch size extends its
   parent's;
-* every leaf has a torch dtype;
+* the layouts that state their lengths (:mod:`ptd.report.layouts`): named dimensions
+  (``dimension_mismatch``), AnnData and hdmf/NWB encodings (``encoding_mismatch``); the
+  nodes they cover are left out of the length rule (:mod:`ptd.report.lengths`);
+* every leaf has a torch dtype (a column of HDF5 references is a kind of its own);
 * with ``schema`` (the JSON document of ``ptd inspect --json``, as a dict or a file path): the
   same keys, kinds and dtypes, and the same shapes apart from the batch dims; an entry may add
   ``"constraints"`` (``min``, ``max``, ``allowed``, ``allow_nan``, ``allow_missing_chunks``),
@@ -66,6 +69,7 @@ from ptd.report.batches import (
 from ptd.report.consolidated import CONSOLIDATED_CODES, open_checked
 from ptd.report.datacheck import Constraint, DataResult, check_data
 from ptd.report.info import StoreInfo, attrs_not_read, leaf_shape
+from ptd.report.layouts import check_layouts, is_reference
 from ptd.report.lengths import GroupLength, group_lengths
 from ptd.report.lint import LINT_CODES, severity_at_least
 from ptd.report.lint import lint as run_lint
@@ -93,6 +97,8 @@ PROBLEM_CODES = (
     "batch_mismatch",  # a leaf's leading dims are not its group's batch size
     "group_batch_mismatch",  # a nested group's stored batch size does not extend its parent's
     "length_mismatch",  # no batch size stored: a leaf a few rows off its group's length
+    "dimension_mismatch",  # an array not of the length of a dimension it names
+    "encoding_mismatch",  # a known encoding's rule broken (AnnData, hdmf/NWB: report.layouts)
     "unsupported_dtype",  # a leaf with no torch dtype (tables apart: lint L010)
     "skipped_key",  # a key ptd does not read: an HDF5 external or dangling link, a link cycle
     "too_large",  # an array declaring more bytes than PTD_MAX_ARRAY_BYTES
@@ -139,6 +145,9 @@ class ValidationReport:
     #: ``length`` and ``length_source`` (``"3 of 4 voters"``; null where the group was not
     #: checked: a batch size stored or given, no voters, under 10 rows)
     group_batches: list[dict[str, Any]] = field(default_factory=list)
+    #: the groups that follow a known encoding (:data:`ptd.report.layouts.LAYOUTS`): key
+    #: (``""`` for the root) -> the layout's name; their lengths are checked by its rule
+    layouts: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -296,13 +305,18 @@ def validate(
             expected_given(s, given, batch_dims, expected, sources, problems)
         source = "inferred" if sources[()] == "batch_dims" else sources[()]
 
-        # the length rule (ptd.report.lengths) where no batch size is stored nor given
+        # the layouts that state their lengths (named dimensions, known encodings:
+        # ptd.report.layouts), then the length rule (ptd.report.lengths) for the other nodes
+        # where no batch size is stored nor given
+        known = check_layouts(s, metas, data=data)
+        problems += known.problems
         lengths: dict[Path, GroupLength] = {}
         if batch_dims != 0:
             fixed = {g: expected[g] for g in groups if sources[g] in ("stored", "given")}
+            voting = leading_shape(s)
             lengths = group_lengths(
                 s.tree.children,
-                leading_shape(s),
+                lambda q: None if q in known.claimed else voting(q),
                 lambda q: s.tree.kind(q) is NodeKind.GROUP,
                 fixed=fixed,
             )
@@ -315,6 +329,8 @@ def validate(
                 continue
             if meta.kind is ValueKind.UNSUPPORTED and is_table(meta.dtype):
                 continue  # a valid array of records: the lint notes it once (L010)
+            if is_reference(meta):
+                continue  # a reference column: a kind of its own, the lint lists it (L012)
             if meta.kind is ValueKind.UNSUPPORTED:
                 problems.append(
                     Problem(
@@ -395,6 +411,7 @@ def validate(
             consolidated_stale=bool(stale),
             lint=lint_found,
             group_batches=[group_entry(g, expected, sources, lengths) for g in groups],
+            layouts=known.layouts,
         )
         if result is not None:
             report.data_checked = True

@@ -64,6 +64,9 @@ class ArrayMeta:
     #: the store library could not parse this node's metadata (``unsupported`` says why):
     #: ``shape`` and ``dtype`` are what its document states, when it can be read at all
     unreadable: bool = False
+    #: an array of HDF5 references: ``"object"`` or ``"region"`` (a column kind of its own,
+    #: an NWB table's ``group`` column; ``kind`` stays UNSUPPORTED: no tensor holds it)
+    reference: str | None = None
 
     @property
     def inner_chunks(self) -> tuple[int, ...] | None:

@@ -111,6 +111,8 @@ def _type_text(e: EntryInfo) -> Text:
         return Text(f"{kind} stack" if e.stack else kind, style="magenta")
     if e.kind == "table":
         return Text(e.reason or "table", style="cyan")
+    if e.kind == "reference":
+        return Text(e.reason or "reference", style="cyan")
     return Text(f"unsupported: {e.reason or e.storage_dtype}", style="red")
 
 
@@ -337,6 +339,7 @@ def render(
         f"{plural(t.groups, 'group')}, {plural(t.tensors, 'tensor')}, "
         f"{plural(t.non_tensors, 'non-tensor')}"
         + (f", {plural(t.tables, 'table')}" if t.tables else "")
+        + (f", {plural(t.references, 'reference column')}" if t.references else "")
         + (f", {t.unsupported} unsupported" if t.unsupported else "")
         + f"; {human_bytes(t.nbytes)} logical, {human_bytes(t.stored_nbytes)} stored"
         + f" ({format_ratio(t.ratio)}), {human_bytes(t.file_bytes)} on disk"

@@ -69,6 +69,7 @@ TOTAL_FIELDS = {
     "tensors",
     "non_tensors",
     "tables",
+    "references",  # issue 37: columns of HDF5 references, a kind of their own
     "unsupported",
     "nbytes",
     "stored_nbytes",

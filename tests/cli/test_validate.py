@@ -34,6 +34,7 @@ REPORT_FIELDS = {
     "stats",
     "consolidated_stale",
     "lint",
+    "layouts",  # issue 37: the groups that follow a known encoding, and which
 }
 
 

@@ -349,6 +349,8 @@ class H5Backend(Backend):
         if dsid.get_space().get_simple_extent_type() == h5py.h5s.NULL:
             why = "no data (an HDF5 null dataspace, h5py.Empty)"
             meta = replace(meta, kind=ValueKind.UNSUPPORTED, torch_dtype=None, unsupported=why)
+        elif (ref := h5_codec.reference_kind(meta.dtype)) is not None:
+            meta = replace(meta, reference=ref)
         return meta
 
     def _value_kind(

@@ -57,6 +57,7 @@ __all__ = [
     "read_attrs",
     "read_strings",
     "read_strings_of",
+    "reference_kind",
     "string_array",
     "string_type",
     "string_type_of",
@@ -272,6 +273,14 @@ def unsupported_reason(dt: np.dtype) -> str | None:
     if dt.subdtype is not None:
         return f"an HDF5 array type ({dt.subdtype[0]} x {list(dt.subdtype[1])})"
     return None
+
+
+def reference_kind(dt: np.dtype) -> str | None:
+    """``"object"`` or ``"region"`` for a dataset of HDF5 references, else None."""
+    ref = h5py.check_ref_dtype(dt)
+    if ref is None:
+        return None
+    return "region" if ref is h5py.RegionReference else "object"
 
 
 def non_tensor_kind(dt: np.dtype, attrs: Mapping[str, Any]) -> str | None:
