@@ -13,12 +13,20 @@ dtype('O')
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-__all__ = ["hdf5_problem", "hdf5_values", "json_problem", "json_values", "jsonable"]
+__all__ = [
+    "hdf5_json_text",
+    "hdf5_problem",
+    "hdf5_values",
+    "json_problem",
+    "json_values",
+    "jsonable",
+]
 
 
 def jsonable(value: Any) -> Any:
@@ -61,10 +69,11 @@ def json_values(attrs: Mapping[str, Any]) -> dict[str, Any]:
 
 def hdf5_values(attrs: Mapping[str, Any]) -> dict[str, Any]:
     """Attribute values as HDF5 (h5py) stores them: the same values, a list of str as an
-    object array (h5py stores that only as a vlen string attribute)."""
+    object array (h5py stores that only as a vlen string attribute); values HDF5 has no type
+    for stay as they are (the backend stores their JSON text: :func:`hdf5_json_text`)."""
     out: dict[str, Any] = {}
     for k, v in attrs.items():
-        if isinstance(v, (list, tuple)) and v and _all_str(v):
+        if isinstance(v, (list, tuple)) and v and _all_str(v) and hdf5_json_text(v) is None:
             v = np.array(v, dtype=object)
         out[k] = v
     return out
@@ -124,34 +133,84 @@ def json_problem(value: Any) -> str | None:
 
 
 def hdf5_problem(value: Any) -> str | None:
-    """Why an HDF5 attribute cannot hold ``value`` unchanged, or None.
+    """Why an HDF5 attribute cannot hold ``value``, or None: values of an HDF5 type (numbers,
+    text, bytes, rectangular arrays of one type) are stored as they are, and any other value
+    that JSON holds (a dict, a list of dicts, a ragged or mixed list: NGFF's ``multiscales``)
+    as its JSON text (:func:`hdf5_json_text`).
 
-    >>> hdf5_problem([1, "x"])
-    'a list mixing numbers and text (HDF5 attributes hold arrays of one type)'
-    >>> hdf5_problem({"a": 1}) is None
-    True
+    >>> hdf5_problem([1, "x"]) is None, hdf5_problem([{"a": 1}, [2, 3]]) is None
+    (True, True)
+    >>> hdf5_problem([1 + 2j, {"a": 1}])
+    'complex numbers (JSON has none)'
     """
+    native = _hdf5_native_problem(value)
+    return None if native is None else json_problem(value)
+
+
+def hdf5_json_text(value: Any) -> str | None:
+    """The JSON text an HDF5 attribute holds in place of ``value`` when HDF5 has no type for
+    it (a dict, a list of dicts, a ragged list, a list mixing numbers and text or holding
+    None); None for a value HDF5 stores as it is. The HDF5 backend lists the attributes it
+    stored so in ``__ptd_json_attrs__`` and reads only those back as the value; any other
+    reader (h5py, netCDF, h5dump) sees a string attribute holding JSON.
+
+    >>> hdf5_json_text([{"path": "0"}, None]), hdf5_json_text([1, 2]) is None
+    ('[{"path": "0"}, null]', True)
+    """
+    if _hdf5_native_problem(value) is None:
+        return None
+    return json.dumps(_json_ready(value), ensure_ascii=False)
+
+
+def _json_ready(value: Any) -> Any:
+    """``value`` in the python types ``json.dumps`` takes (numpy unwrapped, UTF-8 bytes as
+    text, tuples as lists)."""
+    if isinstance(value, (bytes, np.bytes_)):
+        return bytes(value).decode("utf-8")
+    if isinstance(value, np.ndarray):
+        return _json_ready(value.tolist())
+    if isinstance(value, np.generic):
+        return _json_ready(value.item())
+    if isinstance(value, Mapping):
+        return {str(k): _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    return value
+
+
+def _hdf5_native_problem(value: Any) -> str | None:
+    """Why HDF5 has no attribute type that holds ``value`` as it is, or None."""
     if value is None or isinstance(value, (bool, int, float, complex, str, bytes, np.generic)):
         return (
             None if not isinstance(value, np.generic) or value.dtype.kind != "O" else _what(value)
         )
-    if isinstance(value, dict):
-        return json_problem(value)
+    if isinstance(value, Mapping):
+        return "a mapping (HDF5 attributes have no mapping type)"
     if isinstance(value, np.ndarray):
         if value.dtype.kind != "O":
             return None
         value = value.tolist()
     if isinstance(value, (list, tuple)):
-        if _all_str(value) or (value and all(isinstance(v, bytes) for v in value)):
-            return None
         try:
             arr = np.asarray(value)
         except (ValueError, TypeError):
             return "a ragged list (HDF5 attributes hold rectangular arrays)"
-        if arr.dtype.kind in "biufc":
+        if arr.dtype.kind in "biufc" or (arr.dtype.kind == "S" and _all_bytes(value)):
+            return None
+        if arr.dtype.kind == "U" and _all_str(value):
             return None
         if arr.dtype.kind == "O":
-            bad = next((v for v in np.ravel(arr) if not isinstance(v, (str, bytes))), None)
-            return _what(bad) if bad is not None else None
+            bad = [v for v in np.ravel(arr) if not isinstance(v, (str, bytes))]
+            if bad:
+                return _what(bad[0])
+            if arr.ndim == 1 and (_all_str(value) or _all_bytes(value)):
+                return None
+            return "a list mixing text and bytes (HDF5 attributes hold arrays of one type)"
         return "a list mixing numbers and text (HDF5 attributes hold arrays of one type)"
     return _what(value)
+
+
+def _all_bytes(v: Any) -> bool:
+    if isinstance(v, (list, tuple)):
+        return all(_all_bytes(x) for x in v)
+    return isinstance(v, bytes)

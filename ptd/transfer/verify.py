@@ -4,7 +4,9 @@ What ``ptd convert --verify`` runs: :func:`ptd.diff` of the source and the writt
 NaN equal to NaN by default (a copy of NaN is NaN) and the tolerances given. A key the
 conversion left out on purpose (``skip_unsupported=True``: it is in ``result.not_copied``) is
 not a difference; it is listed in the report's ``left_out`` with the reason it was not
-copied. :meth:`ptd.DiffReport.verified` then says whether the copy passes: no difference and,
+copied. So is an attribute the destination could not hold (HDF5 object references in a zarr
+copy: ``{"key", "attr", "reason"}`` in ``result.not_copied``): the node's other attributes
+are still compared. :meth:`ptd.DiffReport.verified` then says whether the copy passes: no difference and,
 unless ``allow_uncompared``, no leaf left uncompared.
 
 >>> import os, tempfile, torch
@@ -20,9 +22,10 @@ unless ``allow_uncompared``, no leaf left uncompared.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from ptd.report.diff import DiffReport, diff
+from ptd.report.diff import Difference, DiffReport, diff
 from ptd.transfer.options import ConvertResult
 
 __all__ = ["verify_conversion"]
@@ -52,12 +55,30 @@ def verify_conversion(
         for item in result.not_copied
         if "property" not in item and "attr" not in item
     }
+    lost_attrs: dict[str, dict[str, str]] = {}
+    for item in result.not_copied:
+        if "attr" in item:
+            key = "" if item["key"] == "/" else item["key"]
+            lost_attrs.setdefault(key, {})[item["attr"]] = item["reason"]
     kept = []
     for d in report.differences:
         if d.kind == "only_in_a" and d.key in skipped:
             report.left_out.append({"key": d.key, "reason": skipped[d.key]})
+        elif d.kind == "attrs_differ" and d.key in lost_attrs:
+            kept.extend(_without_lost(d, lost_attrs[d.key], report))
         else:
             kept.append(d)
     report.differences = kept
     report.same = not kept
     return report
+
+
+def _without_lost(d: Difference, lost: dict[str, str], report: DiffReport) -> list[Difference]:
+    """The attribute difference ``d`` without the attributes the conversion listed as not
+    copied (``lost``: name -> why), which go to ``report.left_out``; empty when nothing else
+    differs."""
+    a = {k: v for k, v in (d.a or {}).items() if k not in lost}
+    b = {k: v for k, v in (d.b or {}).items() if k not in lost}
+    for name in lost.keys() & dict(d.a or {}).keys() - dict(d.b or {}).keys():
+        report.left_out.append({"key": d.key or "/", "attr": name, "reason": lost[name]})
+    return [] if a == b else [replace(d, a=a, b=b)]

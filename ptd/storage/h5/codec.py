@@ -9,7 +9,8 @@ hold str, bytes, bool, int or float of one type. Nothing is ever pickled.
 
 Reading: a string marked ``__tensordict_str__`` reads as ``bytes`` with tensordict's
 ``FutureWarning``, foreign strings as ``bytes`` silently, opaque values as the numpy
-scalar/array h5py returns. Attributes that are dicts are JSON object text, decoded on read.
+scalar/array h5py returns. Attribute values HDF5 has no type for (dicts, lists of dicts, ragged
+or mixed lists) are JSON text, listed in ``__ptd_json_attrs__`` and decoded on read.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import h5py
 import numpy as np
 
 from ptd.errors import PtdTypeError, PtdValueError
+from ptd.format.attrvalues import hdf5_json_text
 from ptd.format.names import (
     PTD_JSON_ATTR,
     PTD_JSON_ATTRS,
@@ -95,38 +97,50 @@ def _plain(value: Any) -> Any:
 
 
 def _json_object(value: Any) -> Any:
-    """A dict stored as JSON object text (see :func:`_attr_value`) decoded; anything else as
-    it is."""
+    """``__tensordict__`` stored as JSON object text decoded; anything else as it is."""
+    decoded = _json_text(value)
+    return decoded if isinstance(decoded, dict) else value
+
+
+def _json_text(value: Any) -> Any:
+    """An attribute ptd stored as JSON text (listed in ``__ptd_json_attrs__``: see
+    :func:`~ptd.format.attrvalues.hdf5_json_text`) decoded; text that is not JSON as it is."""
     if isinstance(value, bytes):
         value = value.decode("utf-8", errors="replace")
-    if isinstance(value, str) and value.startswith("{"):
+    if isinstance(value, str):
         try:
-            decoded = json.loads(value)
+            return json.loads(value)
         except ValueError:
             return value
-        return decoded if isinstance(decoded, dict) else value
     return value
 
 
 def _attr_value(value: Any) -> Any:
-    """A python attribute value in a form h5py can store: dicts become JSON object text,
-    lists of str vlen string arrays, None an empty attribute."""
+    """A python attribute value in a form h5py can store: values HDF5 has no type for (dicts,
+    lists of dicts, ragged or mixed lists) become their JSON text, lists of str vlen string
+    arrays, None an empty attribute."""
     if value is None:
         return h5py.Empty("f")
     if isinstance(value, bytes):
         # h5py stores a python bytes as a variable-length string, which reads back as str:
         # fixed-length bytes read back as bytes
         return np.array(value, dtype=f"S{max(1, len(value))}")
-    if isinstance(value, Mapping):
-        return json.dumps(dict(value))
+    text = hdf5_json_text(value) if _maybe_json(value) else None
+    if text is not None:
+        return text
     if isinstance(value, (list, tuple)):
         if value and all(isinstance(v, str) for v in value):
             return np.array(value, dtype=h5py.string_dtype())
-        arr = np.asarray(value)
-        if arr.dtype.kind in "OU":
-            raise TypeError("only lists of numbers or of str can be stored (dicts as JSON)")
-        return arr
+        return np.asarray(value)
     return value
+
+
+def _maybe_json(value: Any) -> bool:
+    """Whether ``value`` is of a python type that may need JSON text (a mapping, a list, an
+    object array): the others are stored as they are."""
+    return isinstance(value, (Mapping, list, tuple)) or (
+        isinstance(value, np.ndarray) and value.dtype.kind == "O"
+    )
 
 
 def read_attrs(obj: h5py.HLObject, skipped: dict[str, str] | None = None) -> dict[str, Any]:
@@ -162,9 +176,10 @@ def read_attrs(obj: h5py.HLObject, skipped: dict[str, str] | None = None) -> dic
     # only the attributes ptd stored as JSON objects are decoded: a user's string that looks
     # like JSON (robomimic's env_args) stays a string
     listed = out.pop(PTD_JSON_ATTRS, None)
-    names = {TD_META_ATTR} | (set(listed) if isinstance(listed, list) else set())
-    for k in names & out.keys():
-        out[k] = _json_object(out[k])
+    if TD_META_ATTR in out:
+        out[TD_META_ATTR] = _json_object(out[TD_META_ATTR])
+    for k in (set(listed) if isinstance(listed, list) else set()) & out.keys():
+        out[k] = _json_text(out[k])
     return out
 
 
@@ -203,12 +218,16 @@ def write_attrs(obj: h5py.HLObject, attrs: Mapping[str, Any], key: str, location
             raise PtdTypeError(
                 f"cannot store attribute {name!r}={value!r} on key {key!r} in {location}: {err}"
             ) from None
-        (as_json if isinstance(value, Mapping) and name != TD_META_ATTR else plain).add(name)
+        stored_as_json = name != TD_META_ATTR and _maybe_json(value)
+        if stored_as_json and hdf5_json_text(value) is not None:
+            as_json.add(name)
+        else:
+            plain.add(name)
     _mark_json(obj, as_json, plain)
 
 
 def _mark_json(obj: h5py.HLObject, as_json: set[str], plain: set[str]) -> None:
-    """Keep the list of attributes stored as JSON objects (``__ptd_json_attrs__``) up to date:
+    """Keep the list of attributes stored as JSON text (``__ptd_json_attrs__``) up to date:
     ``as_json`` were just written as JSON, ``plain`` as anything else."""
     old = obj.attrs.get(PTD_JSON_ATTRS) if PTD_JSON_ATTRS in obj.attrs else None
     listed = (
