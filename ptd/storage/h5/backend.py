@@ -39,6 +39,7 @@ from ptd.errors import (
     ReadOnlyError,
     UnsupportedOperationError,
 )
+from ptd.storage import spelled
 from ptd.storage.api import (
     ArrayMeta,
     Backend,
@@ -406,7 +407,7 @@ class H5Backend(Backend):
         dcpl = getattr(ds, "_dcpl", None) or ds.id.get_create_plist()
         attrs = dict(meta.attrs)
         names = h5_properties.dimension_names(ds, attrs)
-        user = {k: v for k, v in attrs.items() if k not in h5_properties.PROPERTY_ATTRS}
+        user = spelled.user_attrs(self.name, attrs)
         return ArrayProperties(
             path=path,
             shape=tuple(meta.shape),
@@ -421,6 +422,7 @@ class H5Backend(Backend):
             attr_types=h5_properties.attr_types(ds, user),
             layout=h5_properties.layout(dcpl),
             link=self.walk_links.get(path),
+            cf_fill_value=h5_properties.cf_fill_value(attrs, meta.dtype),
         )
 
     def store_properties(self) -> StoreProperties:
@@ -544,7 +546,9 @@ class H5Backend(Backend):
         attrs: Mapping[str, Any] | None,
     ) -> h5py.Dataset:
         size = int(np.prod(shape)) if shape else 1
-        labels = opts.pop("dimension_names", None)
+        after: dict[str, Any] = {
+            k: opts.pop(k) for k in ("dimension_names", "cf_fill_value") if k in opts
+        }
         if not shape:
             opts = {k: v for k, v in opts.items() if k not in _CHUNK_OPTIONS}
         elif "chunks" in opts and opts["chunks"] not in (None, True, False):
@@ -561,8 +565,8 @@ class H5Backend(Backend):
                 ds = parent.create_dataset(name, shape=shape, dtype=dtype, data=data, **opts)
             else:
                 raise self._create_error(path, shape, dtype, opts, err) from None
-        if labels:
-            h5_properties.set_dimension_names(ds, labels)
+        if after:
+            h5_properties.set_properties(ds, after)
         if attrs:
             h5_codec.write_attrs(ds, attrs, self.key_str(path), self._location)
         return ds

@@ -50,6 +50,7 @@ from ptd.format.names import (
 )
 from ptd.format.payload import refuse_pickle
 from ptd.format.tables import describe_table
+from ptd.storage import spelled
 from ptd.storage.api import (
     ArrayMeta,
     Backend,
@@ -452,7 +453,7 @@ class ZarrBackend(Backend):
             return super().array_properties(path, meta)
         attrs = dict(meta.attrs)
         shape = tuple(meta.shape)
-        user = {k: v for k, v in attrs.items() if k not in zarr_properties.PROPERTY_ATTRS}
+        user = spelled.user_attrs(self.name, attrs)
         return ArrayProperties(
             path=path,
             shape=shape,
@@ -467,6 +468,7 @@ class ZarrBackend(Backend):
             attr_types=zarr_properties.attr_types(user),
             layout="sharded" if meta.shards is not None else "chunked",
             link=None,
+            cf_fill_value=zarr_properties.cf_fill_value(node, attrs),
         )
 
     def store_properties(self) -> StoreProperties:
