@@ -148,6 +148,18 @@ def _user(s: Scan, attrs: Any) -> dict[str, Any]:
     return user_attrs(spelled.user_attrs(s.backend.name, attrs))
 
 
+def _equal(a: Any, b: Any) -> bool:
+    """Attribute values (JSON-able python) equal, NaN equal to NaN: an attribute is a value
+    stated once, and a NaN copied is the same statement."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
 def _kind(kind: NodeKind, meta: ArrayMeta | None) -> str:
     if kind is NodeKind.GROUP or meta is None:
         return "group"
@@ -174,7 +186,7 @@ def _structure(
     na, nb = _nodes(sa), _nodes(sb)
     pairs: list[tuple[Path, ArrayMeta, ArrayMeta]] = []
     ga, gb = _user(sa, sa.group_attrs.get((), {})), _user(sb, sb.group_attrs.get((), {}))
-    if ga != gb:
+    if not _equal(ga, gb):
         out.append(Difference("", "attrs_differ", "the root's user attributes differ", ga, gb))
     ba, bb = list(sa.batches[()].batch), list(sb.batches[()].batch)
     if ba != bb:
@@ -215,7 +227,7 @@ def _structure(
                 )
             a1 = _user(sa, sa.group_attrs.get(pa, {}))
             a2 = _user(sb, sb.group_attrs.get(pa, {}))
-            if a1 != a2:
+            if not _equal(a1, a2):
                 out.append(
                     Difference(key, "attrs_differ", f"{key!r}: user attributes differ", a1, a2)
                 )
@@ -223,7 +235,7 @@ def _structure(
         assert ma is not None
         assert mb is not None
         a1, a2 = _user(sa, ma.attrs), _user(sb, mb.attrs)
-        if a1 != a2:
+        if not _equal(a1, a2):
             out.append(Difference(key, "attrs_differ", f"{key!r}: user attributes differ", a1, a2))
         s1, s2 = _shape(ma), _shape(mb)
         if s1 != s2:
