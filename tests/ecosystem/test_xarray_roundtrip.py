@@ -90,6 +90,29 @@ def _strict_json(path: Path) -> None:
         json.loads(doc.read_text(), parse_constant=refuse)
 
 
+def _scales(ds: h5py.Dataset) -> list[str]:
+    """The names of the dimension scales attached to each dimension of ``ds``."""
+    return [dim[0].name.rsplit("/", 1)[-1] if len(dim) else "" for dim in ds.dims]
+
+
+def _ours(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Attributes without ptd's own markers (``__ptd_string_type__`` keeps a string
+    coordinate's numpy kind for ptd: a netCDF reader shows it as an attribute)."""
+    return {k: v for k, v in attrs.items() if not k.startswith("__ptd_")}
+
+
+def _same_in_xarray(copy: Any, original: Any) -> None:
+    """values, dims, coordinates and attributes equal (ptd's markers aside)."""
+    assert dict(copy.sizes) == dict(original.sizes)
+    assert set(copy.coords) == set(original.coords)
+    assert set(copy.data_vars) == set(original.data_vars)
+    assert copy.attrs == original.attrs
+    for name in original.variables:
+        assert copy[name].dims == original[name].dims, name
+        np.testing.assert_array_equal(copy[name].values, original[name].values)
+        assert _ours(dict(copy[name].attrs)) == _ours(dict(original[name].attrs)), name
+
+
 @pytest.mark.parametrize("how", ["zarr2", "zarr3"])
 def test_xarray_zarr_to_h5_keeps_every_dimension_name(tmp_path: Path, how: str) -> None:
     src = _write(tmp_path, how)
@@ -97,12 +120,81 @@ def test_xarray_zarr_to_h5_keeps_every_dimension_name(tmp_path: Path, how: str) 
     _convert(src, dst)
     _same(src, dst)
     with h5py.File(dst, "r") as f:
-        for name in ("temp", "pres", "hum"):  # one dtype, shape and dims: all labelled
-            assert [d.label for d in f[name].dims] == ["time", "x"], name
-        assert [d.label for d in f["x"].dims] == ["x"]  # the string coordinate too
+        for name in ("temp", "pres", "hum"):  # one dtype, shape and dims: all named
+            assert _scales(f[name]) == ["time", "x"], name
+            assert "DIMENSION_LABELS" not in f[name].attrs  # the scales name them
+        for name in ("time", "x"):  # the coordinates (the string one too) are the scales
+            assert f[name].is_scale, name
         assert "_ARRAY_DIMENSIONS" not in f["temp"].attrs  # the spelling is not copied
         assert f["temp"].attrs["units"] == "K"
         assert np.isnan(f["temp"].fillvalue)
+
+
+@pytest.mark.parametrize("how", ["zarr2", "zarr3"])
+def test_xarray_zarr_to_h5_opens_in_h5netcdf(tmp_path: Path, how: str) -> None:
+    """The h5 copy names its dimensions the netCDF-4 way (attached dimension scales):
+    xarray reads it with h5netcdf as the dataset that was written, no ``phony_dim_N``."""
+    pytest.importorskip("h5netcdf", reason="h5netcdf reads the h5 copy (ptd[ecosystem])")
+    src = _write(tmp_path, how)
+    dst = tmp_path / "copy.h5"
+    _convert(src, dst)
+    _same_in_xarray(_open(dst), _open(src))
+
+
+@pytest.mark.parametrize("how", ["h5netcdf", "netcdf4"])
+def test_netcdf_to_zarr_to_h5_opens_in_h5netcdf(tmp_path: Path, how: str) -> None:
+    src = _write(tmp_path, how)
+    mid, dst = tmp_path / "copy.zarr", tmp_path / "copy.h5"
+    _convert(src, mid)
+    _convert(mid, dst)
+    _same(mid, dst)
+    original, copy = _open(src), _open(dst)
+    assert dict(copy.sizes) == dict(original.sizes)
+    for name in original.variables:
+        assert copy[name].dims == original[name].dims, name
+        np.testing.assert_array_equal(copy[name].values, original[name].values)
+    if how == "h5netcdf":  # netCDF4 writes text attributes as bytes (kept as bytes: see README)
+        _same_in_xarray(copy, original)
+
+
+def test_dimension_without_coordinate_stays_a_label(tmp_path: Path) -> None:
+    """A dimension with no coordinate array: its arrays keep their labels and get no scale
+    on any dimension (h5netcdf refuses an array with some dimensions attached and others
+    not); ptd reads the same names, h5netcdf names those dimensions itself."""
+    pytest.importorskip("h5netcdf", reason="h5netcdf reads the h5 copy (ptd[ecosystem])")
+    ds = _dataset().assign(bare=(("time", "y"), np.zeros((4, 2), "f8")))
+    src, dst = tmp_path / "bare.zarr", tmp_path / "bare.h5"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(src, zarr_format=3, consolidated=False)
+    _convert(src, dst)
+    _same(src, dst)
+    with h5py.File(dst, "r") as f:
+        assert _scales(f["bare"]) == ["", ""]
+        assert [d.label for d in f["bare"].dims] == ["time", "y"]
+        assert _scales(f["temp"]) == ["time", "x"]
+    copy = _open(dst)
+    assert copy["temp"].dims == ("time", "x")
+    # h5netcdf names the unscaled dimensions itself (by length, in the group: phony_dim_N)
+    assert copy["bare"].shape == (4, 2)
+    np.testing.assert_array_equal(copy["bare"].values, ds["bare"].values)
+
+
+def test_coordinate_of_a_parent_group_is_attached(tmp_path: Path) -> None:
+    """netCDF looks a dimension up from an array's group towards the root."""
+    src, dst = tmp_path / "nested.zarr", tmp_path / "nested.h5"
+    root = zarr.open_group(src, mode="w", zarr_format=3)
+    root.create_array("time", data=np.arange(5), dimension_names=["time"])
+    inner = root.create_group("g")
+    inner.create_array("v", data=np.ones((5, 2)), dimension_names=["time", None])
+    inner.create_array("w", data=np.ones(5), dimension_names=["time"])
+    _convert(src, dst)
+    _same(src, dst)
+    with h5py.File(dst, "r") as f:
+        assert f["time"].is_scale
+        assert _scales(f["g/w"]) == ["time"]
+        assert _scales(f["g/v"]) == ["", ""]  # an unnamed dimension: labels only
+        assert [d.label for d in f["g/v"].dims] == ["time", ""]
 
 
 @pytest.mark.parametrize("how", ["h5netcdf", "netcdf4"])
@@ -150,7 +242,8 @@ def test_diff_names_a_lost_dimension_name(tmp_path: Path) -> None:
     dst = tmp_path / "copy.h5"
     _convert(src, dst)
     with h5py.File(dst, "r+") as f:
-        del f["pres"].attrs["DIMENSION_LABELS"]
+        for dim, name in zip(f["pres"].dims, ("time", "x"), strict=True):
+            dim.detach_scale(f[name])
     report = ptd.diff(str(src), str(dst), equal_nan=True)
     assert [(d.key, d.kind) for d in report.differences] == [("pres", "properties_differ")]
     assert report.differences[0].b == {"dimension_names": None}

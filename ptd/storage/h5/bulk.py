@@ -27,7 +27,6 @@ import numpy as np
 
 from ptd.storage.api import Path
 from ptd.storage.h5 import codec as h5_codec
-from ptd.storage.h5 import properties as h5_properties
 from ptd.storage.meta import NewArray
 
 __all__ = ["create", "read_many"]
@@ -103,7 +102,7 @@ def _create_one(be: Any, group: h5py.Group, spec: NewArray, layout: _Layout) -> 
             dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, data)
         ds = h5py.Dataset(dsid)
         # what h5py's create_dataset does not set (the layout's options say it per dataset)
-        h5_properties.set_properties(ds, spec.options or {})
+        be._set_properties(spec.path, ds, spec.options or {})
         if spec.attrs:
             h5_codec.write_attrs(ds, spec.attrs, be.key_str(spec.path), be.location)
     except (ValueError, TypeError, KeyError, RuntimeError, OSError):

@@ -32,6 +32,7 @@ __all__ = [
     "fill_value",
     "layout",
     "pipeline",
+    "scale_name",
     "set_dimension_names",
     "userblock_size",
 ]
@@ -127,7 +128,7 @@ def dimension_names(ds: h5py.Dataset, attrs: Mapping[str, Any]) -> tuple[str | N
     if not ndim:
         return None
     if ndim == 1 and spelled.is_scale(attrs):  # a coordinate variable: its scale's own name
-        return (_scale_name(ds),)
+        return (scale_name(ds),)
     labels = attrs.get("DIMENSION_LABELS")
     if labels is not None:
         names = [_text(v) or None for v in np.atleast_1d(np.asarray(labels, dtype=object))]
@@ -139,7 +140,7 @@ def dimension_names(ds: h5py.Dataset, attrs: Mapping[str, Any]) -> tuple[str | N
     try:
         for dim in ds.dims:
             scales = list(dim.values())
-            out.append(_scale_name(scales[0]) if scales else None)
+            out.append(scale_name(scales[0]) if scales else None)
     except (OSError, TypeError, ValueError, KeyError):
         return None
     return tuple(out) if any(out) else None
@@ -160,7 +161,7 @@ def cf_fill_value(attrs: Mapping[str, Any], dtype: np.dtype) -> Any:
         return None
 
 
-def _scale_name(scale: h5py.Dataset) -> str | None:
+def scale_name(scale: h5py.Dataset) -> str | None:
     """A dimension scale's name: its ``NAME`` attribute unless netCDF's placeholder, else the
     last part of its path."""
     name = scale.attrs.get("NAME")
