@@ -45,6 +45,7 @@ from ptd.format.names import (
     ENCODING_PICKLE,
     NAME_MAX_BYTES,
     PTD_BYTES_ATTRS,
+    PTD_FLOAT_ATTRS,
     PTD_NAME_ATTR,
     TD_NON_TENSOR_ATTR,
 )
@@ -791,8 +792,9 @@ class ZarrBackend(Backend):
             with warnings.catch_warnings():
                 # a zip store appends a second zarr.json entry (the last one is read)
                 warnings.filterwarnings("ignore", "Duplicate name", UserWarning)
-                listed = node.metadata.attributes.get(PTD_BYTES_ATTRS)
-                new = node.update_attributes(zarr_codec.attrs_json(dict(attrs), listed))
+                current = node.metadata.attributes
+                listed, floats = current.get(PTD_BYTES_ATTRS), current.get(PTD_FLOAT_ATTRS)
+                new = node.update_attributes(zarr_codec.attrs_json(dict(attrs), listed, floats))
         except (TypeError, ValueError) as err:
             raise PtdTypeError(
                 f"cannot store attributes {dict(attrs)!r} on key {key!r} in {self._location}: {err}"

@@ -268,25 +268,33 @@ def _read_floats(value: Any) -> Any:
     return value
 
 
-def attrs_json(attrs: Mapping[str, Any], listed: Any = None) -> dict[str, Any]:
+def _names(listed: Any) -> set[str]:
+    return {n for n in listed if isinstance(n, str)} if isinstance(listed, list) else set()
+
+
+def attrs_json(
+    attrs: Mapping[str, Any], listed: Any = None, floats_listed: Any = None
+) -> dict[str, Any]:
     """Attributes as the JSON a zarr node stores: :func:`plain_python` values, where bytes (and
     lists of bytes) become their UTF-8 text, named in ``__ptd_bytes_attrs__`` so that they
-    read back as bytes (:func:`attrs_read`). ``listed``: the node's current listing, when
-    ``attrs`` are merged into existing ones (names set here again leave it or join it)."""
+    read back as bytes (:func:`attrs_read`), and NaN and the infinities become zarr's strings
+    for them, named in ``__ptd_float_attrs__``. ``listed`` and ``floats_listed``: the node's
+    current listings, when ``attrs`` are merged into existing ones (names set here again
+    leave a listing or join it; the others stay listed)."""
     out: dict[str, Any] = {}
-    before = {n for n in listed if isinstance(n, str)} if isinstance(listed, list) else set()
-    as_bytes = set(before)
-    floats: list[str] = []
+    before, floats_before = _names(listed), _names(floats_listed)
+    as_bytes, floats = set(before), set(floats_before)
     for name, value in attrs.items():
         key = str(name)
         if key in (PTD_BYTES_ATTRS, PTD_FLOAT_ATTRS):
             continue
         plain = plain_python(value)
         text = _bytes_as_text(plain)
+        floats.discard(key)
         if text is None:
             plain, spelled = _spell_floats(plain)
             if spelled:
-                floats.append(key)
+                floats.add(key)
             out[key] = plain
             as_bytes.discard(key)
         else:
@@ -294,8 +302,8 @@ def attrs_json(attrs: Mapping[str, Any], listed: Any = None) -> dict[str, Any]:
             as_bytes.add(key)
     if as_bytes != before or (as_bytes and listed is None):
         out[PTD_BYTES_ATTRS] = sorted(as_bytes)
-    if floats:
-        out[PTD_FLOAT_ATTRS] = floats
+    if floats != floats_before or (floats and floats_listed is None):
+        out[PTD_FLOAT_ATTRS] = sorted(floats)
     return out
 
 
