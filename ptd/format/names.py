@@ -39,6 +39,10 @@ STRING_TYPE_ATTR = "__ptd_string_type__"
 #: zarr node attribute listing the attributes ptd stored as UTF-8 text that were bytes (JSON
 #: has no bytes); they read back as bytes
 PTD_BYTES_ATTRS = "__ptd_bytes_attrs__"
+#: zarr node attribute listing the attributes holding floats JSON cannot (NaN, infinities),
+#: stored as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (zarr's spelling of such
+#: fill values); they read back as floats
+PTD_FLOAT_ATTRS = "__ptd_float_attrs__"
 #: node attribute holding a node's original name when the store holds it under an escaped name
 #: (a name the format cannot hold as it is; ``ptd.format.keynames``)
 PTD_NAME_ATTR = "__ptd_name__"
@@ -58,6 +62,7 @@ RESERVED_ATTRS = frozenset(
         PTD_JSON_ATTRS,
         STRING_TYPE_ATTR,
         PTD_BYTES_ATTRS,
+        PTD_FLOAT_ATTRS,
         PTD_NAME_ATTR,
         PTD_MAXSHAPE_ATTR,
     }

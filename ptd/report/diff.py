@@ -45,11 +45,12 @@ from ptd.format.tables import describe_table, is_table, table_fields
 from ptd.report.consolidated import open_checked
 from ptd.report.info import leaf_shape, user_attrs
 from ptd.report.scan import Scan, scan
-from ptd.storage import cancel, remote, runtime
+from ptd.storage import cancel, remote, runtime, spelled
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.cancel import cancellable
 from ptd.storage.limits import check_declared
 from ptd.storage.location import StoreLocation, as_path_str
+from ptd.storage.properties import fill_text as _fill_text
 from ptd.storage.properties import same_fill
 
 __all__ = ["DIFF_KINDS", "DiffReport", "Difference", "diff"]
@@ -141,6 +142,24 @@ def _nodes(s: Scan) -> dict[str, tuple[Path, NodeKind, ArrayMeta | None]]:
     return {"/".join(p): (p, k, m) for p, k, m in s.nodes}
 
 
+def _user(s: Scan, attrs: Any) -> dict[str, Any]:
+    """A node's user attributes: neither ptd's own nor those through which the store's format
+    spells a property (:mod:`ptd.storage.spelled`; the property itself is compared)."""
+    return user_attrs(spelled.user_attrs(s.backend.name, attrs))
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """Attribute values (JSON-able python) equal, NaN equal to NaN: an attribute is a value
+    stated once, and a NaN copied is the same statement."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
 def _kind(kind: NodeKind, meta: ArrayMeta | None) -> str:
     if kind is NodeKind.GROUP or meta is None:
         return "group"
@@ -166,8 +185,8 @@ def _structure(
     field; leaves whose values cannot be compared to ``not_compared``."""
     na, nb = _nodes(sa), _nodes(sb)
     pairs: list[tuple[Path, ArrayMeta, ArrayMeta]] = []
-    ga, gb = user_attrs(sa.group_attrs.get((), {})), user_attrs(sb.group_attrs.get((), {}))
-    if ga != gb:
+    ga, gb = _user(sa, sa.group_attrs.get((), {})), _user(sb, sb.group_attrs.get((), {}))
+    if not _equal(ga, gb):
         out.append(Difference("", "attrs_differ", "the root's user attributes differ", ga, gb))
     ba, bb = list(sa.batches[()].batch), list(sb.batches[()].batch)
     if ba != bb:
@@ -206,17 +225,17 @@ def _structure(
                         key, "batch_size_differs", f"{key!r}: batch size {b1} vs {b2}", b1, b2
                     )
                 )
-            a1 = user_attrs(sa.group_attrs.get(pa, {}))
-            a2 = user_attrs(sb.group_attrs.get(pa, {}))
-            if a1 != a2:
+            a1 = _user(sa, sa.group_attrs.get(pa, {}))
+            a2 = _user(sb, sb.group_attrs.get(pa, {}))
+            if not _equal(a1, a2):
                 out.append(
                     Difference(key, "attrs_differ", f"{key!r}: user attributes differ", a1, a2)
                 )
             continue
         assert ma is not None
         assert mb is not None
-        a1, a2 = user_attrs(dict(ma.attrs)), user_attrs(dict(mb.attrs))
-        if a1 != a2:
+        a1, a2 = _user(sa, ma.attrs), _user(sb, mb.attrs)
+        if not _equal(a1, a2):
             out.append(Difference(key, "attrs_differ", f"{key!r}: user attributes differ", a1, a2))
         s1, s2 = _shape(ma), _shape(mb)
         if s1 != s2:
@@ -284,6 +303,13 @@ def _properties(
     ):
         a["dimension_names"] = list(pa.dimension_names or []) or None
         b["dimension_names"] = list(pb.dimension_names or []) or None
+    fa, fb = pa.cf_fill_value, pb.cf_fill_value  # netCDF's _FillValue, however spelled
+    if (
+        ba.holds_fill_value
+        and bb.holds_fill_value
+        and ((fa is None) != (fb is None) or (fa is not None and not same_fill(fa, fb)))
+    ):
+        a["cf_fill_value"], b["cf_fill_value"] = _fill_text(fa), _fill_text(fb)
     if ba.holds_maxshape and bb.holds_maxshape and pa.resizable != pb.resizable:
         a["resizable"], b["resizable"] = list(pa.resizable), list(pb.resizable)
     if codecs and ba.name == bb.name and pa.compression != pb.compression:

@@ -110,7 +110,7 @@ from ptd.format.shapes import fits
 from ptd.format.tables import describe_table, is_table, table_fields
 from ptd.report.consolidated import check_consolidated, narrowed_findings
 from ptd.report.scan import scan, streamed
-from ptd.storage import remote
+from ptd.storage import remote, spelled
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind, random_row_cost
 from ptd.storage.location import StoreLocation
 from ptd.storage.properties import Stage, same_fill
@@ -331,7 +331,9 @@ def info(
                             batch_size_source=gb.source,
                             stored_batch_size=gb.stored,
                             metadata_problem=_with_attrs_note(gb.problem, be, q),
-                            attrs=user_attrs(s.group_attrs.get(q, {})) if attrs else None,
+                            attrs=user_attrs(spelled.user_attrs(be.name, s.group_attrs.get(q, {})))
+                            if attrs
+                            else None,
                             link=s.links.get(q),
                         )
                     )
@@ -352,7 +354,7 @@ def info(
                 shards=list(meta.shards) if meta.shards is not None else None,
                 compression=meta.compression,
                 stored_nbytes=stored,
-                attrs=user_attrs(dict(meta.attrs)) if attrs else None,
+                attrs=user_attrs(spelled.user_attrs(be.name, meta.attrs)) if attrs else None,
                 link=s.links.get(q),
             )
             if meta.kind is ValueKind.NUMERIC:
@@ -405,7 +407,9 @@ def info(
             entries=entries,
             totals=totals,
             depth=depth,
-            attrs=user_attrs(s.group_attrs.get((), {})) if attrs else None,
+            attrs=user_attrs(spelled.user_attrs(be.name, s.group_attrs.get((), {})))
+            if attrs
+            else None,
             consolidated=[{"key": f.key, "code": f.code, "message": f.message} for f in stale],
             zarr_format=be.format_version,
             userblock_size=_userblock(be),

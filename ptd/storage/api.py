@@ -378,9 +378,11 @@ class Backend(ABC):
         *,
         attrs: Mapping[str, Any] | None = None,
         chunks: Sequence[int] | None = None,
+        dimension_names: tuple[str | None, ...] | None = None,
     ) -> None:
         """Create the string array at ``path`` (replacing a node) in this format's type for
-        ``stype``, or its nearest with the kind recorded."""
+        ``stype``, or its nearest with the kind recorded; ``dimension_names`` named in the
+        format's own spelling."""
         raise PtdValueError(f"{self._location} cannot store string arrays")
 
     # --- lifecycle ---------------------------------------------------------------------------

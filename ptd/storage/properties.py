@@ -48,6 +48,7 @@ __all__ = [
     "StoreProperties",
     "copy_userblock",
     "describe_pipeline",
+    "fill_text",
     "same_fill",
 ]
 
@@ -222,6 +223,10 @@ class ArrayProperties:
     layout: str
     #: a link to this node (``"soft link to /obs"``), or None
     link: str | None = None
+    #: the value netCDF and CF readers (xarray) mask as missing, as the store spells it
+    #: (netCDF's ``_FillValue`` attribute, xarray's in zarr: :mod:`ptd.storage.spelled`); None
+    #: when not stated. In netCDF-4 it is also the HDF5 fill value; in Zarr v3 it need not be.
+    cf_fill_value: Any = None
 
     @property
     def resizable(self) -> tuple[int, ...]:
@@ -246,16 +251,7 @@ class ArrayProperties:
 
     def fill_description(self) -> str | None:
         """The fill value as text (``"nan"``, ``"-1"``), None when the store states none."""
-        if self.fill_value is None:
-            return None
-        value = self.fill_value
-        if isinstance(value, np.generic):
-            value = value.item()
-        if isinstance(value, float) and math.isnan(value):
-            return "nan"
-        if isinstance(value, bytes):
-            return repr(value)
-        return str(value)
+        return fill_text(self.fill_value)
 
     def summary(self) -> dict[str, Any]:
         """The inventory as JSON values (for ``--json`` and for comparing two stores)."""
@@ -275,6 +271,7 @@ class ArrayProperties:
             "layout": self.layout,
             "attr_types": dict(self.attr_types),
             "link": self.link,
+            "cf_fill_value": fill_text(self.cf_fill_value),
         }
 
 
@@ -303,6 +300,21 @@ class Encoding:
     fill_value: Any = None
     dimension_names: tuple[str | None, ...] | None = None
     maxshape: tuple[int | None, ...] | None = None
+    #: :attr:`ArrayProperties.cf_fill_value`, to be spelled the destination's way
+    cf_fill_value: Any = None
+
+
+def fill_text(value: Any) -> str | None:
+    """A fill value as text (``"nan"``, ``"-1"``), None for None."""
+    if value is None:
+        return None
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    if isinstance(value, bytes):
+        return repr(value)
+    return str(value)
 
 
 def same_fill(a: Any, b: Any) -> bool:

@@ -305,8 +305,16 @@ class SubtreeBackend(Backend):
         *,
         attrs: Mapping[str, Any] | None = None,
         chunks: Sequence[int] | None = None,
+        dimension_names: tuple[str | None, ...] | None = None,
     ) -> None:
-        self._inner.create_strings(self._full(path), stype, data, attrs=attrs, chunks=chunks)
+        self._inner.create_strings(
+            self._full(path),
+            stype,
+            data,
+            attrs=attrs,
+            chunks=chunks,
+            dimension_names=dimension_names,
+        )
 
     def read_non_tensor(
         self,

@@ -16,11 +16,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ptd.errors import ConvertError, PtdValueError
+from ptd.errors import ConvertError, PtdError, PtdValueError
 from ptd.format.names import TD_STACK_ATTR, TD_STR_ATTR
 from ptd.format.shapes import fits
 from ptd.format.tdmeta import parse_td_meta, td_meta_attrs
-from ptd.storage import cancel, remote, runtime
+from ptd.storage import cancel, remote, runtime, spelled
 from ptd.storage.api import ArrayMeta, Backend, NewArray, NodeKind, Path, ValueKind
 from ptd.storage.registry import reopen
 from ptd.storage.strings import StringType
@@ -120,7 +120,7 @@ class Copier:
     def group_attrs(self, path: Path) -> dict[str, Any]:
         """The source group's attributes, with the batch size to record (if any) in place of
         a stored one that differs."""
-        attrs = dict(self.s.group_attrs.get(path, {}))
+        attrs = spelled.user_attrs(self.src.name, self.s.group_attrs.get(path, {}))
         bs = self.record.get(path)
         if bs is not None:
             meta = parse_td_meta(attrs).meta
@@ -185,6 +185,8 @@ class Copier:
             if self.skipped(path):
                 continue
             for name, reason in names.items():
+                if spelled.spelling(self.src.name, name) is not None:
+                    continue  # carried as the property it spells (dimension scales...)
                 item = {"key": "/".join(path) or "/", "attr": name, "reason": reason}
                 if item not in self.result.not_copied:
                     self.result.not_copied.append(item)
@@ -215,8 +217,7 @@ class Copier:
     def user_attrs(self, meta: ArrayMeta) -> dict[str, Any]:
         """The leaf's attributes without those through which its format states a property
         (carried as that property: HDF5's ``DIMENSION_LABELS``...)."""
-        hidden = self.src.property_attrs
-        return {k: v for k, v in meta.attrs.items() if k not in hidden}
+        return spelled.user_attrs(self.src.name, meta.attrs)
 
     def create_small(self, small: list[tuple[NewArray, ArrayMeta]]) -> None:
         """Create small arrays with their data in one :meth:`Backend.create_arrays` call; when
@@ -289,7 +290,7 @@ class Copier:
         it is marked a stack of strings (``__tensordict_stack__``) when the source's is, or
         when it is a column whose rows are its group's batch (tensordict then reads it as a
         NonTensorStack)."""
-        attrs = self.attrs_for(path, user_attrs(dict(meta.attrs)))
+        attrs = self.attrs_for(path, user_attrs(spelled.user_attrs(self.src.name, meta.attrs)))
         stacked = meta.stack_shape is not None
         if not stacked and is_column(meta, self.src.policy):
             batch = self.s.batches[path[:-1]].batch
@@ -297,8 +298,17 @@ class Copier:
         if stacked:
             attrs[TD_STACK_ATTR] = list(meta.shape)
         chunks = meta.chunks if meta.chunks and 0 not in meta.shape else None
+        names = None
+        if self.dst.holds_dimension_names:
+            with contextlib.suppress(PtdError):
+                names = self.src.array_properties(path, meta).dimension_names
         self.dst.create_strings(
-            path, stype, self.src.read_strings(path), attrs=attrs, chunks=chunks
+            path,
+            stype,
+            self.src.read_strings(path),
+            attrs=attrs,
+            chunks=chunks,
+            dimension_names=names,
         )
 
     def copy_non_tensor(self, path: Path, meta: ArrayMeta) -> None:

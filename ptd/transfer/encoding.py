@@ -214,6 +214,7 @@ def leaf_encoding(
         fill_value=_fill(props),
         dimension_names=props.dimension_names,
         maxshape=_maxshape(props),
+        cf_fill_value=props.cf_fill_value,
     )
     return out
 

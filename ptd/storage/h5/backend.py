@@ -39,6 +39,7 @@ from ptd.errors import (
     ReadOnlyError,
     UnsupportedOperationError,
 )
+from ptd.storage import spelled
 from ptd.storage.api import (
     ArrayMeta,
     Backend,
@@ -57,6 +58,7 @@ from ptd.storage.h5 import codec as h5_codec
 from ptd.storage.h5 import links as h5_links
 from ptd.storage.h5 import plugins as h5_plugins
 from ptd.storage.h5 import properties as h5_properties
+from ptd.storage.h5 import scales as h5_scales
 from ptd.storage.h5.chunk_index import h5_chunk_info
 from ptd.storage.h5.decode import H5Chunks
 from ptd.storage.h5.maps import H5Maps
@@ -147,6 +149,9 @@ class H5Backend(Backend):
         #: a remote file's fsspec file object, closed after h5py's file
         self._fileobj = fileobj
         self._ds_cache: dict[Path, _Entry] = {}
+        #: arrays given dimension names since the last finishing step: their coordinates are
+        #: made dimension scales and attached then (:mod:`ptd.storage.h5.scales`)
+        self._named_dims: set[Path] = set()
 
     # --- lifecycle ---------------------------------------------------------------------------
     @classmethod
@@ -191,6 +196,20 @@ class H5Backend(Backend):
             read_only=mode == "r",
             **opts,
         )
+
+    def finalize(self) -> None:
+        """The finishing step of a write: the coordinates of the arrays named dimensions in
+        this session become dimension scales, attached netCDF-4's way (no data is read)."""
+        self._attach_scales()
+
+    def _flush_before_close(self) -> None:
+        self._attach_scales()
+
+    def _attach_scales(self) -> None:
+        if not self._named_dims or not self._root.id.valid:
+            return
+        paths, self._named_dims = self._named_dims, set()
+        h5_scales.attach_coordinates(self._root, paths)
 
     def _release_handles(self) -> None:
         self._ds_cache.clear()
@@ -408,7 +427,7 @@ class H5Backend(Backend):
         dcpl = getattr(ds, "_dcpl", None) or ds.id.get_create_plist()
         attrs = dict(meta.attrs)
         names = h5_properties.dimension_names(ds, attrs)
-        user = {k: v for k, v in attrs.items() if k not in h5_properties.PROPERTY_ATTRS}
+        user = spelled.user_attrs(self.name, attrs)
         return ArrayProperties(
             path=path,
             shape=tuple(meta.shape),
@@ -423,6 +442,7 @@ class H5Backend(Backend):
             attr_types=h5_properties.attr_types(ds, user),
             layout=h5_properties.layout(dcpl),
             link=self.walk_links.get(path),
+            cf_fill_value=h5_properties.cf_fill_value(attrs, meta.dtype),
         )
 
     def store_properties(self) -> StoreProperties:
@@ -546,7 +566,9 @@ class H5Backend(Backend):
         attrs: Mapping[str, Any] | None,
     ) -> h5py.Dataset:
         size = int(np.prod(shape)) if shape else 1
-        labels = opts.pop("dimension_names", None)
+        after: dict[str, Any] = {
+            k: opts.pop(k) for k in ("dimension_names", "cf_fill_value") if k in opts
+        }
         if not shape:
             opts = {k: v for k, v in opts.items() if k not in _CHUNK_OPTIONS}
         elif "chunks" in opts and opts["chunks"] not in (None, True, False):
@@ -563,11 +585,18 @@ class H5Backend(Backend):
                 ds = parent.create_dataset(name, shape=shape, dtype=dtype, data=data, **opts)
             else:
                 raise self._create_error(path, shape, dtype, opts, err) from None
-        if labels:
-            h5_properties.set_dimension_names(ds, labels)
+        if after:
+            self._set_properties(path, ds, after)
         if attrs:
             h5_codec.write_attrs(ds, attrs, self.key_str(path), self._location)
         return ds
+
+    def _set_properties(self, path: Path, ds: h5py.Dataset, options: Mapping[str, Any]) -> None:
+        """Set what the dataset's creation left (:func:`h5_properties.set_properties`); an
+        array whose dimensions are named waits for the finishing step (:meth:`finalize`)."""
+        h5_properties.set_properties(ds, options)
+        if options.get("dimension_names"):
+            self._named_dims.add(path)
 
     def _delete(self, path: Path, key: str) -> None:
         self._check_inside(path[:-1])

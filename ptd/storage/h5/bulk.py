@@ -100,8 +100,11 @@ def _create_one(be: Any, group: h5py.Group, spec: NewArray, layout: _Layout) -> 
         if spec.data is not None and spec.data.size:
             data = np.ascontiguousarray(spec.data, dtype=spec.dtype)
             dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, data)
+        ds = h5py.Dataset(dsid)
+        # what h5py's create_dataset does not set (the layout's options say it per dataset)
+        be._set_properties(spec.path, ds, spec.options or {})
         if spec.attrs:
-            h5_codec.write_attrs(h5py.Dataset(dsid), spec.attrs, be.key_str(spec.path), be.location)
+            h5_codec.write_attrs(ds, spec.attrs, be.key_str(spec.path), be.location)
     except (ValueError, TypeError, KeyError, RuntimeError, OSError):
         group.id.links.delete(name)  # done again by create_array, for its error
         return False

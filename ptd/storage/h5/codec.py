@@ -412,6 +412,7 @@ def create_strings(
     *,
     attrs: Mapping[str, Any] | None = None,
     chunks: Any = None,
+    dimension_names: tuple[str | None, ...] | None = None,
 ) -> None:
     """``H5Backend.create_strings``: the dataset of h5py's type for ``stype`` (replacing a
     node at ``path``), filled with ``data``."""
@@ -424,6 +425,8 @@ def create_strings(
         ) from None
     parent, name = be._parent_for_create(path)
     opts: dict[str, Any] = {} if chunks is None else {"chunks": tuple(chunks)}
+    if dimension_names is not None and len(dimension_names) == arr.ndim:
+        opts["dimension_names"] = tuple(dimension_names)
     all_attrs = {**dict(attrs or {}), **extra}
     be._create_dataset(parent, name, path, arr.shape, arr.dtype, arr, opts, all_attrs)
 

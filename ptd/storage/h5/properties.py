@@ -18,24 +18,28 @@ from typing import Any
 import h5py
 import numpy as np
 
+from ptd.storage import spelled
 from ptd.storage.h5 import plugins as h5_plugins
 from ptd.storage.properties import Codec, CodecSupport, Encoding, Stage
 
 __all__ = [
     "PROPERTY_ATTRS",
     "attr_types",
+    "cf_fill_value",
     "codec_support",
     "creation_options",
     "dimension_names",
     "fill_value",
     "layout",
     "pipeline",
+    "scale_name",
     "set_dimension_names",
     "userblock_size",
 ]
 
-#: attributes through which HDF5 states a property (not user attributes)
-PROPERTY_ATTRS = frozenset({"DIMENSION_LABELS"})
+#: attributes through which HDF5 (and netCDF-4 in it) states a property, not user attributes:
+#: the table is :data:`ptd.storage.spelled.SPELLINGS` (``CLASS`` and ``NAME`` only on a scale)
+PROPERTY_ATTRS = frozenset(s.attr for s in spelled.SPELLINGS["h5"])
 
 _NATIVE = "h5"
 # builtin filters: neutral name, stage
@@ -123,6 +127,8 @@ def dimension_names(ds: h5py.Dataset, attrs: Mapping[str, Any]) -> tuple[str | N
     ndim = ds.id.rank
     if not ndim:
         return None
+    if ndim == 1 and spelled.is_scale(attrs):  # a coordinate variable: its scale's own name
+        return (scale_name(ds),)
     labels = attrs.get("DIMENSION_LABELS")
     if labels is not None:
         names = [_text(v) or None for v in np.atleast_1d(np.asarray(labels, dtype=object))]
@@ -134,13 +140,28 @@ def dimension_names(ds: h5py.Dataset, attrs: Mapping[str, Any]) -> tuple[str | N
     try:
         for dim in ds.dims:
             scales = list(dim.values())
-            out.append(_scale_name(scales[0]) if scales else None)
+            out.append(scale_name(scales[0]) if scales else None)
     except (OSError, TypeError, ValueError, KeyError):
         return None
     return tuple(out) if any(out) else None
 
 
-def _scale_name(scale: h5py.Dataset) -> str | None:
+def cf_fill_value(attrs: Mapping[str, Any], dtype: np.dtype) -> Any:
+    """netCDF's ``_FillValue`` attribute as a scalar of the array's type, None when there is
+    none (or it is no single value)."""
+    value = attrs.get(spelled.FILL_ATTR)
+    if value is None:
+        return None
+    arr = np.asarray(value)
+    if arr.size != 1:
+        return None
+    try:
+        return arr.reshape(()).astype(dtype)[()] if dtype.kind in "biufc" else arr.reshape(())[()]
+    except (TypeError, ValueError):
+        return None
+
+
+def scale_name(scale: h5py.Dataset) -> str | None:
     """A dimension scale's name: its ``NAME`` attribute unless netCDF's placeholder, else the
     last part of its path."""
     name = scale.attrs.get("NAME")
@@ -282,6 +303,10 @@ def creation_options(encoding: Encoding, dtype: np.dtype) -> dict[str, Any]:
         out["maxshape"] = tuple(encoding.maxshape)
     if encoding.dimension_names is not None:
         out["dimension_names"] = tuple(encoding.dimension_names)
+    if encoding.cf_fill_value is not None and dtype.kind in "biufc":
+        # netCDF states it twice: the HDF5 fill value and the attribute readers mask with
+        out.setdefault("fillvalue", encoding.cf_fill_value)
+        out["cf_fill_value"] = np.asarray([encoding.cf_fill_value], dtype=dtype)
     return out
 
 
@@ -290,6 +315,17 @@ def set_dimension_names(ds: h5py.Dataset, names: tuple[str | None, ...]) -> None
     for dim, name in zip(ds.dims, names, strict=False):
         if name:
             dim.label = name
+
+
+def set_properties(ds: h5py.Dataset, options: Mapping[str, Any]) -> None:
+    """What :func:`creation_options` leaves for after the dataset exists: the dimension
+    labels and netCDF's ``_FillValue`` attribute."""
+    names = options.get("dimension_names")
+    if names:
+        set_dimension_names(ds, names)
+    fill = options.get("cf_fill_value")
+    if fill is not None:
+        ds.attrs[spelled.FILL_ATTR] = fill
 
 
 def userblock_size(file: h5py.File) -> int:

@@ -45,11 +45,13 @@ from ptd.format.names import (
     ENCODING_PICKLE,
     NAME_MAX_BYTES,
     PTD_BYTES_ATTRS,
+    PTD_FLOAT_ATTRS,
     PTD_NAME_ATTR,
     TD_NON_TENSOR_ATTR,
 )
 from ptd.format.payload import refuse_pickle
 from ptd.format.tables import describe_table
+from ptd.storage import spelled
 from ptd.storage.api import (
     ArrayMeta,
     Backend,
@@ -452,7 +454,7 @@ class ZarrBackend(Backend):
             return super().array_properties(path, meta)
         attrs = dict(meta.attrs)
         shape = tuple(meta.shape)
-        user = {k: v for k, v in attrs.items() if k not in zarr_properties.PROPERTY_ATTRS}
+        user = spelled.user_attrs(self.name, attrs)
         return ArrayProperties(
             path=path,
             shape=shape,
@@ -467,6 +469,7 @@ class ZarrBackend(Backend):
             attr_types=zarr_properties.attr_types(user),
             layout="sharded" if meta.shards is not None else "chunked",
             link=None,
+            cf_fill_value=zarr_properties.cf_fill_value(node, attrs),
         )
 
     def store_properties(self) -> StoreProperties:
@@ -789,8 +792,9 @@ class ZarrBackend(Backend):
             with warnings.catch_warnings():
                 # a zip store appends a second zarr.json entry (the last one is read)
                 warnings.filterwarnings("ignore", "Duplicate name", UserWarning)
-                listed = node.metadata.attributes.get(PTD_BYTES_ATTRS)
-                new = node.update_attributes(zarr_codec.attrs_json(dict(attrs), listed))
+                current = node.metadata.attributes
+                listed, floats = current.get(PTD_BYTES_ATTRS), current.get(PTD_FLOAT_ATTRS)
+                new = node.update_attributes(zarr_codec.attrs_json(dict(attrs), listed, floats))
         except (TypeError, ValueError) as err:
             raise PtdTypeError(
                 f"cannot store attributes {dict(attrs)!r} on key {key!r} in {self._location}: {err}"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -31,6 +32,7 @@ from ptd.errors import PtdValueError
 from ptd.format.names import (
     ENCODING_PICKLE,
     PTD_BYTES_ATTRS,
+    PTD_FLOAT_ATTRS,
     TD_NON_TENSOR_ATTR,
     TD_STACK_ATTR,
 )
@@ -237,21 +239,62 @@ def _bytes_as_text(value: Any) -> Any:
     return None
 
 
-def attrs_json(attrs: Mapping[str, Any], listed: Any = None) -> dict[str, Any]:
+_NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def _spell_floats(value: Any) -> tuple[Any, bool]:
+    """``value`` with NaN and the infinities (at any depth) as zarr's strings for them, and
+    whether there was one (a bare ``NaN`` token is not JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return ("NaN" if value != value else "Infinity" if value > 0 else "-Infinity"), True
+    if isinstance(value, list):
+        items = [_spell_floats(v) for v in value]
+        return [v for v, _ in items], any(f for _, f in items)
+    if isinstance(value, dict):
+        pairs = {k: _spell_floats(v) for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, any(f for _, f in pairs.values())
+    return value, False
+
+
+def _read_floats(value: Any) -> Any:
+    """The inverse of :func:`_spell_floats` for an attribute listed in
+    ``__ptd_float_attrs__``."""
+    if isinstance(value, str):
+        return _NON_FINITE.get(value, value)
+    if isinstance(value, list):
+        return [_read_floats(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _read_floats(v) for k, v in value.items()}
+    return value
+
+
+def _names(listed: Any) -> set[str]:
+    return {n for n in listed if isinstance(n, str)} if isinstance(listed, list) else set()
+
+
+def attrs_json(
+    attrs: Mapping[str, Any], listed: Any = None, floats_listed: Any = None
+) -> dict[str, Any]:
     """Attributes as the JSON a zarr node stores: :func:`plain_python` values, where bytes (and
     lists of bytes) become their UTF-8 text, named in ``__ptd_bytes_attrs__`` so that they
-    read back as bytes (:func:`attrs_read`). ``listed``: the node's current listing, when
-    ``attrs`` are merged into existing ones (names set here again leave it or join it)."""
+    read back as bytes (:func:`attrs_read`), and NaN and the infinities become zarr's strings
+    for them, named in ``__ptd_float_attrs__``. ``listed`` and ``floats_listed``: the node's
+    current listings, when ``attrs`` are merged into existing ones (names set here again
+    leave a listing or join it; the others stay listed)."""
     out: dict[str, Any] = {}
-    before = {n for n in listed if isinstance(n, str)} if isinstance(listed, list) else set()
-    as_bytes = set(before)
+    before, floats_before = _names(listed), _names(floats_listed)
+    as_bytes, floats = set(before), set(floats_before)
     for name, value in attrs.items():
         key = str(name)
-        if key == PTD_BYTES_ATTRS:
+        if key in (PTD_BYTES_ATTRS, PTD_FLOAT_ATTRS):
             continue
         plain = plain_python(value)
         text = _bytes_as_text(plain)
+        floats.discard(key)
         if text is None:
+            plain, spelled = _spell_floats(plain)
+            if spelled:
+                floats.add(key)
             out[key] = plain
             as_bytes.discard(key)
         else:
@@ -259,6 +302,8 @@ def attrs_json(attrs: Mapping[str, Any], listed: Any = None) -> dict[str, Any]:
             as_bytes.add(key)
     if as_bytes != before or (as_bytes and listed is None):
         out[PTD_BYTES_ATTRS] = sorted(as_bytes)
+    if floats != floats_before or (floats and floats_listed is None):
+        out[PTD_FLOAT_ATTRS] = sorted(floats)
     return out
 
 
@@ -266,6 +311,11 @@ def attrs_read(attributes: Mapping[str, Any], *, deep: bool = False) -> dict[str
     """A zarr node's attributes as ptd hands them out (a copy, ``deep`` or not): those named
     in ``__ptd_bytes_attrs__`` as bytes again, the listing itself left out."""
     out = copy.deepcopy(dict(attributes)) if deep else dict(attributes)
+    floats = out.pop(PTD_FLOAT_ATTRS, None)
+    if isinstance(floats, list):
+        for name in floats:
+            if isinstance(name, str) and name in out:
+                out[name] = _read_floats(out[name])
     listed = out.pop(PTD_BYTES_ATTRS, None)
     if not isinstance(listed, list):
         return out
@@ -361,6 +411,7 @@ def create_strings(
     *,
     attrs: Mapping[str, Any] | None = None,
     chunks: Any = None,
+    dimension_names: tuple[str | None, ...] | None = None,
 ) -> None:
     """``ZarrBackend.create_strings``: the array of zarr's type for ``stype`` (replacing a
     node at ``path``), filled with ``data``."""
@@ -373,6 +424,8 @@ def create_strings(
         ) from None
     kwargs = be._create_kwargs(values.shape, None, chunks)
     kwargs["attributes"] = {**attrs_json(dict(attrs or {})), **extra}
+    if dimension_names is not None and len(dimension_names) == values.ndim:
+        kwargs["dimension_names"] = list(dimension_names)
     arr = be._new_array(path, values.shape, dtype, None, kwargs)
     if values.size:
         arr[...] = values

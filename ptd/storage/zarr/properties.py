@@ -15,6 +15,9 @@ unlimited dimension), so that a copy back to HDF5 restores it.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import struct
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +25,7 @@ import numpy as np
 from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec
 
 from ptd.format.names import PTD_MAXSHAPE_ATTR
+from ptd.storage import spelled
 from ptd.storage.properties import Codec, CodecSupport, Encoding, Stage
 
 __all__ = [
@@ -29,6 +33,7 @@ __all__ = [
     "PROPERTY_ATTRS",
     "V2_DIMENSIONS_ATTR",
     "attr_types",
+    "cf_fill_value",
     "codec_note",
     "codec_support",
     "creation_options",
@@ -42,8 +47,9 @@ __all__ = [
 MAXSHAPE_ATTR = PTD_MAXSHAPE_ATTR
 #: xarray's dimension names of a zarr v2 array
 V2_DIMENSIONS_ATTR = "_ARRAY_DIMENSIONS"
-#: attributes through which a store states a property (not user attributes)
-PROPERTY_ATTRS = frozenset({MAXSHAPE_ATTR, V2_DIMENSIONS_ATTR})
+#: attributes through which a store states a property, not user attributes (the table is
+#: :data:`ptd.storage.spelled.SPELLINGS`)
+PROPERTY_ATTRS = frozenset(s.attr for s in spelled.SPELLINGS["zarr"])
 
 _NATIVE = "zarr"
 _CHECKSUMS = frozenset({"crc32c", "adler32", "crc32", "fletcher32", "jenkins_lookup3"})
@@ -158,6 +164,52 @@ def dimension_names(arr: Any, attrs: Mapping[str, Any]) -> tuple[str | None, ...
         return None
     out = tuple(str(n) if n is not None else None for n in names)
     return out if any(out) else None
+
+
+def cf_fill_value(arr: Any, attrs: Mapping[str, Any]) -> Any:
+    """The value xarray masks as missing: in Zarr v3 the ``_FillValue`` attribute as xarray
+    spells it (a float as the base64 of its little-endian float64 bytes, an integer as a
+    number); in Zarr v2 xarray takes the array's fill value, for arrays it wrote (those with
+    ``_ARRAY_DIMENSIONS``). None when not stated or not understood."""
+    md = arr.metadata
+    dtype = np.dtype(getattr(arr, "dtype", None) or "V")
+    if md.zarr_format == 2:
+        if V2_DIMENSIONS_ATTR not in attrs or md.fill_value is None:
+            return None
+        return fill_value(arr)
+    value = attrs.get(spelled.FILL_ATTR)
+    if value is None:
+        return None
+    try:
+        if dtype.kind == "f" and isinstance(value, str):
+            return dtype.type(struct.unpack("<d", base64.b64decode(value, validate=True))[0])
+        if dtype.kind in "iub" and isinstance(value, (int, float, bool)):
+            return dtype.type(value)
+    except (binascii.Error, struct.error, ValueError, OverflowError, TypeError):
+        return None
+    return None
+
+
+def cf_fill_attr(value: Any, dtype: np.dtype) -> Any:
+    """``value`` as xarray spells the ``_FillValue`` attribute of a Zarr v3 array (see
+    :func:`cf_fill_value`), None for a type it has no spelling of here."""
+    if dtype.kind == "f":
+        return base64.b64encode(struct.pack("<d", float(value))).decode("ascii")
+    if dtype.kind in "iu":
+        return int(value)
+    if dtype.kind == "b":
+        return bool(value)
+    return None
+
+
+def json_fill(value: Any) -> Any:
+    """A fill value as zarr's v3 specification spells it in JSON: NaN and the infinities as
+    the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (a bare ``NaN`` is not JSON)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    return value
 
 
 def maxshape(attrs: Mapping[str, Any], shape: tuple[int, ...]) -> tuple[int | None, ...] | None:
@@ -294,11 +346,20 @@ def creation_options(encoding: Encoding, dtype: np.dtype) -> dict[str, Any]:
         out["filters"] = filters
     if serializer is not None and serializer.get("name") != "bytes":
         out["serializer"] = serializer
-    if encoding.fill_value is not None:
-        value = encoding.fill_value
-        out["fill_value"] = value.item() if isinstance(value, np.generic) else value
+    fill = encoding.fill_value
+    if fill is None and encoding.cf_fill_value is not None:
+        fill = encoding.cf_fill_value  # netCDF: the same value, so that a reader may mask
+    if fill is not None:
+        out["fill_value"] = fill.item() if isinstance(fill, np.generic) else fill
     if encoding.dimension_names is not None:
         out["dimension_names"] = list(encoding.dimension_names)
+    attributes: dict[str, Any] = {}
     if encoding.maxshape is not None:
-        out["attributes"] = {MAXSHAPE_ATTR: list(encoding.maxshape)}
+        attributes[MAXSHAPE_ATTR] = list(encoding.maxshape)
+    if encoding.cf_fill_value is not None:
+        spelled_fill = cf_fill_attr(encoding.cf_fill_value, dtype)
+        if spelled_fill is not None:
+            attributes[spelled.FILL_ATTR] = spelled_fill
+    if attributes:
+        out["attributes"] = attributes
     return out
