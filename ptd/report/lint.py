@@ -123,7 +123,8 @@ LINT_CODES: dict[str, tuple[str, str, str]] = {
     "L012": (
         "reference",
         "info",
-        "nothing to fix: references are not tensors (read them with h5py; an HDF5 copy keeps them)",
+        "nothing to fix: references are not tensors (read them with h5py; convert lists them as "
+        "not copied)",
     ),
 }
 

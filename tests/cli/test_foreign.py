@@ -314,11 +314,16 @@ def test_dict_attributes_ptd_wrote_still_read_as_dicts(tmp_path: Path) -> None:
 def test_unsupported_types_are_named_per_key(key: str, what: str, ptd_cli) -> None:
     path = FOREIGN / "unsupported.h5"
     entry = next(e for e in ptd.info(path).entries if e.key == key)
-    assert entry.kind == "unsupported"
     assert what in (entry.reason or "")
     assert what in ptd_cli("inspect", path).stdout
     report = ptd.validate(path)
-    assert any(pr.key == key and what in pr.message for pr in report.problems)
+    if "references" in what:  # a kind of its own: listed (lint L012), not a problem
+        assert entry.kind == "reference"
+        assert not any(pr.key == key for pr in report.problems)
+        assert any(pr.key == key and pr.code == "L012" for pr in report.lint)
+    else:
+        assert entry.kind == "unsupported"
+        assert any(pr.key == key and what in pr.message for pr in report.problems)
 
 
 def test_unsupported_refused_unless_skipped(tmp_path: Path, ptd_cli) -> None:
@@ -357,12 +362,21 @@ def test_matlab_cells_are_named(tmp_path: Path, ptd_cli) -> None:
     np.testing.assert_array_equal(g["#refs#/a"][...], [[1.0, 2.0]])
 
 
-def test_unstorable_attributes_are_listed(tmp_path: Path) -> None:
-    """netCDF dimension scales carry reference attributes: listed as not copied by name."""
+def test_dimension_scales_are_carried_as_dimensions(tmp_path: Path) -> None:
+    """netCDF's dimension scales hold references (``DIMENSION_LIST``): not attributes to copy
+    (or to list as lost) but the dimension names, which the h5 copy spells its own way."""
     result = ptd.convert(FOREIGN / "xarray_h5netcdf.nc", tmp_path / "x.h5")
-    attrs = {(i["key"], i["attr"]) for i in result.not_copied if "attr" in i}
-    assert ("temperature", "DIMENSION_LIST") in attrs
-    assert all("references" in i["reason"] for i in result.not_copied if "attr" in i)
+    assert [i for i in result.not_copied if "attr" in i] == []
+
+    def dims(path: Path) -> dict[str, list[str]]:
+        with h5py.File(path, "r") as f:
+            return {
+                k: [next(iter(d.keys()), "") if len(d) else d.label for d in f[k].dims]
+                for k in ("temperature", "flag")
+            }
+
+    assert dims(tmp_path / "x.h5") == dims(FOREIGN / "xarray_h5netcdf.nc")
+    assert dims(tmp_path / "x.h5")["temperature"] == ["time", "x"]
 
 
 # ------------------------------------------------------------------------------ hdf5plugin
