@@ -169,6 +169,16 @@ class FormatPolicy:
     #: be used there at all
     handles_survive_fork: bool = True
 
+    #: a file can be read while one writer appends to it (HDF5's SWMR: an ``swmr=`` open
+    #: option)
+    swmr_reading: bool = False
+    #: keyword names of the store library's own open call that ptd does not pass on: given to
+    #: a constructor they are refused, naming the option, never silently ignored
+    library_open_options: frozenset[str] = frozenset()
+    #: keyword names a constructor accepts as array creation options (passed to the store
+    #: library when an entry is created); None: not checked here (the library checks them)
+    array_options: frozenset[str] | None = None
+
     # --- metadata ----------------------------------------------------------------------------
     #: a store may carry consolidated metadata (one document listing every node), which can go
     #: stale when another tool writes the store

@@ -123,6 +123,7 @@ class H5Backend(Backend):
         fast_path: bool | None = None,
         fileobj: Any = None,
         chunk_cache: Any = None,
+        swmr: bool = False,
     ) -> None:
         if loc is not None:
             location = loc.path
@@ -142,6 +143,7 @@ class H5Backend(Backend):
         self._locking = locking
         self._fast_path = fast_path
         self._chunk_cache = chunk_cache
+        self._swmr = swmr
         # chunked datasets decoded in parallel through a chunk cache (h5/decode.py), mode "r"
         self._chunked = H5Chunks.create(root.file, chunk_cache)
         #: a remote file's fsspec file object, closed after h5py's file
@@ -164,7 +166,10 @@ class H5Backend(Backend):
         datasets from a memory map (None: on unless ``PTD_FAST_PATH=0``; see ``fast_path``).
         ``chunk_cache``: the chunk cache's budget (see ``read/cache.py``). A URL
         (``s3://...``, with ``storage_options``) is opened read-only. ``userblock_size``:
-        the bytes a new file reserves at its start for another program's header. The options
+        the bytes a new file reserves at its start for another program's header. ``swmr``:
+        open the file for SWMR reading (mode ``"r"``); a file whose superblock says a writer
+        holds it is opened that way (or with its flags read as cleared) without being asked
+        (:func:`~ptd.storage.h5.opening.open_local`). The options
         come as one :class:`~ptd.storage.location.OpenOptions` (``changes`` applied to it).
         """
         check_mode(mode)
@@ -183,12 +188,15 @@ class H5Backend(Backend):
         if loc.is_remote:
             file, fobj = open_remote(loc, mode)
             return cls(file, loc=loc, owns_file=True, read_only=True, fileobj=fobj, **opts)
+        file, fobj = open_local(loc.path, mode, locking, userblock_size, bool(o.swmr))
         return cls(
-            open_local(loc.path, mode, locking, userblock_size),
+            file,
             loc=loc,
             owns_file=True,
             locking=locking,
             read_only=mode == "r",
+            fileobj=fobj,
+            swmr=bool(o.swmr),
             **opts,
         )
 
@@ -197,7 +205,7 @@ class H5Backend(Backend):
         if self._owns_file:
             with contextlib.suppress(Exception):  # closing an already invalid file
                 self._root.file.close()
-        if self._fileobj is not None:  # a remote file's fsspec file object, after h5py's file
+        if self._fileobj is not None:  # a remote file's (or a ClearedFlagsFile's) file object
             fileobj, self._fileobj = self._fileobj, None
             fileobj.close()
 
@@ -216,6 +224,7 @@ class H5Backend(Backend):
             locking=self._locking,
             fast_path=self._fast_path,
             chunk_cache=self._chunk_cache,
+            swmr=self._swmr or None,
         )
 
     # --- helpers -----------------------------------------------------------------------------
