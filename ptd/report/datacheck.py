@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from ptd.errors import PickleRefusedError, PtdError
+from ptd.errors import PickleRefusedError, PtdError, UnsupportedOperationError
 from ptd.storage import cancel, runtime
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.chunk_info import ChunkInfo
@@ -688,7 +688,11 @@ def check_data(
             continue
         if meta.kind is not ValueKind.NUMERIC:
             continue
-        info = be.chunk_info(path)
+        try:
+            info = be.chunk_info(path)
+        except UnsupportedOperationError as err:  # data outside the file: named, not read
+            res.not_checked[key] = str(err)
+            continue
         c = constraints.get(key)
         float_like = meta.dtype.kind == "f" or meta.torch_dtype == "bfloat16"
         axis = image_channel_axis(tuple(meta.shape), meta.dtype)
