@@ -95,6 +95,7 @@ PROBLEM_CODES = (
     "length_mismatch",  # no batch size stored: a leaf a few rows off its group's length
     "unsupported_dtype",  # a leaf with no torch dtype (tables apart: lint L010)
     "skipped_key",  # a key ptd does not read: an HDF5 external or dangling link, a link cycle
+    "data_elsewhere",  # a note: data in other files (HDF5 virtual/external), not read
     "too_large",  # an array declaring more bytes than PTD_MAX_ARRAY_BYTES
     "too_many_attrs",  # a node with more attributes than PTD_MAX_ATTRS: the rest not read
     "missing_key",  # schema: a key the store lacks
@@ -374,6 +375,19 @@ def validate(
                 metas=metas,
             )
             problems.extend(from_data(result))
+        read_or_named = set(result.not_checked) if result is not None else set()
+        problems += [
+            Problem(
+                "/".join(q),
+                "data_elsewhere",
+                f"{'/'.join(q)!r} keeps its data in other files (sources: "
+                f"{', '.join(sources) or 'none listed'}), which ptd does not read: "
+                "--follow-virtual reads a virtual dataset whose sources lie beside the file",
+                severity="info",
+            )
+            for q, sources in be.data_elsewhere.items()
+            if "/".join(q) not in read_or_named
+        ]
         skip = set(ignore)
         problems = [pr for pr in problems if pr.code not in skip]
         lint_found = [pr for pr in lint_found if pr.code not in skip and pr.name not in skip]

@@ -166,6 +166,15 @@ def _properties_text(e: EntryInfo) -> str:
     return " ".join(parts)
 
 
+def _ratio_cell(ms: Sequence[EntryInfo], nbytes: int | None, stored: int | None) -> str:
+    """The compression ratio, or where the data is when it is not in the store (``virtual``,
+    ``external``: no ratio, the stored bytes are not the data's)."""
+    elsewhere = sorted({m.layout or "elsewhere" for m in ms if m.sources is not None})
+    if elsewhere:
+        return "|".join(elsewhere)
+    return format_ratio(nbytes / stored if nbytes is not None and stored else None)
+
+
 def _entry_cells(
     r: ListingRow[EntryInfo], show_attrs: bool, sharded: bool, props: bool = False
 ) -> list[Any]:
@@ -210,9 +219,7 @@ def _entry_cells(
             "|".join(codecs),
             human_bytes(nbytes) if nbytes is not None else "",
             human_bytes(stored) if stored is not None else "?",
-            format_ratio(nbytes / stored if nbytes is not None and stored else None)
-            if e.kind in ("tensor", "table")
-            else "",
+            _ratio_cell(ms, nbytes, stored) if e.kind in ("tensor", "table") else "",
             _per_row_range(per_row),
             *(
                 [Bare(" | ".join(sorted({_properties_text(m) for m in ms} - {""})))]

@@ -18,7 +18,7 @@ from ptd.containers.persistent.write import batch_size_of, check_dtypes, write_a
 from ptd.errors import ArgumentError, PtdTypeError, PtdValueError, UnsupportedOperationError
 from ptd.ops.batch import as_batch_size
 from ptd.storage.location import OpenOptions
-from ptd.storage.registry import get_backend, policy, reopen
+from ptd.storage.registry import check_follow_virtual, get_backend, policy, reopen
 
 if TYPE_CHECKING:
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
@@ -61,7 +61,7 @@ def check_array_options(backend: str, names: Iterable[str]) -> None:
     if unknown:
         raise PtdTypeError(
             f"unknown option(s) {', '.join(unknown)}: not an open option of ptd (locking, "
-            "fast_path, chunk_cache, storage_options, swmr...) nor a creation option of "
+            "fast_path, chunk_cache, storage_options, swmr, follow_virtual...) nor a creation option of "
             f"{fmt.label} arrays ({', '.join(sorted(fmt.array_options))})"
         )
 
@@ -75,6 +75,7 @@ def backend_options(
     use_consolidated: bool | None = None,
     chunk_cache: int | str | None = None,
     swmr: bool | None = None,
+    follow_virtual: bool | None = None,
 ) -> OpenOptions:
     """The :class:`~ptd.storage.location.OpenOptions` of the options a user set (None: not
     set), the one value that goes from the constructor to ``Backend.open``."""
@@ -83,8 +84,10 @@ def backend_options(
         raise ArgumentError("use_consolidated= applies to zarr stores only")
     if swmr is not None and not fmt.swmr_reading:
         raise ArgumentError(f"swmr= applies to HDF5 files only, not to {fmt.label} stores")
+    check_follow_virtual(backend, follow_virtual)
     return OpenOptions.of(
         swmr=swmr,
+        follow_virtual=follow_virtual,
         locking=locking,
         fast_path=fast_path,
         storage_options=storage_options,

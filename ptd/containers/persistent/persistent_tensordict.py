@@ -100,6 +100,9 @@ class PersistentTensorDict(TensorDictBase):
         swmr: h5 only: open the file for SWMR reading (mode ``"r"``), as an h5py SWMR writer
             appends to it. None (default): when the file's superblock says it is being
             written that way (then with a ``WriterStateWarning``).
+        follow_virtual: h5 only: read virtual datasets whose source files all lie inside the
+            directory of the file named (symbolic links resolved); other virtual datasets and
+            external storage stay refused, naming the source (see docs/safety.md).
         **kwargs: passed to ``h5py.Group.create_dataset`` / ``zarr.Group.create_array`` when an
             entry is created.
     """
@@ -128,6 +131,7 @@ class PersistentTensorDict(TensorDictBase):
         use_consolidated: bool | None = None,
         chunk_cache: int | str | None = None,
         swmr: bool | None = None,
+        follow_virtual: bool | None = None,
         **kwargs: Any,
     ) -> None:
         cls = get_backend(backend)
@@ -144,6 +148,7 @@ class PersistentTensorDict(TensorDictBase):
             use_consolidated=use_consolidated,
             chunk_cache=chunk_cache,
             swmr=swmr,
+            follow_virtual=follow_virtual,
         )
         target = group if group is not None else filename
         be = cls.open(target, mode, opts)

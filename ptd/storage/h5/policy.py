@@ -39,6 +39,7 @@ class H5Policy(FormatPolicy):
     bytes_list_as_stack = True
     tables = "any"
     swmr_reading = True
+    virtual_data = True
     #: ``h5py.File``'s keywords that ptd does not pass (it opens with its own choices)
     library_open_options = frozenset(
         {
