@@ -226,6 +226,7 @@ def validate(
     progress: Any = None,
     use_consolidated: bool | None = None,
     histogram_bins: int = 0,
+    follow_virtual: bool = False,
 ) -> ValidationReport:
     """Check the store at ``path`` (see the module doc; a URL is read with
     ``storage_options``). Returns a report; only an unreadable store (missing, corrupt, not
@@ -235,7 +236,9 @@ def validate(
     complete, after ``progress(total=...)`` once). ``ignore``: problem or lint codes (or lint
     names) left out. ``use_consolidated=False``: never trust a zarr store's consolidated
     metadata (it is not trusted anyway once found stale). ``histogram_bins``: ``data`` also
-    draws a histogram of each float leaf (from a strided sample) into its statistics."""
+    draws a histogram of each float leaf (from a strided sample) into its statistics.
+    ``follow_virtual``: read HDF5 virtual datasets whose sources lie beside the file (see
+    :mod:`ptd.storage.h5.elsewhere`); other data in other files is named, not read."""
     if batch_size is not None and batch_dims is not None:
         raise ArgumentError("pass batch_size or batch_dims, not both")
     if batch_dims is not None and (isinstance(batch_dims, bool) or int(batch_dims) < 0):
@@ -246,7 +249,9 @@ def validate(
     doc = load_schema(schema) if schema is not None else None
     p = as_path_str(path)
     be, stale = open_checked(
-        StoreLocation.parse_source(p, storage_options), use_consolidated=use_consolidated
+        StoreLocation.parse_source(p, storage_options),
+        use_consolidated=use_consolidated,
+        follow_virtual=follow_virtual,
     )
     try:
         s = scan(

@@ -217,11 +217,12 @@ def open_store(
     return narrow(be, loc.inner, loc.described)
 
 
-def open_stream(loc: StoreLocation) -> Backend:
+def open_stream(loc: StoreLocation, follow_virtual: bool = False) -> Backend:
     """Open ``loc`` read-only for a streamed whole-store pass (convert, memmap export,
     ``validate --data``): without memory maps, whose mapped pages would count in resident
-    memory and gain a streamed copy nothing, nor a chunk cache (each chunk is read once)."""
-    return open_store(loc, "r", fast_path=False, chunk_cache=0)
+    memory and gain a streamed copy nothing, nor a chunk cache (each chunk is read once).
+    ``follow_virtual``: the open option (HDF5 virtual datasets beside the file are read)."""
+    return open_store(loc, "r", fast_path=False, chunk_cache=0, follow_virtual=follow_virtual)
 
 
 def reopen(spec: ReopenSpec, mode: str | None = None) -> Backend:

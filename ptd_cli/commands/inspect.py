@@ -10,6 +10,7 @@ from rich.text import Text
 
 from .._common import (
     EXPAND_HELP,
+    FOLLOW_VIRTUAL_HELP,
     STORAGE_OPTION_HELP,
     Bare,
     Column,
@@ -49,6 +50,7 @@ def inspect(
         "--stats",
         help="Read every chunk: min/max/mean/std/NaN and a histogram per leaf, then the lint.",
     ),
+    follow_virtual: bool = typer.Option(False, "--follow-virtual", help=FOLLOW_VIRTUAL_HELP),
     storage_option: Annotated[
         list[str] | None,
         typer.Option("--storage-option", "-O", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP),
@@ -74,6 +76,7 @@ def inspect(
                 path,
                 storage_options=options,
                 data=True,
+                follow_virtual=follow_virtual,
                 progress=progress,
                 histogram_bins=HISTOGRAM_BINS,
             )

@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -145,9 +146,11 @@ def test_follow_virtual_reads_sources_beside_the_file(tmp_path: Path) -> None:
     with PersistentTensorDict.from_h5(path, follow_virtual=True) as p:
         got = p["elsewhere"]
     assert torch.equal(got, torch.arange(4, dtype=torch.int32).repeat_interleave(5))
-    with PersistentTensorDict.from_h5(path) as p:
-        with pytest.raises(UnsupportedOperationError, match="follow_virtual=True"):
-            p["elsewhere"]
+    with (
+        PersistentTensorDict.from_h5(path) as p,
+        pytest.raises(UnsupportedOperationError, match="follow_virtual=True"),
+    ):
+        p["elsewhere"]
 
 
 def _vds_from(tmp_path: Path, source: str) -> Path:
@@ -179,21 +182,82 @@ def test_follow_virtual_refuses_sources_outside_the_directory(outside: Path, how
         "missing": "nothing.h5",
     }[how]
     path = _vds_from(outside, source)
-    with PersistentTensorDict.from_h5(path, follow_virtual=True) as p:
-        with pytest.raises(UnsupportedOperationError) as err:
-            p["elsewhere"]
+    with (
+        PersistentTensorDict.from_h5(path, follow_virtual=True) as p,
+        pytest.raises(UnsupportedOperationError) as err,
+    ):
+        p["elsewhere"]
     assert source in str(err.value)  # the source path is named
     assert ("does not exist" if how == "missing" else "outside") in str(err.value)
 
 
 def test_follow_virtual_never_reads_external_storage(tmp_path: Path) -> None:
     path = _external(tmp_path)
-    with PersistentTensorDict.from_h5(path, follow_virtual=True) as p:
-        with pytest.raises(UnsupportedOperationError, match="raw.bin"):
-            p["elsewhere"]
+    with (
+        PersistentTensorDict.from_h5(path, follow_virtual=True) as p,
+        pytest.raises(UnsupportedOperationError, match=r"raw\.bin"),
+    ):
+        p["elsewhere"]
 
 
 def test_follow_virtual_is_refused_where_there_is_no_virtual_data(tmp_path: Path) -> None:
     with pytest.raises(ArgumentError, match="follow_virtual applies to HDF5 files only"):
         PersistentTensorDict.from_zarr(tmp_path / "x.zarr", mode="w", follow_virtual=True)
     assert not (tmp_path / "x.zarr").exists()
+
+
+# --- --follow-virtual (command line) -------------------------------------------------------------
+def _cli(*args: object) -> Any:
+    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "300"})
+
+
+def test_cli_validate_and_inspect_follow_virtual(tmp_path: Path) -> None:
+    path = _vds(tmp_path)
+    run = _cli("validate", "--data", "--follow-virtual", "--json", path)
+    assert run.exit_code == 0, run.output
+    stats = json.loads(run.stdout)["reports"][0]["stats"]
+    assert stats["elsewhere"]["mean"] == 1.5  # the four sources read: 0,0,..,3
+    assert not [p for p in json.loads(run.stdout)["reports"][0]["problems"] if p["key"]]
+    run = _cli("inspect", "--stats", "--follow-virtual", "--json", path)
+    assert run.exit_code == 0, run.output
+    assert json.loads(run.stdout)["stats"]["elsewhere"]["max"] == 3
+
+
+def test_cli_follow_virtual_still_refuses_sources_outside(outside: Path) -> None:
+    path = _vds_from(outside, "../out/secret.h5")
+    run = _cli("validate", "--data", "--follow-virtual", path)
+    assert run.exit_code == 0, run.output  # named as not checked, the store stays valid
+    assert "../out/secret.h5" in run.stdout
+    assert "outside" in run.stdout
+
+
+def test_cli_diff_and_convert_follow_virtual(tmp_path: Path) -> None:
+    zarr = pytest.importorskip("zarr", reason="the copy is read back with zarr-python")
+    path = _vds(tmp_path)
+    for out in (tmp_path / "o.zarr", tmp_path / "o.h5"):
+        run = _cli("convert", "--follow-virtual", "--verify", path, out)
+        assert run.exit_code == 0, run.output
+        assert "no difference" in run.stdout
+        run = _cli("diff", "--follow-virtual", path, out)
+        assert run.exit_code == 0, run.output
+        assert "2 leaves compared" in run.stdout
+    expected = np.repeat(np.arange(4, dtype="i4"), 5)
+    np.testing.assert_array_equal(zarr.open_group(tmp_path / "o.zarr")["elsewhere"][...], expected)
+    with h5py.File(tmp_path / "o.h5") as f:
+        assert f["elsewhere"].id.get_create_plist().get_layout() != h5py.h5d.VIRTUAL
+        np.testing.assert_array_equal(f["elsewhere"][...], expected)
+    run = _cli("convert", path, tmp_path / "refused.zarr")  # without the option: refused
+    assert run.exit_code == 2
+    assert "src0.h5" in run.stderr
+    assert not (tmp_path / "refused.zarr").exists()
+
+
+@pytest.mark.parametrize("command", [["validate", "--data"], ["inspect", "--stats"]])
+def test_cli_follow_virtual_on_zarr_is_one_error_line(tmp_path: Path, command: list[str]) -> None:
+    zarr = pytest.importorskip("zarr", reason="the store is written with zarr-python")
+    zarr.create_group(tmp_path / "s.zarr")
+    run = _cli(*command, "--follow-virtual", tmp_path / "s.zarr")
+    assert run.exit_code == 2
+    assert run.stderr.count("ptd: error:") == 1
+    assert "follow_virtual applies to HDF5 files only" in run.stderr
+    assert "Traceback" not in run.output
