@@ -75,6 +75,7 @@ __all__ = [
     "UnsupportedDtypeError",
     "UnsupportedOperationError",
     "UntestedDependencyError",
+    "WriterStateWarning",
     "redact",
 ]
 
@@ -345,3 +346,9 @@ class KeysMismatchError(PtdKeyError, ValueError):
 class SkippedKeyWarning(UserWarning):
     """A key of a store that ptd does not list or read (an HDF5 external link, a dangling soft
     link, a link cycle), named with the reason. Issued once per key and open store."""
+
+
+class WriterStateWarning(UserWarning):
+    """A file was opened in a state its writer left it in: an HDF5 file another process holds
+    open for (SWMR) writing, or whose writer ended without closing it. The message names what
+    was found (the superblock's consistency flags) and how the file was read."""

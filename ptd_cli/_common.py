@@ -55,6 +55,10 @@ __all__ = [
 ]
 
 #: the help of every command's ``-O/--storage-option``
+FOLLOW_VIRTUAL_HELP = (
+    "HDF5: read virtual datasets whose source files all lie inside the directory of the file "
+    "named (others, and external storage, stay refused, naming the source)."
+)
 STORAGE_OPTION_HELP = (
     "fsspec option for URLs (s3://, gs://...), KEY=VALUE, repeatable: "
     "-O endpoint_url=http://host:9000 -O key=ID -O secret=KEY, or -O anon=true. "

@@ -233,11 +233,15 @@ def narrowed_findings(
 
 
 def open_checked(
-    loc: StoreLocation, *, use_consolidated: bool | None = None
+    loc: StoreLocation,
+    *,
+    use_consolidated: bool | None = None,
+    follow_virtual: bool | None = None,
 ) -> tuple[Backend, list[ConsolidatedFinding]]:
     """Open a store read-only for a streamed pass (no memory maps), after checking a local
     zarr store's consolidated metadata: when it is stale (or ``use_consolidated=False``) the
-    store is opened on its real listing. Returns the backend (close it) and the findings."""
+    store is opened on its real listing. ``follow_virtual``: the open option (HDF5's virtual
+    datasets beside the file are read). Returns the backend (close it) and the findings."""
     stale = [] if loc.is_remote or not os.path.isdir(loc.path) else check_consolidated(loc.path)
     stale = narrowed_findings(stale, loc.inner)
     loc = detect(loc)
@@ -245,4 +249,6 @@ def open_checked(
     assert loc.format is not None
     if policy(loc.format).consolidated_metadata and (stale or use_consolidated is False):
         opts["use_consolidated"] = False
+    if follow_virtual:
+        opts["follow_virtual"] = True
     return open_store(loc, "r", **opts), stale

@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from ptd.errors import PickleRefusedError, PtdError
+from ptd.errors import PickleRefusedError, PtdError, UnsupportedOperationError
 from ptd.storage import cancel, runtime
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.chunk_info import ChunkInfo
@@ -191,6 +191,9 @@ class DataResult:
     #: leaves not read at all, and why (more chunks to visit than PTD_MAX_CHUNKS where the
     #: stored ones cannot be listed): key -> message
     not_checked: dict[str, str] = field(default_factory=dict)
+    #: the keys of ``not_checked`` whose data lies in other files (an HDF5 virtual dataset or
+    #: external storage, see ``Backend.data_elsewhere``): named, not an error of the store
+    elsewhere: set[str] = field(default_factory=set)
     #: the fill value of leaves with chunks never stored (read once): key -> value
     fill_values: dict[str, Any] = field(default_factory=dict)
     nbytes: int = 0
@@ -688,7 +691,13 @@ def check_data(
             continue
         if meta.kind is not ValueKind.NUMERIC:
             continue
-        info = be.chunk_info(path)
+        try:
+            info = be.chunk_info(path)
+        except UnsupportedOperationError as err:  # data outside the file: named, not read
+            res.not_checked[key] = str(err)
+            if path in be.data_elsewhere:
+                res.elsewhere.add(key)
+            continue
         c = constraints.get(key)
         float_like = meta.dtype.kind == "f" or meta.torch_dtype == "bfloat16"
         axis = image_channel_axis(tuple(meta.shape), meta.dtype)

@@ -52,6 +52,7 @@ from ptd.storage.limits import check_declared
 from ptd.storage.location import StoreLocation, as_path_str
 from ptd.storage.properties import fill_text as _fill_text
 from ptd.storage.properties import same_fill
+from ptd.storage.registry import detect, policy
 
 __all__ = ["DIFF_KINDS", "DiffReport", "Difference", "diff"]
 
@@ -477,6 +478,11 @@ def _first_outside(spans: list[tuple[int, int]]) -> int:
 
 
 @cancellable  # Ctrl-C / SIGTERM stop it at its next read (ptd.storage.cancel)
+def _can_follow(loc: StoreLocation, follow_virtual: bool) -> bool:
+    assert loc.format is not None
+    return follow_virtual and policy(loc.format).virtual_data
+
+
 def diff(
     a: Any,
     b: Any,
@@ -489,10 +495,13 @@ def diff(
     storage_options_b: dict[str, Any] | None = None,
     workers: int = 2,
     progress: Callable[..., None] | None = None,
+    follow_virtual: bool = False,
 ) -> DiffReport:
     """Compare the stores ``a`` and ``b`` (see the module doc; ``storage_options`` for URLs,
     ``storage_options_b`` for ``b`` when it differs). ``progress(total=N)`` once, then
-    ``progress(nbytes)`` as slabs complete. Only an unreadable store raises."""
+    ``progress(nbytes)`` as slabs complete. ``follow_virtual``: read HDF5 virtual datasets
+    whose sources lie beside their file (others are listed as not compared, with their
+    sources). Only an unreadable store raises."""
     if rtol < 0 or atol < 0:
         raise PtdValueError(f"rtol and atol must be >= 0, got rtol={rtol}, atol={atol}")
     t0 = time.perf_counter()
@@ -502,9 +511,11 @@ def diff(
     lb = StoreLocation.parse_source(
         pb, storage_options_b if storage_options_b is not None else storage_options
     )
-    bea, _stale_a = open_checked(la)
+    # each side that can hold virtual data follows it (a zarr side has none to follow)
+    la, lb = detect(la), detect(lb)
+    bea, _stale_a = open_checked(la, follow_virtual=_can_follow(la, follow_virtual))
     try:
-        beb, _stale_b = open_checked(lb)
+        beb, _stale_b = open_checked(lb, follow_virtual=_can_follow(lb, follow_virtual))
     except BaseException:
         bea.close()
         raise

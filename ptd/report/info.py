@@ -76,7 +76,9 @@ which are stable (new fields may be added; none is renamed or removed within a
     (``[null, 4]``: ``null`` per unlimited dim; ``null`` when the store states none, as zarr,
     whose arrays resize freely), ``resizable`` (the dims the array can grow along, per its
     maxshape) and ``layout`` (``contiguous``, ``chunked``, ``compact``, ``sharded``,
-    ``virtual``, ``external``). ``random_row_bytes``: what reading one random row decodes
+    ``virtual``, ``external``). Data in other files (``virtual``, ``external``) has no
+    ``ratio``, is left out of the totals' ratio, and lists its ``sources`` (the files it lies
+    in, as the store names them). ``random_row_bytes``: what reading one random row decodes
     (:func:`ptd.storage.api.random_row_cost`, the cost the lint's L004 judges).
 ``zarr_format``
     ``2`` or ``3`` for a zarr store (v2 stores are read, never written), ``null`` for HDF5.
@@ -169,6 +171,9 @@ class EntryInfo:
     resizable: list[int] = field(default_factory=list)
     #: contiguous, chunked, compact, sharded, virtual, external
     layout: str | None = None
+    #: the files the data lies in when it is outside the store (a virtual dataset's source
+    #: files, external storage's raw files), which ptd does not read; None otherwise
+    sources: list[str] | None = None
 
     @property
     def batch_shape(self) -> list[int]:
@@ -312,6 +317,7 @@ def info(
         entries: list[EntryInfo] = []
         totals = Totals()
         t_stored = 0
+        t_nbytes = 0  # the logical bytes of the tensors whose stored bytes are in the store
         any_stored = False
         for q, kind, meta in s.nodes:
             d = len(q)
@@ -357,17 +363,21 @@ def info(
                 attrs=user_attrs(spelled.user_attrs(be.name, meta.attrs)) if attrs else None,
                 link=s.links.get(q),
             )
+            elsewhere = be.data_elsewhere.get(q)
+            if elsewhere is not None:
+                e.sources = list(elsewhere)
             if meta.kind is ValueKind.NUMERIC:
                 totals.tensors += 1
                 e.dtype = meta.torch_dtype
                 e.nbytes = math.prod(meta.shape) * meta.dtype.itemsize
-                e.ratio = _ratio(e.nbytes, stored)
+                e.ratio = _ratio(e.nbytes, stored) if elsewhere is None else None
                 cost = random_row_cost(meta, be.policy, local=not loc.is_remote)
                 e.random_row_bytes = cost.nbytes if cost is not None else None
                 totals.nbytes += e.nbytes
-                if stored is not None:
+                if stored is not None and elsewhere is None:
                     any_stored = True
                     t_stored += stored
+                    t_nbytes += e.nbytes
             elif meta.kind is ValueKind.NON_TENSOR:
                 totals.non_tensors += 1
                 e.kind = "non_tensor"
@@ -394,7 +404,7 @@ def info(
                 entries.append(e)
         if any_stored:
             totals.stored_nbytes = t_stored
-            totals.ratio = _ratio(totals.nbytes, t_stored)
+            totals.ratio = _ratio(t_nbytes, t_stored)
         totals.file_bytes = loc.nbytes() if loc.is_remote or os.path.exists(p) else None
         root = s.batches[()]
         return StoreInfo(

@@ -7,6 +7,7 @@ comes from, which groups problems in reports (one JUnit test case per check):
 check           codes
 ==============  ===================================================================
 ``metadata``    unreadable, bad_metadata, skipped_key (a warning: a link ptd does not follow),
+                data_elsewhere (a note: data in other files, which ptd does not read),
                 too_large (an array declaring more than PTD_MAX_ARRAY_BYTES),
                 too_many_attrs (a warning: attributes beyond PTD_MAX_ATTRS not read)
 ``batch_size``  batch_mismatch, group_batch_mismatch, length_mismatch, dimension_mismatch
@@ -18,8 +19,8 @@ check           codes
 ``consolidated`` consolidated_missing, consolidated_extra, consolidated_differs
 ``data``        undecodable_chunk, checksum_failed, missing_chunks, nan_values, inf_values,
                 value_out_of_range, value_not_allowed, nan_not_allowed, bad_non_tensor,
-                not_checked (too many chunks to visit)
-``lint``        L001 ... L010 (:mod:`ptd.report.lint`)
+                not_checked (too many chunks to visit; a warning for data in other files)
+``lint``        L001 ... L012 (:mod:`ptd.report.lint`)
 ==============  ===================================================================
 """
 
@@ -36,7 +37,14 @@ __all__ = ["CHECKS", "Problem", "check_of", "from_consolidated", "from_data", "f
 
 #: every check, in report order, with its codes (lint codes are ``L`` + digits)
 CHECKS: dict[str, tuple[str, ...]] = {
-    "metadata": ("unreadable", "bad_metadata", "skipped_key", "too_large", "too_many_attrs"),
+    "metadata": (
+        "unreadable",
+        "bad_metadata",
+        "skipped_key",
+        "data_elsewhere",
+        "too_large",
+        "too_many_attrs",
+    ),
     "batch_size": (
         "batch_mismatch",
         "group_batch_mismatch",
@@ -180,7 +188,8 @@ def from_data(res: DataResult) -> list[Problem]:
             continue
         out.append(Problem(v.key, v.code, v.message, count=v.count))
     for key, msg in res.not_checked.items():
-        out.append(Problem(key, "not_checked", msg))
+        severity = "warning" if key in res.elsewhere else "error"
+        out.append(Problem(key, "not_checked", msg, severity=severity))
     for key, msg in res.bad_non_tensors.items():
         out.append(Problem(key, "bad_non_tensor", f"cannot decode {key!r}: {msg}"))
     return out

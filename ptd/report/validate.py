@@ -101,6 +101,7 @@ PROBLEM_CODES = (
     "encoding_mismatch",  # a known encoding's rule broken (AnnData, hdmf/NWB: report.layouts)
     "unsupported_dtype",  # a leaf with no torch dtype (tables apart: lint L010)
     "skipped_key",  # a key ptd does not read: an HDF5 external or dangling link, a link cycle
+    "data_elsewhere",  # a note: data in other files (HDF5 virtual/external), not read
     "too_large",  # an array declaring more bytes than PTD_MAX_ARRAY_BYTES
     "too_many_attrs",  # a node with more attributes than PTD_MAX_ATTRS: the rest not read
     "missing_key",  # schema: a key the store lacks
@@ -234,6 +235,7 @@ def validate(
     progress: Any = None,
     use_consolidated: bool | None = None,
     histogram_bins: int = 0,
+    follow_virtual: bool = False,
 ) -> ValidationReport:
     """Check the store at ``path`` (see the module doc; a URL is read with
     ``storage_options``). Returns a report; only an unreadable store (missing, corrupt, not
@@ -243,7 +245,9 @@ def validate(
     complete, after ``progress(total=...)`` once). ``ignore``: problem or lint codes (or lint
     names) left out. ``use_consolidated=False``: never trust a zarr store's consolidated
     metadata (it is not trusted anyway once found stale). ``histogram_bins``: ``data`` also
-    draws a histogram of each float leaf (from a strided sample) into its statistics."""
+    draws a histogram of each float leaf (from a strided sample) into its statistics.
+    ``follow_virtual``: read HDF5 virtual datasets whose sources lie beside the file (see
+    :mod:`ptd.storage.h5.elsewhere`); other data in other files is named, not read."""
     if batch_size is not None and batch_dims is not None:
         raise ArgumentError("pass batch_size or batch_dims, not both")
     if batch_dims is not None and (isinstance(batch_dims, bool) or int(batch_dims) < 0):
@@ -254,7 +258,9 @@ def validate(
     doc = load_schema(schema) if schema is not None else None
     p = as_path_str(path)
     be, stale = open_checked(
-        StoreLocation.parse_source(p, storage_options), use_consolidated=use_consolidated
+        StoreLocation.parse_source(p, storage_options),
+        use_consolidated=use_consolidated,
+        follow_virtual=follow_virtual,
     )
     try:
         s = scan(
@@ -390,6 +396,19 @@ def validate(
                 metas=metas,
             )
             problems.extend(from_data(result))
+        read_or_named = set(result.not_checked) if result is not None else set()
+        problems += [
+            Problem(
+                "/".join(q),
+                "data_elsewhere",
+                f"{'/'.join(q)!r} keeps its data in other files (sources: "
+                f"{', '.join(sources) or 'none listed'}), which ptd does not read: "
+                "--follow-virtual reads a virtual dataset whose sources lie beside the file",
+                severity="info",
+            )
+            for q, sources in be.data_elsewhere.items()
+            if "/".join(q) not in read_or_named
+        ]
         skip = set(ignore)
         problems = [pr for pr in problems if pr.code not in skip]
         lint_found = [pr for pr in lint_found if pr.code not in skip and pr.name not in skip]

@@ -169,6 +169,19 @@ class FormatPolicy:
     #: be used there at all
     handles_survive_fork: bool = True
 
+    #: a file can be read while one writer appends to it (HDF5's SWMR: an ``swmr=`` open
+    #: option)
+    swmr_reading: bool = False
+    #: a dataset may keep its data in other files (HDF5's virtual datasets): the
+    #: ``follow_virtual=`` open option applies
+    virtual_data: bool = False
+    #: keyword names of the store library's own open call that ptd does not pass on: given to
+    #: a constructor they are refused, naming the option, never silently ignored
+    library_open_options: frozenset[str] = frozenset()
+    #: keyword names a constructor accepts as array creation options (passed to the store
+    #: library when an entry is created); None: not checked here (the library checks them)
+    array_options: frozenset[str] | None = None
+
     # --- metadata ----------------------------------------------------------------------------
     #: a store may carry consolidated metadata (one document listing every node), which can go
     #: stale when another tool writes the store
@@ -328,8 +341,9 @@ class Backend(ABC):
         #: by listing: path -> the reason
         self.walk_skipped: dict[Path, str] = {}
         #: arrays whose data is outside the store (h5 virtual datasets, external storage),
-        #: which ptd does not read: found when their metadata is read
-        self.data_elsewhere: set[Path] = set()
+        #: which ptd does not read: found when their metadata is read: path -> the files the
+        #: data lies in, as the store names them
+        self.data_elsewhere: dict[Path, tuple[str, ...]] = {}
         #: attributes the backend could not read (or hand over unchanged) and left out of
         #: ``get_attrs``/``array_meta``: path -> {name: reason}
         self.attrs_skipped: dict[Path, dict[str, str]] = {}

@@ -283,8 +283,9 @@ class OpenOptions:
     """How a store is opened: one value from the constructor (``PersistentTensorDict(...)``,
     ``from_h5``, ``from_zarr``, ``StoreDataset``'s ``open_kwargs``) through a pickle or a
     worker's reopen (:class:`ReopenSpec`) to ``Backend.open``. A backend reads the fields its
-    format has (``locking`` and ``userblock_size`` are HDF5's, ``use_consolidated`` zarr's)
-    and leaves the others; the storage options of a URL travel with its location.
+    format has (``locking``, ``swmr`` and ``userblock_size`` are HDF5's, ``use_consolidated`` zarr's)
+    and leaves the others (``follow_virtual=True`` is refused by a format without virtual
+    data); the storage options of a URL travel with its location.
 
     >>> o = OpenOptions.of(fast_path=False, chunk_cache="1MiB")
     >>> o.fast_path, o.chunk_cache, o.given()
@@ -292,7 +293,7 @@ class OpenOptions:
     >>> OpenOptions.of(fastpath=True)
     Traceback (most recent call last):
     ...
-    ptd.errors.PtdTypeError: unknown open option(s) fastpath; the options are locking, fast_path, chunk_cache, use_consolidated, userblock_size, storage_options
+    ptd.errors.PtdTypeError: unknown open option(s) fastpath; the options are locking, fast_path, chunk_cache, use_consolidated, userblock_size, storage_options, swmr, follow_virtual
     """
 
     #: h5py's file locking (``True``/``False``/``"best-effort"``), None: h5py's default
@@ -307,6 +308,12 @@ class OpenOptions:
     userblock_size: int = 0
     #: fsspec options of a URL, as sorted ``(name, value)`` pairs
     storage_options: tuple[tuple[str, Any], ...] | None = None
+    #: HDF5: open for SWMR reading (a file an SWMR writer appends to), None: when the file
+    #: says it is being written that way
+    swmr: bool | None = None
+    #: HDF5: read virtual datasets whose source files all lie inside the directory of the
+    #: file named (:mod:`ptd.storage.h5.elsewhere`); None/False: never read
+    follow_virtual: bool | None = None
 
     @classmethod
     def of(cls, options: OpenOptions | None = None, **changes: Any) -> OpenOptions:
@@ -327,6 +334,10 @@ class OpenOptions:
             given["fast_path"] = bool(given["fast_path"])
         if "use_consolidated" in given:
             given["use_consolidated"] = bool(given["use_consolidated"])
+        if "swmr" in given:
+            given["swmr"] = bool(given["swmr"])
+        if "follow_virtual" in given:
+            given["follow_virtual"] = bool(given["follow_virtual"])
         if "storage_options" in given:
             given["storage_options"] = tuple(sorted(dict(given["storage_options"]).items()))
         return replace(options or cls(), **given)

@@ -17,7 +17,7 @@ import zipfile
 from dataclasses import replace
 from typing import Any
 
-from ptd.errors import CorruptStoreError, StoreNotFoundError, UnknownBackendError
+from ptd.errors import ArgumentError, CorruptStoreError, StoreNotFoundError, UnknownBackendError
 from ptd.format.detect import (
     HEAD_BYTES,
     MEMMAP_FORMAT,
@@ -37,6 +37,7 @@ __all__ = [
     "NodeKind",
     "NonTensorPayload",
     "ValueKind",
+    "check_follow_virtual",
     "detect",
     "detect_backend",
     "get_backend",
@@ -187,6 +188,15 @@ def detect(loc: StoreLocation) -> StoreLocation:
     return replace(loc, format=detect_backend(loc.path, loc.options))
 
 
+def check_follow_virtual(fmt: str, follow_virtual: bool | None) -> None:
+    """Refuse ``follow_virtual=True`` for a format without virtual data (zarr, memmap)."""
+    if follow_virtual and not policy(fmt).virtual_data:
+        raise ArgumentError(
+            f"follow_virtual applies to HDF5 files only: {policy(fmt).label} stores have no "
+            "virtual datasets"
+        )
+
+
 def open_store(
     loc: StoreLocation, mode: str = "r", options: OpenOptions | None = None, **changes: Any
 ) -> Backend:
@@ -200,17 +210,19 @@ def open_store(
     loc = detect(loc)
     assert loc.format is not None
     opts = OpenOptions.of(options, **changes)
+    check_follow_virtual(loc.format, opts.follow_virtual)
     if loc.storage_options:
         opts = OpenOptions.of(opts, storage_options=loc.options)
     be = get_backend(loc.format).open(loc.path, mode, opts)
     return narrow(be, loc.inner, loc.described)
 
 
-def open_stream(loc: StoreLocation) -> Backend:
+def open_stream(loc: StoreLocation, follow_virtual: bool = False) -> Backend:
     """Open ``loc`` read-only for a streamed whole-store pass (convert, memmap export,
     ``validate --data``): without memory maps, whose mapped pages would count in resident
-    memory and gain a streamed copy nothing, nor a chunk cache (each chunk is read once)."""
-    return open_store(loc, "r", fast_path=False, chunk_cache=0)
+    memory and gain a streamed copy nothing, nor a chunk cache (each chunk is read once).
+    ``follow_virtual``: the open option (HDF5 virtual datasets beside the file are read)."""
+    return open_store(loc, "r", fast_path=False, chunk_cache=0, follow_virtual=follow_virtual)
 
 
 def reopen(spec: ReopenSpec, mode: str | None = None) -> Backend:

@@ -128,7 +128,7 @@ class SubtreeBackend(Backend):
 
         self.walk_links = rel(be.walk_links)
         self.walk_skipped = rel(be.walk_skipped)
-        self.data_elsewhere = set(rel(dict.fromkeys(be.data_elsewhere)))
+        self.data_elsewhere = rel(be.data_elsewhere)
         self.attrs_skipped = rel(be.attrs_skipped)
 
     def _meta(self, meta: ArrayMeta) -> ArrayMeta:

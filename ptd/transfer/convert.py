@@ -109,6 +109,9 @@ def convert(
         batch_dims: record each group's batch size of this many leading dims, each group on
             its own (an episode group gets its own length; stored ones kept where they fit),
             as ``ptd validate --batch-dims`` works them out; every entry must fit.
+        follow_virtual: read and copy the HDF5 source's virtual datasets whose source files
+            all lie inside its directory (others, and external storage, stay refused, naming
+            the source; see :mod:`ptd.storage.h5.elsewhere`). A zarr source refuses it.
 
     Raises:
         StoreNotFoundError, CorruptStoreError: ``src`` is missing or unreadable.

@@ -170,7 +170,7 @@ def planned(opts: ConvertOptions) -> Iterator[Job]:
     t0 = time.perf_counter()
     cancel.phase("planning", opts.src.path)
     src = detect(opts.src)
-    be = open_stream(src)
+    be = open_stream(src, follow_virtual=opts.follow_virtual)
     try:
         dst = destination(opts, src.format)
         exists = check_destination(src, dst, opts)

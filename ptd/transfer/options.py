@@ -47,6 +47,7 @@ class ConvertArgs(TypedDict, total=False):
     layout: str | None
     batch_size: Any
     batch_dims: int | None
+    follow_virtual: bool
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,8 @@ class ConvertOptions:
     batch_size: tuple[int, ...] | None = None
     #: record each group's batch size of this many leading dims (per group), or None
     batch_dims: int | None = None
+    #: HDF5 source: read (and copy) virtual datasets whose sources lie beside the file
+    follow_virtual: bool = False
 
     def __post_init__(self) -> None:
         chunks = self.chunks
@@ -185,6 +188,7 @@ class ConvertOptions:
             layout=args.get("layout"),
             batch_size=args.get("batch_size"),
             batch_dims=args.get("batch_dims"),
+            follow_virtual=bool(args.get("follow_virtual", False)),
         )
 
 

@@ -381,9 +381,12 @@ def refusals(s: Scan, fmt: str, *, allow_pickle: bool = True) -> dict[Path, str]
                 continue
             out[path] = f"key {key!r} holds {meta.unsupported}, which ptd cannot copy"
         elif path in s.backend.data_elsewhere:
+            shown = ", ".join(s.backend.data_elsewhere[path]) or "none listed"
             out[path] = (
                 f"key {key!r} keeps its data outside the file (a virtual dataset or external "
-                "storage), which ptd does not follow (it could read any file on this machine)"
+                f"storage; sources: {shown}), which ptd does not follow (it could read any "
+                "file on this machine; --follow-virtual reads a virtual dataset whose sources "
+                "lie beside the file)"
             )
     return out
 

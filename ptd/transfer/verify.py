@@ -39,8 +39,10 @@ def verify_conversion(
     equal_nan: bool = True,
     storage_options: dict[str, Any] | None = None,
     progress: Callable[..., None] | None = None,
+    follow_virtual: bool = False,
 ) -> DiffReport:
-    """Compare ``result.dst`` with ``result.src`` (see the module doc)."""
+    """Compare ``result.dst`` with ``result.src`` (see the module doc); ``follow_virtual``:
+    as the conversion was given (the source's virtual datasets beside it are compared)."""
     report = diff(
         result.src,
         result.dst,
@@ -49,6 +51,7 @@ def verify_conversion(
         equal_nan=equal_nan,
         storage_options=storage_options,
         progress=progress,
+        follow_virtual=follow_virtual,
     )
     skipped = {
         item["key"]: item["reason"]

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from .._common import (
     EXPAND_HELP,
+    FOLLOW_VIRTUAL_HELP,
     STORAGE_OPTION_HELP,
     Bare,
     Column,
@@ -117,6 +118,7 @@ def convert(
         help="Copy the rest when some keys cannot be (HDF5 references, vlen sequences, names "
         "zarr reserves); they are listed as not copied. Default: refuse, naming the key.",
     ),
+    follow_virtual: bool = typer.Option(False, "--follow-virtual", help=FOLLOW_VIRTUAL_HELP),
     json_: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     verify: bool = typer.Option(
         False,
@@ -199,6 +201,7 @@ def convert(
             layout=layout.value if layout else None,
             batch_size=bs,
             batch_dims=batch_dims,
+            follow_virtual=follow_virtual,
         )
         target = destination(opts).path
     with (
@@ -219,6 +222,7 @@ def convert(
                     equal_nan=equal_nan,
                     storage_options=options,
                     progress=progress,
+                    follow_virtual=follow_virtual,
                 )
     verified = checked is None or checked.verified(allow_uncompared)
     if json_:

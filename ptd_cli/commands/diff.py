@@ -8,6 +8,7 @@ import typer
 from rich.text import Text
 
 from .._common import (
+    FOLLOW_VIRTUAL_HELP,
     STORAGE_OPTION_HELP,
     Bare,
     Column,
@@ -59,6 +60,7 @@ def diff(
     report_to: Annotated[
         list[str] | None, typer.Option("--report", metavar="FORMAT=FILE", help=REPORT_HELP)
     ] = None,
+    follow_virtual: bool = typer.Option(False, "--follow-virtual", help=FOLLOW_VIRTUAL_HELP),
     storage_option: Annotated[
         list[str] | None,
         typer.Option("--storage-option", "-O", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP),
@@ -82,6 +84,7 @@ def diff(
             equal_nan=equal_nan,
             metadata_only=metadata_only,
             storage_options=options,
+            follow_virtual=follow_virtual,
             progress=progress,
         )
     doc = report.to_dict()

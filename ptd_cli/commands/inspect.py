@@ -10,6 +10,7 @@ from rich.text import Text
 
 from .._common import (
     EXPAND_HELP,
+    FOLLOW_VIRTUAL_HELP,
     STORAGE_OPTION_HELP,
     Bare,
     Column,
@@ -49,6 +50,7 @@ def inspect(
         "--stats",
         help="Read every chunk: min/max/mean/std/NaN and a histogram per leaf, then the lint.",
     ),
+    follow_virtual: bool = typer.Option(False, "--follow-virtual", help=FOLLOW_VIRTUAL_HELP),
     storage_option: Annotated[
         list[str] | None,
         typer.Option("--storage-option", "-O", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP),
@@ -74,6 +76,7 @@ def inspect(
                 path,
                 storage_options=options,
                 data=True,
+                follow_virtual=follow_virtual,
                 progress=progress,
                 histogram_bins=HISTOGRAM_BINS,
             )
@@ -168,6 +171,15 @@ def _properties_text(e: EntryInfo) -> str:
     return " ".join(parts)
 
 
+def _ratio_cell(ms: Sequence[EntryInfo], nbytes: int | None, stored: int | None) -> str:
+    """The compression ratio, or where the data is when it is not in the store (``virtual``,
+    ``external``: no ratio, the stored bytes are not the data's)."""
+    elsewhere = sorted({m.layout or "elsewhere" for m in ms if m.sources is not None})
+    if elsewhere:
+        return "|".join(elsewhere)
+    return format_ratio(nbytes / stored if nbytes is not None and stored else None)
+
+
 def _entry_cells(
     r: ListingRow[EntryInfo], show_attrs: bool, sharded: bool, props: bool = False
 ) -> list[Any]:
@@ -212,9 +224,7 @@ def _entry_cells(
             "|".join(codecs),
             human_bytes(nbytes) if nbytes is not None else "",
             human_bytes(stored) if stored is not None else "?",
-            format_ratio(nbytes / stored if nbytes is not None and stored else None)
-            if e.kind in ("tensor", "table")
-            else "",
+            _ratio_cell(ms, nbytes, stored) if e.kind in ("tensor", "table") else "",
             _per_row_range(per_row),
             *(
                 [Bare(" | ".join(sorted({_properties_text(m) for m in ms} - {""})))]

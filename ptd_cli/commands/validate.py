@@ -10,6 +10,7 @@ from rich.text import Text
 
 from .._common import (
     EXPAND_HELP,
+    FOLLOW_VIRTUAL_HELP,
     STORAGE_OPTION_HELP,
     Column,
     ExitCode,
@@ -92,6 +93,7 @@ def validate(
         metavar="N",
         help="--data: blocks read at once (default: 4 for zarr, 2 for HDF5).",
     ),
+    follow_virtual: bool = typer.Option(False, "--follow-virtual", help=FOLLOW_VIRTUAL_HELP),
     storage_option: Annotated[
         list[str] | None,
         typer.Option("--storage-option", "-O", metavar="KEY=VALUE", help=STORAGE_OPTION_HELP),
@@ -137,6 +139,7 @@ def validate(
                     schema=doc,
                     storage_options=options,
                     data=data,
+                    follow_virtual=follow_virtual,
                     lint=not no_lint,
                     ignore=tuple(ignore or ()),
                     workers=workers,

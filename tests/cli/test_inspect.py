@@ -46,6 +46,7 @@ ENTRY_FIELDS = {
     "maxshape",
     "resizable",
     "layout",
+    "sources",
 }
 TOP_FIELDS = {
     "format_version",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path as FsPath
 from typing import TYPE_CHECKING, Any
 
@@ -18,12 +18,12 @@ from ptd.containers.persistent.write import batch_size_of, check_dtypes, write_a
 from ptd.errors import ArgumentError, PtdTypeError, PtdValueError, UnsupportedOperationError
 from ptd.ops.batch import as_batch_size
 from ptd.storage.location import OpenOptions
-from ptd.storage.registry import get_backend, policy, reopen
+from ptd.storage.registry import check_follow_virtual, get_backend, policy, reopen
 
 if TYPE_CHECKING:
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
 
-__all__ = ["backend_options", "check_target"]
+__all__ = ["backend_options", "check_array_options", "check_target"]
 
 
 def check_target(filename: Any, group: Any, mode: str, modes: Sequence[str]) -> None:
@@ -41,6 +41,31 @@ def check_target(filename: Any, group: Any, mode: str, modes: Sequence[str]) -> 
         raise PtdValueError(f"Invalid mode {mode!r}; must be one of {', '.join(modes)}")
 
 
+def check_array_options(backend: str, names: Iterable[str]) -> None:
+    """Refuse the keyword arguments of a constructor (``from_h5(path, bogus=1)``) that are
+    neither ptd's options nor creation options of the format's arrays, naming them: an
+    option of the store library's own open call that ptd does not pass
+    (``h5py.File(driver=...)``), or a name nothing knows."""
+    fmt = policy(backend)
+    given = sorted(names)
+    library = [n for n in given if n in fmt.library_open_options]
+    if library:
+        raise ArgumentError(
+            f"{', '.join(library)}: {'an option' if len(library) == 1 else 'options'} of the "
+            f"{fmt.label} library's open call that ptd does not pass; ptd opens {fmt.label} "
+            "files with its own settings (see the options of from_h5/from_zarr)"
+        )
+    if fmt.array_options is None:
+        return
+    unknown = [n for n in given if n not in fmt.array_options]
+    if unknown:
+        raise PtdTypeError(
+            f"unknown option(s) {', '.join(unknown)}: not an open option of ptd (locking, "
+            "fast_path, chunk_cache, storage_options, swmr, follow_virtual...) nor a creation option of "
+            f"{fmt.label} arrays ({', '.join(sorted(fmt.array_options))})"
+        )
+
+
 def backend_options(
     backend: str,
     *,
@@ -49,12 +74,20 @@ def backend_options(
     storage_options: Mapping[str, Any] | None = None,
     use_consolidated: bool | None = None,
     chunk_cache: int | str | None = None,
+    swmr: bool | None = None,
+    follow_virtual: bool | None = None,
 ) -> OpenOptions:
     """The :class:`~ptd.storage.location.OpenOptions` of the options a user set (None: not
     set), the one value that goes from the constructor to ``Backend.open``."""
-    if use_consolidated is not None and not policy(backend).consolidated_metadata:
+    fmt = policy(backend)
+    if use_consolidated is not None and not fmt.consolidated_metadata:
         raise ArgumentError("use_consolidated= applies to zarr stores only")
+    if swmr is not None and not fmt.swmr_reading:
+        raise ArgumentError(f"swmr= applies to HDF5 files only, not to {fmt.label} stores")
+    check_follow_virtual(backend, follow_virtual)
     return OpenOptions.of(
+        swmr=swmr,
+        follow_virtual=follow_virtual,
         locking=locking,
         fast_path=fast_path,
         storage_options=storage_options,

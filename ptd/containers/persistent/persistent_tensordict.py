@@ -32,7 +32,7 @@ from ptd.containers.persistent import refused as refused_ops
 from ptd.containers.persistent import state as state_ops
 from ptd.containers.persistent import store as store_ops
 from ptd.containers.persistent.node import StoreNode
-from ptd.containers.persistent.opening import backend_options, check_target
+from ptd.containers.persistent.opening import backend_options, check_array_options, check_target
 from ptd.containers.persistent.store import _check_allow_pickle, _key_parts, _Store
 from ptd.containers.persistent.streaming import STREAMED
 from ptd.containers.persistent.write import warn_replace as _warn_replace
@@ -97,6 +97,12 @@ class PersistentTensorDict(TensorDictBase):
         use_consolidated: zarr only: ``False`` lists the store's real nodes in mode ``"r"``
             instead of trusting its consolidated metadata, which a tool that added arrays
             without re-consolidating leaves stale (``ptd validate`` reports such stores).
+        swmr: h5 only: open the file for SWMR reading (mode ``"r"``), as an h5py SWMR writer
+            appends to it. None (default): when the file's superblock says it is being
+            written that way (then with a ``WriterStateWarning``).
+        follow_virtual: h5 only: read virtual datasets whose source files all lie inside the
+            directory of the file named (symbolic links resolved); other virtual datasets and
+            external storage stay refused, naming the source (see docs/safety.md).
         **kwargs: passed to ``h5py.Group.create_dataset`` / ``zarr.Group.create_array`` when an
             entry is created.
     """
@@ -124,9 +130,12 @@ class PersistentTensorDict(TensorDictBase):
         storage_options: dict[str, Any] | None = None,
         use_consolidated: bool | None = None,
         chunk_cache: int | str | None = None,
+        swmr: bool | None = None,
+        follow_virtual: bool | None = None,
         **kwargs: Any,
     ) -> None:
         cls = get_backend(backend)
+        check_array_options(cls.name, kwargs)
         _check_allow_pickle(allow_pickle)
         check_target(filename, group, mode, _MODES)
         if isinstance(filename, FsPath):
@@ -138,6 +147,8 @@ class PersistentTensorDict(TensorDictBase):
             storage_options=storage_options,
             use_consolidated=use_consolidated,
             chunk_cache=chunk_cache,
+            swmr=swmr,
+            follow_virtual=follow_virtual,
         )
         target = group if group is not None else filename
         be = cls.open(target, mode, opts)

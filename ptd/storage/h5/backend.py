@@ -55,6 +55,7 @@ from ptd.storage.chunk_info import ChunkInfo
 from ptd.storage.chunking import leading_chunks
 from ptd.storage.h5 import bulk as h5_bulk
 from ptd.storage.h5 import codec as h5_codec
+from ptd.storage.h5 import elsewhere as h5_elsewhere
 from ptd.storage.h5 import links as h5_links
 from ptd.storage.h5 import plugins as h5_plugins
 from ptd.storage.h5 import properties as h5_properties
@@ -125,6 +126,8 @@ class H5Backend(Backend):
         fast_path: bool | None = None,
         fileobj: Any = None,
         chunk_cache: Any = None,
+        swmr: bool = False,
+        follow_virtual: bool = False,
     ) -> None:
         if loc is not None:
             location = loc.path
@@ -144,6 +147,10 @@ class H5Backend(Backend):
         self._locking = locking
         self._fast_path = fast_path
         self._chunk_cache = chunk_cache
+        self._swmr = swmr
+        self._follow_virtual = follow_virtual
+        #: why each key of :attr:`data_elsewhere` is not read (:mod:`~ptd.storage.h5.elsewhere`)
+        self._elsewhere_why: dict[Path, str] = {}
         # chunked datasets decoded in parallel through a chunk cache (h5/decode.py), mode "r"
         self._chunked = H5Chunks.create(root.file, chunk_cache)
         #: a remote file's fsspec file object, closed after h5py's file
@@ -169,7 +176,11 @@ class H5Backend(Backend):
         datasets from a memory map (None: on unless ``PTD_FAST_PATH=0``; see ``fast_path``).
         ``chunk_cache``: the chunk cache's budget (see ``read/cache.py``). A URL
         (``s3://...``, with ``storage_options``) is opened read-only. ``userblock_size``:
-        the bytes a new file reserves at its start for another program's header. The options
+        the bytes a new file reserves at its start for another program's header. ``swmr``:
+        open the file for SWMR reading (mode ``"r"``); a file whose superblock says a writer
+        holds it is opened that way (or with its flags read as cleared) without being asked
+        (:func:`~ptd.storage.h5.opening.open_local`). ``follow_virtual``: read virtual
+        datasets whose sources lie beside the file (:mod:`~ptd.storage.h5.elsewhere`). The options
         come as one :class:`~ptd.storage.location.OpenOptions` (``changes`` applied to it).
         """
         check_mode(mode)
@@ -177,7 +188,11 @@ class H5Backend(Backend):
         locking, fast_path, chunk_cache = o.locking, o.fast_path, o.chunk_cache
         storage_options, userblock_size = o.storage, o.userblock_size
         h5_plugins.load()  # blosc, zstd, lz4... filters (hdf5plugin)
-        opts: dict[str, Any] = {"fast_path": fast_path, "chunk_cache": chunk_cache}
+        opts: dict[str, Any] = {
+            "fast_path": fast_path,
+            "chunk_cache": chunk_cache,
+            "follow_virtual": bool(o.follow_virtual),
+        }
         if isinstance(target, (h5py.File, h5py.Group)):
             if not target.id.valid:
                 raise ClosedStoreError(f"the h5py object {target!r} is closed")
@@ -188,12 +203,15 @@ class H5Backend(Backend):
         if loc.is_remote:
             file, fobj = open_remote(loc, mode)
             return cls(file, loc=loc, owns_file=True, read_only=True, fileobj=fobj, **opts)
+        file, fobj = open_local(loc.path, mode, locking, userblock_size, bool(o.swmr))
         return cls(
-            open_local(loc.path, mode, locking, userblock_size),
+            file,
             loc=loc,
             owns_file=True,
             locking=locking,
             read_only=mode == "r",
+            fileobj=fobj,
+            swmr=bool(o.swmr),
             **opts,
         )
 
@@ -216,7 +234,7 @@ class H5Backend(Backend):
         if self._owns_file:
             with contextlib.suppress(Exception):  # closing an already invalid file
                 self._root.file.close()
-        if self._fileobj is not None:  # a remote file's fsspec file object, after h5py's file
+        if self._fileobj is not None:  # a remote file's (or a ClearedFlagsFile's) file object
             fileobj, self._fileobj = self._fileobj, None
             fileobj.close()
 
@@ -235,6 +253,8 @@ class H5Backend(Backend):
             locking=self._locking,
             fast_path=self._fast_path,
             chunk_cache=self._chunk_cache,
+            swmr=self._swmr or None,
+            follow_virtual=self._follow_virtual or None,
         )
 
     # --- helpers -----------------------------------------------------------------------------
@@ -300,7 +320,11 @@ class H5Backend(Backend):
         dsid = node.id
         dcpl = dcpl if dcpl is not None else dsid.get_create_plist()
         if dcpl.get_layout() == h5py.h5d.VIRTUAL or dcpl.get_external_count():
-            self.data_elsewhere.add(path)
+            why = h5_elsewhere.refusal(dcpl, self._named_file(), self._follow_virtual)
+            if why is not None:
+                self.data_elsewhere[path] = h5_elsewhere.sources(dcpl)
+                what = h5_properties.layout(dcpl)
+                self._elsewhere_why[path] = f"{what}: {why}"
         shape, dtype = dsid.shape, dsid.dtype
         # a null dataspace (h5py.Empty) has no shape: no data (described as unsupported)
         shape = () if shape is None else shape
@@ -308,11 +332,16 @@ class H5Backend(Backend):
         self._ds_cache[path] = entry
         return entry
 
+    def _named_file(self) -> str | None:
+        """The local file as the user named it (None: an h5py object or a URL)."""
+        return None if self._loc is None or self._loc.is_remote else self._loc.path
+
     def _refuse_outside(self, path: Path) -> None:
+        shown = ", ".join(self.data_elsewhere.get(path, ())) or "none listed"
         raise UnsupportedOperationError(
             f"key {self.key_str(path)!r} of {self._location} keeps its data outside the file "
-            "(external storage or a virtual dataset): ptd does not follow it, since a file "
-            "could point it at any file on this machine. Read it with h5py if you trust the file."
+            f"({self._elsewhere_why.get(path, 'not followed')}; sources: {shown}): a file can "
+            "point it at any file on this machine, so ptd does not read it by default"
         )
 
     def _group(self, path: Path) -> h5py.Group:

@@ -36,7 +36,10 @@ def h5_chunk_info(ds: Any, list_stored: bool) -> ChunkInfo:
             chunks=shape,
             grid=tuple(1 for _ in shape),
             contiguous=True,
-            stored_bytes=int(dsid.get_storage_size()),
+            # a virtual dataset's bytes are in its sources: none in this file, yet written
+            stored_bytes=None
+            if dcpl.get_layout() == h5py.h5d.VIRTUAL
+            else int(dsid.get_storage_size()),
         )
     chunks = tuple(dcpl.get_chunk())
     info = ChunkInfo(chunks=chunks, grid=grid_of(shape, chunks))

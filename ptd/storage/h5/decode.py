@@ -242,7 +242,7 @@ class H5Chunks:
         writable handle in this process makes it writable), else None. ``chunk_cache``: the
         cache's budget (:func:`~ptd.storage.read.cache.cache_budget`)."""
         budget = cache_budget(chunk_cache)
-        if file.mode != "r":
+        if file.mode != "r" or file.swmr_mode:  # SWMR: h5py follows the writer's index
             return None
         return cls(file, ChunkCache(budget) if budget > 0 else None)
 

@@ -38,6 +38,53 @@ class H5Policy(FormatPolicy):
     serial_reads = True
     bytes_list_as_stack = True
     tables = "any"
+    swmr_reading = True
+    virtual_data = True
+    #: ``h5py.File``'s keywords that ptd does not pass (it opens with its own choices)
+    library_open_options = frozenset(
+        {
+            "driver",
+            "libver",
+            "rdcc_nslots",
+            "rdcc_nbytes",
+            "rdcc_w0",
+            "fs_strategy",
+            "fs_persist",
+            "fs_threshold",
+            "fs_page_size",
+            "page_buf_size",
+            "min_meta_keep",
+            "min_raw_keep",
+            "alignment_threshold",
+            "alignment_interval",
+            "meta_block_size",
+            "backing_store",
+        }
+    )
+    #: ``h5py.Group.create_dataset``'s keywords (hdf5plugin's filters expand to
+    #: ``compression``/``compression_opts``), and ptd's ``dimension_names``
+    array_options = frozenset(
+        {
+            "chunks",
+            "maxshape",
+            "compression",
+            "compression_opts",
+            "scaleoffset",
+            "shuffle",
+            "fletcher32",
+            "fillvalue",
+            "fill_time",
+            "track_times",
+            "track_order",
+            "dcpl",
+            "dapl",
+            "external",
+            "efile_prefix",
+            "virtual_prefix",
+            "allow_unknown_filter",
+            "dimension_names",
+        }
+    )
 
     def library_versions(self) -> dict[str, str]:
         import h5py  # h5py may bundle its own HDF5: only it knows which
