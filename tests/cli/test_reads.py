@@ -59,3 +59,31 @@ def test_convert_counts_what_it_lists(tmp_path: Path, ptd_cli) -> None:
     entries = json.loads(as_json.stdout)["not_copied"]
     announced, listed = _listed(text.stdout, "not copied")
     assert announced == len(entries) == listed, text.stdout
+
+
+def _hdf5_types(path: Path) -> Path:
+    """Datasets and attributes of HDF5 types numpy or torch have no type for."""
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(4.0)
+        space = h5py.h5s.create_simple((4,))
+        h5py.h5d.create(f.id, b"when", h5py.h5t.UNIX_D32LE, space)  # H5T_TIME
+        h5py.h5a.create(f["x"].id, b"stamp", h5py.h5t.UNIX_D32LE, h5py.h5s.create_simple((1,)))
+        f["blob"] = np.array([np.void(b"ab"), np.void(b"cd"), np.void(b"ef"), np.void(b"gh")])
+    return path
+
+
+def test_hdf5_types_are_named_in_hdf5_words(tmp_path: Path, ptd_cli) -> None:
+    src = _hdf5_types(tmp_path / "t.h5")
+    for args in (("inspect",), ("validate",), ("validate", "--data"), ("inspect", "--stats")):
+        run = ptd_cli(*args, src)
+        assert run.code in (0, 1), run
+        text = run.stdout + run.stderr
+        assert "H5T_TIME" in text, (args, text)
+        assert "H5T_OPAQUE" in text, (args, text)
+        for raw in ("TypeError", "TypeTimeID", "NumPy equivalent", "|V2"):
+            assert raw not in text, (args, raw, text)
+    converted = ptd_cli("convert", src, tmp_path / "t.zarr", "--skip-unsupported", "--json")
+    assert converted.code == 0, converted
+    why = {(i["key"], i.get("attr")): i["reason"] for i in converted.json["not_copied"]}
+    assert why[("x", "stamp")].startswith("H5T_TIME"), why
+    assert why[("when", None)].count("H5T_TIME") == 1, why
