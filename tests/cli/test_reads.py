@@ -9,6 +9,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import pytest
 
 from .conftest import Run
 
@@ -87,3 +88,93 @@ def test_hdf5_types_are_named_in_hdf5_words(tmp_path: Path, ptd_cli) -> None:
     why = {(i["key"], i.get("attr")): i["reason"] for i in converted.json["not_copied"]}
     assert why[("x", "stamp")].startswith("H5T_TIME"), why
     assert why[("when", None)].count("H5T_TIME") == 1, why
+
+
+# ------------------------------------------------------------------------------ inspect --depth
+#: sibling groups of an AnnData-like layout: X holds a CSR matrix, the others differ or are empty
+_SIBLINGS = {
+    "X": {"data": np.arange(6, dtype="f4"), "indices": np.arange(6, dtype="i4"),
+          "indptr": np.arange(4, dtype="i4")},
+    "layers": {},
+    "obsp": {},
+    "varp": {},
+    "obsm": {"pca": np.zeros((3, 2))},
+    "varm": {"load": np.zeros((2, 2))},
+    "uns": {"n": np.arange(1)},
+}  # fmt: skip
+
+
+def _write_siblings(path: Path, backend: str) -> Path:
+    """The groups of :data:`_SIBLINGS`, written with plain h5py / zarr."""
+    if backend == "h5":
+        with h5py.File(path, "w") as f:
+            for g, arrays in _SIBLINGS.items():
+                grp = f.create_group(g)
+                for k, v in arrays.items():
+                    grp[k] = v
+        return path
+    import zarr
+
+    root = zarr.open_group(str(path), mode="w", zarr_format=3)
+    for g, arrays in _SIBLINGS.items():
+        grp = root.create_group(g)
+        for k, v in arrays.items():
+            grp.create_array(k, data=v)
+    return path
+
+
+def _rows(stdout: str) -> list[str]:
+    """The key of each row of a listing, tree glyphs left out (``X/``, ``{a,b}/``)."""
+    keys = []
+    for line in stdout.splitlines()[1:]:
+        words = [w for w in line.split() if w.strip("├└│─")]
+        if words and words[0] not in ("key", "total:"):
+            keys.append(words[0])
+    return keys
+
+
+@pytest.mark.parametrize("backend", ["h5", "zarr"])
+def test_depth_folds_only_groups_whose_trees_are_the_same(
+    tmp_path: Path, backend: str, ptd_cli
+) -> None:
+    src = _write_siblings(tmp_path / f"s.{backend}", backend)
+    run = ptd_cli("inspect", src, "--depth", "1")
+    assert run.code == 0, run
+    rows = _rows(run.stdout)
+    # the three empty groups are alike and folded (every name shown); nothing else is
+    assert "{layers,obsp,varp}/" in rows, rows
+    for name in ("X", "obsm", "varm", "uns"):
+        assert f"{name}/" in rows, (name, rows)
+    # the same rows as the full listing's top level
+    full = [r for r in _rows(ptd_cli("inspect", src).stdout) if r.endswith("/")]
+    assert rows == full, (rows, full)
+
+
+def test_depth_json_has_no_signature(tmp_path: Path, ptd_cli) -> None:
+    src = _write_siblings(tmp_path / "s.h5", "h5")
+    run = ptd_cli("inspect", src, "--depth", "1", "--json")
+    assert run.code == 0, run
+    assert all("subtree" not in e for e in run.json["entries"]), run.json["entries"]
+
+
+def test_anndata_depth_one_hides_nothing(tmp_path: Path, ptd_cli) -> None:
+    ad = pytest.importorskip("anndata", reason="anndata writes the h5ad file (ecosystem extra)")
+    pd = pytest.importorskip("pandas", reason="anndata needs pandas")
+    sparse = pytest.importorskip("scipy.sparse", reason="anndata needs scipy")
+    a = ad.AnnData(
+        sparse.random(5, 4, density=0.5, format="csr", dtype=np.float32, random_state=0),
+        obs=pd.DataFrame(
+            {"cell_type": pd.Categorical(list("abacb"))}, index=[f"c{i}" for i in range(5)]
+        ),
+        var=pd.DataFrame(index=[f"g{i}" for i in range(4)]),
+    )
+    a.uns["note"] = "hi"
+    a.obsm["pca"] = np.zeros((5, 2))
+    a.varm["load"] = np.zeros((4, 2))
+    a.write_h5ad(tmp_path / "a.h5ad")
+    run = ptd_cli("inspect", tmp_path / "a.h5ad", "--depth", "1")
+    assert run.code == 0, run
+    shown = " ".join(_rows(run.stdout))
+    for name in ("X", "layers", "obs", "obsm", "obsp", "uns", "var", "varm", "varp"):
+        assert re.search(rf"(^|[{{,\s]){name}([,}}/]|$)", shown), (name, run.stdout)
+    assert not re.search(r"[{,]X[,}]", shown), run.stdout  # X holds a matrix: never folded
