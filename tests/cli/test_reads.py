@@ -178,3 +178,61 @@ def test_anndata_depth_one_hides_nothing(tmp_path: Path, ptd_cli) -> None:
     for name in ("X", "layers", "obs", "obsm", "obsp", "uns", "var", "varm", "varp"):
         assert re.search(rf"(^|[{{,\s]){name}([,}}/]|$)", shown), (name, run.stdout)
     assert not re.search(r"[{,]X[,}]", shown), run.stdout  # X holds a matrix: never folded
+
+
+# ------------------------------------------------------------------------------ diff
+_LONG = "a long description of the variable that goes on and on " * 3
+
+
+def _write_described(path: Path, backend: str, last: str) -> Path:
+    """One array whose long attribute and long string value end in ``last``."""
+    if backend == "h5":
+        with h5py.File(path, "w") as f:
+            f["v"] = np.arange(5.0)
+            f["v"].attrs["description"] = _LONG + last
+            f["v"].attrs["units"] = "m"
+        return path
+    import zarr
+
+    root = zarr.open_group(str(path), mode="w", zarr_format=3)
+    arr = root.create_array("v", data=np.arange(5.0))
+    arr.attrs.update({"description": _LONG + last, "units": "m"})
+    return path
+
+
+@pytest.mark.parametrize("backend", ["h5", "zarr"])
+@pytest.mark.parametrize("columns", ["80", "200"])
+def test_diff_shows_where_long_attributes_differ(
+    tmp_path: Path, backend: str, columns: str, ptd_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.setenv("PTD_TABLE", "lines")
+    a = _write_described(tmp_path / f"a.{backend}", backend, "x")
+    b = _write_described(tmp_path / f"b.{backend}", backend, "y")
+    run = ptd_cli("diff", a, b)
+    assert run.code == 1, run
+    line = next(ln for ln in run.stdout.splitlines() if "attrs_differ" in ln)
+    shown_a = line.split("  a=", 1)[1].split("  b=", 1)[0]
+    shown_b = line.split("  b=", 1)[1]
+    assert shown_a != shown_b, line
+    assert "x'" in shown_a, line
+    assert "y'" in shown_b, line
+    assert "units" not in line, line  # the attribute both sides share is left out
+
+
+def test_excerpts_of_different_texts_never_look_alike() -> None:
+    from ptd.report.excerpt import excerpts
+
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        n = int(rng.integers(0, 300))
+        a = "".join(rng.choice(list("ab"), n))
+        b = list(a)
+        if b and rng.random() < 0.7:
+            b[int(rng.integers(0, len(b)))] = "c"
+        else:
+            b.append("z")
+        width = int(rng.integers(1, 120))
+        ea, eb = excerpts(a, "".join(b), width)
+        assert ea != eb, (a, "".join(b), width)
+        assert len(ea) <= max(width, 8) + 2, ea
