@@ -236,3 +236,52 @@ def test_excerpts_of_different_texts_never_look_alike() -> None:
         ea, eb = excerpts(a, "".join(b), width)
         assert ea != eb, (a, "".join(b), width)
         assert len(ea) <= max(width, 8) + 2, ea
+
+
+# ------------------------------------------------------------------------------ memmap shapes
+def _write_short_strings(path: Path, backend: str) -> Path:
+    """A group of length 3 holding string arrays of 1 and 2 elements (an h5ad's one-category
+    ``categories``, NWB's ``experimenter``): they do not fit the group's batch size."""
+    one, two = np.array(["alice"], dtype=object), np.array(["a", "b"], dtype=object)
+    if backend == "h5":
+        with h5py.File(path, "w") as f:
+            g = f.create_group("g")
+            g["codes"] = np.arange(3, dtype="i1")
+            g["more"] = np.arange(3.0)
+            g.create_dataset("one", data=one, dtype=h5py.string_dtype())
+            g.create_dataset("two", data=two, dtype=h5py.string_dtype())
+        return path
+    import zarr
+
+    root = zarr.open_group(str(path), mode="w", zarr_format=3)
+    g = root.create_group("g")
+    g.create_array("codes", data=np.arange(3, dtype="i1"))
+    g.create_array("more", data=np.arange(3.0))
+    for name, values in (("one", one), ("two", two)):
+        arr = g.create_array(name, shape=values.shape, dtype=str)
+        arr[:] = values.astype(str)
+    return path
+
+
+@pytest.mark.parametrize("backend", ["h5", "zarr"])
+def test_memmap_keeps_the_shape_of_short_string_arrays(
+    tmp_path: Path, backend: str, ptd_cli
+) -> None:
+    src = _write_short_strings(tmp_path / f"s.{backend}", backend)
+    out = tmp_path / "s.mm"
+    run = ptd_cli("memmap", src, out)
+    assert run.code == 0, run
+    shapes = {}
+    for where in (src, out):
+        listed = ptd_cli("inspect", where, "--json")
+        assert listed.code == 0, listed
+        shapes[where] = {e["key"]: e["shape"] for e in listed.json["entries"]}
+    assert shapes[src]["g/one"] == [1], shapes[src]
+    for key in ("g/one", "g/two"):
+        assert shapes[out][key] == shapes[src][key], (key, shapes)
+    same = ptd_cli("diff", src, out)
+    assert same.code == 0, same
+    import ptd
+
+    td = ptd.memmap.load_memmap(out)
+    assert td["g", "one"] == ["alice"]
