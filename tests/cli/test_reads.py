@@ -285,3 +285,39 @@ def test_memmap_keeps_the_shape_of_short_string_arrays(
 
     td = ptd.memmap.load_memmap(out)
     assert td["g", "one"] == ["alice"]
+
+
+# ------------------------------------------------------------------------------ progress bars
+def _bar_lines(lines: list[str]) -> list[str]:
+    """Lines of the screen that are (parts of) a Rich progress bar."""
+    return [ln for ln in lines if "━" in ln or re.search(r"\b\d+%", ln)]
+
+
+def _progress_store(path: Path) -> Path:
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=np.arange(200_000.0), chunks=(10_000,), compression="gzip")
+        f["y"] = np.arange(200_000, dtype="i4")
+    return path
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["validate", "--data", "{src}"],
+        ["validate", "--data", "{src}", "{src}"],
+        ["inspect", "--stats", "{src}"],
+        ["diff", "{src}", "{src}"],
+        ["convert", "{src}", "{tmp}/c.zarr", "--verify"],
+        ["memmap", "{src}", "{tmp}/m.mm"],
+    ],
+    ids=lambda c: "-".join(w for w in c if not w.startswith("{")),
+)
+def test_progress_bars_leave_nothing_on_the_terminal(tmp_path: Path, command: list[str]) -> None:
+    from .terminal import run_in_terminal
+
+    src = _progress_store(tmp_path / "p.h5")
+    args = [w.format(src=src, tmp=tmp_path) for w in command]
+    code, lines = run_in_terminal(args, tmp_path)
+    assert code == 0, lines
+    assert not _bar_lines(lines), "\n".join(lines)
+    assert any(ln.strip() for ln in lines), lines  # the report itself is there
