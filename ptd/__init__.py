@@ -49,7 +49,7 @@ _PUBLIC: dict[str, str] = {
 }
 
 #: subpackages reachable as attributes (``ptd.memmap``, ``ptd.data``), imported on first use
-_SUBPACKAGES: dict[str, str] = {"memmap": "ptd.containers.memmap", "data": "ptd.data"}
+_SUBPACKAGES: dict[str, str] = {"memmap": "ptd.memmap", "data": "ptd.data"}
 
 #: the names of ``_PUBLIC`` and the eager ones, written out so that linters and type checkers
 #: see the exports of the ``if TYPE_CHECKING:`` block below
@@ -84,8 +84,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from ptd import data
-    from ptd.containers import memmap
+    from ptd import data, memmap
     from ptd.containers.base import EntryMeta, TensorDictBase, is_leaf_nontensor
     from ptd.containers.persistent.node import StoreNode
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict

@@ -54,6 +54,8 @@ LAYERS: dict[str, set[str]] = {
         "ptd.errors", "ptd.format", "ptd.storage", "ptd.report", "ptd.transfer", "ptd.ops",
     },
     "ptd.data": {"ptd.errors", "ptd.format", "ptd.storage", "ptd.ops", "ptd.containers"},
+    # 0.1.0's import path of the memmap package, kept: re-exports of ptd.containers.memmap only
+    "ptd.memmap": {"ptd.containers"},
     # test helpers for code built on ptd (the backend contract): pytest, and the interface
     # they test; nothing in ptd imports them
     "ptd.testing": {"ptd.errors", "ptd.format", "ptd.storage"},

@@ -35,6 +35,7 @@ from ptd.format.keynames import escape_name
 from ptd.format.names import (
     MEMMAP_ENTRY_ATTRS,
     MEMMAP_ENTRY_NAME,
+    MEMMAP_ENTRY_SHAPE,
     MEMMAP_META,
     MEMMAP_NODE_FIELDS,
     MEMMAP_NON_TENSOR_STACK_CLASS,
@@ -55,6 +56,7 @@ __all__ = [
     "entry_attrs",
     "entry_key",
     "entry_name_problem",
+    "entry_shape",
     "is_memmap_dir",
     "node_attrs",
     "node_kind",
@@ -172,6 +174,30 @@ def node_attrs(meta: Mapping[str, Any]) -> dict[str, Any]:
     field = meta.get(MEMMAP_PTD_FIELD)
     attrs = field.get("attrs") if isinstance(field, dict) else None
     return dict(attrs) if isinstance(attrs, dict) else {}
+
+
+def entry_shape(entry: Mapping[str, Any], data: Any) -> tuple[int, ...] | None:
+    """The array shape an entry of ``meta.json`` records for a ``NonTensorData`` written from a
+    string array (``MEMMAP_ENTRY_SHAPE``), when ``data`` (its value) is a nested list of that
+    shape; None otherwise (a value of its own: 0-d).
+
+    >>> entry_shape({"_ptd_shape": [1]}, ["alice"])
+    (1,)
+    >>> entry_shape({"_ptd_shape": [2]}, ["alice"]) is None
+    True
+    """
+    shape = entry.get(MEMMAP_ENTRY_SHAPE)
+    if not (
+        isinstance(shape, list)
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+    ):
+        return None
+    level = [data]
+    for n in shape:  # every level a list of that length
+        if not all(isinstance(x, list) and len(x) == n for x in level):
+            return None
+        level = [y for x in level for y in x]
+    return tuple(shape)
 
 
 def entry_attrs(entry: Mapping[str, Any]) -> dict[str, Any]:

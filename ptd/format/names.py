@@ -89,6 +89,10 @@ MEMMAP_PTD_FIELD = "_ptd"
 MEMMAP_ENTRY_NAME = "_ptd_name"
 #: in an entry of meta.json: the leaf's user attributes
 MEMMAP_ENTRY_ATTRS = "_ptd_attrs"
+#: in an entry of meta.json: the shape of the string array a ``NonTensorData`` was written from
+#: (one value, the nested list of its strings, where the array does not fit its group's batch
+#: size): a 1-element array stays ``[1]``, not a 0-d value
+MEMMAP_ENTRY_SHAPE = "_ptd_shape"
 #: the fields of a tensordict node's meta.json (tensordict's and ptd's); a key with one of these
 #: names is stored under its escaped name (ptd.format.memmap_dir.stored_entry_name)
 MEMMAP_NODE_FIELDS = frozenset(

@@ -43,6 +43,7 @@ from ptd.errors import PickleRefusedError, PtdError, PtdValueError
 from ptd.format.attrvalues import jsonable
 from ptd.format.tables import describe_table, is_table, table_fields
 from ptd.report.consolidated import open_checked
+from ptd.report.excerpt import excerpts
 from ptd.report.info import leaf_shape, user_attrs
 from ptd.report.scan import Scan, scan
 from ptd.storage import cancel, remote, runtime, spelled
@@ -371,22 +372,30 @@ def _non_tensors(bea: Backend, beb: Backend, sa: Scan, sb: Scan, out: list[Diffe
                 vb = beb.read_non_tensor(p, allow_pickle=False).value
         except PickleRefusedError:
             continue  # pickles are code: not decoded for a comparison
-        if jsonable(va) != jsonable(vb):
+        ja, jb = jsonable(va), jsonable(vb)
+        if ja != jb:
             out.append(
                 Difference(
                     key,
                     "non_tensor_differs",
                     f"{key!r}: the non-tensor values differ",
-                    _short(va),
-                    _short(vb),
+                    *_shown(ja, jb),
                 )
             )
 
 
-def _short(v: Any) -> Any:
-    j = jsonable(v)
-    text = repr(j)
-    return j if len(text) <= 200 else text[:197] + "..."
+#: how many characters of a long non-tensor value a difference keeps, around where they differ
+SHOWN_CHARS = 200
+
+
+def _shown(a: Any, b: Any) -> tuple[Any, Any]:
+    """Two differing non-tensor values as a difference holds them: whole when both are short,
+    else their texts cut together around the first place they differ (never two equal-looking
+    cuts)."""
+    ra, rb = repr(a), repr(b)
+    if len(ra) <= SHOWN_CHARS and len(rb) <= SHOWN_CHARS:
+        return a, b
+    return excerpts(ra, rb, SHOWN_CHARS)
 
 
 def _numbers(raw: np.ndarray, torch_dtype: str | None) -> np.ndarray:

@@ -112,6 +112,7 @@ from ptd.format.shapes import fits
 from ptd.format.tables import describe_table, is_table, table_fields
 from ptd.report.consolidated import check_consolidated, narrowed_findings
 from ptd.report.scan import scan, streamed
+from ptd.report.summary import subtree_signatures
 from ptd.storage import remote, spelled
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind, random_row_cost
 from ptd.storage.location import StoreLocation
@@ -174,6 +175,10 @@ class EntryInfo:
     #: the files the data lies in when it is outside the store (a virtual dataset's source
     #: files, external storage's raw files), which ptd does not read; None otherwise
     sources: list[str] | None = None
+    #: a group listed at the ``depth`` limit: the signature of its whole subtree, which its
+    #: listed children do not show (:func:`ptd.report.summary.subtree_signatures`; text
+    #: listings fold sibling groups by it); not part of the JSON document
+    subtree: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
 
     @property
     def batch_shape(self) -> list[int]:
@@ -242,7 +247,7 @@ class StoreInfo:
             "depth": d.pop("depth"),
             "attrs": d.pop("attrs"),
             **({"consolidated": d.pop("consolidated")} if self.consolidated else {}),
-            "entries": d.pop("entries"),
+            "entries": [{k: v for k, v in e.items() if k != "subtree"} for e in d.pop("entries")],
             "totals": d.pop("totals"),
             "skipped": d.pop("skipped"),
         }
@@ -315,6 +320,8 @@ def info(
         ]
         stored_sizes = be.stored_sizes(untold) if untold else {}
         entries: list[EntryInfo] = []
+        # with a depth limit, every node as a bare entry too: what the groups at the limit hold
+        walked: list[EntryInfo] = []
         totals = Totals()
         t_stored = 0
         t_nbytes = 0  # the logical bytes of the tensors whose stored bytes are in the store
@@ -325,6 +332,16 @@ def info(
             key = "/".join(q)
             if kind is NodeKind.GROUP:
                 totals.groups += 1
+                if depth is not None:
+                    walked.append(
+                        EntryInfo(
+                            key=key,
+                            name=q[-1],
+                            depth=d,
+                            kind="group",
+                            batch_size=list(s.batches[q].batch),
+                        )
+                    )
                 if listed:
                     gb = s.batches[q]
                     entries.append(
@@ -398,10 +415,17 @@ def info(
                 totals.unsupported += 1
                 e.kind = "unsupported"
                 e.reason = meta.unsupported
+            if depth is not None:
+                walked.append(e)
             if listed:
                 if not meta.unreadable:
                     _add_properties(e, be, q, meta)
                 entries.append(e)
+        if depth is not None:
+            whole = subtree_signatures(walked)
+            for e in entries:
+                if e.kind == "group" and e.depth == depth:
+                    e.subtree = whole.get(e.key)
         if any_stored:
             totals.stored_nbytes = t_stored
             totals.ratio = _ratio(t_nbytes, t_stored)

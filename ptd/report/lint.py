@@ -195,9 +195,9 @@ def lint(s: Scan, ignore: Iterable[str] = ()) -> list[LintFinding]:
             )
             continue
         if meta.kind is ValueKind.UNSUPPORTED:
-            out.append(
-                _finding("L008", key, f"{key!r} has dtype {meta.dtype}, which torch cannot hold")
-            )
+            # the format's own words for the type when the backend has them (H5T_OPAQUE...)
+            held = meta.unsupported or f"dtype {meta.dtype}"
+            out.append(_finding("L008", key, f"{key!r} holds {held}, which torch cannot hold"))
             continue
         if meta.kind is ValueKind.NON_TENSOR and meta.non_tensor_kind == ENCODING_PICKLE:
             out.append(

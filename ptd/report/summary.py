@@ -11,11 +11,14 @@ hold the same relative keys, each of the same kind, dtype and *trailing shape* (
 after the batch dims of a leaf that fits its group's batch size; after the first dim of one
 that does not), with the same number of batch dims: lengths may differ, nothing else. At
 least :data:`MIN_ALIKE` alike siblings are folded into one :class:`ListingRow` whose name
-is a pattern (``demo_{0..6,8..19}``; names without a shared numbered stem are listed,
+is a pattern (``demo_{0..6,8..19}``; names without a shared numbered stem are all listed,
 ``{left,right,top}``), followed once by their shared subtree; each row below it stands for
 the same key in every folded group (its :attr:`ListingRow.members`). A group that differs
 in one key, dtype or trailing dim (or whose leaf does not fit its length where its siblings'
-do) is not alike, and is listed on its own.
+do) is not alike, and is listed on its own. A listing cut at a depth (``inspect --depth``)
+does not show what its deepest groups hold: the lister gives each such group the signature of
+its whole subtree (:func:`subtree_signatures`, as its ``subtree`` attribute), and only groups
+whose whole trees are alike are folded, never groups that merely look empty at the cut.
 
 >>> from types import SimpleNamespace as E
 >>> entries = [E(key="data", kind="group", shape=None, depth=1)]
@@ -51,6 +54,7 @@ __all__ = [
     "dim_ranges",
     "group_findings",
     "name_pattern",
+    "subtree_signatures",
     "summarize_entries",
 ]
 
@@ -149,7 +153,7 @@ _NUMBERED = re.compile(r"(.*?)(\d+)(\D*)", re.DOTALL)
 
 def name_pattern(names: Sequence[str]) -> str:
     """One name for ``names``: ``demo_{0..6,8..19}`` when they share a stem around a number,
-    else ``{a,b,c}`` (the first :data:`SHOWN_KEYS` and ``…+N`` beyond four names)."""
+    else every name, ``{a,b,c}``: a folded row hides none of the groups it stands for."""
     if len(names) == 1:
         return names[0]
     found = [_NUMBERED.fullmatch(n) for n in names]
@@ -166,9 +170,7 @@ def name_pattern(names: Sequence[str]) -> str:
             runs.append(numbers[i][1] if i == j else f"{numbers[i][1]}..{numbers[j][1]}")
             i = j + 1
         return f"{stem}{{{','.join(runs)}}}{tail}"
-    shown = list(names) if len(names) <= SHOWN_KEYS + 1 else list(names[:SHOWN_KEYS])
-    extra = [f"…+{len(names) - len(shown)}"] if len(shown) < len(names) else []
-    return "{" + ",".join(shown + extra) + "}"
+    return "{" + ",".join(names) + "}"
 
 
 def dim_ranges(shapes: Sequence[Sequence[int] | None]) -> list[tuple[int, int]] | None:
@@ -237,6 +239,10 @@ class _Tree(Generic[E]):
             if getattr(e, "kind", None) != "group":
                 self._sig[k] = _leaf_signature(e)
                 continue
+            whole = getattr(e, "subtree", None)
+            if whole is not None:  # a group whose children are not listed: its whole tree's
+                self._sig[k] = whole
+                continue
             kids = [self.join(k, n) for n in sorted(self.children.get(k, []))]
             if not ready:
                 todo.append((k, True))
@@ -270,6 +276,26 @@ class _Tree(Generic[E]):
         if not firsts:
             return None
         return max(firsts.items(), key=lambda kv: (kv[1], kv[0]))[0]
+
+
+def subtree_signatures(entries: Sequence[Any]) -> dict[str, tuple[Any, ...]]:
+    """Each group's signature (what alike groups share, see the module doc) over the whole
+    of ``entries``: for a lister that shows fewer entries than it walked, so that its groups are
+    folded by what they hold, not by what is shown of them.
+
+    >>> from types import SimpleNamespace as E
+    >>> es = [E(key="a", kind="group", shape=None), E(key="b", kind="group", shape=None),
+    ...       E(key="a/x", kind="tensor", shape=[3], dtype="float32")]
+    >>> sigs = subtree_signatures(es)
+    >>> sigs["a"] == sigs["b"]
+    False
+    """
+    tree: _Tree[Any] = _Tree(entries)
+    return {
+        key: tree.signature(key)
+        for key, e in tree.by_key.items()
+        if getattr(e, "kind", None) == "group"
+    }
 
 
 def summarize_entries(

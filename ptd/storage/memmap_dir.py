@@ -46,6 +46,7 @@ from ptd.format.memmap_dir import (
     entry_attrs,
     entry_key,
     entry_name_problem,
+    entry_shape,
     node_attrs,
     node_kind,
     read_meta_json,
@@ -395,13 +396,17 @@ class MemmapDirBackend(Backend):
             )
         if node.kind == "data":
             encoding = ENCODING_JSON if "data" in node.meta else ENCODING_PICKLE
+            # a value written from a string array keeps that array's shape (ptd's entry field):
+            # listed with it, not as one 0-d value (no payload marker)
+            kept = entry_shape(node.entry or {}, node.meta.get("data"))
+            marker = {} if kept else {TD_NON_TENSOR_ATTR: {"encoding": encoding}}
             return ArrayMeta(
                 path=path,
-                shape=(),
+                shape=kept or (),
                 dtype=np.dtype(object),
                 kind=ValueKind.NON_TENSOR,
                 torch_dtype=None,
-                attrs={**entry_attrs(node.entry or {}), TD_NON_TENSOR_ATTR: {"encoding": encoding}},
+                attrs={**entry_attrs(node.entry or {}), **marker},
                 non_tensor_kind=encoding,
             )
         data = node.meta.get("data")

@@ -378,34 +378,52 @@ def print_summary(console: Any, result: Any, name: Callable[[str], str] = str) -
 
 
 def print_not_copied(console: Any, result: Any, what: str = "not copied") -> None:
-    """One line per key (or attribute) of the source that is not in the destination."""
+    """What of the source is not in the destination: a heading that counts every entry of
+    ``result.not_copied`` (as many as ``--json`` lists), then one line per key, and one line per
+    attribute or property with the keys it applies to (``_some`` names how many).
+    """
     from ptd.format.keynames import brief_key  # (the library loads when a command runs)
 
     items = getattr(result, "not_copied", None) or []
+    if not items:
+        return
     nodes = [i for i in items if not i.get("property") and not i.get("attr")]
-    if nodes:
-        console.print(f"  {plural(len(nodes), 'item')} {what}:", markup=False, style="yellow")
-    for item in nodes:
-        console.print(f"  {what}: {brief_key(item['key'])}: {item['reason']}", markup=False)
     # attributes a destination cannot hold: one line per attribute name and reason
     attrs: dict[tuple[str, str], list[str]] = {}
+    # properties of copied leaves that are not kept, one line per kind with its keys
+    props: dict[tuple[str, str], list[str]] = {}
     for item in items:
-        if item.get("attr") and not item.get("property"):
+        if item.get("property"):
+            props.setdefault((item["property"], item["reason"]), []).append(item["key"])
+        elif item.get("attr"):
             attrs.setdefault((item["attr"], item["reason"]), []).append(item["key"])
+    kinds = [
+        plural(n, one, many)
+        for n, one, many in (
+            (len(nodes), "key", "keys"),
+            (sum(map(len, attrs.values())), "attribute", "attributes"),
+            (sum(map(len, props.values())), "property", "properties"),
+        )
+        if n
+    ]
+    console.print(
+        f"  {plural(len(items), 'item')} {what}"
+        + (f" ({', '.join(kinds)})" if len(kinds) > 1 else "")
+        + ":",
+        markup=False,
+        style="yellow",
+    )
+    for item in nodes:
+        console.print(f"  {what}: {brief_key(item['key'])}: {item['reason']}", markup=False)
     for (attr, reason), keys in attrs.items():
         console.print(
             f"  {what}: attribute {attr!r} of {_some(keys)}: {reason}", markup=False, style="yellow"
         )
-    # properties of copied leaves that are not kept, one line per kind with its keys
-    kept_not: dict[tuple[str, str], list[str]] = {}
-    for item in items:
-        if item.get("property"):
-            kept_not.setdefault((item["property"], item["reason"]), []).append(item["key"])
-    verb = "would not be kept" if what != "not copied" else "not kept"
-    for (prop, reason), keys in kept_not.items():
-        console.print(f"  {verb}: {prop} of {_some(keys)}: {reason}", markup=False, style="yellow")
+    for (prop, reason), keys in props.items():
+        console.print(f"  {what}: {prop} of {_some(keys)}: {reason}", markup=False, style="yellow")
 
 
 def _some(keys: list[str]) -> str:
-    """The first keys of a list, and how many more."""
+    """The first keys of a list, and how many more (so that the keys a line stands for can be
+    counted from it)."""
     return ", ".join(keys[:3]) + (f" (and {len(keys) - 3} more)" if len(keys) > 3 else "")

@@ -125,14 +125,15 @@ def render_report(report: Any) -> None:
     console.print(head)
     if report.differences:
         rows: list[list[Any]] = []
+        width = _side_width(console)
         for d in report.differences:
             row: list[Any]
             if d.kind == "values_differ":
-                row = [d.key or "/", Bare(values_line(d)), *_values_at(d)]
+                row = [d.key or "/", Bare(values_line(d)), *_values_at(d, width)]
             elif d.a is None and d.b is None:
                 row = [d.key or "/", d.kind, Bare(d.message), ""]
             else:
-                row = [d.key or "/", d.kind, _short(d.a), _short(d.b)]
+                row = [d.key or "/", d.kind, *_sides(d.a, d.b, width)]
             rows.append(row)
         columns = [Column("key"), Column("difference"), Column("A", "a"), Column("B", "b")]
         # (A and B: each side's value, or its values at the first differing elements)
@@ -172,20 +173,32 @@ def values_line(d: Any) -> str:
     return text + ("; " + ", ".join(gaps) if gaps else "")
 
 
-def _values_at(d: Any) -> list[str]:
+def _values_at(d: Any, width: int) -> list[str]:
     """A's and B's values at the first differing elements."""
+    from ptd.report.excerpt import excerpts  # (the library loads when a command runs)
+
     first = d.first or []
+    if not first:
+        return ["-", "-"]
     more = ", …" if d.count > len(first) else ""
-    return [
-        _short(", ".join(_value(f[side]) for f in first) + more) if first else "-"
-        for side in ("a", "b")
-    ]
+    a, b = (", ".join(_value(f[side]) for f in first) + more for side in ("a", "b"))
+    return list(excerpts(a, b, width))
 
 
 def _value(v: Any) -> str:
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
-def _short(v: Any) -> str:
-    text = "-" if v is None else str(v)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _side_width(console: Any) -> int:
+    """How many characters of each side's value a row shows: about a third of the terminal
+    each (key and difference take the rest), at least 40."""
+    return max(40, (int(console.width) - 20) // 3)
+
+
+def _sides(a: Any, b: Any, width: int) -> tuple[str, str]:
+    """A's and B's values as text: of two attribute dicts only the attributes that differ,
+    each side whole or cut around where the two differ (never two equal-looking cuts)."""
+    from ptd.report.excerpt import differing_items, excerpts
+
+    a, b = differing_items(a, b)
+    return excerpts("-" if a is None else str(a), "-" if b is None else str(b), width)

@@ -129,9 +129,10 @@ def validate(
             f"--ignore: unknown code {', '.join(unknown)}; known: "
             + ", ".join(dict.fromkeys(known_codes()))
         )
-    with counting_progress("validate --data", enabled=data) as progress:
-        for path in paths:
-            try:
+    for path in paths:
+        try:
+            # the bar is gone from the terminal before this path's report is printed
+            with counting_progress("validate --data", enabled=data) as progress:
                 report = ptd.validate(
                     path,
                     batch_size=bs,
@@ -145,31 +146,31 @@ def validate(
                     workers=workers,
                     progress=progress if data else None,
                 )
-            except KeyboardInterrupt:
-                with errors_handled(ctx, path):
-                    raise
-            except Exception as err:  # noqa: BLE001 - an unreadable input: report it, go on
-                if is_debug(ctx):
-                    import traceback
+        except KeyboardInterrupt:
+            with errors_handled(ctx, path):
+                raise
+        except Exception as err:  # noqa: BLE001 - an unreadable input: report it, go on
+            if is_debug(ctx):
+                import traceback
 
-                    traceback.print_exc()
-                msg = message_of(err, path)
-                shown = redact(path)  # as every report shows a location: no URL's secrets
-                reports.append({"path": shown, "valid": False, "error": msg, "problems": []})
-                suites.append(error_suite(shown, msg))
-                code = ExitCode.BAD_INPUT
-                if fmt == "text":
-                    print_error(msg)
-                continue
-            d = report.to_dict()
-            d["schema"] = schema
-            d["error"] = None
-            reports.append(d)
-            suites.append(validation_suite(report))
-            if report.fails(fail_on) and code == ExitCode.OK:
-                code = ExitCode.PROBLEMS
+                traceback.print_exc()
+            msg = message_of(err, path)
+            shown = redact(path)  # as every report shows a location: no URL's secrets
+            reports.append({"path": shown, "valid": False, "error": msg, "problems": []})
+            suites.append(error_suite(shown, msg))
+            code = ExitCode.BAD_INPUT
             if fmt == "text":
-                _render(console, report, fail_on, expand=expand)
+                print_error(msg)
+            continue
+        d = report.to_dict()
+        d["schema"] = schema
+        d["error"] = None
+        reports.append(d)
+        suites.append(validation_suite(report))
+        if report.fails(fail_on) and code == ExitCode.OK:
+            code = ExitCode.PROBLEMS
+        if fmt == "text":
+            _render(console, report, fail_on, expand=expand)
     out_doc = {"valid": code == ExitCode.OK, "fail_on": fail_on, "reports": reports}
     if fmt != "text":
         emit(render(fmt, suites, fail_on, out_doc, "ptd validate"))

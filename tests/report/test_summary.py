@@ -159,7 +159,7 @@ def test_nested_alike_groups_fold_inside_a_folded_group():
         (["run007", "run008", "run010"], "run{007..008,010}"),
         (["cam1_rgb", "cam2_rgb", "cam3_rgb"], "cam{1..3}_rgb"),
         (["left", "right", "top"], "{left,right,top}"),
-        (["a", "b", "c", "d", "e", "f"], "{a,b,c,…+3}"),
+        (["a", "b", "c", "d", "e", "f"], "{a,b,c,d,e,f}"),
         (["x1", "y2", "z3"], "{x1,y2,z3}"),
         (["only"], "only"),
     ],

@@ -80,6 +80,7 @@ from ptd.format.memmap_dir import entry_name_problem, stored_entry_name
 from ptd.format.names import (
     MEMMAP_ENTRY_ATTRS,
     MEMMAP_ENTRY_NAME,
+    MEMMAP_ENTRY_SHAPE,
     MEMMAP_FORMAT_VERSION,
     MEMMAP_META,
     MEMMAP_NON_TENSOR_STACK_CLASS,
@@ -230,6 +231,9 @@ class _Writer:
                 self.non_tensor(value, sub_rel, f"{key!r} of {src._location()}")
                 plan.entries[key] = value
                 entry = {"type": type(value).__name__}
+                if strings is not None and isinstance(strings, NonTensorData):
+                    # one value, the nested list of an array's strings: its shape kept
+                    entry[MEMMAP_ENTRY_SHAPE] = list(np.shape(np.asarray(strings.data, object)))
                 self.summary.non_tensors += 1
             if stored != key:
                 entry[MEMMAP_ENTRY_NAME] = key

@@ -413,7 +413,10 @@ class H5Backend(Backend):
         nt = h5_codec.non_tensor_kind(dtype, attrs)
         if nt is not None:
             return ValueKind.NON_TENSOR, nt
-        return self._numeric_kind(dtype, attrs)
+        kind, name = self._numeric_kind(dtype, attrs)
+        if kind is ValueKind.UNSUPPORTED and name is None:
+            name = h5_codec.opaque_reason(dtype)  # H5T_OPAQUE named in HDF5's words
+        return kind, name
 
     # --- structure ---------------------------------------------------------------------------
     def kind(self, path: Path) -> NodeKind | None:

@@ -34,6 +34,7 @@ from ptd.format.names import (
 )
 from ptd.format.payload import all_of_type, encode_json, nested_to_array, parse_stack_shape
 from ptd.format.tables import describe_table
+from ptd.storage.h5.typenames import hdf5_type_words
 from ptd.storage.limits import limit
 from ptd.storage.meta import ArrayMeta, NonTensorPayload, Path, ValueKind
 from ptd.storage.nontensor import check_non_tensor_read
@@ -56,6 +57,7 @@ __all__ = [
     "encode_stack",
     "encode_value",
     "non_tensor_kind",
+    "opaque_reason",
     "read_attrs",
     "read_strings",
     "read_strings_of",
@@ -156,9 +158,14 @@ def read_attrs(obj: h5py.HLObject, skipped: dict[str, str] | None = None) -> dic
     why: dict[str, str] = {} if skipped is None else skipped
     for k in _attr_names(obj, total, why):
         try:
-            dt = attrs.get_id(k).dtype
-        except (TypeError, ValueError, KeyError) as err:
-            why[k] = f"an HDF5 type that numpy cannot represent ({err})"
+            aid = attrs.get_id(k)
+        except (TypeError, ValueError, KeyError):
+            why[k] = "an attribute h5py cannot open"
+            continue
+        try:
+            dt = aid.dtype
+        except (TypeError, ValueError):
+            why[k] = f"{_type_words(aid)}, which numpy cannot represent"
             continue
         if _holds_raw_objects(dt):
             why[k] = "an opaque HDF5 type naming Python objects (never read)"
@@ -171,8 +178,8 @@ def read_attrs(obj: h5py.HLObject, skipped: dict[str, str] | None = None) -> dic
             continue
         try:
             out[k] = _plain(attrs[k])
-        except (OSError, TypeError, ValueError) as err:
-            why[k] = f"a value h5py cannot read ({err})"
+        except (OSError, TypeError, ValueError):
+            why[k] = f"{_type_words(aid)}, which h5py {h5py.__version__} cannot read"
     # only the attributes ptd stored as JSON objects are decoded: a user's string that looks
     # like JSON (robomimic's env_args) stays a string
     listed = out.pop(PTD_JSON_ATTRS, None)
@@ -181,6 +188,14 @@ def read_attrs(obj: h5py.HLObject, skipped: dict[str, str] | None = None) -> dic
     for k in (set(listed) if isinstance(listed, list) else set()) & out.keys():
         out[k] = _json_text(out[k])
     return out
+
+
+def _type_words(oid: Any) -> str:
+    """The HDF5 type of a dataset or attribute id in HDF5's words (``H5T_TIME (...)``)."""
+    try:
+        return hdf5_type_words(oid.get_type())
+    except (TypeError, ValueError, RuntimeError):
+        return "an HDF5 datatype"
 
 
 def _attr_names(obj: h5py.HLObject, total: int, why: dict[str, str]) -> list[str]:
@@ -300,6 +315,14 @@ def reference_kind(dt: np.dtype) -> str | None:
     if ref is None:
         return None
     return "region" if ref is h5py.RegionReference else "object"
+
+
+def opaque_reason(dt: np.dtype) -> str | None:
+    """What a dataset of numpy's void type holds that is none of tensordict's non-tensor
+    types (h5py reads HDF5's ``H5T_OPAQUE`` as ``|V<n>``), in HDF5's words; None for others."""
+    if dt.kind != "V" or dt.fields is not None or dt.subdtype is not None:
+        return None
+    return f"H5T_OPAQUE (opaque bytes, {dt.itemsize} byte{'s' if dt.itemsize != 1 else ''} each)"
 
 
 def non_tensor_kind(dt: np.dtype, attrs: Mapping[str, Any]) -> str | None:
@@ -555,15 +578,16 @@ def decode(
 
 
 def unmappable_meta(path: Path, ds: h5py.Dataset, err: Exception) -> ArrayMeta:
-    """A dataset whose HDF5 datatype h5py cannot map to numpy (an opaque tag naming no
-    dtype...): an unsupported leaf naming h5py's reason; reading it raises."""
+    """A dataset whose HDF5 datatype h5py cannot map to numpy (``H5T_TIME``, an opaque tag
+    naming no dtype...): an unsupported leaf naming the type in HDF5's words; reading it
+    raises."""
     return ArrayMeta(
         path=path,
         shape=tuple(ds.id.shape or ()),
         dtype=np.dtype(f"V{ds.id.get_type().get_size()}"),
         kind=ValueKind.UNSUPPORTED,
         torch_dtype=None,
-        unsupported=f"an HDF5 datatype that h5py {h5py.__version__} cannot read "
-        f"({type(err).__name__}: {err})",
+        unsupported=f"{_type_words(ds.id)}, which h5py {h5py.__version__} cannot map to a "
+        "NumPy type",
         unreadable=True,
     )
