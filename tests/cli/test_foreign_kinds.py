@@ -264,6 +264,10 @@ def test_bulk_create_and_read_many_match_one_by_one(tmp_path: Path, fmt: str) ->
         b.close()
 
 
+def _no_token(name: str) -> None:
+    raise AssertionError(f"zarr.json holds the non-JSON token {name}")
+
+
 def test_bulk_zarr_metadata_and_consolidation_equal_zarrs(tmp_path: Path) -> None:
     store = tmp_path / "bulk.zarr"
     be = get_backend("zarr").open(str(store), "w")
@@ -287,7 +291,16 @@ def test_bulk_zarr_metadata_and_consolidation_equal_zarrs(tmp_path: Path) -> Non
     g = _zarr(store)
     np.testing.assert_array_equal(g["g/a03"][...], np.full((3, 2), 3, "f4"))
     assert g["g/a01"].attrs["units"] == "m"
-    assert np.isnan(g["g/a01"].attrs["nan"])
+    # valid JSON in zarr.json: a NaN attribute is spelled "NaN", listed for ptd to read back
+    assert g["g/a01"].attrs["nan"] == "NaN"
+    assert "nan" in g["g/a01"].attrs["__ptd_float_attrs__"]
+    assert "NaN" in (store / "g" / "a01" / "zarr.json").read_text()
+    assert json.loads((store / "g" / "a01" / "zarr.json").read_text(), parse_constant=_no_token)
+    back = get_backend("zarr").open(str(store), "r")
+    try:
+        assert np.isnan(back.get_attrs(("g", "a01"))["nan"])  # ptd reads it back as the float
+    finally:
+        back.close()
     np.testing.assert_array_equal(g["h/gz"][...], np.arange(6))
     assert g["g/big"][...].tolist() == [0, 1, 2, 3]
 

@@ -345,6 +345,13 @@ def open_local(
                 "the environment variable HDF5_USE_FILE_LOCKING=FALSE (library: locking=False)",
                 path=path,
             ) from None
+        if "already open" in msg:  # this process holds it (HDF5 shares one handle per file)
+            raise StoreLockedError(
+                f"cannot open {path} in mode {mode!r}: this process already has it open "
+                f"({msg}). Close the other PersistentTensorDict or h5py.File on it first, or "
+                "open this one in the same mode",
+                path=path,
+            ) from None
         raise CorruptStoreError(f"{path} is not a readable HDF5 file: {msg}") from None
 
 

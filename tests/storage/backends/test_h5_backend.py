@@ -90,14 +90,18 @@ class TestH5Open:
             get_backend("h5").open(tmp_path / "dir.h5", "r")
 
     def test_h5_lock_conflict(self, tmp_path):
+        """Open in this process: the advice is to close the other handle, which works."""
         p = tmp_path / "l.h5"
         get_backend("h5").open(p, "w").close()
         b = get_backend("h5").open(p, "r")
         try:
-            with pytest.raises(StoreLockedError, match="locking="):
+            with pytest.raises(StoreLockedError, match="already has it open") as info:
                 get_backend("h5").open(p, "w")
+            assert str(p) in str(info.value)
+            assert "Close the other" in str(info.value)
         finally:
             b.close()
+        get_backend("h5").open(p, "w").close()  # the advice followed: it opens
 
     def test_h5_read_mode_stays_read_only_on_shared_handle(self, tmp_path):
         p = tmp_path / "s.h5"
