@@ -142,6 +142,9 @@ def test_wrong_types_in_zarr_json(
 #: ``benchmarks/fuzz_stores.py`` runs thousands)
 FUZZ_SEED0 = int(os.environ.get("PTD_FUZZ_SEED0", "0"))
 FUZZ_CASES = int(os.environ.get("PTD_FUZZ_CASES", "200"))
+#: seeds past that range that once broke the contract (``benchmarks/fuzz_stores.py`` found
+#: them), run every time: 1539, a Zarr v2 blosc compressor whose ``cname`` is a list
+REGRESSION_SEEDS = (1539,)
 
 
 @pytest.mark.timeout(1800)  # only hangs make it long: each is cut off after 60 s and reported
@@ -154,7 +157,8 @@ def test_seeded_mutants_through_every_entry_point() -> None:
     store, and the values ptd returns or writes must be h5py's / zarr-python's."""
     from .fuzz.harness import run_seeds, summary, table
 
-    outcomes = run_seeds(range(FUZZ_SEED0, FUZZ_SEED0 + FUZZ_CASES), jobs=2, timeout=60)
+    seeds = sorted({*range(FUZZ_SEED0, FUZZ_SEED0 + FUZZ_CASES), *REGRESSION_SEEDS})
+    outcomes = run_seeds(seeds, jobs=2, timeout=60)
     failing = [o for o in outcomes if not o.ok]
     assert not failing, (
         f"{len(failing)} of {len(outcomes)} mutants broke the contract "

@@ -220,8 +220,9 @@ def codec_support(codec: Codec) -> CodecSupport:
         return CodecSupport.PLAIN
     if codec.name == "szip" and h5py.h5z.filter_avail(h5py.h5z.FILTER_SZIP):
         return CodecSupport.PLAIN
+    cname = codec.config.get("cname", "lz4")  # what the source's metadata says: any JSON
     if codec.name in ("zstd", "bz2", "bitshuffle") or (
-        codec.name == "blosc" and codec.config.get("cname", "lz4") in _BLOSC_CODES
+        codec.name == "blosc" and isinstance(cname, str) and cname in _BLOSC_CODES
     ):
         return CodecSupport.PLUGIN
     if codec.name == "lz4":
