@@ -208,8 +208,17 @@ def _structure(
     order = list(na) + [k for k in nb if k not in na]
     # a node only on one side, or of another kind, is reported alone: not its descendants
     reported: list[str] = []
+    # a soft link on both sides to the same path is the same link: its target is compared
+    # under the target's own key, not once more under the link's
+    same_links = {
+        "/".join(p)
+        for p, note in sa.links.items()
+        if note.startswith("soft link to ") and sb.links.get(p) == note
+    }
     for key in order:
         if any(key.startswith(r + "/") for r in reported):
+            continue
+        if key in same_links or any(key.startswith(r + "/") for r in same_links):
             continue
         if key not in nb or key not in na:
             reported.append(key)

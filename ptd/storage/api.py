@@ -574,14 +574,18 @@ class Backend(ABC):
         fills it once every node exists."""
         raise NotImplementedError(f"{type(self).__name__} holds no references")
 
-    def write_reference_paths(self, path: Path, selection: Selection, paths: np.ndarray) -> None:
+    def write_reference_paths(
+        self, path: Path, selection: Selection, paths: np.ndarray
+    ) -> list[str]:
         """Write references to the objects at ``paths`` (str, ``""``: a null reference) into
-        ``selection`` of the reference array at ``path``."""
+        ``selection`` of the reference array at ``path``. Returns the paths the store holds
+        no object at (each written as a null reference)."""
         raise NotImplementedError(f"{type(self).__name__} holds no references")
 
-    def set_reference_attrs(self, path: Path, refs: Mapping[str, Any]) -> None:
+    def set_reference_attrs(self, path: Path, refs: Mapping[str, Any]) -> list[str]:
         """Set attributes of the node at ``path`` as references to the paths ``refs`` names
-        (the shape :meth:`reference_attrs` returns)."""
+        (the shape :meth:`reference_attrs` returns). Returns the paths the store holds no
+        object at (null references)."""
         raise NotImplementedError(f"{type(self).__name__} holds no references")
 
     def create_soft_link(self, path: Path, target: str) -> None:

@@ -390,7 +390,8 @@ class Copier:
                 attrs=self.attrs_for(path, self.user_attrs(meta)),
             )
             if not shape:
-                self.dst.write_reference_paths(path, (), self.src.read_reference_paths(path, ()))
+                paths = self.src.read_reference_paths(path, ())
+                self._dangling(path, None, self.dst.write_reference_paths(path, (), paths))
                 continue
             rows = slab_rows(
                 shape,
@@ -400,10 +401,30 @@ class Copier:
             )
             for start in range(0, shape[0], rows):
                 sl = (slice(start, min(shape[0], start + rows)),)
-                self.dst.write_reference_paths(path, sl, self.src.read_reference_paths(path, sl))
+                paths = self.src.read_reference_paths(path, sl)
+                self._dangling(path, None, self.dst.write_reference_paths(path, sl, paths))
                 cancel.check()
         for path, refs in self.ref_attrs.items():
-            self.dst.set_reference_attrs(path, refs)
+            for name, value in refs.items():
+                self._dangling(path, name, self.dst.set_reference_attrs(path, {name: value}))
+
+    def _dangling(self, path: Path, attr: str | None, missing: list[str]) -> None:
+        """List (once per key or attribute) references whose object the copy does not hold:
+        they were written as null references."""
+        if not missing:
+            return
+        key = "/".join(path) or "/"
+        if any(i["key"] == key and i.get("attr") == attr for i in self.result.not_copied):
+            return
+        shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+        item = {"key": key}
+        if attr is not None:
+            item["attr"] = attr
+        item["reason"] = (
+            f"object references to {shown}, which the copy does not hold: written as null "
+            "references"
+        )
+        self.result.not_copied.append(item)
 
     # ------------------------------------------------------------------ data
     def advance(self, n: int) -> None:

@@ -103,3 +103,21 @@ def test_region_references_are_listed_not_copied(tmp_path: Path) -> None:
     with h5py.File(dst, "r") as f:
         assert "regions" not in f
         assert _names(f, f["refs"][()])[:3] == ["/data/a", "/data/b", "/meta"]
+
+
+def test_a_reference_to_an_object_left_out_is_null_and_listed(tmp_path: Path) -> None:
+    src, dst = tmp_path / "a.h5", tmp_path / "b.h5"
+    _write(src, region=True)
+    with h5py.File(src, "r+") as f:
+        f["refs"][4] = f["regions"].ref  # the region references are not copied
+        f["meta"].attrs["points_at"] = f["regions"].ref
+    result = ptd.convert(src, dst, to="h5", skip_unsupported=True)
+    lost = {(i["key"], i.get("attr")): i["reason"] for i in result.not_copied}
+    assert set(lost) == {("regions", None), ("refs", None), ("meta", "points_at")}
+    assert lost[("refs", None)] == (
+        "object references to /regions, which the copy does not hold: written as null references"
+    )
+    with h5py.File(dst, "r") as f:
+        assert _names(f, f["refs"][()]) == ["/data/a", "/data/b", "/meta", "/data/a", ""]
+        assert not f["meta"].attrs["points_at"]
+    assert ptd.verify_conversion(result).verified()

@@ -689,23 +689,20 @@ class H5Backend(Backend):
         if attrs:
             h5_codec.write_attrs(ds, attrs, key, self._location)
 
-    def write_reference_paths(self, path: Path, selection: Selection, paths: np.ndarray) -> None:
-        key = self.key_str(path)
-        self.check_writable(key)
+    def write_reference_paths(
+        self, path: Path, selection: Selection, paths: np.ndarray
+    ) -> list[str]:
+        self.check_writable(self.key_str(path))
         node = self._node(path)
-        try:
-            refs = h5_refs.write_paths(self._root.file, paths, key)
-        except KeyError as err:
-            raise PtdKeyError(str(err.args[0]), path=self._location, key=key) from None
-        node[selection if selection else ()] = refs
+        missing: list[str] = []
+        node[selection if selection else ()] = h5_refs.write_paths(self._root.file, paths, missing)
+        return missing
 
-    def set_reference_attrs(self, path: Path, refs: Mapping[str, Any]) -> None:
-        key = self.key_str(path)
-        self.check_writable(key)
-        try:
-            h5_refs.write_attr_refs(self._node(path), refs, key)
-        except KeyError as err:
-            raise PtdKeyError(str(err.args[0]), path=self._location, key=key) from None
+    def set_reference_attrs(self, path: Path, refs: Mapping[str, Any]) -> list[str]:
+        self.check_writable(self.key_str(path))
+        missing: list[str] = []
+        h5_refs.write_attr_refs(self._node(path), refs, missing)
+        return missing
 
     def create_soft_link(self, path: Path, target: str) -> None:
         self._check_create(path)

@@ -44,24 +44,26 @@ def read_paths(file: h5py.File, values: np.ndarray) -> np.ndarray:
     return np.asarray(flat, dtype=object).reshape(np.shape(values))
 
 
-def _ref_of(file: h5py.File, path: str, where: str) -> Any:
-    if not path:
-        return h5py.Reference()
-    try:
-        return file[path].ref
-    except KeyError:
-        raise KeyError(
-            f"{where}: the referenced object {path!r} is not in {file.filename}"
-        ) from None
+def _ref_of(file: h5py.File, path: str, missing: list[str]) -> Any:
+    """A reference to the object at ``path``; a null one (``path`` added to ``missing``) when
+    the file holds none there."""
+    if path:
+        try:
+            return file[path].ref
+        except (KeyError, ValueError):
+            if path not in missing:
+                missing.append(path)
+    return h5py.Reference()
 
 
-def write_paths(file: h5py.File, paths: np.ndarray, where: str) -> np.ndarray:
+def write_paths(file: h5py.File, paths: np.ndarray, missing: list[str]) -> np.ndarray:
     """An array of object references (h5py's ``ref_dtype``) to the objects at ``paths`` in
-    ``file`` (``""``: a null reference)."""
+    ``file`` (``""``: a null reference; a path the file does not hold gives a null reference
+    and is added to ``missing``)."""
     arr = np.asarray(paths, dtype=object)
     out = np.empty(arr.shape, dtype=h5py.ref_dtype)
     for i, p in np.ndenumerate(arr):
-        out[i] = _ref_of(file, str(p), where)
+        out[i] = _ref_of(file, str(p), missing)
     return out
 
 
@@ -84,14 +86,16 @@ def reference_attr_paths(obj: h5py.Group | h5py.Dataset) -> dict[str, Any]:
     return out
 
 
-def write_attr_refs(obj: h5py.Group | h5py.Dataset, refs: Mapping[str, Any], where: str) -> None:
+def write_attr_refs(
+    obj: h5py.Group | h5py.Dataset, refs: Mapping[str, Any], missing: list[str]
+) -> None:
     """Set each attribute of ``refs`` (name -> path or nested list of paths) on ``obj`` as
-    object references to those paths in ``obj``'s file."""
+    object references to those paths in ``obj``'s file (see :func:`write_paths`)."""
     for name, paths in refs.items():
         if isinstance(paths, str):
-            obj.attrs.create(name, _ref_of(obj.file, paths, where), dtype=h5py.ref_dtype)
+            obj.attrs.create(name, _ref_of(obj.file, paths, missing), dtype=h5py.ref_dtype)
         else:
-            arr = write_paths(obj.file, np.asarray(paths, dtype=object), where)
+            arr = write_paths(obj.file, np.asarray(paths, dtype=object), missing)
             obj.attrs.create(name, arr, dtype=h5py.ref_dtype)
 
 
