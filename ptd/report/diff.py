@@ -28,6 +28,7 @@ differences also give the count of differing elements and the first differing ro
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import warnings
@@ -144,10 +145,21 @@ def _nodes(s: Scan) -> dict[str, tuple[Path, NodeKind, ArrayMeta | None]]:
     return {"/".join(p): (p, k, m) for p, k, m in s.nodes}
 
 
-def _user(s: Scan, attrs: Any) -> dict[str, Any]:
+_PLAIN = (str, bytes, int, float, bool, list, dict, type(None))
+
+
+def _user(s: Scan, attrs: Any, path: Path = ()) -> dict[str, Any]:
     """A node's user attributes: neither ptd's own nor those through which the store's format
-    spells a property (:mod:`ptd.storage.spelled`; the property itself is compared)."""
-    return user_attrs(spelled.user_attrs(s.backend.name, attrs))
+    spells a property (:mod:`ptd.storage.spelled`; the property itself is compared). An
+    object reference is compared as the path it names (``{"reference to": "/a/b"}``)."""
+    out = user_attrs(spelled.user_attrs(s.backend.name, attrs))
+    raw = attrs.values() if isinstance(attrs, dict) else ()
+    if s.backend.holds_references and any(not isinstance(v, _PLAIN) for v in raw):
+        with contextlib.suppress(PtdError):
+            for name, target in s.backend.reference_attrs(path).items():
+                if name in out:
+                    out[name] = {"reference to": target}
+    return out
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -196,8 +208,17 @@ def _structure(
     order = list(na) + [k for k in nb if k not in na]
     # a node only on one side, or of another kind, is reported alone: not its descendants
     reported: list[str] = []
+    # a soft link on both sides to the same path is the same link: its target is compared
+    # under the target's own key, not once more under the link's
+    same_links = {
+        "/".join(p)
+        for p, note in sa.links.items()
+        if note.startswith("soft link to ") and sb.links.get(p) == note
+    }
     for key in order:
         if any(key.startswith(r + "/") for r in reported):
+            continue
+        if key in same_links or any(key.startswith(r + "/") for r in same_links):
             continue
         if key not in nb or key not in na:
             reported.append(key)
@@ -227,8 +248,8 @@ def _structure(
                         key, "batch_size_differs", f"{key!r}: batch size {b1} vs {b2}", b1, b2
                     )
                 )
-            a1 = _user(sa, sa.group_attrs.get(pa, {}))
-            a2 = _user(sb, sb.group_attrs.get(pa, {}))
+            a1 = _user(sa, sa.group_attrs.get(pa, {}), pa)
+            a2 = _user(sb, sb.group_attrs.get(pa, {}), pa)
             if not _equal(a1, a2):
                 out.append(
                     Difference(key, "attrs_differ", f"{key!r}: user attributes differ", a1, a2)
@@ -236,7 +257,7 @@ def _structure(
             continue
         assert ma is not None
         assert mb is not None
-        a1, a2 = _user(sa, ma.attrs), _user(sb, mb.attrs)
+        a1, a2 = _user(sa, ma.attrs, pa), _user(sb, mb.attrs, pa)
         if not _equal(a1, a2):
             out.append(Difference(key, "attrs_differ", f"{key!r}: user attributes differ", a1, a2))
         s1, s2 = _shape(ma), _shape(mb)
@@ -255,6 +276,10 @@ def _structure(
                     )
                 )
             pairs.append((pa, ma, mb))
+            _properties(key, pa, sa, sb, ma, mb, out, codecs)
+        elif ka == "unsupported" and _references(sa, sb, ma, mb):
+            if not codecs:
+                _reference_values(key, pa, sa, sb, ma, out)
             _properties(key, pa, sa, sb, ma, mb, out, codecs)
         elif ka == "unsupported":
             _unsupported_pair(key, pa, ma, mb, out, tables, not_compared)
@@ -319,6 +344,48 @@ def _properties(
     if a or b:
         names = ", ".join(a)
         out.append(Difference(key, "properties_differ", f"{key!r}: {names} differ", a, b))
+
+
+def _references(sa: Scan, sb: Scan, ma: ArrayMeta, mb: ArrayMeta) -> bool:
+    """Whether both leaves are object references that both stores can read as paths."""
+    return (
+        ma.reference == mb.reference == "object"
+        and sa.backend.holds_references
+        and sb.backend.holds_references
+    )
+
+
+#: references compared a slab of this many at a time (each read as a python str)
+REFERENCE_ROWS = 1 << 16
+
+
+def _reference_values(
+    key: str, path: Path, sa: Scan, sb: Scan, ma: ArrayMeta, out: list[Difference]
+) -> None:
+    """Two arrays of object references compared by the paths they name, a slab at a time:
+    the first row that differs is reported."""
+    shape = tuple(ma.shape)
+    rows = shape[0] if shape else 0
+    slabs: list[Any] = [()] if not shape else []
+    per_row = max(1, math.prod(shape[1:]))
+    step = max(1, REFERENCE_ROWS // per_row)
+    slabs += [(slice(i, min(rows, i + step)),) for i in range(0, rows, step)]
+    for sl in slabs:
+        va = sa.backend.read_reference_paths(path, sl)
+        vb = sb.backend.read_reference_paths(path, sl)
+        if va.tolist() != vb.tolist():
+            flat_a, flat_b = va.ravel().tolist(), vb.ravel().tolist()
+            i = next(j for j, (x, y) in enumerate(zip(flat_a, flat_b, strict=True)) if x != y)
+            out.append(
+                Difference(
+                    key,
+                    "values_differ",
+                    f"{key!r}: a reference names {flat_a[i]!r} vs {flat_b[i]!r}",
+                    flat_a[i],
+                    flat_b[i],
+                )
+            )
+            return
 
 
 def _unsupported_pair(

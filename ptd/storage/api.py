@@ -543,6 +543,56 @@ class Backend(ABC):
         codecs ignores it."""
         return {}
 
+    #: whether the format holds soft links (a name standing for another path) and object
+    #: references (arrays and attributes naming other nodes); a copy carries both as the
+    #: paths they name (see :meth:`reference_attrs`, :meth:`read_reference_paths`)
+    holds_links: ClassVar[bool] = False
+    holds_references: ClassVar[bool] = False
+
+    def reference_attrs(self, path: Path) -> dict[str, Any]:
+        """The attributes of the node at ``path`` that hold object references: name -> the
+        path each names (a str; a list, nested as the attribute's shape, for an array; ``""``
+        for a null reference). Empty for a format without references."""
+        return {}
+
+    def read_reference_paths(self, path: Path, selection: Selection) -> np.ndarray:
+        """The paths (an object array of str, ``""`` for a null reference) of the objects
+        the references at ``selection`` of the reference array at ``path`` point to."""
+        raise NotImplementedError(f"{type(self).__name__} holds no references")
+
+    def create_reference_array(
+        self,
+        path: Path,
+        shape: tuple[int, ...],
+        *,
+        chunks: tuple[int, ...] | None = None,
+        maxshape: tuple[int | None, ...] | None = None,
+        attrs: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Create an array of (null) object references at ``path`` (:attr:`holds_references`
+        formats only), growable up to ``maxshape`` when given; :meth:`write_reference_paths`
+        fills it once every node exists."""
+        raise NotImplementedError(f"{type(self).__name__} holds no references")
+
+    def write_reference_paths(
+        self, path: Path, selection: Selection, paths: np.ndarray
+    ) -> list[str]:
+        """Write references to the objects at ``paths`` (str, ``""``: a null reference) into
+        ``selection`` of the reference array at ``path``. Returns the paths the store holds
+        no object at (each written as a null reference)."""
+        raise NotImplementedError(f"{type(self).__name__} holds no references")
+
+    def set_reference_attrs(self, path: Path, refs: Mapping[str, Any]) -> list[str]:
+        """Set attributes of the node at ``path`` as references to the paths ``refs`` names
+        (the shape :meth:`reference_attrs` returns). Returns the paths the store holds no
+        object at (null references)."""
+        raise NotImplementedError(f"{type(self).__name__} holds no references")
+
+    def create_soft_link(self, path: Path, target: str) -> None:
+        """Make ``path`` a soft link to ``target`` (a path in the store, as the source spelled
+        it; :attr:`holds_links` formats only)."""
+        raise NotImplementedError(f"{type(self).__name__} holds no links")
+
     #: the names of attributes through which the format states a property (HDF5's
     #: ``DIMENSION_LABELS``): part of the inventory, not user attributes to copy
     property_attrs: frozenset[str] = frozenset()

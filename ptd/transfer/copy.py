@@ -27,7 +27,7 @@ from ptd.storage.strings import StringType
 from ptd.transfer.attrs import decode_str, is_column, user_attrs
 from ptd.transfer.layouts import LeafLayout
 from ptd.transfer.options import ConvertOptions, ConvertResult
-from ptd.transfer.plan import leaf_target
+from ptd.transfer.plan import carried_references, leaf_target
 from ptd.transfer.slabs import slab_rows
 
 if TYPE_CHECKING:
@@ -42,6 +42,9 @@ Region = tuple[Path, int, int]
 SMALL_BYTES = 64 << 10
 BATCH_BYTES = 32 << 20
 BATCH_COUNT = 10_000
+#: references are read as paths (a python str each): a slab holds at most this many bytes of
+#: references (8 each)
+REF_SLAB_BYTES = 1 << 20
 
 
 #: how often (seconds) a thread-pool copy looks for a cancellation while it waits
@@ -71,8 +74,14 @@ class Copier:
         skip: dict[Path, str] | None = None,
         record: dict[Path, tuple[int, ...]] | None = None,
         targets: dict[Path, LeafLayout] | None = None,
+        links: dict[Path, str] | None = None,
     ) -> None:
         self.s = s
+        #: soft links the destination makes instead of copying what they reach: path -> target
+        self.links = dict(links or {})
+        #: object-reference leaves and attributes, written once every node exists
+        self.ref_leaves: list[tuple[Path, ArrayMeta]] = []
+        self.ref_attrs: dict[Path, dict[str, Any]] = {}
         #: the batch size to record on each group (``__tensordict__``), else the source's
         self.record = dict(record or {})
         #: nodes left out (with their subtrees): path -> why (see ``plan.refusals``)
@@ -107,11 +116,18 @@ class Copier:
         """``attrs`` as the destination stores them; those it cannot hold unchanged are left
         out and listed in ``result.not_copied`` (once per node and name)."""
         ok: dict[str, Any] = {}
+        refs: dict[str, Any] | None = None
         for name, value in attrs.items():
             problem = self.dst.policy.attr_problem(value)
             if problem is None:
                 ok[name] = value
                 continue
+            if self.dst.holds_references:
+                if refs is None:
+                    refs = self.src.reference_attrs(path)
+                if name in refs:  # made again once every node exists (copy_references)
+                    self.ref_attrs.setdefault(path, {})[name] = refs[name]
+                    continue
             item = {"key": "/".join(path) or "/", "attr": name, "reason": problem}
             if item not in self.result.not_copied:
                 self.result.not_copied.append(item)
@@ -130,7 +146,10 @@ class Copier:
 
     def skipped(self, path: Path) -> bool:
         """Whether ``path`` is, or lies under, a node left out of the copy."""
-        return bool(self.skip) and any(path[:i] in self.skip for i in range(1, len(path) + 1))
+        gone = self.skip or self.links
+        return bool(gone) and any(
+            path[:i] in self.skip or path[:i] in self.links for i in range(1, len(path) + 1)
+        )
 
     def create(self) -> list[tuple[Path, int, int]]:
         """Write everything but the tensor data: attributes, groups (all at once), non-tensor
@@ -161,6 +180,9 @@ class Copier:
                     self.copy_strings(path, meta, stype)
                 else:
                     self.copy_non_tensor(path, meta)
+                continue
+            if carried_references(meta, self.fmt):
+                self.ref_leaves.append((path, meta))
                 continue
             nbytes = math.prod(meta.shape) * meta.dtype.itemsize
             spec = self.new_array(path, meta) if nbytes <= SMALL_BYTES else None
@@ -352,6 +374,58 @@ class Copier:
         if user:
             self.dst.set_attrs(path, self.attrs_for(path, user))
 
+    def copy_references(self) -> None:
+        """What names other nodes, made once every node exists: the soft links, and the
+        object references (arrays, read a slab at a time, and attributes) re-made to the
+        objects at the same paths in the destination."""
+        for path, target in self.links.items():
+            self.dst.create_soft_link(path, target)
+        for path, meta in self.ref_leaves:
+            shape = tuple(meta.shape)
+            self.dst.create_reference_array(
+                path,
+                shape,
+                chunks=tuple(meta.chunks) if meta.chunks else None,
+                maxshape=self.src.array_properties(path, meta).maxshape,
+                attrs=self.attrs_for(path, self.user_attrs(meta)),
+            )
+            if not shape:
+                paths = self.src.read_reference_paths(path, ())
+                self._dangling(path, None, self.dst.write_reference_paths(path, (), paths))
+                continue
+            rows = slab_rows(
+                shape,
+                8,
+                src_chunk_rows=meta.chunks[0] if meta.chunks else None,
+                budget=REF_SLAB_BYTES,
+            )
+            for start in range(0, shape[0], rows):
+                sl = (slice(start, min(shape[0], start + rows)),)
+                paths = self.src.read_reference_paths(path, sl)
+                self._dangling(path, None, self.dst.write_reference_paths(path, sl, paths))
+                cancel.check()
+        for path, refs in self.ref_attrs.items():
+            for name, value in refs.items():
+                self._dangling(path, name, self.dst.set_reference_attrs(path, {name: value}))
+
+    def _dangling(self, path: Path, attr: str | None, missing: list[str]) -> None:
+        """List (once per key or attribute) references whose object the copy does not hold:
+        they were written as null references."""
+        if not missing:
+            return
+        key = "/".join(path) or "/"
+        if any(i["key"] == key and i.get("attr") == attr for i in self.result.not_copied):
+            return
+        shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+        item = {"key": key}
+        if attr is not None:
+            item["attr"] = attr
+        item["reason"] = (
+            f"object references to {shown}, which the copy does not hold: written as null "
+            "references"
+        )
+        self.result.not_copied.append(item)
+
     # ------------------------------------------------------------------ data
     def advance(self, n: int) -> None:
         """Count ``n`` more bytes copied and report the progress."""
@@ -369,6 +443,8 @@ class Copier:
                 self.advance(copy_region(self.src, self.dst, path, start, stop))
         else:
             self._run_threads(regions, workers)
+        cancel.check()
+        self.copy_references()
         cancel.check()
         cancel.phase("publishing")
         self.dst.finalize()

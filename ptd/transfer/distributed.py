@@ -185,6 +185,7 @@ def run_distributed(
             out = job.open_destination()
             copier = job.copier(out, progress)
             regions = copier.regions(copier.create())
+            copier.copy_references()  # (every node exists once the structure is written)
             dst_reopen = out.reopen_spec
             if dst_reopen is None:  # pragma: no cover - convert opens paths and URLs only
                 raise PtdValueError(f"{result.dst} cannot be reopened by the workers")

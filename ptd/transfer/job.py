@@ -39,6 +39,7 @@ from ptd.transfer.plan import (
     raw_nbytes,
     refusal_error,
     refusals,
+    soft_links,
 )
 
 __all__ = ["Job", "Target", "batches_to_record", "failed", "finish", "planned"]
@@ -114,13 +115,15 @@ class Job:
 
     def copier(self, dst: Backend, progress: Callable[[int, int], None] | None) -> Copier:
         skip = refusals(self.scan, self.result.dst_format, allow_pickle=self.options.allow_pickle)
+        links, lost = soft_links(self.scan, self.result.dst_format, skip)
         return Copier(
             self.scan,
             dst,
             self.options,
             self.result,
             progress=progress,
-            skip=skip,
+            skip=skip | lost,
+            links=links,
             record=self.record,
             targets=self.targets,
         )

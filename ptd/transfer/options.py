@@ -197,7 +197,9 @@ class LeafPlan:
     """What happens to one entry."""
 
     key: str
-    kind: str  #: "group", "tensor", "non_tensor" or "unsupported"
+    #: "group", "tensor", "non_tensor", "table", "unsupported", "references" (object
+    #: references, made again in the copy) or "link" (a soft link; ``dtype`` names its target)
+    kind: str
     shape: list[int] | None = None
     dtype: str | None = None
     nbytes: int = 0

@@ -50,6 +50,8 @@ __all__ = [
     "CHUNK_MAX",
     "CHUNK_TARGET",
     "SMALL_CONTIGUOUS",
+    "SOFT_LINK_NOTE",
+    "carried_references",
     "check_destination",
     "copyable",
     "destination",
@@ -64,6 +66,7 @@ __all__ = [
     "refusal_error",
     "refusals",
     "resolve_destination",
+    "soft_links",
 ]
 
 #: target size of an automatic chunk, and the largest source chunk that is kept as is
@@ -314,6 +317,48 @@ def copyable(meta: ArrayMeta, fmt: str) -> bool:
     return tables == "any" or (tables == "numeric" and numeric_fields_only(dt))
 
 
+def carried_references(meta: ArrayMeta, fmt: str) -> bool:
+    """Whether a leaf of object references is copied to ``fmt``: as new references to the
+    objects at the same paths, in a format that holds references (region references never)."""
+    return meta.reference == "object" and fmt in BACKENDS and get_backend(fmt).holds_references
+
+
+#: how a soft link is noted in a scan's ``links`` (see :mod:`ptd.storage.h5.links`)
+SOFT_LINK_NOTE = "soft link to "
+
+
+def soft_links(
+    s: Scan, fmt: str, refused: dict[Path, str]
+) -> tuple[dict[Path, str], dict[Path, str]]:
+    """``(made, lost)``: the scan's soft links a ``fmt`` destination recreates (path -> the
+    target as the source spells it; the copy keeps every key's name, so the same target
+    names the same node), and those it leaves out, with why: a format without links, or a
+    target the copy does not hold. The data behind a link is never copied in its place."""
+    holds = fmt in BACKENDS and get_backend(fmt).holds_links
+    listed = {p for p, _, _ in s.nodes}
+    made: dict[Path, str] = {}
+    lost: dict[Path, str] = {}
+    for path, note in s.links.items():
+        if not note.startswith(SOFT_LINK_NOTE):
+            continue
+        if any(path[:i] in made or path[:i] in lost for i in range(1, len(path))):
+            continue  # under another link: it goes with that one
+        target = note[len(SOFT_LINK_NOTE) :]
+        where = f"a soft link to {target}"
+        if not holds:
+            lost[path] = f"{where}, which {fmt} cannot hold"
+            continue
+        full = posixpath.normpath(
+            target if target.startswith("/") else "/".join(("",) + path[:-1] + (target,))
+        )
+        dest = tuple(n for n in full.split("/") if n)
+        if dest not in listed or any(dest[:i] in refused for i in range(1, len(dest) + 1)):
+            lost[path] = f"{where}, whose target the copy does not hold"
+            continue
+        made[path] = target
+    return made, lost
+
+
 def name_problem(fmt: str, name: str, *, array: bool = False) -> str | None:
     """Why a ``fmt`` destination (``"memmap"`` too) cannot hold a node named ``name`` at all
     (the backend's rule: names it can hold only escaped are not refused), or None."""
@@ -377,7 +422,7 @@ def refusals(s: Scan, fmt: str, *, allow_pickle: bool = True) -> dict[Path, str]
             what = "group" if kind is NodeKind.GROUP else "key"
             out[path] = f"{what} {key!r} cannot be stored in {fmt} under its name: {why}"
         elif meta is not None and meta.kind is ValueKind.UNSUPPORTED:
-            if copyable(meta, fmt):
+            if copyable(meta, fmt) or carried_references(meta, fmt):
                 continue
             out[path] = f"key {key!r} holds {meta.unsupported}, which ptd cannot copy"
         elif path in s.backend.data_elsewhere:
@@ -455,6 +500,10 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> dict[Pa
         result.not_copied.append({"key": "/".join(path), "reason": reason})
     for path, reason in refused.items():
         result.not_copied.append({"key": "/".join(path), "reason": reason})
+    made, lost = soft_links(s, to, refused)
+    for path, reason in lost.items():
+        result.not_copied.append({"key": "/".join(path), "reason": reason})
+    gone = refused | made | lost
     escaped = escaped_keys(s, to)
     if escaped:
         shown = ", ".join(repr(k) for k in escaped[:3]) + (", ..." if len(escaped) > 3 else "")
@@ -463,8 +512,10 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> dict[Pa
             f"{'they are' if len(escaped) > 1 else 'it is'} stored escaped, the original "
             f"recorded (ptd reads it back): {shown}"
         )
+    for path, link_to in made.items():
+        result.plan.append(LeafPlan("/".join(path), "link", dtype=f"soft link to {link_to}"))
     for path, kind, meta in s.nodes:
-        if any(path[:i] in refused for i in range(1, len(path) + 1)):
+        if any(path[:i] in gone for i in range(1, len(path) + 1)):
             continue
         key = "/".join(path)
         if kind is NodeKind.GROUP:
@@ -477,6 +528,11 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> dict[Pa
             result.plan.append(LeafPlan(key, "non_tensor", shape=list(meta.shape)))
             continue
         nbytes = math.prod(meta.shape) * meta.dtype.itemsize
+        if carried_references(meta, to):
+            result.plan.append(
+                LeafPlan(key, "references", shape=list(meta.shape), dtype="object references")
+            )
+            continue
         props = s.backend.array_properties(path, meta)
         target = leaf_target(
             meta, opts, to, result.notes, remote.is_remote(result.dst), props, type(s.backend)

@@ -65,7 +65,8 @@ def verify_conversion(
             lost_attrs.setdefault(key, {})[item["attr"]] = item["reason"]
     kept = []
     for d in report.differences:
-        if d.kind == "only_in_a" and d.key in skipped:
+        if d.kind in ("only_in_a", "values_differ") and d.key in skipped:
+            # (values_differ: references to objects left out, written as null references)
             report.left_out.append({"key": d.key, "reason": skipped[d.key]})
         elif d.kind == "attrs_differ" and d.key in lost_attrs:
             kept.extend(_without_lost(d, lost_attrs[d.key], report))
@@ -82,6 +83,7 @@ def _without_lost(d: Difference, lost: dict[str, str], report: DiffReport) -> li
     differs."""
     a = {k: v for k, v in (d.a or {}).items() if k not in lost}
     b = {k: v for k, v in (d.b or {}).items() if k not in lost}
-    for name in lost.keys() & dict(d.a or {}).keys() - dict(d.b or {}).keys():
+    da, db = dict(d.a or {}), dict(d.b or {})
+    for name in sorted(n for n in lost.keys() & da.keys() if n not in db or da[n] != db[n]):
         report.left_out.append({"key": d.key or "/", "attr": name, "reason": lost[name]})
     return [] if a == b else [replace(d, a=a, b=b)]

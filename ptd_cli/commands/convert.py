@@ -317,7 +317,10 @@ def print_plan(console: Any, plan: list[Any], *, expand: bool = False) -> None:
             rows.append([key, "group", Bare(length), "", "", "", ""])
             continue
         p = r.first
-        copied = p.kind != "non_tensor"
+        if p.kind == "link":  # made in the copy: no data of its own
+            rows.append([r.key, "link", "", p.dtype or "", "", "", ""])
+            continue
+        copied = p.kind not in ("non_tensor", "references")
         codecs = {f"{m.src_compression or '-'} -> {m.dst_compression or '-'}" for m in ms}
         nbytes = sum(m.nbytes or 0 for m in ms)
         rows.append(

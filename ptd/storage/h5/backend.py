@@ -59,6 +59,7 @@ from ptd.storage.h5 import elsewhere as h5_elsewhere
 from ptd.storage.h5 import links as h5_links
 from ptd.storage.h5 import plugins as h5_plugins
 from ptd.storage.h5 import properties as h5_properties
+from ptd.storage.h5 import refs as h5_refs
 from ptd.storage.h5 import scales as h5_scales
 from ptd.storage.h5.chunk_index import h5_chunk_info
 from ptd.storage.h5.decode import H5Chunks
@@ -651,6 +652,64 @@ class H5Backend(Backend):
                 f"{self._location}: {err}"
             ) from None
         self._ds_cache.clear()
+
+    # --- references and soft links (see :mod:`ptd.storage.h5.refs`) -------------------------
+    holds_links = True
+    holds_references = True
+
+    def reference_attrs(self, path: Path) -> dict[str, Any]:
+        return h5_refs.reference_attr_paths(self._node(path))
+
+    def read_reference_paths(self, path: Path, selection: Selection) -> np.ndarray:
+        node = self._node(path)
+        if not isinstance(node, h5py.Dataset):
+            raise self._wrong_kind(path, NodeKind.GROUP)
+        return h5_refs.read_paths(self._root.file, node[selection if selection else ()])
+
+    def create_reference_array(
+        self,
+        path: Path,
+        shape: tuple[int, ...],
+        *,
+        chunks: tuple[int, ...] | None = None,
+        maxshape: tuple[int | None, ...] | None = None,
+        attrs: Mapping[str, Any] | None = None,
+    ) -> None:
+        key = self._check_create(path)
+        if len(path) > 1:
+            self.create_group(path[:-1])
+        parent = self._root["/".join(path[:-1])] if len(path) > 1 else self._root
+        opts: dict[str, Any] = {}
+        if chunks and shape and 0 not in shape:
+            opts["chunks"] = tuple(min(c, n) for c, n in zip(chunks, shape, strict=False))
+        if maxshape is not None and shape:
+            opts["maxshape"] = maxshape
+            opts.setdefault("chunks", True)
+        ds = parent.create_dataset(path[-1], shape=shape, dtype=h5py.ref_dtype, **opts)
+        if attrs:
+            h5_codec.write_attrs(ds, attrs, key, self._location)
+
+    def write_reference_paths(
+        self, path: Path, selection: Selection, paths: np.ndarray
+    ) -> list[str]:
+        self.check_writable(self.key_str(path))
+        node = self._node(path)
+        missing: list[str] = []
+        node[selection if selection else ()] = h5_refs.write_paths(self._root.file, paths, missing)
+        return missing
+
+    def set_reference_attrs(self, path: Path, refs: Mapping[str, Any]) -> list[str]:
+        self.check_writable(self.key_str(path))
+        missing: list[str] = []
+        h5_refs.write_attr_refs(self._node(path), refs, missing)
+        return missing
+
+    def create_soft_link(self, path: Path, target: str) -> None:
+        self._check_create(path)
+        if len(path) > 1:
+            self.create_group(path[:-1])
+        parent = self._root["/".join(path[:-1])] if len(path) > 1 else self._root
+        h5_refs.make_soft_link(parent, path[-1], target)
 
     # --- attributes --------------------------------------------------------------------------
     def get_attrs(self, path: Path) -> dict[str, Any]:

@@ -17,8 +17,9 @@ Soft links are resolved here, one component at a time against the file's own lin
 (:func:`resolve`), never by HDF5's path traversal, which would open the other file of an
 external link on the way. Every key ptd opens by path goes through :func:`resolve`.
 
-Readers that copy the store (``convert``, ``memmap``) therefore copy linked data once per key;
-the link structure itself is not reproduced (see the README).
+``memmap`` therefore copies linked data once per key; ``convert`` makes a soft link again in
+an HDF5 copy and lists it by name and target in a zarr copy (:func:`ptd.transfer.plan.soft_links`),
+and copies a second hard link's data once more.
 
 :func:`walk` is one pass over a group's links; :func:`child_links` sorts one group's children.
 """
