@@ -192,8 +192,9 @@ class DataResult:
     #: stored ones cannot be listed): key -> message
     not_checked: dict[str, str] = field(default_factory=dict)
     #: the keys of ``not_checked`` whose data lies in other files (an HDF5 virtual dataset or
-    #: external storage, see ``Backend.data_elsewhere``): named, not an error of the store
-    elsewhere: set[str] = field(default_factory=set)
+    #: external storage, see ``Backend.data_elsewhere``), with those files: named, not an
+    #: error of the store
+    elsewhere: dict[str, list[str]] = field(default_factory=dict)
     #: the fill value of leaves with chunks never stored (read once): key -> value
     fill_values: dict[str, Any] = field(default_factory=dict)
     nbytes: int = 0
@@ -696,7 +697,7 @@ def check_data(
         except UnsupportedOperationError as err:  # data outside the file: named, not read
             res.not_checked[key] = str(err)
             if path in be.data_elsewhere:
-                res.elsewhere.add(key)
+                res.elsewhere[key] = list(be.data_elsewhere[path])
             continue
         c = constraints.get(key)
         float_like = meta.dtype.kind == "f" or meta.torch_dtype == "bfloat16"

@@ -57,7 +57,7 @@ from ptd.format.tables import describe_table, is_table
 from ptd.format.tdmeta import parse_td_meta
 from ptd.report.consolidated import has_consolidated
 from ptd.report.scan import Scan
-from ptd.storage.api import NodeKind, ValueKind, random_row_cost
+from ptd.storage.api import ArrayMeta, NodeKind, ValueKind, random_row_cost
 from ptd.storage.remote import is_remote
 
 __all__ = ["LINT_CODES", "SEVERITIES", "LintFinding", "lint", "severity_at_least"]
@@ -154,6 +154,23 @@ def _finding(code: str, key: str, message: str, fix: str | None = None) -> LintF
     return LintFinding(code, name, severity, key, message, fix or default_fix)
 
 
+def _fix_for(meta: ArrayMeta) -> str | None:
+    """The fix for an L008 dtype that no cast turns into a number: opaque bytes and ragged
+    sequences; None (the table's "cast before writing") for the rest."""
+    dt = meta.dtype
+    if dt.kind == "V" and dt.fields is None:
+        return (
+            f"opaque bytes have no element type: store them as uint8 with a trailing axis of "
+            f"{dt.itemsize} (each element's bytes), or keep them out of the tensor data"
+        )
+    if dt.kind == "O":  # references are L012; strings are not tensors: ragged sequences
+        return (
+            "store ragged sequences as one flat array of the values and an array of offsets "
+            "(as hdmf's VectorData/VectorIndex pair does)"
+        )
+    return None
+
+
 def _bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
@@ -197,7 +214,11 @@ def lint(s: Scan, ignore: Iterable[str] = ()) -> list[LintFinding]:
         if meta.kind is ValueKind.UNSUPPORTED:
             # the format's own words for the type when the backend has them (H5T_OPAQUE...)
             held = meta.unsupported or f"dtype {meta.dtype}"
-            out.append(_finding("L008", key, f"{key!r} holds {held}, which torch cannot hold"))
+            out.append(
+                _finding(
+                    "L008", key, f"{key!r} holds {held}, which torch cannot hold", _fix_for(meta)
+                )
+            )
             continue
         if meta.kind is ValueKind.NON_TENSOR and meta.non_tensor_kind == ENCODING_PICKLE:
             out.append(

@@ -103,6 +103,8 @@ class Problem:
     name: str | None = None
     chunk: list[int] | None = None
     count: int | None = None
+    #: the files a key's data lies in, where it lies outside the store (virtual, external)
+    sources: list[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.check:
@@ -110,8 +112,8 @@ class Problem:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: ``key``, ``code``, ``message``, ``shape``, ``expected`` always; then
-        ``severity`` when it is not ``"error"``, and ``fix``, ``name``, ``chunk``, ``count``
-        when set (so documents of the first format version keep their shape)."""
+        ``severity`` when it is not ``"error"``, and ``fix``, ``name``, ``chunk``, ``count``,
+        ``sources`` when set (so documents of the first format version keep their shape)."""
         d: dict[str, Any] = {
             "key": self.key,
             "code": self.code,
@@ -121,7 +123,7 @@ class Problem:
         }
         if self.severity != "error":
             d["severity"] = self.severity
-        for name in ("fix", "name", "chunk", "count"):
+        for name in ("fix", "name", "chunk", "count", "sources"):
             value = getattr(self, name)
             if value is not None:
                 d[name] = value
@@ -188,8 +190,9 @@ def from_data(res: DataResult) -> list[Problem]:
             continue
         out.append(Problem(v.key, v.code, v.message, count=v.count))
     for key, msg in res.not_checked.items():
-        severity = "warning" if key in res.elsewhere else "error"
-        out.append(Problem(key, "not_checked", msg, severity=severity))
+        sources = res.elsewhere.get(key)
+        severity = "warning" if sources is not None else "error"
+        out.append(Problem(key, "not_checked", msg, severity=severity, sources=sources))
     for key, msg in res.bad_non_tensors.items():
         out.append(Problem(key, "bad_non_tensor", f"cannot decode {key!r}: {msg}"))
     return out

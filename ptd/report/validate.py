@@ -405,6 +405,7 @@ def validate(
                 f"{', '.join(sources) or 'none listed'}), which ptd does not read: "
                 "--follow-virtual reads a virtual dataset whose sources lie beside the file",
                 severity="info",
+                sources=list(sources),
             )
             for q, sources in be.data_elsewhere.items()
             if "/".join(q) not in read_or_named

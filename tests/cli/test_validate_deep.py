@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import ptd
@@ -248,6 +249,22 @@ def test_each_lint_finding(ptd_cli, tmp_path: Path, build, code: str, key: str) 
     assert code not in codes(ignored, "lint")
     by_name = ptd_cli("validate", path, "--json", "--ignore", name)
     assert code not in codes(by_name, "lint")
+
+
+def test_l008_fix_fits_what_no_cast_can_change(tmp_path: Path) -> None:
+    """Opaque bytes and ragged sequences have no number type to cast to: their L008 fix says
+    what to store instead; another dtype torch lacks keeps "cast before writing"."""
+    import h5py
+
+    path = tmp_path / "kinds.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("opaque", data=np.zeros(4, dtype="V3"))
+        f.create_dataset("seq", (4,), dtype=h5py.vlen_dtype(np.dtype("i4")))
+    fixes = {f.key: f.fix for f in ptd.validate(path).lint if f.code == "L008"}
+    assert set(fixes) == {"opaque", "seq"}
+    assert "uint8 with a trailing axis of 3" in fixes["opaque"]
+    assert "offsets" in fixes["seq"]
+    assert not any("cast" in fix for fix in fixes.values() if fix)
 
 
 def test_filter_missing_names_the_package(tmp_path: Path) -> None:

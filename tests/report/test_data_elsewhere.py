@@ -110,6 +110,8 @@ def test_cli_validate_names_the_sources_in_text_and_json(elsewhere: Path, data: 
     for name in SOURCES[_kind(elsewhere)]:
         assert name in text.stdout
         assert name in problem["message"]
+    # a field of its own for scripts, not only words in the message
+    assert [Path(s).name for s in problem["sources"]] == SOURCES[_kind(elsewhere)]
 
 
 def test_inspect_shows_where_the_data_is_not_a_ratio(elsewhere: Path) -> None:
