@@ -36,15 +36,18 @@ csr_matrix/csc_matrix   ``data`` and ``indices`` of one length; ``indptr`` of ``
 dataframe               the ``_index`` column exists; every column (those of
                         ``column-order`` must exist) has the index's length (a categorical's
                         ``codes``, a nullable's ``values``)
-categorical             ``codes`` and ``categories`` exist
+categorical             ``codes`` and ``categories`` exist; with ``--data``, every code is
+                        ``-1`` (missing) or an index into ``categories``
 nullable-*              ``values`` and ``mask`` of one length
 awkward-array           buffers whose lengths its ``form`` states: not guessed at
 hdmf DynamicTable       every column has ``len(id)`` rows, except a ``VectorData`` indexed by
                         ``<name>_index`` (a ragged column: the index has the rows, and with
                         ``--data`` its last value is at most the data's length); ``colnames``
                         exist
-hdmf typed groups       (``neurodata_type`` + ``namespace``: NWB) follow their schema, which
-                        states no shared length: not guessed at
+hdmf typed groups       (``neurodata_type`` + ``namespace``: NWB) follow their schema: not
+                        guessed at; where the group has ``data`` and ``timestamps`` (an NWB
+                        ``TimeSeries`` and every type derived from it), ``timestamps`` has
+                        ``data``'s leading length (NWB's ``num_times`` dimension)
 ======================  ===================================================================
 
 >>> [entry.name for entry in LAYOUTS][:3]
@@ -76,6 +79,9 @@ _ERRORS = (PtdError, OSError, ValueError, TypeError, KeyError, IndexError)
 
 ANNDATA_SPEC = "https://anndata.readthedocs.io/en/latest/fileformat-prose.html"
 HDMF_SPEC = "https://hdmf-common-schema.readthedocs.io/en/stable/format_description.html"
+NWB_TIMESERIES_SPEC = "https://nwb-schema.readthedocs.io/en/latest/format.html#timeseries"
+#: rows read at a time where a rule reads a whole array (a categorical's codes)
+_BLOCK_ROWS = 1 << 20
 DIMSCALE_SPEC = "https://support.hdfgroup.org/documentation/hdf5-docs/hdf5_topics/H5DS_Spec.pdf"
 
 
@@ -145,6 +151,26 @@ class View:
             return int(self.scan.backend.read(path, (slice(n - 1, n),))[0])
         except _ERRORS:
             return None
+
+    def extremes(self, path: Path) -> tuple[int, int] | None:
+        """The smallest and largest value of a 1-d integer array, read ``_BLOCK_ROWS`` rows
+        at a time, only with ``data``; else None (also for an empty array)."""
+        meta = self.metas.get(path)
+        if not self.data or meta is None or meta.kind is not ValueKind.NUMERIC:
+            return None
+        if len(meta.shape) != 1 or not meta.shape[0] or meta.dtype.kind not in "iu":
+            return None
+        n = int(meta.shape[0])
+        low = high = None
+        try:
+            for start in range(0, n, _BLOCK_ROWS):
+                block = self.scan.backend.read(path, (slice(start, min(n, start + _BLOCK_ROWS)),))
+                lo, hi = int(block.min()), int(block.max())
+                low = lo if low is None else min(low, lo)
+                high = hi if high is None else max(high, hi)
+        except _ERRORS:
+            return None
+        return (low, high) if low is not None and high is not None else None
 
 
 def _key(path: Path) -> str:
@@ -363,7 +389,25 @@ def _check_dataframe(view: View, group: Path, layout: str) -> list[Problem]:
 
 
 def _check_categorical(view: View, group: Path, layout: str) -> list[Problem]:
-    return [p for m in ("codes", "categories") if (p := _missing(view, group, m, layout))]
+    out = [p for m in ("codes", "categories") if (p := _missing(view, group, m, layout))]
+    if out:
+        return out
+    n = view.rows(group + ("categories",))
+    codes = group + ("codes",)
+    found = view.extremes(codes) if n is not None else None
+    if found is not None and n is not None and (found[0] < -1 or found[1] >= n):
+        bad = found[1] if found[1] >= n else found[0]
+        out.append(
+            _mismatch(
+                _key(codes),
+                f"{_key(codes)!r} holds the code {bad}, but {_key(group + ('categories',))!r} "
+                f"has {n} categories (a code is -1 for a missing value or an index into the "
+                "categories)",
+                bad,
+                [-1, n - 1],
+            )
+        )
+    return out
 
 
 def _check_nullable(view: View, group: Path, layout: str) -> list[Problem]:
@@ -398,6 +442,27 @@ def _is_hdmf(attrs: Mapping[str, Any]) -> bool:
 
 def _is_table(attrs: Mapping[str, Any]) -> bool:
     return _is_hdmf(attrs) and "colnames" in attrs
+
+
+def _check_typed(view: View, group: Path, layout: str) -> list[Problem]:
+    """An NWB TimeSeries (any typed group with ``data`` and ``timestamps`` arrays): one
+    timestamp per sample, ``len(timestamps) == data.shape[0]``."""
+    names = view.children(group)
+    if "data" not in names or "timestamps" not in names:
+        return []
+    data, stamps = view.rows(group + ("data",)), view.rows(group + ("timestamps",))
+    if data is None or stamps is None or data == stamps:
+        return []
+    key = _key(group + ("timestamps",))
+    return [
+        _mismatch(
+            key,
+            f"{key!r} has {stamps} timestamps; {_key(group + ('data',))!r} has {data} samples "
+            "(a TimeSeries has one timestamp per sample)",
+            stamps,
+            data,
+        )
+    ]
 
 
 def _check_table(view: View, group: Path, layout: str) -> list[Problem]:
@@ -484,7 +549,8 @@ LAYOUTS: tuple[Layout, ...] = (
     Layout(
         "anndata categorical",
         ANNDATA_SPEC,
-        "codes and categories exist (the codes have the dataframe's length)",
+        "codes and categories exist (the codes have the dataframe's length); each code is "
+        "-1 or below len(categories)",
         lambda a: a.get("encoding-type") == "categorical",
         _check_categorical,
     ),
@@ -519,10 +585,11 @@ LAYOUTS: tuple[Layout, ...] = (
     ),
     Layout(
         "hdmf typed group",
-        HDMF_SPEC,
-        "a group its schema describes (neurodata_type, namespace): not guessed at",
+        NWB_TIMESERIES_SPEC,
+        "a group its schema describes (neurodata_type, namespace): not guessed at; a "
+        "TimeSeries' timestamps has data's length",
         _is_hdmf,
-        _nothing,
+        _check_typed,
     ),
 )
 

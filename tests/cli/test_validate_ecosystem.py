@@ -119,6 +119,29 @@ def test_anndata_categorical_codes(ptd_cli, tmp_path: Path, suffix: str) -> None
     assert _keys(run) == [("obs/cell_type", "encoding_mismatch")]
 
 
+def _set_value(store: Path, key: str, index: int, value: int) -> None:
+    """Overwrite one value of ``key`` with plain h5py or zarr-python."""
+    if store.is_dir():
+        import zarr
+
+        zarr.open_array(str(store), path=key, mode="r+")[index] = value
+        return
+    with h5py.File(store, "r+") as f:
+        f[key][index] = value
+
+
+@pytest.mark.parametrize("suffix", ["h5ad", "zarr"])
+def test_anndata_categorical_code_past_the_categories(ptd_cli, tmp_path: Path, suffix: str) -> None:
+    path = _anndata(tmp_path, suffix)
+    _set_value(path, "obs/cell_type/codes", 5, 3)  # three categories: 0, 1, 2 (or -1)
+    assert ptd_cli("validate", path).code == 0  # the metadata is intact
+    run = ptd_cli("validate", path, "--data", "--json")
+    assert run.code == 1, run
+    # (anndata leaves the chunks of an all-zero zarr array unwritten: a warning, not this)
+    errors = [k for k in _keys(run) if k[1] != "missing_chunks"]
+    assert errors == [("obs/cell_type/codes", "encoding_mismatch")]
+
+
 def _nwb(tmp_path: Path) -> Path:
     pynwb = pytest.importorskip("pynwb", reason="pynwb writes the NWB file")
     nwb = pynwb.NWBFile(
@@ -134,6 +157,11 @@ def _nwb(tmp_path: Path) -> Path:
     rng = np.random.default_rng(0)
     for i in range(11):
         nwb.add_unit(spike_times=np.sort(rng.uniform(0, 10, size=3 + i)))
+    nwb.add_acquisition(
+        pynwb.TimeSeries(
+            name="lfp", data=np.zeros((40, 2)), timestamps=np.arange(40) / 10.0, unit="V"
+        )
+    )
     path = tmp_path / "s.nwb"
     with pynwb.NWBHDF5IO(str(path), "w") as io:
         io.write(nwb)
@@ -157,3 +185,11 @@ def test_nwb_reference_column_and_ragged_units(ptd_cli, tmp_path: Path) -> None:
     assert run.code == 1, run
     assert _keys(run) == [("units/spike_times_index", "encoding_mismatch")]
     assert "units/spike_times_index" in ptd_cli("validate", path).stdout
+
+
+def test_nwb_timeseries_timestamps_cut_short(ptd_cli, tmp_path: Path) -> None:
+    path = _nwb(tmp_path)
+    cut_short(path, "acquisition/lfp/timestamps")
+    run = ptd_cli("validate", path, "--json")
+    assert run.code == 1, run
+    assert _keys(run) == [("acquisition/lfp/timestamps", "encoding_mismatch")]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 import ptd
 from ptd.report.layouts import LAYOUTS
@@ -178,6 +179,26 @@ def test_anndata_categorical_codes_off_the_dataframe(tmp_path: Path, backend: st
     assert _problems(path) == [("obs/cell", "encoding_mismatch")]
 
 
+@pytest.mark.parametrize(("code", "bad"), [(2, 2), (-2, -2), (-1, None)])
+def test_anndata_categorical_code_past_its_categories(
+    tmp_path: Path, backend: str, code: int, bad: int | None
+) -> None:
+    """With --data, every code is -1 (missing) or an index into the categories (two here)."""
+    tree, attrs = _anndata_tree()
+    tree["obs"]["cell"]["codes"][7] = code
+    path = _write(tmp_path / f"code.{backend}", backend, tree, attrs)
+    assert _problems(path) == []  # metadata alone cannot see it
+    rep = ptd.validate(path, data=True, lint=False)
+    found = [(p.key, p.code) for p in rep.problems if p.code == "encoding_mismatch"]
+    if bad is None:
+        assert found == []
+        return
+    assert found == [("obs/cell/codes", "encoding_mismatch")]
+    (problem,) = [p for p in rep.problems if p.code == "encoding_mismatch"]
+    assert f"the code {bad}" in problem.message
+    assert "2 categories" in problem.message
+
+
 def test_anndata_missing_member_is_named(tmp_path: Path, backend: str) -> None:
     tree, attrs = _anndata_tree()
     del tree["X"]["indices"]
@@ -233,6 +254,39 @@ def test_hdmf_column_listed_but_missing(tmp_path: Path, backend: str) -> None:
     del tree["units"]["quality"]
     path = _write(tmp_path / f"miss.{backend}", backend, tree, attrs)
     assert _problems(path) == [("units/quality", "encoding_mismatch")]
+
+
+# --- NWB TimeSeries: one timestamp per sample ---------------------------------------------------
+
+
+def _series(stamps: int = 50) -> tuple[dict[str, Any], dict[str, dict]]:
+    tree = {
+        "acquisition": {
+            "lfp": {"data": np.zeros((50, 3), np.float32), "timestamps": np.arange(stamps) / 10},
+            "rated": {"data": np.zeros((40, 3), np.float32), "starting_time": np.float64(0.0)},
+        }
+    }
+    typed = {"namespace": "core", "object_id": "x"}
+    attrs = {
+        "acquisition/lfp": {"neurodata_type": "ElectricalSeries", **typed},
+        "acquisition/rated": {"neurodata_type": "TimeSeries", **typed},
+    }
+    return tree, attrs
+
+
+def test_nwb_timeseries_valid(tmp_path: Path, backend: str) -> None:
+    path = _write(tmp_path / f"ts.{backend}", backend, *_series())
+    assert _problems(path) == []
+
+
+def test_nwb_timestamps_cut_short(tmp_path: Path, backend: str) -> None:
+    path = _write(tmp_path / f"ts.{backend}", backend, *_series(stamps=49))
+    rep = ptd.validate(path, lint=False)
+    assert [(p.key, p.code) for p in rep.problems] == [
+        ("acquisition/lfp/timestamps", "encoding_mismatch")
+    ]
+    assert "49 timestamps" in rep.problems[0].message
+    assert "50 samples" in rep.problems[0].message
 
 
 # --- reference columns (HDF5) -------------------------------------------------------------------
