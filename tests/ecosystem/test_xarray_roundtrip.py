@@ -217,7 +217,8 @@ def test_dimension_without_coordinate_survives_an_h5_copy(
         assert _scales(f["v"]) == ["time", "x"]
         assert _scales(f["w"]) == ["x"]
         assert f["x"].attrs["NAME"].decode().startswith("This is a netCDF dimension")
-        assert f["x"].shape == (3,) and f["x"].id.get_storage_size() == 0  # no data
+        assert f["x"].shape == (3,)
+        assert f["x"].id.get_storage_size() == 0  # no data
     _same_in_xarray(_open_with(dst, reader), original)
     td = ptd.PersistentTensorDict.from_h5(str(dst), mode="r")
     try:
@@ -250,11 +251,14 @@ def test_dimension_of_arrays_in_two_groups(tmp_path: Path, reader: str) -> None:
     _same(src, dst)
     with h5py.File(dst, "r") as f:
         assert sorted(n for n in f if f[n].attrs.get("CLASS") == b"DIMENSION_SCALE") == ["x"]
-        assert f["x"].shape == (3,) and f["g/y"].shape == (2,) and f["h/x"].shape == (5,)
+        assert f["x"].shape == (3,)
+        assert f["g/y"].shape == (2,)
+        assert f["h/x"].shape == (5,)
     assert _open_with(dst, reader)["a"].dims == ("x",)
     assert _open_with(dst, reader, group="g")["b"].dims == ("y", "x")
     inner = _open_with(dst, reader, group="h")
-    assert inner["c"].dims == ("x",) and inner.sizes["x"] == 5
+    assert inner["c"].dims == ("x",)
+    assert inner.sizes["x"] == 5
 
 
 def test_dimension_named_like_another_array_stays_a_label(tmp_path: Path) -> None:
