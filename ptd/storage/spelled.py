@@ -103,7 +103,7 @@ def dimension_only_name(length: int) -> str:
     """The ``NAME`` netCDF-4 gives the scale of a dimension of ``length`` that is no variable:
     :data:`DIMENSION_ONLY`, then the length right-aligned in ten characters.
 
-    >>> dimension_only_name(3)[-12:]
+    >>> dimension_only_name(3)[-11:]
     '.         3'
     """
     return f"{DIMENSION_ONLY}{int(length):10d}"
