@@ -16,8 +16,10 @@ Two kinds of rule, each stated here with its source:
   own or an ancestor, that *defines* it by a coordinate: a 1-d array named as the dimension
   along it, or an HDF5 dimension scale (``CLASS = DIMENSION_SCALE``, its ``NAME``), as the
   netCDF data model scopes dimensions (https://docs.unidata.ucar.edu/netcdf-c/current/groups.html).
-  The coordinate's length is the dimension's; without a coordinate, the length most arrays of
-  the group have (the largest, on a tie). A mismatch is ``dimension_mismatch``.
+  The coordinate's length is the dimension's; so is the length netCDF-4 states for a
+  dimension that is no variable (its dimension-only scale, which is no key:
+  :attr:`ptd.storage.api.Backend.hidden_dimensions`); without either, the length most arrays
+  of the group have (the largest, on a tie). A mismatch is ``dimension_mismatch``.
 * **encodings** (:data:`LAYOUTS`): a group whose attributes name an encoding is checked by
   its entry; each entry is a :class:`Layout` (its name, source, the rule in one line, the
   attribute test, the check). A broken rule is ``encoding_mismatch``. Every node at or below
@@ -64,6 +66,7 @@ from typing import Any
 from ptd.errors import PtdError
 from ptd.report.problems import Problem
 from ptd.report.scan import Scan
+from ptd.storage import spelled
 from ptd.storage.api import ArrayMeta, Path, ValueKind
 
 __all__ = [
@@ -634,7 +637,7 @@ def _scale_name(attrs: Mapping[str, Any], own: str) -> str | None:
     name = attrs.get("NAME")
     if isinstance(name, bytes):
         name = name.decode("utf-8", "replace")
-    if not isinstance(name, str) or not name or name.startswith("This is a netCDF dimension"):
+    if not isinstance(name, str) or not name or spelled.is_dimension_only_name(name):
         return own
     return name
 
@@ -669,6 +672,11 @@ def check_dimensions(view: View, *, skip: set[Path] | None = None) -> LayoutChec
         if dims is not None and len(dims) == len(meta.shape):
             named.append((q, dims))
             out.claimed.add(q)
+    # dimensions the store states by a node that is no key (netCDF-4's scale of a dimension
+    # that is no variable): its length, exactly, as a coordinate's
+    stated = dict(view.scan.backend.hidden_dimensions)
+    for q, length in stated.items():
+        defined.setdefault(q[:-1], {}).setdefault(q[-1], (q, int(length)))
     found: dict[tuple[Path, str], _Dim] = {}
     for q, dims in named:
         for axis, name in enumerate(dims):
@@ -684,7 +692,12 @@ def check_dimensions(view: View, *, skip: set[Path] | None = None) -> LayoutChec
     for (scope, name), dim in found.items():
         if dim.coordinate is not None:
             coord, length = dim.coordinate
-            source = f"the length of its coordinate {_key(coord)!r}"
+            source = (
+                "the length the file states for it (netCDF's scale of a dimension that is no "
+                "variable)"
+                if coord in stated
+                else f"the length of its coordinate {_key(coord)!r}"
+            )
         else:
             counts = Counter(n for _q, _a, n in dim.uses)
             top = max(counts.values())

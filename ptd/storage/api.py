@@ -340,6 +340,10 @@ class Backend(ABC):
         #: keys the store holds but ptd does not list (dangling or external links...), found
         #: by listing: path -> the reason
         self.walk_skipped: dict[Path, str] = {}
+        #: dimensions the store states by a node that is no key (netCDF-4's scale of a
+        #: dimension that is no variable, in HDF5), found by listing: the node's path -> the
+        #: dimension's length (the dimension is named like the node, in the node's group)
+        self.hidden_dimensions: dict[Path, int] = {}
         #: arrays whose data is outside the store (h5 virtual datasets, external storage),
         #: which ptd does not read: found when their metadata is read: path -> the files the
         #: data lies in, as the store names them

@@ -36,10 +36,13 @@ import numpy as np
 from ptd.format.names import PTD_MAXSHAPE_ATTR
 
 __all__ = [
+    "DIMENSION_ONLY",
     "DIMENSION_SCALE",
     "FILL_ATTR",
     "SPELLINGS",
     "Spelling",
+    "dimension_only_name",
+    "is_dimension_only_name",
     "is_spelling",
     "spelling",
     "user_attrs",
@@ -49,6 +52,11 @@ __all__ = [
 DIMENSION_SCALE = "DIMENSION_SCALE"
 #: netCDF's (and CF's, and xarray's) name for the value that marks a missing element
 FILL_ATTR = "_FillValue"
+#: how netCDF-4 begins the ``NAME`` of the dimension scale it writes for a dimension that is
+#: no variable (no coordinate array): a float32 dataset of the dimension's length with no
+#: data, named like the dimension. It states a dimension and its length, and is no key
+#: (netCDF-C ``nc4hdf.c``, ``DIM_WITHOUT_VARIABLE``; h5netcdf writes the same)
+DIMENSION_ONLY = "This is a netCDF dimension but not a netCDF variable."
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,28 @@ SPELLINGS: dict[str, tuple[Spelling, ...]] = {
     ),
 }
 _BY_NAME = {fmt: {s.attr: s for s in table} for fmt, table in SPELLINGS.items()}
+
+
+def dimension_only_name(length: int) -> str:
+    """The ``NAME`` netCDF-4 gives the scale of a dimension of ``length`` that is no variable:
+    :data:`DIMENSION_ONLY`, then the length right-aligned in ten characters.
+
+    >>> dimension_only_name(3)[-11:]
+    '.         3'
+    """
+    return f"{DIMENSION_ONLY}{int(length):10d}"
+
+
+def is_dimension_only_name(name: Any) -> bool:
+    """Whether a dimension scale's ``NAME`` (text or bytes) is netCDF-4's marker of a
+    dimension that is no variable.
+
+    >>> is_dimension_only_name(dimension_only_name(12).encode())
+    True
+    >>> is_dimension_only_name("time")
+    False
+    """
+    return name is not None and _text(name).startswith(DIMENSION_ONLY)
 
 
 def spelling(fmt: str, attr: str) -> Spelling | None:

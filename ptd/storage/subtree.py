@@ -77,7 +77,7 @@ class SubtreeBackend(Backend):
         self._inner = inner
         self._prefix = prefix
         self._leaf = leaf
-        self._seen: tuple[int, int, int, int] = (-1, -1, -1, -1)
+        self._seen: tuple[int, ...] = (-1, -1, -1, -1, -1)
 
     # --- paths -------------------------------------------------------------------------------
     def _full(self, path: Path) -> Path:
@@ -113,6 +113,7 @@ class SubtreeBackend(Backend):
             len(be.walk_skipped),
             len(be.data_elsewhere),
             len(be.attrs_skipped),
+            len(be.hidden_dimensions),
         )
         if seen == self._seen:
             return
@@ -130,6 +131,7 @@ class SubtreeBackend(Backend):
         self.walk_skipped = rel(be.walk_skipped)
         self.data_elsewhere = rel(be.data_elsewhere)
         self.attrs_skipped = rel(be.attrs_skipped)
+        self.hidden_dimensions = rel(be.hidden_dimensions)
 
     def _meta(self, meta: ArrayMeta) -> ArrayMeta:
         rel = self._rel(meta.path)

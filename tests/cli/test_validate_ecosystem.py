@@ -13,20 +13,23 @@ import numpy as np
 import pytest
 
 
-def cut_short(store: Path, key: str) -> None:
-    """Take the last row off ``key`` with plain h5py or zarr-python, keeping its attributes
-    and the dimension scales attached to it; a zarr store's consolidated metadata is written
-    again (the store stays consistent: only the array is short)."""
+def cut_short(store: Path, key: str, axis: int = 0) -> None:
+    """Take the last row (along ``axis``) off ``key`` with plain h5py or zarr-python, keeping
+    its attributes and the dimension scales attached to it; a zarr store's consolidated
+    metadata is written again (the store stays consistent: only the array is short)."""
     if store.is_dir():
         import zarr
 
         arr = zarr.open_array(str(store), path=key, mode="r+")
-        arr.resize((arr.shape[0] - 1, *arr.shape[1:]))
+        shape = list(arr.shape)
+        shape[axis] -= 1
+        arr.resize(tuple(shape))
         zarr.consolidate_metadata(str(store))
         return
     with h5py.File(store, "r+") as f:
         ds = f[key]
-        data, dtype = ds[()][:-1], ds.dtype
+        full, dtype = ds[()], ds.dtype
+        data = np.take(full, np.arange(full.shape[axis] - 1), axis=axis)
         attrs = {k: ds.attrs[k] for k in ds.attrs if k not in ("DIMENSION_LIST", "REFERENCE_LIST")}
         scales = [[s.name for s in dim.values()] for dim in ds.dims]
         del f[key]
@@ -68,6 +71,33 @@ def test_xarray_named_dimensions(ptd_cli, tmp_path: Path, how: str) -> None:
     assert run.code == 1, run
     assert _keys(run) == [("speed", "dimension_mismatch")]
     assert "'time'" in run.json["reports"][0]["problems"][0]["message"]
+
+
+@pytest.mark.parametrize("how", ["h5netcdf", "netcdf4"])
+def test_netcdf_dimension_without_coordinate(ptd_cli, tmp_path: Path, how: str) -> None:
+    """A dimension with no coordinate is stated by netCDF's dimension-only scale: its length
+    is the dimension's, exactly (not a guess from the arrays), and the scale is no key."""
+    xr = pytest.importorskip("xarray", reason="xarray writes the datasets of this test")
+    pytest.importorskip(
+        {"h5netcdf": "h5netcdf", "netcdf4": "netCDF4"}[how],
+        reason=f"xarray's {how} engine is not installed",
+    )
+    ds = xr.Dataset(
+        {"temp": (("time", "x"), np.zeros((30, 4))), "speed": (("time", "x"), np.ones((30, 4)))},
+        coords={"time": np.arange(30)},
+    )
+    path = tmp_path / "ds.nc"
+    ds.to_netcdf(path, engine=how)
+    run = ptd_cli("validate", path, "--json")
+    assert run.code == 0, run
+    assert run.json["reports"][0]["leaves"] == 3  # time, temp, speed: not the dimension x
+    cut_short(path, "speed", axis=1)
+    run = ptd_cli("validate", path, "--json")
+    assert run.code == 1, run
+    assert _keys(run) == [("speed", "dimension_mismatch")]
+    message = run.json["reports"][0]["problems"][0]["message"]
+    assert "'x'" in message, message
+    assert "the length the file states for it" in message, message
 
 
 def _anndata(tmp_path: Path, suffix: str) -> Path:

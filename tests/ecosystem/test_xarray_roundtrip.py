@@ -157,27 +157,124 @@ def test_netcdf_to_zarr_to_h5_opens_in_h5netcdf(tmp_path: Path, how: str) -> Non
         _same_in_xarray(copy, original)
 
 
-def test_dimension_without_coordinate_stays_a_label(tmp_path: Path) -> None:
-    """A dimension with no coordinate array: its arrays keep their labels and get no scale
-    on any dimension (h5netcdf refuses an array with some dimensions attached and others
-    not); ptd reads the same names, h5netcdf names those dimensions itself."""
-    pytest.importorskip("h5netcdf", reason="h5netcdf reads the h5 copy (ptd[ecosystem])")
-    ds = _dataset().assign(bare=(("time", "y"), np.zeros((4, 2), "f8")))
-    src, dst = tmp_path / "bare.zarr", tmp_path / "bare.h5"
+def _bare_dataset() -> Any:
+    """Dimensions without a coordinate array (``x`` here; ``time`` has one), the common case
+    of an xarray dataset; numeric attributes only (netCDF4 writes text ones as bytes)."""
+    return xr.Dataset(
+        {
+            "v": (("time", "x"), np.arange(12.0).reshape(4, 3), {"scale": 2}),
+            "w": (("x",), np.arange(3, dtype="f4")),
+            "u": (("time", "x"), np.ones((4, 3), "i4")),
+        },
+        coords={"time": np.arange(4)},
+        attrs={"answer": 42},
+    )
+
+
+def _write_ds(ds: Any, tmp_path: Path, how: str, **kw: Any) -> Path:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ds.to_zarr(src, zarr_format=3, consolidated=False)
+        if how in ("zarr2", "zarr3"):
+            path = tmp_path / f"{how}.zarr"
+            ds.to_zarr(path, zarr_format=int(how[-1]), consolidated=False, **kw)
+        else:
+            module = {"h5netcdf": "h5netcdf", "netcdf4": "netCDF4"}[how]
+            pytest.importorskip(module, reason=f"{module} writes the netCDF file (ptd[ecosystem])")
+            path = tmp_path / f"{how}.nc"
+            ds.to_netcdf(path, engine=how, **kw)
+    return path
+
+
+def _open_with(path: Path, engine: str, **kw: Any) -> Any:
+    if engine != "zarr":
+        pytest.importorskip(
+            {"h5netcdf": "h5netcdf", "netcdf4": "netCDF4"}[engine],
+            reason=f"xarray's {engine} engine reads the h5 copy (ptd[ecosystem])",
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return xr.open_dataset(path, engine=engine, **kw).load()
+
+
+READERS = ["h5netcdf", "netcdf4"]
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("how", ["zarr2", "zarr3", "h5netcdf", "netcdf4"])
+def test_dimension_without_coordinate_survives_an_h5_copy(
+    tmp_path: Path, how: str, reader: str
+) -> None:
+    """A dimension with no coordinate array gets netCDF-4's dimension-only scale in the h5
+    copy: netCDF readers (both engines) name it as the original does, no ``phony_dim_N``;
+    h5 -> zarr -> h5 again keeps it, the zarr copy has no array ``x``; ptd finds every copy
+    the same as its source."""
+    src = _write_ds(_bare_dataset(), tmp_path, how)
+    original = _open_with(src, "zarr" if src.suffix == ".zarr" else "h5netcdf")
+    dst = tmp_path / "copy.h5"
     _convert(src, dst)
     _same(src, dst)
     with h5py.File(dst, "r") as f:
-        assert _scales(f["bare"]) == ["", ""]
-        assert [d.label for d in f["bare"].dims] == ["time", "y"]
-        assert _scales(f["temp"]) == ["time", "x"]
-    copy = _open(dst)
-    assert copy["temp"].dims == ("time", "x")
-    # h5netcdf names the unscaled dimensions itself (by length, in the group: phony_dim_N)
-    assert copy["bare"].shape == (4, 2)
-    np.testing.assert_array_equal(copy["bare"].values, ds["bare"].values)
+        assert _scales(f["v"]) == ["time", "x"]
+        assert _scales(f["w"]) == ["x"]
+        assert f["x"].attrs["NAME"].decode().startswith("This is a netCDF dimension")
+        assert f["x"].shape == (3,)
+        assert f["x"].id.get_storage_size() == 0  # no data
+    _same_in_xarray(_open_with(dst, reader), original)
+    td = ptd.PersistentTensorDict.from_h5(str(dst), mode="r")
+    try:
+        assert set(td.keys()) == {"time", "v", "w", "u"}  # the dimension: no key
+    finally:
+        td.close()
+    mid, again = tmp_path / "back.zarr", tmp_path / "again.h5"
+    _convert(dst, mid)
+    _same(dst, mid)
+    assert not (mid / "x").exists()  # the dimension is no array of the zarr copy
+    _same_in_xarray(_open_with(mid, "zarr"), original)
+    _convert(mid, again)
+    _same(src, again)
+    _same_in_xarray(_open_with(again, reader), original)
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_dimension_of_arrays_in_two_groups(tmp_path: Path, reader: str) -> None:
+    """Arrays of two groups naming one dimension without a coordinate: the scale sits in
+    their common group (netCDF looks a dimension up towards the root); a dimension of
+    another length in a subgroup gets its own scale there."""
+    src = tmp_path / "groups.zarr"
+    root = zarr.open_group(src, mode="w", zarr_format=3)
+    root.create_array("a", data=np.arange(3.0), dimension_names=["x"])
+    root.create_group("g").create_array("b", data=np.ones((2, 3)), dimension_names=["y", "x"])
+    root.create_group("h").create_array("c", data=np.ones(5), dimension_names=["x"])
+    root.create_array("h/d", data=np.ones(5), dimension_names=["x"])
+    dst = tmp_path / "groups.h5"
+    _convert(src, dst)
+    _same(src, dst)
+    with h5py.File(dst, "r") as f:
+        assert sorted(n for n in f if f[n].attrs.get("CLASS") == b"DIMENSION_SCALE") == ["x"]
+        assert f["x"].shape == (3,)
+        assert f["g/y"].shape == (2,)
+        assert f["h/x"].shape == (5,)
+    assert _open_with(dst, reader)["a"].dims == ("x",)
+    assert _open_with(dst, reader, group="g")["b"].dims == ("y", "x")
+    inner = _open_with(dst, reader, group="h")
+    assert inner["c"].dims == ("x",)
+    assert inner.sizes["x"] == 5
+
+
+def test_dimension_named_like_another_array_stays_a_label(tmp_path: Path) -> None:
+    """A name held by an array that is no coordinate (2-D here) is not made a dimension:
+    the arrays naming it keep their labels (no scale on any dimension)."""
+    src, dst = tmp_path / "taken.zarr", tmp_path / "taken.h5"
+    root = zarr.open_group(src, mode="w", zarr_format=3)
+    root.create_array("x", data=np.ones((2, 2)), dimension_names=["p", "q"])
+    root.create_array("v", data=np.ones((4, 3)), dimension_names=["t", "x"])
+    _convert(src, dst)
+    _same(src, dst)
+    with h5py.File(dst, "r") as f:
+        assert _scales(f["v"]) == ["", ""]
+        assert [d.label for d in f["v"].dims] == ["t", "x"]
+        assert f["x"].shape == (2, 2)
+        assert _scales(f["x"]) == ["p", "q"]  # its own dimensions have no other holder
 
 
 def test_coordinate_of_a_parent_group_is_attached(tmp_path: Path) -> None:

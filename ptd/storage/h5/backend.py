@@ -263,10 +263,19 @@ class H5Backend(Backend):
         self._check_open(self.key_str(path))
         if not path:
             return self._root
-        node = h5_links.wrap(self._resolve(path))
-        if node is None:  # a named datatype: not data
+        oid = self._resolve(path)
+        node = h5_links.wrap(oid)
+        if node is None or self._is_dimension(oid):  # a named datatype, a netCDF dimension
             raise self._not_found(path)
         return node
+
+    @staticmethod
+    def _is_dimension(oid: Any) -> bool:
+        """Whether ``oid`` is netCDF's scale of a dimension that is no variable (no key)."""
+        return (
+            isinstance(oid, h5py.h5d.DatasetID)
+            and h5_properties.dimension_only_length(oid) is not None
+        )
 
     def _resolve(self, path: Path) -> Any:
         """The object ID at ``path``, reached through this file's own links only
@@ -372,6 +381,7 @@ class H5Backend(Backend):
                     )
                 parent = child
             if parent.id.links.exists(path[-1].encode()):  # (the link, not its target)
+                self._refuse_dimension(parent, path)
                 del parent[path[-1]]
                 self._ds_cache.clear()
         except (OSError, ValueError, KeyError) as err:
@@ -380,6 +390,22 @@ class H5Backend(Backend):
             raise PtdValueError(f"cannot create key {key!r} in {self._location}: {err}") from None
         self._ds_cache.pop(path, None)
         return parent, path[-1]
+
+    def _refuse_dimension(self, parent: h5py.Group, path: Path) -> None:
+        """Refuse to replace netCDF's scale of a dimension that is no variable: arrays name
+        their dimension through it, and deleting it would leave them pointing at nothing."""
+        try:
+            oid = h5py.h5o.open(parent.id, path[-1].encode())
+        except (KeyError, ValueError, RuntimeError, OSError):
+            return
+        length = h5_properties.dimension_only_length(oid) if self._is_dimension(oid) else None
+        if length is None:
+            return
+        raise PtdKeyError(
+            f"cannot write key {self.key_str(path)!r} in {self._location}: the file names a "
+            f"netCDF dimension {path[-1]!r} (of length {length}) there, which arrays of the "
+            "file use for their dimension names; write the value under another key"
+        )
 
     def _meta(self, path: Path, ds: h5py.Dataset, dcpl: Any = None, entry: Any = None) -> ArrayMeta:
         dsid = ds.id
@@ -429,7 +455,7 @@ class H5Backend(Backend):
         except (h5_links.Outside, KeyError, ValueError, TypeError, RuntimeError, OSError):
             return None
         if isinstance(oid, h5py.h5d.DatasetID):
-            return NodeKind.ARRAY
+            return None if self._is_dimension(oid) else NodeKind.ARRAY
         if isinstance(oid, h5py.h5g.GroupID):
             return NodeKind.GROUP
         return None
@@ -442,7 +468,9 @@ class H5Backend(Backend):
         group = self._group(path)
         ancestors = h5_links.ancestors(self._root, path)
         out = []
-        for name, obj, _note, skip in h5_links.child_links(group, ancestors, {}, lambda n: n):
+        for name, obj, _note, skip in h5_links.child_links(
+            group, ancestors, {}, lambda n: n, self._hidden_dimension(path)
+        ):
             if skip is not None:
                 self._skip(path + (name,), skip)
             elif isinstance(obj, h5py.Dataset):
@@ -450,6 +478,12 @@ class H5Backend(Backend):
             else:
                 out.append((name, NodeKind.GROUP))
         return out
+
+    def _note_dimension(self, path: Path, length: int) -> None:
+        self.hidden_dimensions[path] = length
+
+    def _hidden_dimension(self, group: Path) -> Any:
+        return lambda name, length: self._note_dimension(group + (name,), length)
 
     # --- the property inventory (h5_properties.py) --------------------------------------------
     property_attrs = h5_properties.PROPERTY_ATTRS
@@ -539,7 +573,12 @@ class H5Backend(Backend):
             out.append((p, NodeKind.ARRAY, meta))
 
         h5_links.walk(
-            group, path, visit, self._skip, ancestors=h5_links.ancestors(self._root, path)
+            group,
+            path,
+            visit,
+            self._skip,
+            ancestors=h5_links.ancestors(self._root, path),
+            dimension=self._note_dimension,
         )
         return out
 
@@ -551,6 +590,10 @@ class H5Backend(Backend):
         try:
             group = self._root.require_group("/".join(path)) if path else self._root
         except TypeError:
+            for i in range(1, len(path) + 1):
+                above = self._root.get("/".join(path[: i - 1])) if i > 1 else self._root
+                if isinstance(above, h5py.Group):
+                    self._refuse_dimension(above, path[:i])
             raise PtdKeyError(
                 f"cannot create group {key!r} in {self._location}: an array is in the way"
             ) from None
@@ -633,6 +676,12 @@ class H5Backend(Backend):
 
     def _delete(self, path: Path, key: str) -> None:
         self._check_inside(path[:-1])
+        try:
+            oid = h5_links.resolve(self._root, path)
+        except (h5_links.Outside, KeyError, ValueError, TypeError, RuntimeError, OSError):
+            oid = None
+        if self._is_dimension(oid):  # (no key)
+            raise self._not_found(path)
         try:
             del self._root["/".join(path)]
         except (KeyError, ValueError):

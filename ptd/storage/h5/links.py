@@ -17,6 +17,14 @@ Soft links are resolved here, one component at a time against the file's own lin
 (:func:`resolve`), never by HDF5's path traversal, which would open the other file of an
 external link on the way. Every key ptd opens by path goes through :func:`resolve`.
 
+A dataset that is netCDF-4's scale of a dimension that is no variable (its ``NAME`` says
+"This is a netCDF dimension but not a netCDF variable.": see :mod:`ptd.storage.spelled`) is
+no key either, as netCDF and xarray see it: it states a dimension and its length. The
+listing leaves it out and hands it to ``dimension(name, length)`` instead (the backend keeps
+them in :attr:`~ptd.storage.api.Backend.hidden_dimensions`). This listing is the one place
+the HDF5 backend enumerates a group, so keys, batch sizes, ``inspect``, ``convert``, ``diff``
+and ``validate`` all agree.
+
 ``memmap`` therefore copies linked data once per key; ``convert`` makes a soft link again in
 an HDF5 copy and lists it by name and target in a zarr copy (:func:`ptd.transfer.plan.soft_links`),
 and copies a second hard link's data once more.
@@ -30,6 +38,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import h5py
+
+from ptd.storage.h5.properties import dimension_only_length
 
 __all__ = [
     "MAX_SOFT_LINKS",
@@ -49,6 +59,8 @@ SKIP_EXTERNAL = "external link to {target}: not followed (it could read any file
 
 #: ``(name, object or None, link note or None, skip reason or None)``
 Link = tuple[str, Any, str | None, str | None]
+#: told of each dimension-only scale the listing leaves out: ``(name, length)``
+Dimension = Callable[[str, int], None]
 
 
 #: soft links followed while resolving one path (HDF5's own default limit, H5L_NUM_LINKS)
@@ -147,6 +159,7 @@ def child_links(
     ancestors: frozenset[int],
     first: dict[int, str],
     key_of: Callable[[str], str],
+    dimension: Dimension | None = None,
 ) -> Iterator[Link]:
     """Each link of ``group`` in name order: ``(name, obj, link, skip)``.
 
@@ -155,7 +168,8 @@ def child_links(
     reaching its object; ``skip`` is why the link is not listed (None when it is).
     ``ancestors``: the addresses of the groups above (a link back to one of them is a cycle);
     ``first``: object address -> first key reaching it (updated here); ``key_of(name)``: the
-    key of a child, for messages and ``first``.
+    key of a child, for messages and ``first``; ``dimension(name, length)``: told of each
+    netCDF dimension-only scale, which is not yielded (see the module's text).
     """
     links = group.id.links
     found: list[tuple[bytes, int, int]] = []
@@ -195,6 +209,11 @@ def child_links(
                 yield name, None, None, "its object cannot be opened"
             continue
         if isinstance(oid, h5py.h5d.DatasetID):
+            length = dimension_only_length(oid)
+            if length is not None:  # a dimension, not a key
+                if dimension is not None:
+                    dimension(name, length)
+                continue
             obj: Any = h5py.Dataset(oid)
         elif isinstance(oid, h5py.h5g.GroupID):
             obj = h5py.Group(oid)
@@ -222,16 +241,19 @@ def walk(
     *,
     ancestors: frozenset[int] | None = None,
     first: dict[int, str] | None = None,
+    dimension: Callable[[tuple[str, ...], int], None] | None = None,
 ) -> None:
     """Every link below ``group`` (at key ``path``), depth first in name order, parents first:
     ``visit(path, obj, link)`` for each listed one, ``skipped(path, reason)`` for the others.
-    A group reached by several links is walked under each of them."""
+    A group reached by several links is walked under each of them; ``dimension(path,
+    length)``: told of each netCDF dimension-only scale (not visited)."""
     if ancestors is None:
         ancestors = frozenset({address(group)})
     if first is None:
         first = {}
+    told = None if dimension is None else (lambda n, length: dimension(path + (n,), length))
     for name, obj, note, skip in child_links(
-        group, ancestors, first, lambda n: "/".join(path + (n,))
+        group, ancestors, first, lambda n: "/".join(path + (n,)), told
     ):
         p = path + (name,)
         if skip is not None:
@@ -239,4 +261,12 @@ def walk(
             continue
         visit(p, obj, note)
         if isinstance(obj, h5py.Group):
-            walk(obj, p, visit, skipped, ancestors=ancestors | {address(obj)}, first=first)
+            walk(
+                obj,
+                p,
+                visit,
+                skipped,
+                ancestors=ancestors | {address(obj)},
+                first=first,
+                dimension=dimension,
+            )

@@ -29,6 +29,7 @@ __all__ = [
     "codec_support",
     "creation_options",
     "dimension_names",
+    "dimension_only_length",
     "fill_value",
     "layout",
     "pipeline",
@@ -166,9 +167,43 @@ def scale_name(scale: h5py.Dataset) -> str | None:
     last part of its path."""
     name = scale.attrs.get("NAME")
     text = _text(name) if name is not None else ""
-    if text and not text.startswith("This is a netCDF dimension but not a netCDF variable"):
+    if text and not spelled.is_dimension_only_name(text):
         return text
     return (scale.name or "").rsplit("/", 1)[-1] or None
+
+
+def _attr(oid: Any, name: bytes) -> Any:
+    """The attribute ``name`` of the object ``oid`` (None when it has none or it cannot be
+    read), by the low-level API: no h5py object made."""
+    try:
+        if not h5py.h5a.exists(oid, name):
+            return None
+        aid = h5py.h5a.open(oid, name)
+        if aid.shape not in ((), (1,)):
+            return None
+        out = np.empty(aid.shape, dtype=aid.dtype)
+        aid.read(out)
+        return out.reshape(-1)[0]
+    except (OSError, TypeError, ValueError, KeyError, RuntimeError):
+        return None
+
+
+def dimension_only_length(oid: Any) -> int | None:
+    """The length of the dimension that the dataset ``oid`` (a ``DatasetID``) states when it
+    is netCDF-4's scale of a dimension that is no variable (1-D, ``CLASS`` is
+    ``DIMENSION_SCALE``, ``NAME`` begins with :data:`~ptd.storage.spelled.DIMENSION_ONLY`);
+    else None. Reads two attributes at most, one for most datasets (those with no ``NAME``)."""
+    try:
+        if oid.rank != 1:
+            return None
+    except (OSError, TypeError, ValueError):
+        return None
+    if not spelled.is_dimension_only_name(_attr(oid, b"NAME")):
+        return None
+    marker = _attr(oid, b"CLASS")
+    if marker is None or _text(marker) != spelled.DIMENSION_SCALE:
+        return None
+    return int(oid.shape[0])
 
 
 def layout(dcpl: Any) -> str:
