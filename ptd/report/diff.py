@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import posixpath
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -145,21 +146,30 @@ def _nodes(s: Scan) -> dict[str, tuple[Path, NodeKind, ArrayMeta | None]]:
     return {"/".join(p): (p, k, m) for p, k, m in s.nodes}
 
 
-_PLAIN = (str, bytes, int, float, bool, list, dict, type(None))
-
-
 def _user(s: Scan, attrs: Any, path: Path = ()) -> dict[str, Any]:
     """A node's user attributes: neither ptd's own nor those through which the store's format
     spells a property (:mod:`ptd.storage.spelled`; the property itself is compared). An
     object reference is compared as the path it names (``{"reference to": "/a/b"}``)."""
     out = user_attrs(spelled.user_attrs(s.backend.name, attrs))
     raw = attrs.values() if isinstance(attrs, dict) else ()
-    if s.backend.holds_references and any(not isinstance(v, _PLAIN) for v in raw):
+    if s.backend.holds_references and any(s.backend.maybe_reference(v) for v in raw):
         with contextlib.suppress(PtdError):
             for name, target in s.backend.reference_attrs(path).items():
                 if name in out:
                     out[name] = {"reference to": target}
     return out
+
+
+def _link_target(path: Path, note: str | None) -> str | None:
+    """The absolute target of a soft link noted ``note`` at ``path`` (a relative target
+    resolved from the link's group: a zarr copy spells targets absolute), else None."""
+    prefix = "soft link to "
+    if note is None or not note.startswith(prefix):
+        return None
+    target = note[len(prefix) :]
+    if not target.startswith("/"):
+        target = "/".join(("",) + path[:-1] + (target,))
+    return posixpath.normpath(target)
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -213,7 +223,8 @@ def _structure(
     same_links = {
         "/".join(p)
         for p, note in sa.links.items()
-        if note.startswith("soft link to ") and sb.links.get(p) == note
+        if _link_target(p, note) is not None
+        and _link_target(p, note) == _link_target(p, sb.links.get(p))
     }
     for key in order:
         if any(key.startswith(r + "/") for r in reported):

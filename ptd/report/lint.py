@@ -22,9 +22,10 @@ L010  table                 info      a table (records of named fields): copied 
                                       not read as a tensor
 L011  pickled               warning   a pickled non-tensor (or an array whose codecs unpickle):
                                       never decoded, read only with ``allow_pickle=True``
-L012  reference             info      a column of HDF5 object or region references (an NWB
-                                      table's ``group``): a kind of its own, listed and copied
-                                      where the destination holds references; no cast fixes it
+L012  reference             info      a column of object or region references (an NWB table's
+                                      ``group``; in zarr, hdmf-zarr's ``zarr_dtype: object``):
+                                      a kind of its own, listed and copied where the
+                                      destination holds references; no cast fixes it
 ====  ====================  ========  ==========================================================
 
 The chunk rules (L001-L004) judge what one read decodes: the chunk, or for a sharded zarr
@@ -123,8 +124,8 @@ LINT_CODES: dict[str, tuple[str, str, str]] = {
     "L012": (
         "reference",
         "info",
-        "nothing to fix: references are not tensors (read them with h5py; convert lists them as "
-        "not copied)",
+        "nothing to fix: references are not tensors (convert copies object references as "
+        "the paths they name, to HDF5 and zarr; region references are listed as not copied)",
     ),
 }
 
@@ -206,7 +207,7 @@ def lint(s: Scan, ignore: Iterable[str] = ()) -> list[LintFinding]:
                 _finding(
                     "L012",
                     key,
-                    f"{key!r} is a column of HDF5 {meta.reference} references: a kind of its "
+                    f"{key!r} is a column of {meta.reference} references: a kind of its "
                     "own, listed but not read as a tensor",
                 )
             )

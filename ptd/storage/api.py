@@ -552,6 +552,16 @@ class Backend(ABC):
     #: paths they name (see :meth:`reference_attrs`, :meth:`read_reference_paths`)
     holds_links: ClassVar[bool] = False
     holds_references: ClassVar[bool] = False
+    #: the format holds them only as the paths they name, in a convention of its own (Zarr:
+    #: hdmf-zarr's), not as references its own tools follow: ``convert`` says so
+    references_as_paths: ClassVar[bool] = False
+
+    @classmethod
+    def maybe_reference(cls, value: Any) -> bool:
+        """Whether an attribute value, as :meth:`get_attrs` gives it, may be an object
+        reference (then :meth:`reference_attrs` says): by default one that is no plain
+        JSON-like value (h5py's ``Reference``)."""
+        return not isinstance(value, (str, bytes, int, float, bool, list, dict, type(None)))
 
     def reference_attrs(self, path: Path) -> dict[str, Any]:
         """The attributes of the node at ``path`` that hold object references: name -> the

@@ -65,8 +65,10 @@ class Spelling:
 
     #: the attribute's name
     attr: str
-    #: the property it states: ``dimension_names``, ``fill_value``, ``maxshape``, or
-    #: ``netcdf`` (the netCDF library's own bookkeeping, rebuilt by it from the properties)
+    #: the property it states: ``dimension_names``, ``fill_value``, ``maxshape``,
+    #: ``references`` (an array of object references, read as their paths), ``links`` (a
+    #: group's soft links, listed as links), or ``netcdf`` (the netCDF library's own
+    #: bookkeeping, rebuilt by it from the properties)
     prop: str
     #: who writes it, and where that is specified
     source: str
@@ -94,6 +96,8 @@ SPELLINGS: dict[str, tuple[Spelling, ...]] = {
         Spelling("_ARRAY_DIMENSIONS", "dimension_names", "xarray: a Zarr v2 array's dimensions"),
         Spelling(FILL_ATTR, "fill_value", "xarray: the CF fill value of a Zarr v3 array"),
         Spelling(PTD_MAXSHAPE_ATTR, "maxshape", "ptd: an HDF5 maxshape kept in zarr"),
+        Spelling("zarr_dtype", "references", "hdmf-zarr: an array of object references"),
+        Spelling("zarr_link", "links", "hdmf-zarr: a group's soft links"),
     ),
 }
 _BY_NAME = {fmt: {s.attr: s for s in table} for fmt, table in SPELLINGS.items()}

@@ -119,15 +119,18 @@ class Copier:
         refs: dict[str, Any] | None = None
         for name, value in attrs.items():
             problem = self.dst.policy.attr_problem(value)
-            if problem is None:
+            if problem is None and not self.src.maybe_reference(value):
                 ok[name] = value
                 continue
-            if self.dst.holds_references:
+            if self.dst.holds_references and self.src.holds_references:
                 if refs is None:
                     refs = self.src.reference_attrs(path)
                 if name in refs:  # made again once every node exists (copy_references)
                     self.ref_attrs.setdefault(path, {})[name] = refs[name]
                     continue
+            if problem is None:  # not a reference after all: a plain value
+                ok[name] = value
+                continue
             item = {"key": "/".join(path) or "/", "attr": name, "reason": problem}
             if item not in self.result.not_copied:
                 self.result.not_copied.append(item)
@@ -407,6 +410,17 @@ class Copier:
         for path, refs in self.ref_attrs.items():
             for name, value in refs.items():
                 self._dangling(path, name, self.dst.set_reference_attrs(path, {name: value}))
+        if self.ref_attrs and self.dst.references_as_paths:
+            named = [
+                f"{'/'.join(p) or '/'}: {n}" for p, refs in self.ref_attrs.items() for n in refs
+            ]
+            shown = ", ".join(repr(k) for k in named[:6]) + (", ..." if len(named) > 6 else "")
+            note = (
+                f"in the {self.fmt} copy, {len(named)} object-reference attribute"
+                f"{'s' if len(named) > 1 else ''} ({shown}) are stored as the paths they name "
+                "(hdmf-zarr's spelling: zarr tools see JSON, not references)"
+            )
+            self.result.notes.append(note)
 
     def _dangling(self, path: Path, attr: str | None, missing: list[str]) -> None:
         """List (once per key or attribute) references whose object the copy does not hold:

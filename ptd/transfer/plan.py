@@ -62,6 +62,7 @@ __all__ = [
     "left_out_keys",
     "name_problem",
     "not_copyable",
+    "paths_note",
     "plan_leaves",
     "refusal_error",
     "refusals",
@@ -514,6 +515,7 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> dict[Pa
         )
     for path, link_to in made.items():
         result.plan.append(LeafPlan("/".join(path), "link", dtype=f"soft link to {link_to}"))
+    as_paths: list[str] = []
     for path, kind, meta in s.nodes:
         if any(path[:i] in gone for i in range(1, len(path) + 1)):
             continue
@@ -532,6 +534,7 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> dict[Pa
             result.plan.append(
                 LeafPlan(key, "references", shape=list(meta.shape), dtype="object references")
             )
+            as_paths.append(key)
             continue
         props = s.backend.array_properties(path, meta)
         target = leaf_target(
@@ -578,7 +581,32 @@ def plan_leaves(s: Scan, opts: ConvertOptions, result: ConvertResult) -> dict[Pa
             result.tensors += 1
             total += nbytes
     result.nbytes = total
+    if dst_cls.references_as_paths and (as_paths or made):
+        result.notes.append(paths_note(to, as_paths, ["/".join(p) for p in made]))
     return targets
+
+
+def paths_note(fmt: str, references: list[str], links: list[str], attrs: bool = False) -> str:
+    """The note of a ``fmt`` copy that holds references and soft links only as the paths
+    they name (:attr:`Backend.references_as_paths`), naming each.
+
+    >>> paths_note("zarr", ["electrodes/group"], ["electrodes/shank0/device"])  # doctest: +ELLIPSIS
+    "in the zarr copy, the object references of 'electrodes/group' and the soft link ..."
+    """
+    parts = []
+    if references:
+        shown = ", ".join(repr(k) for k in references)
+        parts.append(f"the object references of {shown}")
+    if links:
+        shown = ", ".join(repr(k) for k in links)
+        parts.append(f"the soft link{'s' if len(links) > 1 else ''} {shown}")
+    if attrs:
+        parts.append("the object-reference attributes")
+    return (
+        f"in the {fmt} copy, {' and '.join(parts)} are stored as the paths they name "
+        "(hdmf-zarr's spelling: zarr tools see strings and JSON, not references; ptd reads "
+        "them back as references, and an HDF5 copy of it makes them again)"
+    )
 
 
 #: the free space a compressed leaf needs at least: its logical bytes divided by this

@@ -115,11 +115,17 @@ def test_virtual_datasets_are_refused_or_skipped_by_name(tmp_path: Path, ptd_cli
     assert "outside the file" in reasons["vds_other_file"]
     assert "dangling" in reasons["soft_dangling"]
     assert "external link" in reasons["ext"]
-    assert "object references" in reasons["obj_refs"]
-    # a soft link is listed with its target (zarr cannot hold one), never copied as data
-    assert "soft link" in reasons["soft"]
+    # object references and a soft link are carried as the paths they name (hdmf-zarr's
+    # spelling), never copied as data: the summary says so by name
+    assert "obj_refs" not in reasons
+    assert "soft" not in reasons
+    notes = " ".join(run.json["notes"])
+    for named in ("'obj_refs'", "'soft'", "stored as the paths"):
+        assert named in notes, named
     g = _zarr(tmp_path / "o.zarr")
     assert "soft" not in g
+    assert g.attrs["zarr_link"][0]["name"] == "soft"
+    assert g["obj_refs"].attrs["zarr_dtype"] == "object"
     assert "vds_same_file" not in g
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SkippedKeyWarning)  # the dangling and external links
@@ -147,12 +153,16 @@ def test_attributes_ptd_cannot_copy_are_named(tmp_path: Path, to: str, ptd_cli) 
     assert "numpy cannot represent" in named[("/", "time")]
     assert "compound" in named[("/", "compound")]
     # object references: an HDF5 copy makes them again (to the object at the same path), a
-    # zarr copy names them as not copied
+    # zarr copy stores the paths they name (hdmf-zarr's spelling) and says so in its notes
     refs = [("/", "ref"), ("x", "refs")]
+    assert not any(r in named for r in refs), named
     if to == "zarr":
-        assert all(r in named for r in refs), named
+        assert _zarr(out).attrs["ref"] == {
+            "zarr_dtype": "object",
+            "value": {"source": ".", "path": "/x"},
+        }
+        assert any("object-reference attributes" in n for n in run.json["notes"])
     else:
-        assert not any(r in named for r in refs), named
         with h5py.File(out, "r") as f:
             assert f[f.attrs["ref"]].name == "/x"
     # every other root attribute is in the destination with the value h5py reads

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import os
 import shutil
 import warnings
@@ -83,6 +84,7 @@ from ptd.storage.zarr import codec as zarr_codec
 from ptd.storage.zarr import names as zarr_names
 from ptd.storage.zarr import properties as zarr_properties
 from ptd.storage.zarr import read as zarr_read
+from ptd.storage.zarr import refs as zarr_refs
 from ptd.storage.zarr import unreadable as zarr_unreadable
 from ptd.storage.zarr.arrays import array_layout, read_selection
 from ptd.storage.zarr.checked import install as _install_checked_pipeline
@@ -434,6 +436,8 @@ class ZarrBackend(Backend):
             compression=compression,
             stored_nbytes=None,
         )
+        if meta.attrs.get(zarr_refs.REF_DTYPE_ATTR) == zarr_refs.OBJECT and dt.kind in "OTU":
+            return self._reference_meta(meta)
         if self._unpickling(path, arr):  # whatever its dtype: a pickle, never a tensor
             meta = dataclasses.replace(
                 meta,
@@ -520,6 +524,7 @@ class ZarrBackend(Backend):
         by its recorded original: :mod:`~ptd.storage.zarr.names`; a node zarr cannot
         parse as an unsupported leaf: :mod:`~ptd.storage.zarr.unreadable`)."""
         group = self._group(path)
+        self._note_links(path, group)
         members = listed_members(group, 0)
         if members is None:  # one child zarr cannot parse: each child on its own
             found = [
@@ -584,7 +589,7 @@ class ZarrBackend(Backend):
     def array_meta(self, path: Path) -> ArrayMeta:
         node = self._get(path)
         if isinstance(node, UnreadableNode):
-            return node.meta()
+            return self._unreadable_meta(node)
         return self._meta(path, self._array(path))
 
     def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
@@ -595,6 +600,7 @@ class ZarrBackend(Backend):
         # 1,000 levels hangs zarr's listing), and a node below it is refused by name
         deepest = max(0, limit("PTD_MAX_DEPTH") - len(path))
         members = listed_members(group, deepest)
+        self._note_links(path, group)
         if members is None:
             return super().walk(path)
         listed: list[tuple[Path, Node]] = []
@@ -635,9 +641,10 @@ class ZarrBackend(Backend):
             if isinstance(node, zarr.Array):
                 out.append((p, NodeKind.ARRAY, self._meta(p, node)))
             elif isinstance(node, UnreadableNode):
-                out.append((p, NodeKind.ARRAY, node.meta()))
+                out.append((p, NodeKind.ARRAY, self._unreadable_meta(node)))
             else:
                 out.append((p, NodeKind.GROUP, None))
+                self._note_links(p, node)
                 sub = rel + (name,)
                 todo.extend(
                     (sub, n, c) for n, c in sorted(kids.get(sub, ()), key=lambda m: m[0])[::-1]
@@ -759,13 +766,198 @@ class ZarrBackend(Backend):
     def _record_name(self, path: Path) -> None:
         zarr_names.record_name(self, path)
 
+    # --- references and soft links, as hdmf-zarr spells them (zarr/refs.py) ------------------
+    holds_links = True
+    holds_references = True
+    #: a zarr copy holds references and links only as the paths they name (see zarr/refs.py)
+    references_as_paths = True
+
+    @classmethod
+    def maybe_reference(cls, value: Any) -> bool:
+        return zarr_refs.is_reference_attr(value)
+
+    def _reference_meta(self, meta: ArrayMeta) -> ArrayMeta:
+        return dataclasses.replace(
+            meta,
+            kind=ValueKind.UNSUPPORTED,
+            torch_dtype=None,
+            non_tensor_kind=None,
+            stack_shape=None,
+            unsupported="object references (stored as the paths they name, hdmf-zarr's way)",
+            reference="object",
+        )
+
+    def _v2_docs(self, path: Path) -> tuple[Any, Any, str]:
+        """The ``.zarray`` and ``.zattrs`` documents (parsed, None where absent or not JSON)
+        of the node at ``path``, and its stored prefix."""
+        stored = self.stored_path(path[:-1]) + (path[-1],)
+        prefix = "/".join(([self._root.path] if self._root.path else []) + list(stored))
+        docs = []
+        for name in (".zarray", ".zattrs"):
+            raw = zarr_unreadable._get_bytes(self._store, f"{prefix}/{name}")
+            try:
+                docs.append(json.loads(raw) if raw is not None else None)
+            except ValueError:
+                docs.append(None)
+        return docs[0], docs[1], prefix
+
+    def _unreadable_meta(self, node: UnreadableNode) -> ArrayMeta:
+        """An unreadable node's meta: hdmf-zarr's Zarr v2 reference array (dtype ``|O``, JSON
+        elements) is a reference leaf with its attributes; anything else as it is."""
+        meta = node.meta()
+        if node.document != ".zarray":
+            return meta
+        zarray, zattrs, _ = self._v2_docs(node.path)
+        if not zarr_refs.is_v2_reference_array(zarray, zattrs):
+            return meta
+        attrs = zarr_names.node_attrs(node.path, zattrs, deep=False)
+        chunks = zarray.get("chunks")
+        return self._reference_meta(
+            dataclasses.replace(
+                meta,
+                attrs=attrs,
+                dtype=np.dtype(object),
+                chunks=tuple(chunks) if isinstance(chunks, list) else None,
+                unreadable=False,
+            )
+        )
+
+    def _v2_reference_values(self, path: Path) -> np.ndarray:
+        """The elements of a hdmf-zarr Zarr v2 reference array (1-D), chunk by chunk."""
+        zarray, _zattrs, prefix = self._v2_docs(path)
+        shape, chunks = zarray.get("shape"), zarray.get("chunks")
+        if not (isinstance(shape, list) and isinstance(chunks, list) and len(shape) == 1):
+            raise zarr_refs.BadReference(
+                f"only 1-D reference arrays are read (shape {shape!r}, chunks {chunks!r})"
+            )
+        n, step = int(shape[0]), max(1, int(chunks[0]))
+        out = np.full(n, "", dtype=object)
+        for i, start in enumerate(range(0, n, step)):
+            raw = zarr_unreadable._get_bytes(self._store, f"{prefix}/{i}")
+            if raw is None:
+                continue  # a chunk never written: the fill value, a null reference
+            chunk = zarr_refs.decode_v2_chunk(zarray, raw).reshape(-1)
+            stop = min(n, start + step)
+            out[start:stop] = chunk[: stop - start]
+        return out
+
+    def read_reference_paths(self, path: Path, selection: Selection) -> np.ndarray:
+        key = self.key_str(path)
+        node = self._get(path)
+        if node is None:
+            raise self._not_found(path)
+        try:
+            if isinstance(node, UnreadableNode):
+                if self._unreadable_meta(node).reference != "object":
+                    raise node.error_for(key, self._location)
+                values: Any = self._v2_reference_values(path)[selection if selection else ()]
+            else:
+                values = self._array(path)[selection if selection else ()]
+            return zarr_refs.decode_elements(values)
+        except (zarr_refs.BadReference, zarr_refs.OtherStore) as err:
+            raise zarr_refs.read_error(self._location, key, err) from None
+
+    def reference_attrs(self, path: Path) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, value in self.get_attrs(path).items():
+            if not zarr_refs.is_reference_attr(value):
+                continue
+            try:
+                out[name] = zarr_refs.attr_paths(value)
+            except (zarr_refs.BadReference, zarr_refs.OtherStore) as err:
+                raise zarr_refs.read_error(
+                    self._location, f"{self.key_str(path) or '/'}: attribute {name!r}", err
+                ) from None
+        return out
+
+    def _holds_path(self, target: str) -> bool:
+        """Whether an object (or a soft link made here) is at the absolute path ``target``."""
+        parts = tuple(p for p in target.split("/") if p)
+        return self.kind(parts) is not None or any(
+            parts[:i] in self.walk_links for i in range(1, len(parts) + 1)
+        )
+
+    def _missing(self, paths: Any, missing: list[str]) -> None:
+        for p in np.asarray(paths, dtype=object).ravel():
+            p = str(p) if p is not None else ""
+            if p and p not in missing and not self._holds_path(p):
+                missing.append(p)
+
+    def create_reference_array(
+        self,
+        path: Path,
+        shape: tuple[int, ...],
+        *,
+        chunks: tuple[int, ...] | None = None,
+        maxshape: tuple[int | None, ...] | None = None,
+        attrs: Mapping[str, Any] | None = None,
+    ) -> None:
+        kwargs = self._create_kwargs(shape, None, chunks)
+        kwargs["attributes"] = {
+            **zarr_codec.attrs_json(dict(attrs or {})),
+            zarr_refs.REF_DTYPE_ATTR: zarr_refs.OBJECT,
+        }
+        if maxshape is not None and shape:  # an HDF5 maxshape, recorded as for any array
+            kwargs["attributes"][zarr_properties.MAXSHAPE_ATTR] = list(maxshape)
+        kwargs["fill_value"] = ""
+        self._new_array(path, shape, str, None, kwargs)
+
+    def write_reference_paths(
+        self, path: Path, selection: Selection, paths: np.ndarray
+    ) -> list[str]:
+        self.check_writable(self.key_str(path))
+        missing: list[str] = []
+        self._missing(paths, missing)
+        arr = np.asarray(paths, dtype=object)
+        out = np.empty(arr.shape, dtype=object)
+        for i, p in np.ndenumerate(arr):
+            p = str(p) if p is not None else ""
+            out[i] = "" if p in missing else zarr_refs.encode_element(p)
+        self._array(path)[selection if selection else ()] = out
+        return missing
+
+    def set_reference_attrs(self, path: Path, refs: Mapping[str, Any]) -> list[str]:
+        missing: list[str] = []
+
+        def kept(p: Any) -> Any:
+            if isinstance(p, list):
+                return [kept(x) for x in p]
+            self._missing([p], missing)
+            return "" if p in missing else p
+
+        self.set_attrs(path, {n: zarr_refs.encode_attr(kept(v)) for n, v in refs.items()})
+        return missing
+
+    def create_soft_link(self, path: Path, target: str) -> None:
+        self.check_writable(self.key_str(path))
+        parent = path[:-1]
+        self._require_group(parent)
+        full = zarr_refs.absolute_target(parent, target)
+        links = zarr_refs.with_link(self.get_attrs(parent), path[-1], full)
+        self.set_attrs(parent, {zarr_refs.LINK_ATTR: links})
+        self.walk_links[path] = f"soft link to {full}"
+
+    def _note_links(self, path: Path, group: Any) -> None:
+        """Record the soft links the group at ``path`` lists in ``zarr_link`` (each in
+        :attr:`walk_links` as ``"soft link to /target"``; a malformed one, or one into another
+        store, in :attr:`walk_skipped` with why)."""
+        attributes = getattr(getattr(group, "metadata", None), "attributes", None) or {}
+        if zarr_refs.LINK_ATTR not in attributes:
+            return
+        links, bad = zarr_refs.link_entries(attributes)
+        for name, target in links.items():
+            self.walk_links[path + (name,)] = f"soft link to {target}"
+        for name, why in bad.items():
+            self._skip(path + (name,), why)
+
     # --- attributes --------------------------------------------------------------------------
     def get_attrs(self, path: Path) -> dict[str, Any]:
         node = self._get(path)
         if node is None:
             raise self._not_found(path)
         if isinstance(node, UnreadableNode):
-            return {}
+            meta = self._unreadable_meta(node)
+            return dict(meta.attrs) if meta.reference is not None else {}
         attributes = node.metadata.attributes
         most = limit("PTD_MAX_ATTRS")
         if len(attributes) > most:
