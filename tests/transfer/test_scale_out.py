@@ -476,7 +476,8 @@ def test_distributed_takes_every_conversion_argument(
     from ptd.transfer.distributed import convert_distributed
 
     with h5py.File(h5_src, "a") as f:
-        f["ref"] = f["obs"].ref  # an HDF5 object reference: zarr cannot hold it
+        f["ref"] = f["obs"].regionref[0:2]  # an HDF5 region reference: zarr cannot hold it
+        f["objref"] = f["obs"].ref  # an object reference: carried as the path it names
     kw: dict[str, Any] = {"layout": "random-access", "skip_unsupported": True}
     local = ptd.convert(h5_src, tmp_path / "local.zarr", **kw)
     dist = convert_distributed(
