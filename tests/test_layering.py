@@ -172,6 +172,9 @@ def test_branching_on_a_format_name_is_found_outside_the_format_layers(
         "ptd/report/b.py": "def f(be):\n    return be.name in ('zarr', 'memmap')\n",
         "ptd/report/c.py": "def f(x):\n    match x:\n        case 'HDF5':\n            return 1\n",
         "ptd/report/d.py": "NAMES = {'h5': 'HDF5'}\ndef f(x):\n    return x == 'zip'\n",
+        "ptd/report/m.py": "def f(fmt):\n    return fmt == 'memmap'\n",
+        "ptd/report/n.py": "from x import MEMMAP_FORMAT\ndef f(fmt):\n    return fmt != MEMMAP_FORMAT\n",
+        "ptd/report/o.py": "import x\ndef f(loc):\n    return loc.format in (x.MEMMAP_FORMAT,)\n",
         "ptd/storage/__init__.py": "",
         "ptd/storage/e.py": "def f(fmt):\n    return fmt == 'h5'\n",
         "ptd/format/__init__.py": "",
@@ -181,6 +184,9 @@ def test_branching_on_a_format_name_is_found_outside_the_format_layers(
     assert "ptd/report/a.py:2: ptd.report.a branches on a format's name" in out
     assert "ptd/report/b.py:2: ptd.report.b branches on a format's name" in out
     assert "ptd/report/c.py:3: ptd.report.c branches on a format's name" in out
+    assert "ptd/report/m.py:2: ptd.report.m branches on a format's name" in out
+    assert "ptd/report/n.py:3: ptd.report.n branches on a format's name" in out
+    assert "ptd/report/o.py:3: ptd.report.o branches on a format's name" in out
     assert "ptd/report/d.py" not in out  # a table keyed by names, or another string: not a branch
     assert "ptd/storage/e.py" not in out  # the formats' own layers may
     assert "ptd/format/g.py" not in out

@@ -266,7 +266,9 @@ def private_attributes(
 
 
 #: the format names nothing outside the formats' own layers may branch on
-FORMAT_NAMES = frozenset({"h5", "hdf5", "zarr"})
+FORMAT_NAMES = frozenset({"h5", "hdf5", "zarr", "memmap"})
+#: the constants that hold a format's name (compared with, they are a format's name too)
+FORMAT_NAME_CONSTANTS = frozenset({"MEMMAP_FORMAT"})
 #: the layers that know formats by name: the backends (and their policies) and the on-disk
 #: conventions
 FORMAT_LAYERS = ("ptd.storage", "ptd.format")
@@ -275,6 +277,10 @@ FORMAT_LAYERS = ("ptd.storage", "ptd.format")
 def _names_a_format(node: ast.AST) -> bool:
     if isinstance(node, ast.Constant):
         return isinstance(node.value, str) and node.value.lower() in FORMAT_NAMES
+    if isinstance(node, ast.Name):
+        return node.id in FORMAT_NAME_CONSTANTS
+    if isinstance(node, ast.Attribute):
+        return node.attr in FORMAT_NAME_CONSTANTS
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
         return any(_names_a_format(e) for e in node.elts)
     return False
@@ -282,7 +288,8 @@ def _names_a_format(node: ast.AST) -> bool:
 
 def format_branches(tree: ast.AST) -> list[int]:
     """Lines where code compares something with a format's name (``fmt == "h5"``,
-    ``be.name != "zarr"``, ``x in ("h5", "zarr")``) or matches on one (``case "zarr":``):
+    ``be.name != "zarr"``, ``x in ("h5", "zarr")``, ``fmt == MEMMAP_FORMAT``) or matches on
+    one (``case "zarr":``):
     outside :data:`FORMAT_LAYERS` a caller asks the format's policy
     (``backend.policy.stores_shards``...) instead, so that a new format touches only its own
     subpackage."""

@@ -59,7 +59,7 @@ from ptd.errors import PtdIndexError, PtdTypeError, PtdValueError
 from ptd.ops.dtypes import dtype_from_str
 from ptd.storage import runtime
 from ptd.storage.location import StoreLocation
-from ptd.storage.registry import detect
+from ptd.storage.stores import detect
 
 __all__ = ["LeftOutWarning", "StoreDataset", "collate"]
 

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import torch
 
-from ptd.errors import ArgumentError, PtdTypeError, PtdValueError
-from ptd.format.detect import FORMATS
+from ptd.errors import ArgumentError, PtdTypeError, PtdValueError, UnknownBackendError
 from ptd.ops.joining import stack
 from ptd.ops.keys import NestedKey
 from ptd.ops.nontensor import NonTensorData
@@ -90,11 +89,6 @@ def from_schema(
     (torch.Size([4, 2, 3]), torch.uint8, 0)
     """
     batch = torch.Size(batch_size if batch_size is not None else ())
-    if storage not in (None, "shared", "memmap", *FORMATS):
-        raise ArgumentError(
-            f"from_schema: unknown storage {storage!r}; expected one of None, 'memmap', "
-            "'h5', 'zarr', 'shared' (tensordict's 'redis'/'dragonfly' servers are not ptd's)"
-        )
 
     def zeros(lazy: bool) -> dict[str, torch.Tensor]:
         out = {}
@@ -107,19 +101,37 @@ def from_schema(
             )
         return out
 
-    if storage is None or storage == "shared":
-        td = new_tensordict(zeros(False), batch_size=batch, device=device)
-        return td.share_memory_() if storage == "shared" else td
-    if storage == "memmap":
+    def in_memory() -> TensorDictBase:
+        return new_tensordict(zeros(False), batch_size=batch, device=device)
+
+    def memmapped() -> TensorDictBase:
         prefix = kwargs.pop("prefix", None)
-        return cast(
-            "TensorDictBase",
-            new_tensordict(zeros(True), batch_size=batch).memmap_like(prefix, **kwargs),
+        lazy = new_tensordict(zeros(True), batch_size=batch)
+        return cast("TensorDictBase", lazy.memmap_like(prefix, **kwargs))
+
+    # tensordict's storages made here; any other names a format the store-backed class writes
+    made_here = {
+        None: in_memory,
+        "shared": lambda: in_memory().share_memory_(),
+        "memmap": memmapped,
+    }
+    if storage in made_here:
+        return made_here[storage]()
+    try:
+        return lookup("PersistentTensorDict").from_dict(  # type: ignore[no-any-return, attr-defined]
+            zeros(True),
+            kwargs.pop("filename", None),
+            batch_size=batch,
+            device=device,
+            backend=storage,
+            **kwargs,
         )
-    filename = kwargs.pop("filename")
-    return lookup("PersistentTensorDict").from_dict(  # type: ignore[no-any-return, attr-defined]
-        zeros(True), filename, batch_size=batch, device=device, backend=storage, **kwargs
-    )
+    except UnknownBackendError as err:
+        raise ArgumentError(
+            f"from_schema: unknown storage {storage!r}; expected None, 'shared', 'memmap' or "
+            f"a format ptd writes ({err}; tensordict's 'redis'/'dragonfly' servers are not "
+            "ptd's)"
+        ) from None
 
 
 def from_dataclass(

@@ -36,7 +36,8 @@ from ptd.format.names import ZARR_JSON
 from ptd.storage.api import Backend
 from ptd.storage.limits import check_json
 from ptd.storage.location import StoreLocation
-from ptd.storage.registry import detect, open_store, policy
+from ptd.storage.registry import policy
+from ptd.storage.stores import detect, open_store
 
 __all__ = [
     "CONSOLIDATED_CODES",

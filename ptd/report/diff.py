@@ -55,7 +55,8 @@ from ptd.storage.limits import check_declared
 from ptd.storage.location import StoreLocation, as_path_str
 from ptd.storage.properties import fill_text as _fill_text
 from ptd.storage.properties import same_fill
-from ptd.storage.registry import detect, policy
+from ptd.storage.registry import policy
+from ptd.storage.stores import detect, parse_source
 
 __all__ = ["DIFF_KINDS", "DiffReport", "Difference", "diff"]
 
@@ -594,10 +595,8 @@ def diff(
     t0 = time.perf_counter()
     pa, pb = as_path_str(a), as_path_str(b)
     cancel.phase("reading", f"{pa} {pb}")
-    la = StoreLocation.parse_source(pa, storage_options)
-    lb = StoreLocation.parse_source(
-        pb, storage_options_b if storage_options_b is not None else storage_options
-    )
+    la = parse_source(pa, storage_options)
+    lb = parse_source(pb, storage_options_b if storage_options_b is not None else storage_options)
     # each side that can hold virtual data follows it (a zarr side has none to follow)
     la, lb = detect(la), detect(lb)
     bea, _stale_a = open_checked(la, follow_virtual=_can_follow(la, follow_virtual))

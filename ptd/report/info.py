@@ -115,8 +115,8 @@ from ptd.report.scan import scan, streamed
 from ptd.report.summary import subtree_signatures
 from ptd.storage import remote, spelled
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind, random_row_cost
-from ptd.storage.location import StoreLocation
 from ptd.storage.properties import Stage, same_fill
+from ptd.storage.stores import parse_source
 
 __all__ = ["FORMAT_VERSION", "EntryInfo", "StoreInfo", "Totals", "info", "jsonable"]
 
@@ -304,7 +304,7 @@ def info(
     ``depth`` limits the listed entries to that many levels (totals always cover everything);
     ``attrs`` adds every node's user attributes. Only metadata is read.
     """
-    loc = StoreLocation.parse_source(path, storage_options)
+    loc = parse_source(path, storage_options)
     p = loc.path
     stale = [] if loc.is_remote or not os.path.isdir(p) else check_consolidated(p, thorough=False)
     stale = narrowed_findings(stale, loc.inner)

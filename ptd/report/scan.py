@@ -22,7 +22,7 @@ from typing import Any
 from ptd.errors import CorruptStoreError, PtdError, SkippedKeyWarning, StoreLimitError
 from ptd.format.shapes import fits
 from ptd.format.tdmeta import parse_td_meta
-from ptd.storage import cancel, registry
+from ptd.storage import cancel, stores
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path
 from ptd.storage.limits import check_depth
 from ptd.storage.location import StoreLocation
@@ -81,8 +81,8 @@ class Scan:
 @contextmanager
 def streamed(location: StoreLocation) -> Iterator[Backend]:
     """Open an existing store read-only for a metadata pass (format detected from its content
-    unless the location has one), closed on exit. See :func:`ptd.storage.registry.open_stream`."""
-    be = registry.open_stream(location)
+    unless the location has one), closed on exit. See :func:`ptd.storage.stores.open_stream`."""
+    be = stores.open_stream(location)
     try:
         yield be
     finally:

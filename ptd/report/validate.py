@@ -79,7 +79,8 @@ from ptd.storage import remote
 from ptd.storage.api import ArrayMeta, NodeKind, Path, ValueKind
 from ptd.storage.cancel import cancellable
 from ptd.storage.limits import check_declared
-from ptd.storage.location import StoreLocation, as_path_str
+from ptd.storage.location import as_path_str
+from ptd.storage.stores import parse_source
 
 __all__ = [
     "PROBLEM_CODES",
@@ -258,7 +259,7 @@ def validate(
     doc = load_schema(schema) if schema is not None else None
     p = as_path_str(path)
     be, stale = open_checked(
-        StoreLocation.parse_source(p, storage_options),
+        parse_source(p, storage_options),
         use_consolidated=use_consolidated,
         follow_virtual=follow_virtual,
     )

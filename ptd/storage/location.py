@@ -16,8 +16,8 @@ Traceback (most recent call last):
 ptd.errors.PtdValueError: storage options {'anon'} only apply to URLs (like 's3://bucket/data.zarr'), not to the local path data.h5
 
 A location may lead *into* a store (``robo.h5/data/demo_0``, h5ls's convention):
-:meth:`StoreLocation.parse_source` splits such a path into the store (``path``) and the group
-or array inside it (``inner``), and :func:`ptd.storage.registry.open_store` opens the store narrowed to that
+:func:`ptd.storage.stores.parse_source` splits such a path into the store (``path``) and the group
+or array inside it (``inner``), and :func:`ptd.storage.stores.open_store` opens the store narrowed to that
 node (:mod:`ptd.storage.subtree`). Only the readers of whole stores parse their
 sources that way (``ptd.info``, ``ptd.validate``, ``ptd.diff``, ``ptd.convert``'s and
 ``ptd.export_memmap``'s source); :meth:`StoreLocation.parse` takes a path as it is, as h5py and
@@ -34,25 +34,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ptd.errors import PtdTypeError, PtdValueError
-from ptd.format.detect import (
-    DEFAULT_SUFFIX,
-    FORMATS,
-    MEMMAP_FORMAT,
-    READ_FORMATS,
-    SUFFIXES,
-    format_of_suffix,
-    store_dir_format,
-)
-from ptd.format.memmap_dir import decode_key
-from ptd.format.names import MEMMAP_SUFFIX
 from ptd.storage import remote
 from ptd.storage.read.cache import parse_budget
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["OpenOptions", "ReopenSpec", "StoreLocation", "as_path_str", "split_options"]
 
@@ -98,8 +84,6 @@ class StoreLocation:
                 raise PtdValueError(f"{target.path}: storage options given twice")
             return target if format is None else replace(target, format=format)
         path = remote.normalize(as_path_str(target))
-        if format is not None and format not in READ_FORMATS:
-            raise PtdValueError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
         opts: tuple[tuple[str, Any], ...] = ()
         if storage_options is not None:
             if not remote.is_remote(path):
@@ -109,22 +93,6 @@ class StoreLocation:
                 )
             opts = tuple(sorted(dict(storage_options).items()))
         return cls(path, opts, format)
-
-    @classmethod
-    def parse_source(
-        cls, target: Any, storage_options: Mapping[str, Any] | None = None
-    ) -> StoreLocation:
-        """Parse a store to read, which may lead into a store (h5ls's convention): a local
-        path whose longest existing prefix is a file is that file, the rest a key inside it
-        (``robo.h5/data/demo_0``); in a zarr store or a memmap directory, the store is the
-        outermost directory of the path holding ``zarr.json``/``.zgroup`` (a memmap
-        ``meta.json``), the rest a key. Other paths, and URLs, are taken as they are (see
-        :meth:`parse`); the key is checked when the store is opened."""
-        loc = cls.parse(target, storage_options)
-        if loc.inner or loc.is_remote:
-            return loc
-        store, inner = _split_local(loc.path)
-        return loc if not inner else replace(loc, path=store, inner=inner)
 
     # --- properties --------------------------------------------------------------------------
     @property
@@ -145,11 +113,6 @@ class StoreLocation:
     def name(self) -> str:
         """The last path component (``data.h5``)."""
         return self.path.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
-
-    @property
-    def suffix_format(self) -> str | None:
-        """The format its suffix names (``.h5`` -> ``"h5"``), or None."""
-        return format_of_suffix(self.path)
 
     @property
     def described(self) -> str:
@@ -182,17 +145,8 @@ class StoreLocation:
         )
 
     def with_format(self, format: str) -> StoreLocation:
-        if format not in FORMATS:
-            raise PtdValueError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+        """This location with its format known (a name of :mod:`ptd.storage.registry`)."""
         return replace(self, format=format)
-
-    def with_suffix_of(self, format: str) -> StoreLocation:
-        """This path with its format suffix swapped for ``format``'s (data.h5 -> data.zarr)."""
-        stem = self.path.rstrip("/\\") or self.path
-        root, ext = os.path.splitext(stem)
-        if ext.lower() not in SUFFIXES:
-            root = stem
-        return replace(self, path=root + DEFAULT_SUFFIX[format], format=format, inner=())
 
     def nbytes(self) -> int | None:
         """Bytes the store occupies (a file, a directory tree, or under a URL), None if
@@ -217,41 +171,6 @@ class StoreLocation:
             return total
         except OSError:
             return None
-
-
-def _split_local(path: str) -> tuple[str, tuple[str, ...]]:
-    """``(store, inner key)`` of a local path that may lead into a store (see
-    :meth:`StoreLocation.parse_source`); ``(path, ())`` when it does not."""
-    stripped = path.rstrip("/\\") or path
-    head, tail = stripped, []
-    while not os.path.exists(head):
-        parent, name = os.path.split(head)
-        if not parent or not name or parent == head:
-            return path, ()  # nothing of it exists: "does not exist", later
-        tail.append(name)
-        head = parent
-    tail.reverse()
-    if os.path.isfile(head):
-        parent, name = os.path.split(head)
-        if parent and name.endswith(MEMMAP_SUFFIX) and store_dir_format(parent) == MEMMAP_FORMAT:
-            # a memmap leaf's file: the key is its name
-            head, tail = parent, [decode_key(name[: -len(MEMMAP_SUFFIX)]), *tail]
-        else:
-            return (head, tuple(tail)) if tail else (path, ())
-    fmt = store_dir_format(head, arrays=True)
-    if fmt is None:
-        return path, ()
-    root = head
-    while True:  # up to the outermost directory of the path that is of the same store
-        parent = os.path.dirname(root)
-        if not parent or parent == root or store_dir_format(parent) != fmt:
-            break
-        root = parent
-    inner = [] if root == head else os.path.relpath(head, root).split(os.sep)
-    if fmt == MEMMAP_FORMAT:  # directory names are the keys percent-encoded
-        inner = [decode_key(n) for n in inner]
-    inner += tail
-    return (root, tuple(inner)) if inner else (path, ())
 
 
 def split_options(
@@ -379,7 +298,7 @@ class ReopenSpec:
 
     def streaming(self) -> ReopenSpec:
         """The same store opened for a streamed pass: without memory maps (see
-        :func:`ptd.storage.registry.open_stream`)."""
+        :func:`ptd.storage.stores.open_stream`)."""
         return replace(self, options=replace(self.options, fast_path=False, chunk_cache=0))
 
     def absolute(self) -> ReopenSpec:

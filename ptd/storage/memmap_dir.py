@@ -39,7 +39,6 @@ from ptd.errors import (
     UnsupportedOperationError,
 )
 from ptd.format.attrvalues import json_problem, json_values
-from ptd.format.detect import MEMMAP_FORMAT
 from ptd.format.dtypes import BITS, DIRECT, canonical_name
 from ptd.format.memmap_dir import (
     encode_key,
@@ -165,6 +164,10 @@ def _batch(meta: Mapping[str, Any]) -> tuple[int, ...]:
     ):
         return tuple(shape)
     return ()
+
+
+#: the format's name in the registry (:mod:`ptd.storage.registry`)
+MEMMAP_FORMAT = "memmap"
 
 
 class MemmapPolicy(FormatPolicy):

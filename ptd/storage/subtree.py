@@ -144,7 +144,7 @@ class SubtreeBackend(Backend):
     ) -> Backend:
         raise UnsupportedOperationError(
             "a narrowed store is opened through its location: "
-            "ptd.storage.registry.open_store(StoreLocation.parse_source(...))"
+            "ptd.storage.stores.open_store(StoreLocation.parse_source(...))"
         )
 
     def _flush_before_close(self) -> None:

@@ -36,12 +36,12 @@ __version__: str = _version("ptd") or "0+unknown"
 def versions() -> dict[str, str | None]:
     """``{"ptd": "0.3.0", "python": "3.11.7", "h5py": ..., "hdf5": "1.14.6", ...}``; None
     for a package that is not installed."""
-    from ptd.storage.registry import BACKENDS, policy
+    from ptd.storage.registry import policy, writable_formats
 
     out: dict[str, str | None] = {"ptd": __version__, "python": platform.python_version()}
     for name in PACKAGES[1:]:
         out[name] = _version(name)
         if name == "h5py":  # the libraries a backend links (h5py's HDF5), after its package
-            for backend in BACKENDS:
+            for backend in writable_formats():
                 out.update(policy(backend).library_versions())
     return out

@@ -65,7 +65,8 @@ from ptd.format.dtypes import BITS
 from ptd.format.names import PTD_DTYPE_ATTR
 from ptd.storage.api import GUARDED, MODES, Backend, NodeKind, ValueKind
 from ptd.storage.location import ReopenSpec, StoreLocation
-from ptd.storage.registry import BACKENDS, detect_backend, get_backend, reopen
+from ptd.storage.registry import detect_backend, entry, get_backend
+from ptd.storage.stores import reopen
 
 __all__ = ["NUMERIC_DTYPES", "SINGLE_NON_TENSORS", "BackendContract", "Opener"]
 
@@ -208,7 +209,7 @@ class BackendContract:
 
     def reopen(self, spec: ReopenSpec) -> Backend:
         """Open a store again from its ``reopen_spec``: through ptd's registry
-        (:func:`~ptd.storage.registry.reopen`), or with :attr:`backend_cls` for a backend
+        (:func:`~ptd.storage.stores.reopen`), or with :attr:`backend_cls` for a backend
         outside it (:attr:`registered` False)."""
         if self.registered:
             return reopen(spec)
@@ -755,12 +756,12 @@ class BackendContract:
 
     # === the registry ======================================================================
     def test_registry_name(self) -> None:
-        """``get_backend`` returns the class; :data:`~ptd.storage.registry.BACKENDS` lists
+        """``get_backend`` returns the class; :func:`~ptd.storage.registry.writable_formats` lists
         the formats ptd writes (a read-only backend is registered, but not there)."""
         self._need_registry()
         assert get_backend(self.backend_name) is self.backend_cls
         assert self.backend_cls.name == self.backend_name
-        assert (self.backend_name in BACKENDS) is self.writable
+        assert entry(self.backend_name).writable is self.writable
 
     def test_detected_by_content(self, opener: Opener, tmp_path: FsPath) -> None:
         """A store is told by its content, whatever its name says."""

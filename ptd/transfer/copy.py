@@ -22,7 +22,7 @@ from ptd.format.shapes import fits
 from ptd.format.tdmeta import parse_td_meta, td_meta_attrs
 from ptd.storage import cancel, remote, runtime, spelled
 from ptd.storage.api import ArrayMeta, Backend, NewArray, NodeKind, Path, ValueKind
-from ptd.storage.registry import reopen
+from ptd.storage.stores import reopen
 from ptd.storage.strings import StringType
 from ptd.transfer.attrs import decode_str, is_column, user_attrs
 from ptd.transfer.layouts import LeafLayout

@@ -38,7 +38,8 @@ from ptd.errors import (
 from ptd.storage import cancel
 from ptd.storage.api import Backend, Path
 from ptd.storage.location import ReopenSpec
-from ptd.storage.registry import policy, reopen
+from ptd.storage.registry import format_of_suffix, policy
+from ptd.storage.stores import reopen
 from ptd.transfer.copy import CANCEL_POLL_S, Region, copy_region
 from ptd.transfer.job import failed, finish, planned
 from ptd.transfer.options import ConvertArgs, ConvertOptions, ConvertResult
@@ -149,7 +150,7 @@ def run_distributed(
     opts: ConvertOptions, progress: Callable[[int, int], None] | None = None
 ) -> ConvertResult:
     """The conversion ``opts`` describes, on the Dask cluster ``opts.scheduler``."""
-    named = opts.to or (opts.dst.suffix_format if opts.dst is not None else None)
+    named = opts.to or (format_of_suffix(opts.dst.path) if opts.dst is not None else None)
     if named is not None and not policy(named).concurrent_writers:
         raise PtdValueError(
             "distributed conversion writes zarr destinations only (an HDF5 file cannot be "

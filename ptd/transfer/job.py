@@ -25,7 +25,8 @@ from ptd.storage.api import Backend, Path
 from ptd.storage.limits import check_free_space
 from ptd.storage.location import StoreLocation
 from ptd.storage.properties import copy_userblock
-from ptd.storage.registry import detect, get_backend, open_store, open_stream, policy
+from ptd.storage.registry import get_backend, policy
+from ptd.storage.stores import detect, open_store, open_stream
 from ptd.transfer.codecs import chosen_steps
 from ptd.transfer.copy import Copier
 from ptd.transfer.layouts import LeafLayout

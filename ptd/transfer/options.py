@@ -18,9 +18,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict, Unpack
 
 from ptd.errors import Option, PtdTypeError, PtdValueError, redact
-from ptd.format.detect import FORMATS
 from ptd.storage import remote
 from ptd.storage.location import StoreLocation, split_options
+from ptd.storage.registry import writable_formats
+from ptd.storage.stores import parse_source
 from ptd.transfer.codecs import check_compression
 from ptd.transfer.layouts import check_layout
 
@@ -100,8 +101,10 @@ class ConvertOptions:
         name, level = check_compression(self.compression, self.level)
         object.__setattr__(self, "compression", name)
         object.__setattr__(self, "level", level)
-        if self.to is not None and self.to not in FORMATS:
-            raise PtdValueError(f"unknown format {self.to!r}; choose one of {', '.join(FORMATS)}")
+        if self.to is not None and self.to not in writable_formats():
+            raise PtdValueError(
+                f"unknown format {self.to!r}; choose one of {', '.join(writable_formats())}"
+            )
         layout = check_layout(self.layout)
         object.__setattr__(self, "layout", layout)
         if layout is not None and (self.chunks is not None or self.compression is not None):
@@ -166,7 +169,7 @@ class ConvertOptions:
             else:
                 dst_loc = StoreLocation.parse(dst, dst_storage_options)
         # the source may lead into a store (robo.h5/data/demo_0: that group is converted)
-        src_loc = StoreLocation.parse_source(src_loc)
+        src_loc = parse_source(src_loc)
         if dst_loc is not None:
             stripped = dst_loc.path.rstrip("/\\")
             if stripped and stripped != dst_loc.path:

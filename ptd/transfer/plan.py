@@ -30,7 +30,6 @@ from ptd.errors import (
     StoreNotFoundError,
     UnsupportedDtypeError,
 )
-from ptd.format.detect import SUFFIXES
 from ptd.format.keynames import brief_key
 from ptd.format.names import ENCODING_PICKLE
 from ptd.format.tables import describe_table, is_table, numeric_fields_only
@@ -38,7 +37,15 @@ from ptd.storage import remote
 from ptd.storage.api import ArrayMeta, Backend, NodeKind, Path, ValueKind
 from ptd.storage.location import StoreLocation
 from ptd.storage.properties import ArrayProperties, Stage
-from ptd.storage.registry import BACKENDS, MEMMAP_FORMAT, detect, get_backend, policy
+from ptd.storage.registry import (
+    counterpart,
+    entry,
+    format_of_suffix,
+    get_backend,
+    policy,
+    suffixes,
+)
+from ptd.storage.stores import detect, with_suffix_of
 from ptd.transfer.encoding import describe_pipeline, leaf_encoding
 from ptd.transfer.layouts import LeafLayout, balanced_rows, random_access
 from ptd.transfer.options import ConvertOptions, ConvertResult, LeafPlan
@@ -80,11 +87,11 @@ def destination(opts: ConvertOptions, src_format: str | None = None) -> StoreLoc
     """The destination with its format: ``opts.to``, else ``dst``'s suffix's, else the other
     format than the source's (read from ``src`` unless ``src_format`` is given). Without a
     ``dst``: ``src`` with its suffix swapped (``data.h5`` -> ``data.zarr``)."""
-    to = opts.to or (opts.dst.suffix_format if opts.dst is not None else None)
+    to = opts.to or (format_of_suffix(opts.dst.path) if opts.dst is not None else None)
     if to is None and opts.dst is not None:
         ext = _suffix(opts.dst.path)
         if ext:
-            known = ", ".join(SUFFIXES)
+            known = ", ".join(suffixes())
             raise PtdValueError(
                 f"cannot tell the format of the destination {opts.dst.path} from its suffix "
                 f"{ext!r}: name it with one of {known}, or pass ",
@@ -95,10 +102,10 @@ def destination(opts: ConvertOptions, src_format: str | None = None) -> StoreLoc
             )
     if to is None:
         src_format = src_format or detect(opts.src).format
-        to = next(f for f in BACKENDS if f != src_format)  # the other format
+        to = counterpart(src_format)
     if opts.dst is not None:
         return opts.dst.with_format(to)
-    dst = opts.src.with_suffix_of(to)
+    dst = with_suffix_of(opts.src, to)
     if opts.default_dst_options is not None:
         dst = StoreLocation(dst.path, opts.default_dst_options, to)
     return dst
@@ -321,7 +328,7 @@ def copyable(meta: ArrayMeta, fmt: str) -> bool:
 def carried_references(meta: ArrayMeta, fmt: str) -> bool:
     """Whether a leaf of object references is copied to ``fmt``: as new references to the
     objects at the same paths, in a format that holds references (region references never)."""
-    return meta.reference == "object" and fmt in BACKENDS and get_backend(fmt).holds_references
+    return meta.reference == "object" and entry(fmt).writable and get_backend(fmt).holds_references
 
 
 #: how a soft link is noted in a scan's ``links`` (see :mod:`ptd.storage.h5.links`)
@@ -335,7 +342,7 @@ def soft_links(
     target as the source spells it; the copy keeps every key's name, so the same target
     names the same node), and those it leaves out, with why: a format without links, or a
     target the copy does not hold. The data behind a link is never copied in its place."""
-    holds = fmt in BACKENDS and get_backend(fmt).holds_links
+    holds = entry(fmt).writable and get_backend(fmt).holds_links
     listed = {p for p, _, _ in s.nodes}
     made: dict[Path, str] = {}
     lost: dict[Path, str] = {}
@@ -368,7 +375,7 @@ def name_problem(fmt: str, name: str, *, array: bool = False) -> str | None:
 
 def escaped_keys(s: Scan, fmt: str) -> list[str]:
     """The keys of the scan whose last name a ``fmt`` destination stores escaped."""
-    if fmt not in BACKENDS:
+    if not entry(fmt).writable:
         return []
     cls = get_backend(fmt)
     return ["/".join(p) for p, _, _ in s.nodes if cls.escaped_name(p[-1]) is not None]
@@ -458,7 +465,7 @@ def lost_properties(s: Scan, fmt: str, refused: dict[Path, str]) -> list[dict[st
     dst = get_backend(fmt)
     if dst.holds_dimension_names and dst.holds_maxshape:
         return []
-    what = "a memmap directory" if fmt == MEMMAP_FORMAT else f"a {fmt} store"
+    what = entry(fmt).store_phrase
     out: list[dict[str, str]] = []
     for path, kind, meta in s.nodes:
         if kind is not NodeKind.ARRAY or meta is None or path in refused:

@@ -9,6 +9,8 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from ptd.storage.registry import counterpart, entries, writable_formats
+
 from .._common import (
     EXPAND_HELP,
     FOLLOW_VIRTUAL_HELP,
@@ -35,14 +37,22 @@ HELP = """Convert an HDF5 file to a Zarr v3 store or back (or re-chunk within on
 
 DST defaults to SRC with its suffix swapped (data.h5 -> data.zarr). The copy is streamed chunk by chunk in bounded memory and keeps every leaf's dtype, the batch-size metadata, non-tensor entries, string columns and user attributes. It is written to a temporary sibling and renamed into place only on success, so DST is never half-written; an existing DST is refused unless --overwrite. Without --compression each leaf keeps its codec where the target has it.
 
-DST's suffix names the format: .h5, .hdf5, .hdf or .he5 for HDF5, .zarr or .zip for Zarr v3; a name without a suffix gets the format SRC is not (h5 -> zarr, zarr -> h5) unless --to says otherwise; any other suffix is refused unless --to says the format.
+DST's suffix names the format: {suffixes}; a name without a suffix gets the format SRC is not ({others}) unless --to says otherwise; any other suffix is refused unless --to says the format.
 
-SRC and DST may be URLs (s3://bucket/data.zarr; s3://bucket/data.h5 as a source only), with -O for the credentials and endpoint; a URL DST is written in place and removed again on failure. --workers N copies N chunk regions at a time on threads; --scheduler tcp://HOST:PORT runs one task per chunk region on a Dask cluster whose workers read SRC and write DST themselves (zarr DST on a shared filesystem or object store; needs ptd\\[distributed])."""
+SRC and DST may be URLs (s3://bucket/data.zarr; s3://bucket/data.h5 as a source only), with -O for the credentials and endpoint; a URL DST is written in place and removed again on failure. --workers N copies N chunk regions at a time on threads; --scheduler tcp://HOST:PORT runs one task per chunk region on a Dask cluster whose workers read SRC and write DST themselves (zarr DST on a shared filesystem or object store; needs ptd\\[distributed]).""".format(
+    suffixes="; ".join(
+        f"{', '.join(e.suffixes[:-1])} or {e.suffixes[-1]} for {e.label}"
+        if len(e.suffixes) > 1
+        else f"{e.suffix} for {e.label}"
+        for e in entries()
+        if e.writable and e.suffixes
+    ),
+    others=", ".join(f"{f} -> {counterpart(f)}" for f in writable_formats()),
+)
 
 
-class Format(enum.StrEnum):
-    h5 = "h5"
-    zarr = "zarr"
+#: --to's choices: the formats ptd writes, from the registry
+Format = enum.StrEnum("Format", {name: name for name in writable_formats()})  # type: ignore[misc]
 
 
 class Layout(enum.StrEnum):

@@ -18,7 +18,7 @@ import zarr
 import ptd
 from ptd.errors import StoreNotFoundError
 from ptd.storage.location import StoreLocation
-from ptd.storage.registry import open_store
+from ptd.storage.stores import open_store, parse_source
 from tests.cli.conftest import assert_one_line_error
 
 LENGTHS = (5, 7, 9)
@@ -58,24 +58,24 @@ def episodes(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
 # --- parsing ---------------------------------------------------------------------------------
 def test_parse_source_splits_h5_path(tmp_path: Path) -> None:
     f = _episodes_h5(tmp_path / "robo.h5")
-    loc = StoreLocation.parse_source(f"{f}/data/demo_0/")
+    loc = parse_source(f"{f}/data/demo_0/")
     assert (loc.path, loc.inner) == (str(f), ("data", "demo_0"))
     assert loc.described == f"{f}/data/demo_0"
     # frozen, picklable, and the plain parse (the library's openers) does not split
     assert pickle.loads(pickle.dumps(loc)) == loc
     assert StoreLocation.parse(f"{f}/data/demo_0").inner == ()
-    assert StoreLocation.parse_source(f).inner == ()
+    assert parse_source(f).inner == ()
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_parse_source_zarr_outermost_marker_directory(tmp_path: Path, zarr_format: int) -> None:
     store = _episodes_zarr(tmp_path / "robo.zarr", zarr_format)
     # data/demo_0 is a directory with its own zarr.json/.zgroup: the store is still robo.zarr
-    loc = StoreLocation.parse_source(store / "data" / "demo_0")
+    loc = parse_source(store / "data" / "demo_0")
     assert (loc.path, loc.inner) == (str(store), ("data", "demo_0"))
-    loc = StoreLocation.parse_source(store / "data" / "demo_0" / "actions")
+    loc = parse_source(store / "data" / "demo_0" / "actions")
     assert loc.inner == ("data", "demo_0", "actions")
-    loc = StoreLocation.parse_source(store / "data" / "missing" / "x")
+    loc = parse_source(store / "data" / "missing" / "x")
     assert loc.inner == ("data", "missing", "x")
 
 
@@ -198,7 +198,7 @@ def test_memmap_export_from_inner_group(ptd_cli, episodes: Path, tmp_path: Path)
 
 # --- the narrowed backend itself -------------------------------------------------------------
 def test_narrowed_backend_paths_are_relative(episodes: Path) -> None:
-    be = open_store(StoreLocation.parse_source(f"{episodes}/data/demo_1"))
+    be = open_store(parse_source(f"{episodes}/data/demo_1"))
     try:
         assert [n for n, _ in be.children(())] == ["actions", "obs", "rewards"]
         assert be.array_meta(("obs", "pos")).path == ("obs", "pos")

@@ -17,7 +17,8 @@ import ptd
 from ptd.errors import CorruptStoreError, PickleRefusedError, ReadOnlyError
 from ptd.storage.api import NodeKind, ValueKind
 from ptd.storage.location import StoreLocation
-from ptd.storage.registry import detect, detect_backend, get_backend
+from ptd.storage.registry import detect_backend, get_backend
+from ptd.storage.stores import detect
 from tests.cli.conftest import assert_one_line_error
 
 GOLDEN = Path(__file__).parent.parent / "data" / "memmap_td015"

@@ -12,7 +12,8 @@ import torch
 from ptd import PersistentTensorDict
 from ptd.errors import PtdTypeError, PtdValueError
 from ptd.storage.location import OpenOptions, ReopenSpec, StoreLocation
-from ptd.storage.registry import get_backend, open_store, reopen
+from ptd.storage.registry import get_backend
+from ptd.storage.stores import open_store, reopen
 
 
 def test_of_checks_and_normalizes() -> None:

@@ -75,7 +75,6 @@ from ptd.errors import (
     StoreIOError,
 )
 from ptd.format.attrvalues import json_problem, json_values
-from ptd.format.detect import MEMMAP_FORMAT
 from ptd.format.memmap_dir import entry_name_problem, stored_entry_name
 from ptd.format.names import (
     MEMMAP_ENTRY_ATTRS,
@@ -99,9 +98,10 @@ from ptd.ops.nontensor import NonTensorData, NonTensorStack
 from ptd.storage import cancel, runtime
 from ptd.storage.cancel import cancellable
 from ptd.storage.limits import check_free_space, nbytes_of
-from ptd.storage.location import ReopenSpec, StoreLocation, split_options
+from ptd.storage.location import ReopenSpec, split_options
+from ptd.storage.memmap_dir import MEMMAP_FORMAT as WRITTEN_FORMAT
 from ptd.storage.publish import check_free_destination, make_temp_dir, publish, remove
-from ptd.storage.registry import detect
+from ptd.storage.stores import detect, parse_source
 from ptd.transfer.attrs import decode_str, user_attrs
 from ptd.transfer.plan import left_out_keys
 from ptd.transfer.slabs import slab_rows
@@ -650,10 +650,10 @@ def export_memmap(
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
 
     # the source may lead into a store (robo.h5/data/demo_0: that group is exported)
-    loc = detect(StoreLocation.parse_source(split_options(storage_options, src, dst)[0]))
-    if loc.format == MEMMAP_FORMAT:
+    loc = detect(parse_source(split_options(storage_options, src, dst)[0]))
+    if loc.format == WRITTEN_FORMAT:  # the source is of the format this module writes
         raise PtdValueError(f"{loc.described} is a memmap directory already: copy it instead")
-    left_out, lost = left_out_keys(loc, MEMMAP_FORMAT, skip_unsupported)
+    left_out, lost = left_out_keys(loc, WRITTEN_FORMAT, skip_unsupported)
     # opened as a streamed pass opens it (without memory maps), with its storage options
     stream = ReopenSpec.make(loc, "r").streaming()
     kwargs: dict[str, Any] = dict(stream.options.given(), mode=stream.mode)

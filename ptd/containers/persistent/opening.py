@@ -15,10 +15,17 @@ import torch
 from ptd.containers.base import TensorDictBase
 from ptd.containers.persistent.store import _check_allow_pickle, _Store
 from ptd.containers.persistent.write import batch_size_of, check_dtypes, write_all
-from ptd.errors import ArgumentError, PtdTypeError, PtdValueError, UnsupportedOperationError
+from ptd.errors import (
+    ArgumentError,
+    PtdKeyError,
+    PtdTypeError,
+    PtdValueError,
+    UnsupportedOperationError,
+)
 from ptd.ops.batch import as_batch_size
 from ptd.storage.location import OpenOptions
-from ptd.storage.registry import check_follow_virtual, get_backend, policy, reopen
+from ptd.storage.registry import get_backend, policy
+from ptd.storage.stores import check_follow_virtual, reopen
 
 if TYPE_CHECKING:
     from ptd.containers.persistent.persistent_tensordict import PersistentTensorDict
@@ -254,6 +261,8 @@ def from_dict(
     """Write a dict or tensordict (a PersistentTensorDict too: it is streamed slab by slab)
     to a new file or store, and return it open for reading and writing."""
     get_backend(backend)
+    if filename is None:
+        raise PtdKeyError(f"from_dict(backend={backend!r}) writes a store: pass its filename")
     _check_allow_pickle(allow_pickle)
     if batch_size is not None and batch_dims is not None:
         raise ArgumentError("Cannot pass both batch_size and batch_dims to `from_dict`.")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard, cast
 from ptd.errors import ClosedStoreError, PtdKeyError, PtdTypeError, UnsupportedOperationError
 from ptd.storage import runtime
 from ptd.storage.api import Backend, Path
-from ptd.storage.registry import reopen
+from ptd.storage.stores import reopen
 from ptd.storage.tree import StoreTree
 
 if TYPE_CHECKING:
