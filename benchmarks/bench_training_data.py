@@ -590,7 +590,7 @@ def child_memory(store: str, workers: str, budget: str, every: str) -> None:
     import torch  # noqa: F401
 
     import ptd.data
-    import ptd.storage.zarr.backend  # noqa: F401
+    import ptd.storage.zarr.backend
 
     base = _tree_rss()
     extra = {} if budget == "default" else {"memory_budget": budget}

@@ -23,7 +23,7 @@ from typing import Any
 
 from torch.utils.data import DataLoader
 
-from ptd.data.dataset import StoreDataset, collate
+from ptd.data.dataset import MEMORY_BUDGET, StoreDataset, collate
 from ptd.data.sampler import ChunkShuffleSampler
 from ptd.data.transport import BatchList
 from ptd.errors import PtdTypeError, PtdValueError
@@ -189,7 +189,7 @@ def loader(
             read_ahead=read_ahead,
             batch_size=store_batch_size,
             validate_batch_size=validate_batch_size,
-            **({} if memory_budget is None else {"memory_budget": memory_budget}),
+            memory_budget=MEMORY_BUDGET if memory_budget is None else memory_budget,
             **open_kwargs,
         )
     if handover is None:
