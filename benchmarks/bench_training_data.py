@@ -29,6 +29,15 @@ action int64, reward float32, done bool; 525 MB uncompressed) and times:
                batch (``--step-ms``, a sleep: the CPU is free, as when an accelerator trains),
                with the dataset's read ahead on and off: how much of the decode the read ahead
                hides behind the steps.
+``memory``     the loader's memory on a store whose 1-D leaves have large chunks (zstd zarr,
+               ``--memory-rows`` rows, default 2,000,000: obs float32[64] in 8,192-row chunks,
+               action int64, reward float32 and done bool in 65,536-row chunks): two shuffled
+               epochs (batch 256, window 8, ``memory_budget`` default or ``--budget``) with 0
+               and 2 workers, each in a fresh process; the peak RSS summed over the process
+               tree (the process and its workers, sampled every 20 ms) is printed every 1,000
+               batches, beside the interpreter's own RSS (torch, ptd and the stores' libraries
+               imported, nothing opened) and the budget. Cold: a fresh process, its DataLoader
+               made just before; the store sits in the OS page cache (just written).
 ``randomness`` the sampler's randomness against a full shuffle (no store needed): distinct
                chunk groups per batch, how far rows move from their place in the store, and
                how much of the order two epochs share.
@@ -67,7 +76,7 @@ from bench_core import GEN_BLOCK, LEAVES, ROW_BYTES, _block, _path, write_h5
 
 BATCH = 256
 SLAB_ROWS = 65536
-SECTIONS = ("shuffled", "overlap", "fromdict", "sequential", "randomness")
+SECTIONS = ("shuffled", "overlap", "fromdict", "sequential", "randomness", "memory")
 
 
 # ----------------------------------------------------------------------------- stores
@@ -519,6 +528,161 @@ def section_randomness(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+# ----------------------------------------------------------------------------- memory
+MEMORY_CHUNKS = {"obs": 8192, "action": 65536, "reward": 65536, "done": 65536}
+
+
+def write_memory_store(path: Path, rows: int, seed: int = 0) -> None:
+    """The memory section's store, written with plain zarr: obs float32[64] in 8,192-row
+    chunks, the 1-D leaves (action int64, reward float32, done bool) in 65,536-row chunks,
+    zarr's default codecs (zstd)."""
+    import zarr
+
+    rng = np.random.default_rng(seed)
+    meta = {"__tensordict__": {"batch_size": [rows], "version": 1}}
+    root = zarr.open_group(str(path), mode="w", attributes=meta)
+    specs = {
+        "obs": (np.float32, (64,)),
+        "action": (np.int64, ()),
+        "reward": (np.float32, ()),
+        "done": (np.bool_, ()),
+    }
+    arrays = {
+        key: root.create_array(
+            key, shape=(rows, *shape), dtype=dt, chunks=(min(MEMORY_CHUNKS[key], rows), *shape)
+        )
+        for key, (dt, shape) in specs.items()
+    }
+    for start in range(0, rows, SLAB_ROWS):
+        n = min(SLAB_ROWS, rows - start)
+        arrays["obs"][start : start + n] = rng.standard_normal((n, 64), dtype=np.float32)
+        arrays["action"][start : start + n] = rng.integers(0, 18, n)
+        arrays["reward"][start : start + n] = rng.standard_normal(n, dtype=np.float32)
+        arrays["done"][start : start + n] = rng.random(n) < 0.001
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.consolidate_metadata(str(path))
+
+
+def _tree_rss() -> int:
+    """Bytes of RSS of this process and its children (the DataLoader's workers), from /proc."""
+    pids = [os.getpid()]
+    try:
+        with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
+            pids += [int(p) for p in f.read().split()]
+    except OSError:  # pragma: no cover (no /proc: this process alone)
+        pass
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except OSError:  # a worker that just ended
+            pass
+    return total
+
+
+def child_memory(store: str, workers: str, budget: str, every: str) -> None:
+    """Two shuffled epochs over ``store``; prints one JSON line per ``every`` batches (the
+    peak tree RSS since the last line) and a last line with the totals."""
+    import threading
+
+    import torch  # noqa: F401
+
+    import ptd.data
+    import ptd.storage.zarr.backend
+
+    base = _tree_rss()
+    extra = {} if budget == "default" else {"memory_budget": budget}
+    w = int(workers)
+    dl = ptd.data.loader(
+        store,
+        BATCH,
+        window=8,
+        seed=0,
+        num_workers=w,
+        persistent_workers=bool(w),
+        multiprocessing_context="fork" if w else None,
+        **extra,
+    )
+    peak = [0]
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], _tree_rss())
+            stop.wait(0.02)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    n = 0
+    ds = dl.dataset
+    for epoch in range(2):
+        dl.batch_sampler.set_epoch(epoch)  # type: ignore[union-attr]
+        for _batch in dl:
+            n += 1
+            if n % int(every) == 0:
+                now = peak[0]
+                peak[0] = _tree_rss()
+                print(json.dumps({"batches": n, "epoch": epoch, "peak": now}), flush=True)
+    stop.set()
+    t.join()
+    print(
+        json.dumps(
+            {
+                "base": base,
+                "budget": getattr(ds, "memory_budget", None),
+                "held_max": getattr(ds, "held_bytes_max", None),
+                "repr": repr(dl),
+            }
+        ),
+        flush=True,
+    )
+
+
+def measure_memory(store: Path, workers: int, budget: str, every: int) -> dict[str, Any]:
+    if hasattr(os, "sync"):
+        os.sync()
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", "memory", str(store), str(workers), budget,
+         str(every)],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    lines = [json.loads(line) for line in out.stdout.strip().splitlines() if line.startswith("{")]
+    return {"samples": lines[:-1], **lines[-1]}
+
+
+def section_memory(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    rows = args.memory_rows
+    store = tmp / "memory.zarr"
+    t0 = time.perf_counter()
+    write_memory_store(store, rows)
+    print(
+        f"\n== memory: {rows:,} rows, obs float32[64] in 8,192-row chunks, 1-D leaves in "
+        f"65,536-row chunks, zstd zarr (written in {time.perf_counter() - t0:.0f} s); "
+        f"{_load()}"
+    )
+    out: dict[str, Any] = {}
+    mb = 1e6
+    for w in (0, 2):
+        res = measure_memory(store, w, args.budget, 1000)
+        out[f"w{w}"] = res
+        budget = res["budget"]
+        print(
+            f"  {w} workers: interpreter alone {res['base'] / mb:,.0f} MB; budget "
+            + (f"{budget / mb:,.0f} MB per process" if budget else "none (before the budget)")
+            + (f"; held at most {res['held_max'] / mb:,.1f} MB" if res.get("held_max") else "")
+        )
+        for s in res["samples"]:
+            print(
+                f"    batches {s['batches']:>6,} (epoch {s['epoch']}): peak RSS over the tree "
+                f"{s['peak'] / mb:8,.0f} MB ({(s['peak'] - res['base']) / mb:+8,.0f} MB over "
+                "the interpreter)"
+            )
+    shutil.rmtree(store, ignore_errors=True)
+    return out
+
+
 # ----------------------------------------------------------------------------- main
 def _load() -> str:
     try:
@@ -535,6 +699,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--window", type=int, default=8)
     ap.add_argument("--random-batches", type=int, default=50)
     ap.add_argument("--step-ms", type=float, default=1.0, help="overlap: the training step")
+    ap.add_argument("--memory-rows", type=int, default=2_000_000, help="memory: the store's rows")
+    ap.add_argument("--budget", default="default", help="memory: memory_budget (default: ptd's)")
     ap.add_argument("--section", choices=SECTIONS, action="append")
     ap.add_argument("--json", help="write the figures to this file")
     ap.add_argument("--tmp", help="directory for the generated stores (default: a temp dir)")
@@ -544,7 +710,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         kind, *rest = sys.argv[2:]
-        {"fromdict": child_fromdict, "sequential": child_sequential}[kind](*rest)
+        children: dict[str, Callable[..., None]] = {
+            "fromdict": child_fromdict,
+            "sequential": child_sequential,
+            "memory": child_memory,
+        }
+        children[kind](*rest)
         return 0
     args = parse_args(argv)
     sections = args.section or list(SECTIONS)
@@ -558,6 +729,7 @@ def main(argv: list[str] | None = None) -> int:
         "fromdict": lambda: section_fromdict(tmp, args),
         "sequential": lambda: section_sequential(tmp, args),
         "randomness": lambda: section_randomness(args),
+        "memory": lambda: section_memory(tmp, args),
     }
     try:
         for name in sections:

@@ -30,7 +30,7 @@ from ptd.data.dataloader import (
     loader,
     prefetch_for,
 )
-from ptd.data.dataset import LeftOutWarning, StoreDataset, collate
+from ptd.data.dataset import MEMORY_BUDGET, LeftOutWarning, StoreDataset, collate
 from ptd.data.geometry import GROUP_BYTES, LeafGeometry, group_rows, store_leaves
 from ptd.data.rows import RowLeaves, select_rows
 from ptd.data.sampler import BatchIndices, ChunkShuffleSampler
@@ -40,6 +40,7 @@ __all__ = [
     "GROUP_BYTES",
     "HANDOVER_BYTES",
     "MAX_HANDOVER",
+    "MEMORY_BUDGET",
     "PREFETCH_BATCHES",
     "BatchIndices",
     "BatchList",

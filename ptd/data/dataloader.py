@@ -23,7 +23,7 @@ from typing import Any
 
 from torch.utils.data import DataLoader
 
-from ptd.data.dataset import StoreDataset, collate
+from ptd.data.dataset import MEMORY_BUDGET, StoreDataset, collate
 from ptd.data.sampler import ChunkShuffleSampler
 from ptd.data.transport import BatchList
 from ptd.errors import PtdTypeError, PtdValueError
@@ -90,6 +90,17 @@ class StoreLoader(DataLoader[Any]):
         count = getattr(self.batch_sampler, "batch_count", None)
         return int(count()) if callable(count) else super().__len__()
 
+    def __repr__(self) -> str:
+        sampler = self.batch_sampler
+        parts = [
+            repr(self.dataset),
+            f"batch_size={getattr(sampler, 'batch_size', self.batch_size)}",
+            f"window={getattr(sampler, 'window', None)}",
+            f"handover={getattr(sampler, 'handover', 1)}",
+            f"num_workers={self.num_workers}",
+        ]
+        return f"StoreLoader({', '.join(parts)})"
+
 
 #: the keyword arguments :func:`loader` hands to the DataLoader (the others open the store)
 _DATALOADER_OPTIONS = frozenset(inspect.signature(DataLoader.__init__).parameters) - {"self"}
@@ -111,6 +122,7 @@ def loader(
     read_ahead: bool = True,
     store_batch_size: int | Sequence[int] | None = None,
     validate_batch_size: bool = True,
+    memory_budget: int | str | None = None,
     **kwargs: Any,
 ) -> StoreLoader:
     """A :class:`StoreLoader` of batches of ``batch_size`` rows over ``source`` (a path or a
@@ -126,7 +138,9 @@ def loader(
 
     ``keys`` (the leaves to read; a group reads its leaves), ``read_ahead``,
     ``store_batch_size`` (the rows' batch size, ``StoreDataset``'s ``batch_size``: ``N`` or
-    ``[N]``) and ``validate_batch_size`` go to a new :class:`StoreDataset`, and so do the
+    ``[N]``), ``validate_batch_size`` and ``memory_budget`` (the bytes of decoded rows each
+    process holds, default :data:`~ptd.data.dataset.MEMORY_BUDGET`, 96 MiB; printed by the
+    loader's repr) go to a new :class:`StoreDataset`, and so do the
     keyword arguments that the DataLoader does not take (the open options of a path:
     ``storage_options``, ``chunk_cache``, ``fast_path``...); all of them are refused with a
     dataset given (it has its own). The DataLoader's own keyword arguments (``pin_memory``,
@@ -157,6 +171,7 @@ def loader(
                 ("read_ahead", read_ahead, True),
                 ("store_batch_size", store_batch_size, None),
                 ("validate_batch_size", validate_batch_size, True),
+                ("memory_budget", memory_budget, None),
             )
             if value is not default
         }
@@ -174,6 +189,7 @@ def loader(
             read_ahead=read_ahead,
             batch_size=store_batch_size,
             validate_batch_size=validate_batch_size,
+            memory_budget=MEMORY_BUDGET if memory_budget is None else memory_budget,
             **open_kwargs,
         )
     if handover is None:

@@ -59,9 +59,18 @@ from ptd.errors import PtdIndexError, PtdTypeError, PtdValueError
 from ptd.ops.dtypes import dtype_from_str
 from ptd.storage import runtime
 from ptd.storage.location import StoreLocation
+from ptd.storage.read.cache import parse_budget
 from ptd.storage.stores import detect
 
-__all__ = ["LeftOutWarning", "StoreDataset", "collate"]
+__all__ = ["MEMORY_BUDGET", "LeftOutWarning", "StoreDataset", "collate"]
+
+#: default bytes of decoded rows a :class:`StoreDataset` holds per process (its block buffers:
+#: the sampler's window, the leftovers, the reads ahead); see ``memory_budget``
+MEMORY_BUDGET = 96 << 20
+#: the window :class:`StoreDataset` sizes its groups for before a sampler tells it its own
+#: (:class:`~ptd.data.sampler.ChunkShuffleSampler`'s default window, the leftovers and the
+#: two groups read ahead)
+_DEFAULT_GROUPS = 8 + 1 + 2
 
 
 class LeftOutWarning(UserWarning):
@@ -122,6 +131,13 @@ class StoreDataset(Dataset[Any]):
             :func:`ptd.data.geometry.group_rows`.
         cache_rows: rows of each blocked leaf to keep decoded (the sampler raises it to its
             window); 0 turns the blocks off (every batch reads its rows directly).
+        memory_budget: the most bytes of decoded rows this dataset holds in one process
+            (bytes, or a size like ``"64MB"``, ``"1GiB"``; ``0`` turns the blocks off): its
+            block buffers, which hold the sampler's window, the leftover rows and the groups
+            read ahead. The chunk groups are sized to fit it whatever the store's chunks: a
+            chunk of more rows than fit is read in parts (the group's rows only; its decode is
+            then repeated for each part). Paid once per process (each DataLoader worker holds
+            its own); a ``chunk_cache`` given in ``open_kwargs`` comes on top of it.
         read_ahead: read the groups the sampler names next (:class:`~ptd.data.sampler.BatchIndices`)
             on a thread of this dataset, while the batches before them are served and used;
             False: read each group when a batch first needs it.
@@ -140,8 +156,11 @@ class StoreDataset(Dataset[Any]):
         group_bytes: int = GROUP_BYTES,
         cache_rows: int | None = None,
         read_ahead: bool = True,
+        memory_budget: int | str = MEMORY_BUDGET,
         **open_kwargs: Any,
     ) -> None:
+        #: the most bytes of decoded rows this dataset holds per process (``memory_budget``)
+        self.memory_budget = parse_budget(memory_budget, "memory_budget")
         if isinstance(source, PersistentTensorDict):
             if source.store_node.selected:
                 raise PtdValueError(
@@ -202,13 +221,18 @@ class StoreDataset(Dataset[Any]):
         self._len = int(self.batch_size[0])
         leaves = store_leaves(self.td, chosen.keys)
         self.leaves: list[LeafGeometry] = leaves
-        #: rows per chunk group (None: no blocked leaf)
-        self.group_rows = group_rows(leaves, self._len, group_bytes)
-        self._cache_rows = int(cache_rows) if cache_rows is not None else 2 * (self.group_rows or 0)
+        self._group_bytes = int(group_bytes)
+        #: rows per chunk group (None: no blocked leaf, or a budget of 0): sized for the
+        #: default window, then for the sampler's (:meth:`fit_window`)
+        self.group_rows: int | None = None
         self._blocks: dict[int, _Blocks] = {}
+        #: the most bytes the block buffers have held at once (see :attr:`held_bytes`)
+        self.held_bytes_max = 0
         #: blocks being read ahead: (block rows, block) -> the read
         self._ahead: dict[tuple[int, int], tuple[int, Future[None]]] = {}
         self._reader: ThreadPoolExecutor | None = None
+        self.fit_window(_DEFAULT_GROUPS, 0)
+        self._cache_rows = int(cache_rows) if cache_rows is not None else 2 * (self.group_rows or 0)
         #: chunk-group blocks put in the buffers so far in this process, per leaf (a measure of
         #: decode work), read when a batch needed them or taken from a read ahead
         self.blocks_read = 0
@@ -271,6 +295,39 @@ class StoreDataset(Dataset[Any]):
             self._td.close()
             self._td = None
 
+    def _slots(self, rows: int, cache_rows: int) -> int:
+        """Blocks of ``rows`` rows a table holds to keep ``cache_rows`` rows decoded (and a
+        slot for each read ahead that may be under way)."""
+        need = max(2, -(-cache_rows // rows) + 1)
+        return need + (_MAX_PENDING if self.read_ahead else 0)
+
+    def fit_window(self, groups: int, items: int) -> int | None:
+        """Size the chunk groups so that ``groups`` of them and ``items`` rows more (the
+        sampler's window, leftovers and reads ahead, and a hand-over's rows) fit in
+        :attr:`memory_budget`; returns the rows of a group (None: no blocks). The sampler
+        calls it with its own window; the blocks held so far are dropped if it changes."""
+        blocked = sum(g.row_bytes for g in self.leaves if g.blocked)
+        rows = group_rows(self.leaves, self._len, self._group_bytes)
+        while rows:
+            # (the rows the sampler reserves for this window: ChunkShuffleSampler.__init__)
+            cache = (groups + -(-items // rows)) * rows + items
+            slots = min(-(-self._len // rows), self._slots(rows, cache))
+            if slots * rows * blocked <= self.memory_budget:
+                break
+            cap = min(rows - 1, self.memory_budget // max(1, slots * blocked))
+            rows = group_rows(self.leaves, self._len, self._group_bytes, max_rows=cap)
+        if rows != self.group_rows:
+            for key in list(self._ahead):
+                self._drop_ahead(key)
+            self._blocks = {}
+            self.group_rows = rows
+        return rows
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the block buffers this dataset holds now (at most :attr:`memory_budget`)."""
+        return sum(t.nbytes for t in self._blocks.values())
+
     def reserve_rows(self, rows: int) -> None:
         """Keep at least ``rows`` rows of each blocked leaf decoded (the sampler's window)."""
         self._cache_rows = max(self._cache_rows, int(rows))
@@ -290,6 +347,16 @@ class StoreDataset(Dataset[Any]):
 
     def __len__(self) -> int:
         return self._len
+
+    def __repr__(self) -> str:
+        where = self._source if self._source is not None else self._store_td().store_node.location
+        blocked = sum(1 for g in self.leaves if g.blocked)
+        return (
+            f"StoreDataset({where!r}, rows={self._len}, leaves={len(self.leaves)} "
+            f"({blocked} read in chunk groups), group_rows={self.group_rows}, "
+            f"memory_budget={_mib(self.memory_budget)} per process, "
+            f"held={_mib(self.held_bytes)})"
+        )
 
     # ------------------------------------------------------------------ reads
     def __getitem__(self, index: int) -> TensorDictBase:
@@ -405,21 +472,26 @@ class StoreDataset(Dataset[Any]):
         return out
 
     def _block_rows(self, leaf: LeafGeometry) -> int:
-        g = self.group_rows or 1
-        c = leaf.chunk_rows or g
-        return g if c <= g else c
+        # (every blocked leaf in blocks of a group's rows: a larger chunk is read in parts)
+        return self.group_rows or 1
 
     def _table(self, rows: int) -> _Blocks:
         """The block table of the blocked leaves read ``rows`` rows at a time (made, or made
         larger, to hold the sampler's window and the reads ahead)."""
         table = self._blocks.get(rows)
-        slots = max(2, -(-self._cache_rows // rows) + 1) + (_MAX_PENDING if self.read_ahead else 0)
+        nblocks = -(-self._len // rows)
+        slots = min(nblocks, self._slots(rows, self._cache_rows))
+        leaves = [g for g in self.leaves if g.blocked and self._block_rows(g) == rows]
+        # the budget bounds the buffers, whatever the rows asked for (reserve_rows, cache_rows)
+        row_bytes = sum(g.row_bytes for g in leaves)
+        slots = max(1, min(slots, self.memory_budget // max(1, rows * row_bytes)))
         if table is None or table.slots < slots:
             self._settle_ahead(rows)  # reads into the old table's slots: done before it goes
-            leaves = [g for g in self.leaves if g.blocked and self._block_rows(g) == rows]
+            self._blocks.pop(rows, None)  # (freed before the new one is made)
             table = self._blocks[rows] = _Blocks(
-                slots, rows, -(-self._len // rows), leaves, self._leaf_specs(leaves)
+                slots, rows, nblocks, leaves, self._leaf_specs(leaves)
             )
+            self.held_bytes_max = max(self.held_bytes_max, self.held_bytes)
         return table
 
     def _leaf_specs(
@@ -558,6 +630,7 @@ class _Blocks:
             for key, (shape, npdt, _t, _d) in specs.items()
         }
         self.dtypes = {key: tdt for key, (_s, _n, tdt, _d) in specs.items()}
+        self.nbytes = sum(b.nbytes for b in self.bufs.values())
         self.direct = {key: direct for key, (_s, _n, _t, direct) in specs.items()}
 
     def touch(self, slots: np.ndarray) -> None:
@@ -590,6 +663,10 @@ class _Blocks:
         """A claimed slot that will not be used (a dropped read ahead)."""
         self.busy[slot] = False
         self.stamp[slot] = -1
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / (1 << 20):.4g} MiB"
 
 
 def _as_tensor(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:

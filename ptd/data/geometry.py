@@ -87,17 +87,38 @@ def _leaf_geometry(
     return LeafGeometry(key, rows, max(1, row), blocked)
 
 
-def group_rows(leaves: list[LeafGeometry], n: int, target_bytes: int = GROUP_BYTES) -> int | None:
+def group_rows(
+    leaves: list[LeafGeometry],
+    n: int,
+    target_bytes: int = GROUP_BYTES,
+    max_rows: int | None = None,
+) -> int | None:
     """Rows of one chunk group: a multiple of the largest chunk of the blocked leaves (the
     chunks of the other blocked leaves usually divide it), grown to about ``target_bytes``
     over all leaves. None when no leaf is blocked (every row is read directly: the sampler
-    then shuffles the whole store)."""
+    then shuffles the whole store).
+
+    ``max_rows`` (the memory budget's bound, see :class:`~ptd.data.dataset.StoreDataset`): at
+    most that many rows; chunks of more rows are then read in parts (a group is a divisor of
+    the smallest such chunk, so that no group straddles two of its chunks); below 1: None
+    (no blocks)."""
     blocked = [g for g in leaves if g.blocked and g.chunk_rows]
-    if not blocked or n <= 0:
+    if not blocked or n <= 0 or (max_rows is not None and max_rows < 1):
         return None
+    cap = n if max_rows is None else min(n, int(max_rows))
     # leaves stored as a single chunk (a small flag leaf of an 8 MB chunk...) do not set it
     parts = [g.chunk_rows for g in blocked if g.chunk_rows and g.chunk_rows < n]
-    base = max(parts) if parts else n
+    fitting = [c for c in parts if c <= cap]
     row = sum(g.row_bytes for g in leaves if g.tensor)
-    mult = max(1, target_bytes // max(1, base * row))
-    return int(min(n, base * mult))
+    if fitting or not parts:
+        base = max(fitting) if fitting else cap
+        rows = base * max(1, target_bytes // max(1, base * row))
+        if rows > cap:  # the store's end, or the budget's bound (then whole chunks)
+            rows = cap if cap == n else cap // base * base
+        return int(rows)
+    # every chunk holds more rows than the cap: read them in parts
+    c = min(parts)
+    d = -(-c // cap)
+    while c % d:
+        d += 1
+    return c // d

@@ -116,12 +116,14 @@ class ChunkShuffleSampler(Sampler[list[int]]):
     ) -> None:
         self.batch_size = _positive("batch_size", batch_size)
         self.window = _positive("window", window)
+        own_groups = False  # (the dataset's group rows, fitted to its budget below)
         if isinstance(source, (int, np.integer)) and not isinstance(source, bool):
             if source < 0:
                 raise PtdValueError(f"the number of rows must be >= 0, got {source}")
             self.rows = int(source)
         else:
             self.rows = len(source)
+            own_groups = group_rows is None
             if group_rows is None:
                 group_rows = getattr(source, "group_rows", None)
         self.group_rows = None if group_rows is None else _positive("group_rows", group_rows)
@@ -141,11 +143,16 @@ class ChunkShuffleSampler(Sampler[list[int]]):
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
         self.epoch = 0
+        items = self.batch_size * self.handover
+        fit = getattr(source, "fit_window", None)
+        if callable(fit) and own_groups and self.group_rows is not None:
+            # the dataset sizes its groups so that this window fits in its memory budget
+            fitted = fit(self.window + 1 + _AHEAD, items)
+            self.group_rows = None if fitted is None else int(fitted)
         reserve = getattr(source, "reserve_rows", None)
         if callable(reserve) and self.group_rows is not None:
             # the rows a worker needs decoded at once: its window and the leftovers before it
             # (+ the groups read ahead), and a hand-over's rows, which it gathers at once
-            items = self.batch_size * self.handover
             groups = self.window + 1 + _AHEAD + -(-items // self.group_rows)
             reserve(groups * self.group_rows + items)
 
