@@ -28,7 +28,6 @@ __all__ = [
     "WritePlan",
     "apply_post",
     "box_assign",
-    "direct_selection",
     "plan_read",
     "plan_write",
 ]
@@ -50,22 +49,6 @@ def _unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return a, np.arange(len(a))
     u, inv = np.unique(a, return_inverse=True)
     return u, inv.reshape(-1)
-
-
-def direct_selection(entries: Sequence[Entry]) -> tuple[Any, ...] | None:
-    """The entries as a selection for ``Backend.read_direct`` (ints, slices and the one index
-    array as asked: unsorted, repeats kept), or None when they hold several index arrays."""
-    out: list[Any] = []
-    seen = False
-    for e in entries:
-        if isinstance(e, Points):
-            if seen or len(e.arrays) != 1:
-                return None
-            seen = True
-            out.append(e.arrays[0])
-        else:
-            out.append(e)
-    return tuple(out)
 
 
 def plan_read(entries: Sequence[Entry], row_nbytes: int) -> ReadPlan:

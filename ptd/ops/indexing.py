@@ -47,7 +47,6 @@ from ptd.ops.index_plan import (
     WritePlan,
     apply_post,
     box_assign,
-    direct_selection,
     plan_read,
     plan_write,
 )
@@ -61,7 +60,6 @@ __all__ = [
     "apply_post",
     "box_assign",
     "compose",
-    "direct_selection",
     "drop_index",
     "expand_new_dims",
     "full_entries",

@@ -7,7 +7,7 @@ imports h5py or zarr.
 
 ``Backend`` also holds what both implementations share, so that each keeps only what its format
 does differently: the open/closed/writable state and its checks, the errors naming a key and
-the store, the preamble of ``delete``/``move``, ``read``/``read_direct``/``write`` around the
+the store, the preamble of ``delete``/``move``, ``read``/``write`` around the
 memory maps of the fast path, the error wrapping of ``read_non_tensor``, and how an array's
 metadata is classified (numeric / non-tensor / unsupported). The subclasses fill in the
 ``_``-prefixed hooks.
@@ -44,6 +44,7 @@ from ptd.format.payload import parse_stack_shape
 from ptd.storage import cancel, remote
 from ptd.storage.chunk_info import ChunkInfo
 from ptd.storage.guard import GUARDED, guard_methods, translate_error
+from ptd.storage.indexer import project
 from ptd.storage.limits import check_depth
 from ptd.storage.meta import (
     ArrayMeta,
@@ -731,21 +732,21 @@ class Backend(ABC):
 
     # --- data --------------------------------------------------------------------------------
     def read(
-        self,
-        path: Path,
-        selection: Selection = (),
-        *,
-        out: np.ndarray | None = None,
-        library: bool = False,
+        self, path: Path, selection: Selection = (), *, out: np.ndarray | None = None
     ) -> np.ndarray:
         """Read a numeric array (or a part of it) into a new numpy array of the stored dtype,
-        or into ``out`` (of the selected shape and the stored dtype), which is returned: the
-        chunk reader decodes straight into it, so that a caller's buffer (a dataset's block)
-        gets each decoded byte in one copy.
+        or into ``out`` (of the selected shape and the stored dtype), which is returned.
 
-        The engines are tried in turn: the fast path's memory maps, ptd's chunk reader, the
-        store library. ``library=True`` goes to the library at once, for a caller that asked
-        :meth:`read_direct` already (its None says neither engine serves the array).
+        ``selection`` is anything :func:`ptd.storage.indexer.project` takes: ints, slices with
+        any step, index arrays in any order with repeats, bool masks, joint index arrays
+        (:class:`~ptd.storage.indexer.Joint`); the result follows the asked order. Out of range
+        raises PtdValueError naming the key.
+
+        One plan serves every engine (:mod:`ptd.storage.indexer`): a mapped array is one chunk
+        whose rows are taken in the asked order, a chunked array ptd decodes has each chunk
+        decoded once and its part scattered straight into the output, and an array the store
+        library reads gets the indexer's library form (sorted, unique rows) put in order after.
+        Which engine serves an array is the backend's business, never the caller's.
 
         Every job reads through here, a slab or a chunk at a time: a requested cancellation
         (:mod:`ptd.storage.cancel`) stops it at this safe point."""
@@ -753,16 +754,16 @@ class Backend(ABC):
         handle = self._array_handle(path)
         try:
             got: np.ndarray | None = None
-            if library or (not selection and self._small_whole_read(handle)):
-                got = self._read(handle, selection)  # the library's own
-            else:
-                got = self._read_mapped(path, handle, selection)
+            if not (not selection and self._small_whole_read(handle)):
+                got = self._read_mapped(path, handle, selection, out)
                 if got is None and self._chunked is not None:
                     got = self._chunked.read(path, handle, selection, out)
-                    if got is not None:
-                        return got
-                if got is None:
-                    got = self._read(handle, selection)
+                if got is not None:
+                    return got
+            sel, post = project(selection, handle.shape).library_form()
+            got = self._read(handle, sel)  # the store library's own
+            if post is not None:
+                got = post.apply(got)
             if out is None:
                 return got
             out[...] = got
@@ -776,26 +777,6 @@ class Backend(ABC):
         """Whether the whole array of ``handle`` is small enough that the format library's
         own read beats setting up the fast path's map or chunk reader for it."""
         return False
-
-    def read_direct(self, path: Path, selection: Selection) -> np.ndarray | None:
-        """Optional: :meth:`read`, where the selection's index array may also be unsorted and
-        hold repeats (the result follows its order), or None when this array cannot be read
-        that way cheaply (callers then :meth:`read` a sorted selection and re-order). Arrays
-        served by the fast path's memory maps are, and chunked arrays the backend decodes
-        itself (:mod:`ptd.storage.read.decoded`); the others give None."""
-        if self._maps is None and self._chunked is None:
-            return None
-        cancel.check()
-        handle = self._array_handle(path)
-        try:
-            out = self._read_mapped(path, handle, selection)
-            if out is None and self._chunked is not None:
-                out = self._chunked.read(path, handle, selection)
-            return out
-        except PtdError:
-            raise
-        except self._DATA_ERRORS as err:
-            raise self._read_error(path, selection, err) from None
 
     def write(self, path: Path, selection: Selection, value: np.ndarray) -> None:
         """Write ``value`` (already of the stored dtype and of the selected shape, or
@@ -901,9 +882,12 @@ class Backend(ABC):
     def _write(self, handle: Any, selection: Selection, value: np.ndarray) -> None:
         """Store ``value`` (of the selected, non-empty shape) at ``handle[selection]``."""
 
-    def _read_mapped(self, path: Path, handle: Any, selection: Selection) -> np.ndarray | None:
-        """``handle[selection]`` from the fast path's maps, or None when they cannot serve it."""
-        return None if self._maps is None else self._maps.read(path, handle, selection)
+    def _read_mapped(
+        self, path: Path, handle: Any, selection: Selection, out: np.ndarray | None = None
+    ) -> np.ndarray | None:
+        """``handle[selection]`` from the fast path's maps (into ``out`` when given), or None
+        when they cannot serve it."""
+        return None if self._maps is None else self._maps.read(path, handle, selection, out)
 
     @abstractmethod
     def _non_tensor_entry(self, path: Path) -> Any:

@@ -21,7 +21,7 @@ __all__ = ["GUARDED", "guard_methods", "guarded", "translate_error"]
 GUARDED = frozenset({
     "open", "close", "flush", "finalize", "kind", "children", "array_meta", "walk",
     "create_group", "create_array", "delete", "move", "get_attrs", "set_attrs", "read",
-    "read_direct", "write", "write_non_tensor", "read_non_tensor", "raw_group", "create_arrays",
+    "write", "write_non_tensor", "read_non_tensor", "raw_group", "create_arrays",
     "create_groups", "read_many", "string_type", "read_strings", "create_strings",
     "array_properties", "store_properties",
 })  # fmt: skip
@@ -53,7 +53,7 @@ def translate_error(err: Exception, where: str, op: str, key: str) -> Exception:
         return StoreIOError(f"cannot write key {key!r} of {where} ({detail})")
     what = (
         f"key {key!r} of {where}"
-        if op in ("read", "read_direct", "read_non_tensor", "read_many")
+        if op in ("read", "read_non_tensor", "read_many")
         else f"the metadata of {where}" + (f" (key {key!r})" if key != "/" else "")
     )
     return CorruptStoreError(

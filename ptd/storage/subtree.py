@@ -280,12 +280,8 @@ class SubtreeBackend(Backend):
         selection: Selection = (),
         *,
         out: np.ndarray | None = None,
-        library: bool = False,
     ) -> np.ndarray:
-        return self._inner.read(self._full(path), selection, out=out, library=library)
-
-    def read_direct(self, path: Path, selection: Selection) -> np.ndarray | None:
-        return self._inner.read_direct(self._full(path), selection)
+        return self._inner.read(self._full(path), selection, out=out)
 
     def read_many(self, paths: Sequence[Path]) -> list[np.ndarray]:
         return self._inner.read_many([self._full(p) for p in paths])

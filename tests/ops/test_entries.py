@@ -308,7 +308,7 @@ def test_entry_class_names_the_container_class(tmp_path, backend) -> None:
 # ------------------------------------------------------------------ what reaches the file
 @pytest.fixture
 def io_log(monkeypatch):
-    """Every ``Backend.read``/``read_direct``/``write`` call: (kind, path, selection)."""
+    """Every ``Backend.read``/``write`` call: (kind, path, selection)."""
     from ptd.storage.h5.backend import H5Backend
     from ptd.storage.zarr.backend import ZarrBackend
 

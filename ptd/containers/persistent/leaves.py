@@ -1,7 +1,7 @@
 """Reading and writing the leaves of a PersistentTensorDict (or of a lazy view of one): only the
-rows a view selects are read or written, unsorted and repeated indices are sorted and
-de-duplicated for the backend and put back in order in memory, and in-place ops on large
-leaves stream row slabs (:mod:`ptd.transfer.slabs`)."""
+rows a view selects are read or written (a read is one ``Backend.read`` of the view's
+selection: storage's indexer puts unsorted and repeated rows in order), and in-place ops on
+large leaves stream row slabs (:mod:`ptd.transfer.slabs`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from ptd.ops.apply import pick_operand
 from ptd.ops.dtypes import dtype_from_str, from_storage, to_storage
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
 from ptd.storage.api import Backend, Path
+from ptd.storage.indexer import Joint
 from ptd.storage.limits import check_chunks, check_read, nbytes_of, physical_memory
 
 if TYPE_CHECKING:
@@ -88,25 +89,20 @@ def _read_leaf(
         # a whole-array read that fits says so for every read of this array
         if nbytes_of(meta.shape, meta.dtype.itemsize) <= physical_memory():
             checked[path] = True
-    arr: np.ndarray | None
-    if entries is None:
-        arr = be.read(path, ())
-    elif simple is not None:
-        arr = be.read(path, simple)
-    else:
-        vshape = ix.view_shape(entries)
-        if 0 in vshape:
-            feat = tuple(meta.shape[ix.stored_ndim(entries) :])
-            return torch.empty(vshape + feat, dtype=dtype, device=td._device)
-        direct = ix.direct_selection(entries)
-        asked = direct is not None
-        arr = be.read_direct(path, direct) if direct is not None else None
-        if arr is None:  # sorted, de-duplicated read, then re-ordered
-            # (a None from read_direct says no engine of ptd's serves this array: the library)
-            plan = ix.plan_read(entries, _row_nbytes(meta))
-            arr = ix.apply_post(be.read(path, plan.selection, library=asked), plan.post)
+    # one read: storage's indexer folds the view's order and repeats into the output
+    arr = be.read(path, () if entries is None else simple or _read_selection(entries))
     t = from_storage(arr, meta.attrs, dtype)
     return t if td._device is None else t.to(td._device)
+
+
+def _read_selection(entries: tuple[ix.Entry, ...]) -> tuple[Any, ...]:
+    """Stored entries as the selection ``Backend.read`` takes: ints, slices and index arrays
+    as they are (unsorted, repeats kept: storage's indexer puts the rows in order), joint
+    arrays as a :class:`~ptd.storage.indexer.Joint`."""
+    return tuple(
+        (e.arrays[0] if len(e.arrays) == 1 else Joint(e.arrays)) if isinstance(e, ix.Points) else e
+        for e in entries
+    )
 
 
 def _simple_selection(td: PersistentTensorDict) -> tuple[Any, ...] | None:

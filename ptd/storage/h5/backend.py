@@ -783,8 +783,10 @@ class H5Backend(Backend):
     def _chunk_info(self, handle: _Entry, list_stored: bool) -> ChunkInfo:
         return h5_chunk_info(handle.ds, list_stored)
 
-    def _read_mapped(self, path: Path, handle: _Entry, selection: Selection) -> np.ndarray | None:
-        return None if self._maps is None else self._maps.read(path, handle.ds, selection)
+    def _read_mapped(
+        self, path: Path, handle: _Entry, selection: Selection, out: np.ndarray | None = None
+    ) -> np.ndarray | None:
+        return None if self._maps is None else self._maps.read(path, handle.ds, selection, out)
 
     def _small_whole_read(self, handle: _Entry) -> bool:
         if handle.nbytes > _SMALL_WHOLE_READ:

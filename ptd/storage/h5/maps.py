@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ptd.storage.indexer import project
+from ptd.storage.indexer import read as read_chunks
 from ptd.storage.read.alloc import tune_malloc
 from ptd.storage.read.mapped import (
     close_maps,
@@ -156,17 +158,25 @@ class H5Maps:
             self._views[path] = (ds, view, self._fmap.generation if self._fmap else 0)
         return view
 
-    def read(self, path: Any, ds: Any, selection: Sequence[Any]) -> np.ndarray | None:
-        """``ds[selection]`` read from the map (any index array), or None: use h5py."""
+    def read(
+        self, path: Any, ds: Any, selection: Sequence[Any], out: np.ndarray | None = None
+    ) -> np.ndarray | None:
+        """``ds[selection]`` read from the map (any selection
+        :func:`ptd.storage.indexer.project` takes), into ``out`` when given, or None: use h5py.
+        The map is one chunk, the whole array: index arrays are taken in the asked order in
+        one copy."""
         src = self.source(path, ds)
         if src is None:
             return None
-        fmap = self._fmap
-        if fmap is not None and fmap.fd is not None:
-            out = pread_selection(fmap.fd, fmap.base, src, selection)
-            if out is not None:
-                return out
-        return read_selection(src, selection)
+        if out is None and _plain(selection):
+            fmap = self._fmap
+            if fmap is not None and fmap.fd is not None:
+                got = pread_selection(fmap.fd, fmap.base, src, selection)
+                if got is not None:
+                    return got
+            if not any(isinstance(x, np.ndarray) for x in selection):
+                return read_selection(src, selection)
+        return read_chunks(project(selection, src.shape), lambda _: src, src.dtype, out)
 
     def _locate(self, ds: Any) -> tuple[np.ndarray | None, bool]:
         """``(view, final)``: the view, or None with ``final`` False when the dataset may become
@@ -210,3 +220,11 @@ class H5Maps:
         if self._fmap is not None:
             self._fmap.close()
             self._fmap = None
+
+
+def _plain(selection: Sequence[Any]) -> bool:
+    """Ints and slices with a positive step only (what the map's own copy serves)."""
+    return all(
+        isinstance(x, (int, np.integer)) or (isinstance(x, slice) and (x.step or 1) > 0)
+        for x in selection
+    )

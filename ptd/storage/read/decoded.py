@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from ptd.storage.indexer import ChunkProjection, project, scatter
 from ptd.storage.read.cache import ChunkCache
-from ptd.storage.read.plan import chunk_pieces, normalize, out_shape, sort_first, take_local
 from ptd.storage.read.shuffled import ShuffledChunk, copy_rows
 from ptd.storage.runtime import decode_threads, run_parts
 
@@ -78,68 +78,45 @@ def read_chunked(
     or into ``out`` (of the selected shape and ``arr.dtype``: a caller's buffer, so that the
     decoded bytes are copied once, straight where they go).
 
-    ``selection`` is a backend selection (ints, slices with a positive step, at most one 1-D
-    int64 index array) whose index array may be unsorted and hold repeats (the rows come back
-    in its order). A chunk may come from ``fetch`` still in shuffle order
+    ``selection`` is any selection :func:`ptd.storage.indexer.project` takes (index arrays
+    unsorted, with repeats...): each chunk is visited once and its part scattered straight to
+    its places in the output. A chunk may come from ``fetch`` still in shuffle order
     (:class:`~ptd.storage.read.shuffled.ShuffledChunk`): the shuffle is undone as its rows
     are copied out."""
-    shape = arr.shape
-    sel = normalize(selection, shape)
-    shape_out = out_shape(shape, sel)
+    indexer = project(selection, arr.shape, arr.chunks)
+    shape_out = indexer.shape
     if out is not None and (tuple(out.shape) != shape_out or out.dtype != arr.dtype):
         raise ValueError(f"out must be {shape_out} of {arr.dtype}, not {out.shape} of {out.dtype}")
-    if 0 in shape_out:
-        return np.empty(shape_out, arr.dtype) if out is None else out
-    order = sort_first(sel, shape, arr.chunks)
-    if order is not None:  # read the sorted unique rows, then put them in the asked order
-        pos, rows, inverse, axis = order
-        sorted_sel = (*sel[:pos], rows, *sel[pos + 1 :])
-        got = _read_planned(arr, sorted_sel, out_shape(shape, sorted_sel), cache, None)
-        if out is None:
-            return np.take(got, inverse, axis=axis)
-        return np.take(got, inverse, axis=axis, out=out, mode="clip")  # (in range)
-    return _read_planned(arr, sel, shape_out, cache, out)
-
-
-def _read_planned(
-    arr: ChunkedArray,
-    sel: tuple[Any, ...],
-    shape_out: tuple[int, ...],
-    cache: ChunkCache | None,
-    out: np.ndarray | None,
-) -> np.ndarray:
-    """A normalized selection (its index array in order, or in one chunk), chunk by chunk."""
-    shape = arr.shape
     result = np.empty(shape_out, arr.dtype) if out is None else out
-    combos = chunk_pieces(sel, shape, arr.chunks)
-    size = int(np.prod(shape, dtype=np.int64)) * arr.dtype.itemsize
+    if 0 in shape_out:
+        return result
+    projections = indexer.chunks
+    size = int(np.prod(arr.shape, dtype=np.int64)) * arr.dtype.itemsize
 
-    def put(combo: tuple[tuple[int, Any, slice | None], ...], chunk: Any) -> None:
-        dst = tuple(p[2] for p in combo if p[2] is not None)
+    def put(proj: ChunkProjection, chunk: Any) -> None:
         if chunk is None:
-            result[dst] = arr.fill
+            result[proj.out] = arr.fill
         elif isinstance(chunk, ShuffledChunk):
-            copy_rows(result, dst, chunk, tuple(p[1] for p in combo))
+            copy_rows(result, proj, chunk)
         else:
-            result[dst] = take_local(chunk, tuple(p[1] for p in combo))
+            scatter(result, proj, chunk)
 
-    def fetch_all(group: list[tuple[tuple[int, Any, slice | None], ...]]) -> None:
-        for combo in group:
-            coords = tuple(p[0] for p in combo)
-            chunk = arr.fetch(coords)
+    def fetch_all(group: list[ChunkProjection]) -> None:
+        for proj in group:
+            chunk = arr.fetch(proj.coords)
             if cache is not None and chunk is not None:
-                cache.put(arr.key, coords, chunk, size)
-            put(combo, chunk)
+                cache.put(arr.key, proj.coords, chunk, size)
+            put(proj, chunk)
 
     # chunks in the cache are copied out here; the others are fetched and decoded by
     # ``decode_threads()`` threads (this one among them), each taking every n-th chunk
     pending = []
-    for combo in combos:
-        chunk = None if cache is None else cache.get(arr.key, tuple(p[0] for p in combo))
+    for proj in projections:
+        chunk = None if cache is None else cache.get(arr.key, proj.coords)
         if chunk is None:
-            pending.append(combo)
+            pending.append(proj)
         else:
-            put(combo, chunk)
+            put(proj, chunk)
     chunk_bytes = int(np.prod(arr.chunks, dtype=np.int64)) * arr.dtype.itemsize
     n = min(decode_threads(), len(pending)) if chunk_bytes >= PARALLEL_MIN_CHUNK_BYTES else 1
     if n <= 1:

@@ -90,9 +90,11 @@ class ArrayMaps(Protocol):
     """The mapped arrays of one open store (:class:`~ptd.storage.h5.maps.H5Maps`,
     :class:`~ptd.storage.zarr.maps.ZarrMaps`), as a backend uses them."""
 
-    def read(self, path: Any, node: Any, selection: Sequence[Any]) -> np.ndarray | None:
-        """``node[selection]`` (orthogonal, like ``Backend.read``; the index array may be
-        unsorted and hold repeats) as a new array read from maps, or None: use the library."""
+    def read(
+        self, path: Any, node: Any, selection: Sequence[Any], out: np.ndarray | None = None
+    ) -> np.ndarray | None:
+        """``node[selection]`` (any selection ``Backend.read`` takes) read from maps, into
+        ``out`` when given (else a new array), or None: use the library."""
 
     def close(self) -> None:
         """Unmap everything."""

@@ -14,17 +14,19 @@ the read asks for. The chunk cache keeps chunks in this form too.
 >>> raw = values.view(np.uint8).reshape(-1, 2).T.copy()  # what the shuffle filter stores
 >>> chunk = ShuffledChunk(raw.reshape(-1), (3, 2), values.dtype)
 >>> out = np.empty((2, 2), values.dtype)
->>> copy_rows(out, (slice(0, 2),), chunk, (slice(1, 3),))
+>>> proj = ChunkProjection((0,), (slice(1, 3), slice(0, 2)), (slice(0, 2), slice(0, 2)))
+>>> copy_rows(out, proj, chunk)
 >>> out.tolist(), chunk.materialize().tolist() == values.tolist()
 ([[2, 3], [4, 5]], True)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from ptd.storage.indexer import ChunkProjection, scatter
 
 __all__ = ["ShuffledChunk", "copy_rows"]
 
@@ -62,18 +64,12 @@ class ShuffledChunk:
         return out
 
 
-def copy_rows(
-    out: np.ndarray, dst: tuple[Any, ...], chunk: ShuffledChunk, local: Sequence[Any]
-) -> None:
-    """``out[dst] = chunk[local]`` (``local``: an orthogonal selection in the chunk's
-    coordinates), the shuffle undone in the same copy where ``out`` is C-contiguous and of
-    the chunk's dtype (else through an un-shuffled copy)."""
-    src = chunk.byte_view()
-    if any(not isinstance(x, (slice, np.ndarray)) for x in local):  # ints first
-        src = src[tuple(slice(None) if isinstance(x, (slice, np.ndarray)) else x for x in local)]
-        local = tuple(x for x in local if isinstance(x, (slice, np.ndarray)))
+def copy_rows(out: np.ndarray, proj: ChunkProjection, chunk: ShuffledChunk) -> None:
+    """``out[proj.out] = chunk[proj.local]`` (:func:`ptd.storage.indexer.scatter`), the shuffle
+    undone in the same copy where ``out`` is C-contiguous and of the chunk's dtype (else
+    through an un-shuffled copy of the chunk)."""
     if out.ndim == 0 or out.dtype != chunk.dtype or not out.flags.c_contiguous:
-        out[dst] = src[tuple(local)].copy().view(chunk.dtype)[..., 0]
+        scatter(out, proj, chunk.materialize())
         return
     target = out.view(np.uint8).reshape((*out.shape, chunk.dtype.itemsize))
-    target[dst] = src[tuple(local)]
+    scatter(target, proj, chunk.byte_view())

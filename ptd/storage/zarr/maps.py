@@ -20,17 +20,15 @@ from typing import Any
 import numpy as np
 
 from ptd.errors import PtdError
+from ptd.storage.indexer import project, scatter
 from ptd.storage.paths import StoreRoot
 from ptd.storage.read.alloc import tune_malloc
 from ptd.storage.read.mapped import (
     close_maps,
     fast_path_enabled,
     mappable_dtype,
-    read_selection,
     release,
-    view_of,
 )
-from ptd.storage.read.plan import chunk_pieces, normalize, out_shape, sort_first
 
 __all__ = ["ZARR_MAX_MAPS", "ZarrMaps"]
 
@@ -143,55 +141,29 @@ class ZarrMaps:
         self._layouts[path] = lay
         return lay
 
-    def read(self, path: Any, arr: Any, selection: Sequence[Any]) -> np.ndarray | None:
-        """``arr[selection]`` (orthogonal, like the backend's read) from maps, or None: use zarr.
-
-        The index array may be unsorted and hold repeats (the result follows its order)."""
+    def read(
+        self, path: Any, arr: Any, selection: Sequence[Any], out: np.ndarray | None = None
+    ) -> np.ndarray | None:
+        """``arr[selection]`` (any selection :func:`ptd.storage.indexer.project` takes) from
+        maps, into ``out`` when given, or None: use zarr. Each chunk file is visited once and
+        its part copied straight to its places in the output."""
         lay = self.layout(path, arr)
         if lay is None:
             return None
-        shape = lay.shape
-        sel = normalize(selection, shape)
-        shape_out = out_shape(shape, sel)
-        if 0 in shape_out:
-            return np.empty(shape_out, lay.dtype)
-        order = sort_first(sel, shape, lay.chunks)
-        if order is not None:  # read the sorted unique rows, then put them in the asked order
-            pos, rows, inverse, axis = order
-            sorted_sel = (*sel[:pos], rows, *sel[pos + 1 :])
-            got = self._read_planned(lay, sorted_sel, out_shape(shape, sorted_sel))
-            return None if got is None else np.take(got, inverse, axis=axis)
-        return self._read_planned(lay, sel, shape_out)
-
-    def _read_planned(
-        self, lay: _ZarrLayout, sel: tuple[Any, ...], shape_out: tuple[int, ...]
-    ) -> np.ndarray | None:
-        """A normalized selection (its index array in order, or in one chunk) from maps."""
-        shape = lay.shape
-        pieces = chunk_pieces(sel, shape, lay.chunks)
-        if len(pieces) == 1:  # one chunk: no output buffer to fill
-            combo = pieces[0]
-            chunk = self._chunk(lay, tuple(p[0] for p in combo))
+        indexer = project(selection, lay.shape, lay.chunks)
+        result = np.empty(indexer.shape, lay.dtype) if out is None else out
+        for proj in indexer.chunks:
+            chunk = self._chunk(lay, proj.coords)
             if chunk is False:
                 return None
             if chunk is None:
-                return np.full(shape_out, lay.fill, dtype=lay.dtype)
-            return read_selection(chunk, tuple(p[1] for p in combo)).astype(lay.dtype, copy=False)
-        out = np.empty(shape_out, lay.dtype)
-        for combo in pieces:
-            chunk = self._chunk(lay, tuple(p[0] for p in combo))
-            if chunk is False:
-                return None
-            dst = tuple(p[2] for p in combo if p[2] is not None)
-            if chunk is None:
-                out[dst] = lay.fill
-            else:
-                part = view_of(chunk, tuple(p[1] for p in combo))
-                out[dst] = part
-                if isinstance(part, np.ndarray):
-                    release(part)
+                result[proj.out] = lay.fill
+                continue
+            scatter(result, proj, chunk)
+            if all(isinstance(x, slice) for x in proj.local):
+                release(chunk[proj.local])
             chunk = None
-        return out
+        return result
 
     def _chunk(self, lay: _ZarrLayout, coords: tuple[int, ...]) -> Any:
         """The mapped chunk (an array of the chunk shape), None for a missing chunk (fill
