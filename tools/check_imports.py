@@ -15,6 +15,14 @@ time) hide an edge from this check, so they are refused everywhere but in the pu
 ``ptd/__init__.py`` (PEP 562), except where :data:`DYNAMIC_IMPORTS` declares one, with why and
 what removes it; the declared ones are printed on every run, so they stay in sight.
 
+Imports under ``if TYPE_CHECKING:`` do not make cycles, but they still may not go up a layer in
+:data:`NO_UPWARD_TYPING` (``ptd.ops`` types its functions against the ``Container`` protocol
+of ``ptd/ops/interface.py``, not against the classes above it); the modules not yet moved off
+the classes are declared in :data:`TYPING_IMPORTS_DEBT` and counted on every run. Nor does
+``ptd.ops`` look anything up by a string (``lookup("TensorDict")``, ``register("...", f)``,
+``new_tensordict(...)``): a family builds its results with ``td._new_tensordict(...)`` and reaches
+the layers above through ``td._io``.
+
 Outside ``ptd/storage`` and ``ptd/format`` nothing compares a value with a format's name
 (``fmt == "h5"``): the code there asks the format's policy (``ptd.storage.api.FormatPolicy``).
 
@@ -83,6 +91,30 @@ PRIVATE_ATTRIBUTES: dict[str, tuple[frozenset[str], str]] = {
         "own dict (the same containers layer, in a package of its own)",
     ),
 }  # fmt: skip
+#: layers whose imports under ``if TYPE_CHECKING:`` must not go up a layer either
+NO_UPWARD_TYPING = {"ptd.ops"}
+#: modules of those layers still typed against the classes above them (``TensorDictBase``
+#: under ``if TYPE_CHECKING:``), and why; counted on every run. Nothing may be added here.
+TYPING_IMPORTS_DEBT: tuple[frozenset[str], str] = (
+    frozenset({
+        "ptd.ops.apply", "ptd.ops.attrs", "ptd.ops.autograd", "ptd.ops.checks",
+        "ptd.ops.conversions", "ptd.ops.devices", "ptd.ops.elementwise", "ptd.ops.entries",
+        "ptd.ops.factories", "ptd.ops.interface", "ptd.ops.joining", "ptd.ops.keymoves",
+        "ptd.ops.keysplit", "ptd.ops.lastop", "ptd.ops.leaf_access", "ptd.ops.locking",
+        "ptd.ops.memmap", "ptd.ops.names", "ptd.ops.operands", "ptd.ops.packing",
+        "ptd.ops.pointwise", "ptd.ops.reductions", "ptd.ops.reshaping", "ptd.ops.root",
+        "ptd.ops.shape", "ptd.ops.state_dict", "ptd.ops.tdhooks", "ptd.ops.torch_functions",
+        "ptd.ops.update",
+    }),
+    "their functions are still annotated with TensorDictBase; typing them against the "
+    "Container protocol (ptd/ops/interface.py) needs the protocol to declare the public "
+    "methods the families call on each other",
+)  # fmt: skip
+#: layers that may not look anything up by a string name (a registry of constructors)
+NO_STRING_LOOKUPS = {"ptd.ops"}
+#: the calls that look something up by name (any call of ``new_tensordict``; ``lookup`` and
+#: ``register`` with a string as their first argument)
+STRING_LOOKUPS = {"lookup", "register", "new_tensordict"}
 #: layers that must never import torch (``ptd inspect``/``validate`` run without it)
 TORCH_FREE = {
     "ptd", "ptd.errors", "ptd.format", "ptd.storage", "ptd.report", "ptd.transfer", "ptd.testing",
@@ -303,6 +335,45 @@ def format_branches(tree: ast.AST) -> list[int]:
     return sorted(set(out))
 
 
+def string_lookups(tree: ast.AST) -> list[tuple[str, int]]:
+    """(called name, line) for each lookup by name: a call of ``new_tensordict``, or of
+    ``lookup``/``register`` (a bare name or an attribute: ``registry.register``) whose first
+    argument is a string."""
+    out: list[tuple[str, int]] = []
+    for n in ast.walk(tree):
+        if not isinstance(n, ast.Call):
+            continue
+        name = getattr(n.func, "id", None) or getattr(n.func, "attr", None)
+        if name not in STRING_LOOKUPS:
+            continue
+        first = n.args[0] if n.args else None
+        named = isinstance(first, ast.Constant) and isinstance(first.value, str)
+        if name == "new_tensordict" or named:
+            out.append((name, n.lineno))
+    return out
+
+
+def typing_imports(path: Path, module: str) -> list[tuple[str, int]]:
+    """(imported module, line) for every import under ``if TYPE_CHECKING:`` in ``path``."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip = _type_checking_nodes(tree)
+    is_pkg = path.name == "__init__.py"
+    out: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if id(node) not in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out.extend((a.name, node.lineno) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_pkg else module.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                out.append((".".join(base + ([node.module] if node.module else [])), node.lineno))
+            else:
+                out.append((node.module or "", node.lineno))
+    return out
+
+
 _BY_NAME = {"import_module", "__import__"}
 
 
@@ -389,6 +460,7 @@ def main() -> int:
     interface = interface_names()
     backend_interface = frozenset(backend_interface_names())
     private_debt: dict[str, dict[str, str]] = {}
+    typing_debt: set[str] = set()
     for mod, path in modules.items():
         for attr, owners, line in private_attributes(
             trees[mod], mod, by_package, interface, backend_interface
@@ -427,6 +499,31 @@ def main() -> int:
                     "or declare it in DYNAMIC_IMPORTS with why)"
                 )
         layer = layer_of(mod)
+        if layer in NO_STRING_LOOKUPS:
+            for called, line in string_lookups(trees[mod]):
+                problems.append(
+                    f"{path.relative_to(ROOT)}:{line}: {mod} looks up by name ({called}(...)): "
+                    "build results with td._new_tensordict(...) and reach the layers above "
+                    "through td._io (ptd/ops/interface.py)"
+                )
+        if layer in NO_UPWARD_TYPING:
+            for target, line in typing_imports(path, mod):
+                hit = target
+                while hit and hit not in names:
+                    hit = hit.rpartition(".")[0]
+                if not hit:
+                    continue
+                tl = layer_of(hit)
+                if tl == layer or tl in LAYERS.get(layer, set()):
+                    continue
+                if mod in TYPING_IMPORTS_DEBT[0]:
+                    typing_debt.add(mod)
+                    continue
+                problems.append(
+                    f"{path.relative_to(ROOT)}:{line}: {mod} (layer {layer}) imports {hit} "
+                    f"(layer {tl}) under TYPE_CHECKING (type it against the Container protocol "
+                    "of ptd/ops/interface.py)"
+                )
         for target, line in imports_of(path, mod, names):
             where = f"{path.relative_to(ROOT)}:{line}"
             top = target.split(".")[0]
@@ -499,6 +596,11 @@ def main() -> int:
         print(
             f"declared: {first}: {pkg} reads private attributes of other packages: {names} "
             f"({PRIVATE_ATTRIBUTES[pkg][1]})"
+        )
+    if typing_debt:
+        print(
+            f"declared: {len(typing_debt)} module(s) of ptd.ops import ptd.containers under "
+            f"TYPE_CHECKING ({TYPING_IMPORTS_DEBT[1]})"
         )
     print(
         f"{len(modules)} modules, {sum(map(len, graph.values()))} internal imports, "

@@ -78,11 +78,12 @@ from ptd.ops.batch import fits
 from ptd.ops.dtypes import dtype_abbrev
 from ptd.ops.foreign import LEAF_PROBE, adopt_non_tensor, foreign_batch_size
 from ptd.ops.indexing import is_key_index
+from ptd.ops.interface import ContainerIO
 from ptd.ops.keys import KeysView, NestedKey, out_key, unravel_key
 from ptd.ops.lastop import Site
 from ptd.ops.leaf_access import IN_MEMORY, LeafAccess
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
-from ptd.ops.registry import TensorDictRoot, new_tensordict
+from ptd.ops.root import TensorDictRoot
 from ptd.ops.tdhooks import REQUIRED
 
 __all__ = [
@@ -118,6 +119,10 @@ class TensorDictBase(TensorDictRoot):
     _names: list[str | None] | None = None
     #: how the tensor leaves are reached for whole-leaf work (see :mod:`ptd.ops.leaf_access`)
     _leaves: LeafAccess = IN_MEMORY
+    #: the store-backed openers and the memmap format the families reach through a container
+    #: (:class:`ptd.ops.interface.ContainerIO`); ``ptd/containers/__init__.py`` sets it, since
+    #: the modules that implement it import this one
+    _io: ContainerIO
 
     # ------------------------------------------------------------------ primitives
     @property
@@ -156,6 +161,19 @@ class TensorDictBase(TensorDictRoot):
         raise NotImplementedError
 
     def _set_at(self, index: Any, value: Any) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def _new_tensordict(
+        cls,
+        source: Any = None,
+        batch_size: Any = None,
+        device: Any = None,
+        names: Any = None,
+        **kwargs: Any,
+    ) -> TensorDictBase:
+        """A new in-memory container (``ptd.TensorDict(source, batch_size, device, names)``):
+        what the families build their results with."""
         raise NotImplementedError
 
     def _location(self) -> str:
@@ -365,7 +383,9 @@ class TensorDictBase(TensorDictRoot):
                 # as tensordict: a copy of it takes our batch size, when its entries fit
                 # (a tensordict of batch size [] whose leaves start with ours)
                 try:
-                    return new_tensordict(dict(value.items()), batch_size=bs, device=value.device)
+                    return self._new_tensordict(
+                        dict(value.items()), batch_size=bs, device=value.device
+                    )
                 except BatchSizeError:
                     raise BatchSizeError(
                         f"batch dimension mismatch, got self.batch_size={bs} and value.batch_size="
@@ -379,7 +399,7 @@ class TensorDictBase(TensorDictRoot):
             # a shorter one (``[]``) takes ours, as tensordict sets it, if its entries fit
             own = foreign_batch_size(value)
             sub_bs = own if own is not None and fits(own, bs) else bs
-            return new_tensordict(dict(value.items()), batch_size=sub_bs, device=self.device)
+            return self._new_tensordict(dict(value.items()), batch_size=sub_bs, device=self.device)
         if isinstance(value, NonTensorData):
             return NonTensorData(value.data, bs, value.device)
         if isinstance(value, NonTensorStack):

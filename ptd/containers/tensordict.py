@@ -24,7 +24,6 @@ from ptd.errors import BatchSizeError, PtdIndexError
 from ptd.ops.batch import as_batch_size, fits
 from ptd.ops.indexing import index_names
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
-from ptd.ops.registry import register
 from ptd.ops.rows import flat_list
 from ptd.ops.tdhooks import REQUIRED, wants_default
 
@@ -197,6 +196,17 @@ class TensorDict(TensorDictBase):
                 assign_nested(grid, tuple(current.batch_size), idx, new)
                 self._data[key] = NonTensorStack.from_list(grid, current.batch_size)
 
+    @classmethod
+    def _new_tensordict(
+        cls,
+        source: Any = None,
+        batch_size: Any = None,
+        device: Any = None,
+        names: Any = None,
+        **kwargs: Any,
+    ) -> TensorDict:
+        return TensorDict(source, batch_size, device, names, **kwargs)
+
     # ---------------------------------------------------------------- TensorDict only
     @classmethod
     def _unchecked(cls, data: Mapping[str, Any], batch_size: torch.Size) -> TensorDict:
@@ -265,6 +275,3 @@ def _check_assigned_batch(td: TensorDictBase, idx: Any, index: Any, value: Any) 
         f"{list(td.batch_size)}, index={index!r}), which differs from the source batch size "
         f"{list(vb)}"
     )
-
-
-register("TensorDict", TensorDict)

@@ -23,8 +23,8 @@ message's cost (about 100 µs in the main process, mostly torch's) is then paid 
 hand-over instead of once per batch.
 
 >>> import torch
->>> from ptd.ops.registry import new_tensordict
->>> td = new_tensordict({"a": torch.arange(6.0).reshape(3, 2), "b": {"c": torch.ones(3)}},
+>>> from ptd import TensorDict
+>>> td = TensorDict({"a": torch.arange(6.0).reshape(3, 2), "b": {"c": torch.ones(3)}},
 ...                     batch_size=[3])
 >>> ring = Ring()
 >>> ref = ring.pack(td)

@@ -2,8 +2,8 @@
 
 ``apply``/``apply_``/``named_apply`` map a function over the tensor leaves; ``to_tensordict``,
 ``to_dict`` and ``numpy`` convert; ``flatten_keys``/``unflatten_keys``/``select``/``exclude``
-reshape the key tree. Results are new in-memory TensorDicts (made through
-:func:`ptd.ops.registry.new_tensordict`); in-place forms go through the container's leaf strategy
+reshape the key tree. Results are new in-memory TensorDicts (made by the
+container's ``_new_tensordict``); in-place forms go through the container's leaf strategy
 (:meth:`LeafAccess.map_inplace <ptd.ops.leaf_access.LeafAccess.map_inplace>`), which a store
 streams in row slabs.
 """
@@ -21,7 +21,7 @@ from ptd.ops.batch import as_batch_size, fits
 from ptd.ops.keys import NestedKey, out_key, unravel_key
 from ptd.ops.lastop import last_op
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
-from ptd.ops.registry import is_tensordict, new_tensordict
+from ptd.ops.root import is_tensordict
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
@@ -168,7 +168,7 @@ def _apply_rec(
     else:
         if names is _NO_DEFAULT:
             names = td._names if batch_size is None else None
-        result = new_tensordict(
+        result = td._new_tensordict(
             {},
             batch_size=out_bs,
             device=td.device if device is _NO_DEFAULT else device,
@@ -252,7 +252,7 @@ def pin_memory(td: TensorDictBase, *_: Any, **__: Any) -> TensorDictBase:
 # ------------------------------------------------------------------ conversions
 def to_tensordict(td: TensorDictBase, *, retain_none: bool | None = None) -> TensorDictBase:
     """An in-memory :class:`ptd.TensorDict` copy of every entry."""
-    out = new_tensordict({}, batch_size=td.batch_size, device=td.device, names=td._names)
+    out = td._new_tensordict({}, batch_size=td.batch_size, device=td.device, names=td._names)
     for key in td._keys_str():
         value = td._get_str(key)
         if is_tensordict(value):
@@ -318,7 +318,7 @@ def flatten_keys(
             if key not in sub._keys_str():
                 sub._set_str(key, flat._get_str(key), inplace=False)
         return sub
-    out = new_tensordict({}, batch_size=td.batch_size, device=td.device, names=td._names)
+    out = td._new_tensordict({}, batch_size=td.batch_size, device=td.device, names=td._names)
     for parts, meta in td._metas(True):
         if meta.kind == "nested":
             continue
@@ -353,7 +353,7 @@ def unflatten_keys(
                 value = value.unflatten_keys(separator)
             sub.set(tuple(key.split(separator)), value)
         return sub
-    out = new_tensordict({}, batch_size=td.batch_size, device=td.device, names=td._names)
+    out = td._new_tensordict({}, batch_size=td.batch_size, device=td.device, names=td._names)
     for key in td._keys_str():
         value = td._get_str(key)
         if is_tensordict(value):
@@ -366,7 +366,7 @@ def select(
     td: TensorDictBase, *keys: NestedKey, inplace: bool = False, strict: bool = True
 ) -> TensorDictBase:
     """A copy with only ``keys`` (nested keys allowed)."""
-    out = new_tensordict({}, batch_size=td.batch_size, device=td.device, names=td._names)
+    out = td._new_tensordict({}, batch_size=td.batch_size, device=td.device, names=td._names)
     for key in keys:
         parts = unravel_key(key)
         if not td._has(parts):
@@ -379,7 +379,7 @@ def select(
                 src = td.get(parts[: i + 1])
                 node._set_str(
                     part,
-                    new_tensordict({}, batch_size=src.batch_size, device=td.device),
+                    td._new_tensordict({}, batch_size=src.batch_size, device=td.device),
                     inplace=False,
                 )
             node = node._get_str(part)

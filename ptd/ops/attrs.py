@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ptd.ops.keys import unravel_key
-from ptd.ops.registry import new_tensordict
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
@@ -120,7 +119,7 @@ def attrs(
     tensor is read or copied)."""
 
     def build(src: Any) -> Any:
-        out = new_tensordict({}, batch_size=[])
+        out = td._new_tensordict({}, batch_size=[])
         for key in src._keys_str():
             meta = src._meta_str(key)
             if meta.kind == "nested":

@@ -35,7 +35,7 @@ import torch
 from ptd.errors import GradientError, PtdKeyError, PtdTypeError, PtdValueError
 from ptd.ops import apply as apply_ops
 from ptd.ops.keys import NestedKey, out_key
-from ptd.ops.registry import is_tensordict, new_tensordict
+from ptd.ops.root import is_tensordict
 from ptd.ops.torch_functions import HANDLED_FUNCTIONS
 
 if TYPE_CHECKING:
@@ -252,7 +252,7 @@ def backward(
 
 def _grads(td: TensorDictBase) -> TensorDictBase | None:
     """``td.grad`` without the lock: None when no entry is left."""
-    out = new_tensordict({}, batch_size=td.batch_size, device=td.device, names=td._names)
+    out = td._new_tensordict({}, batch_size=td.batch_size, device=td.device, names=td._names)
     no_graph = _no_graph(td)
     kept = False
     for key in td._keys_str():
@@ -325,7 +325,7 @@ def _autograd_grad(
 def _rebuild(
     td: TensorDictBase, prefix: tuple[str, ...], grads: dict[NestedKey, Any]
 ) -> TensorDictBase:
-    out = new_tensordict({}, batch_size=td.batch_size, device=td.device, names=td._names)
+    out = td._new_tensordict({}, batch_size=td.batch_size, device=td.device, names=td._names)
     for key in td._keys_str():
         meta = td._meta_str(key)
         value: Any

@@ -31,7 +31,7 @@ from ptd.errors import PtdTypeError, UnsupportedOperationError
 from ptd.ops import apply as apply_ops
 from ptd.ops.keys import NestedKey, unravel_key
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
-from ptd.ops.registry import is_tensordict, lookup
+from ptd.ops.root import is_tensordict
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
@@ -238,18 +238,14 @@ def _leaves_in_order(td: TensorDictBase, order: Any) -> list[torch.Tensor]:
 
 def to_h5(td: TensorDictBase, filename: Any, **kwargs: Any) -> TensorDictBase:
     """Write to a new HDF5 file; returns the PersistentTensorDict backed by it."""
-    return lookup("PersistentTensorDict").from_dict(  # type: ignore[no-any-return, attr-defined]
-        td, filename, backend="h5", **kwargs
-    )
+    return td._io.write_store(td, filename, backend="h5", **kwargs)
 
 
 def to_zarr(
     td: TensorDictBase, filename: Any, *, allow_pickle: bool | None = None, **kwargs: Any
 ) -> TensorDictBase:
     """Write to a new zarr store; returns the PersistentTensorDict backed by it."""
-    return lookup("PersistentTensorDict").from_dict(  # type: ignore[no-any-return, attr-defined]
-        td, filename, backend="zarr", allow_pickle=allow_pickle, **kwargs
-    )
+    return td._io.write_store(td, filename, backend="zarr", allow_pickle=allow_pickle, **kwargs)
 
 
 def to_namedtuple(td: TensorDictBase, dest_cls: builtins.type | None = None) -> Any:

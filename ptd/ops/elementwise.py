@@ -23,7 +23,7 @@ from ptd.ops.attrs import is_attrs, to_attrs
 from ptd.ops.keys import unravel_key
 from ptd.ops.lastop import last_op, user_stacklevel
 from ptd.ops.nontensor import NonTensorData
-from ptd.ops.registry import is_tensordict, new_tensordict
+from ptd.ops.root import is_tensordict
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
@@ -79,7 +79,7 @@ def _compare(
         )
         return _compare(me, them, op, default)
     if isinstance(other, Mapping) and not is_tensordict(other):
-        other = new_tensordict(dict(other), batch_size=[])
+        other = td._new_tensordict(dict(other), batch_size=[])
     if is_tensordict(other):
         mine, theirs = set(td._keys_str()), set(other._keys_str())
         if mine != theirs:
@@ -96,7 +96,7 @@ def _compare(
                 stacklevel=user_stacklevel(),
             )
         return default
-    out = new_tensordict({}, batch_size=td.batch_size, device=td.device)
+    out = td._new_tensordict({}, batch_size=td.batch_size, device=td.device)
     for key in td._keys_str():
         value = td._get_str(key)
         operand = other._get_str(key) if is_tensordict(other) else other

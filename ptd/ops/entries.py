@@ -35,7 +35,7 @@ from ptd.ops.batch import infer_batch_size
 from ptd.ops.foreign import adopt_non_tensor
 from ptd.ops.keys import NestedKey, out_key, unravel_key
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
-from ptd.ops.registry import is_tensordict, new_tensordict
+from ptd.ops.root import is_tensordict
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
@@ -445,7 +445,7 @@ def empty(
     structure (and the non-tensor entries)."""
     node = td
     bs = node.batch_size if batch_size is None else torch.Size(batch_size)
-    out = new_tensordict(
+    out = td._new_tensordict(
         {},
         batch_size=bs,
         device=node.device if device is _NO_DEFAULT else device,

@@ -25,7 +25,7 @@ from ptd.errors import ArgumentError, PtdTypeError, PtdValueError, UnknownBacken
 from ptd.ops.joining import stack
 from ptd.ops.keys import NestedKey
 from ptd.ops.nontensor import NonTensorData
-from ptd.ops.registry import is_tensordict, lookup, new_tensordict
+from ptd.ops.root import is_tensordict
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
@@ -51,14 +51,14 @@ def from_h5(
     cls: type[TensorDictBase], /, filename: Any, *, mode: str = "r", **kwargs: Any
 ) -> TensorDictBase:
     """Open an HDF5 file as a :class:`ptd.PersistentTensorDict` (its ``from_h5``)."""
-    return lookup("PersistentTensorDict").from_h5(filename, mode=mode, **kwargs)  # type: ignore[no-any-return, attr-defined]
+    return cls._io.from_h5(filename, mode=mode, **kwargs)
 
 
 def from_zarr(
     cls: type[TensorDictBase], /, filename: Any, *, mode: str = "r", **kwargs: Any
 ) -> TensorDictBase:
     """Open a zarr store as a :class:`ptd.PersistentTensorDict` (its ``from_zarr``)."""
-    return lookup("PersistentTensorDict").from_zarr(filename, mode=mode, **kwargs)  # type: ignore[no-any-return, attr-defined]
+    return cls._io.from_zarr(filename, mode=mode, **kwargs)
 
 
 def from_schema(
@@ -102,11 +102,11 @@ def from_schema(
         return out
 
     def in_memory() -> TensorDictBase:
-        return new_tensordict(zeros(False), batch_size=batch, device=device)
+        return cls._new_tensordict(zeros(False), batch_size=batch, device=device)
 
     def memmapped() -> TensorDictBase:
         prefix = kwargs.pop("prefix", None)
-        lazy = new_tensordict(zeros(True), batch_size=batch)
+        lazy = cls._new_tensordict(zeros(True), batch_size=batch)
         return cast("TensorDictBase", lazy.memmap_like(prefix, **kwargs))
 
     # tensordict's storages made here; any other names a format the store-backed class writes
@@ -118,7 +118,7 @@ def from_schema(
     if storage in made_here:
         return made_here[storage]()
     try:
-        return lookup("PersistentTensorDict").from_dict(  # type: ignore[no-any-return, attr-defined]
+        return cls._io.write_store(
             zeros(True),
             kwargs.pop("filename", None),
             batch_size=batch,
@@ -162,7 +162,7 @@ def from_dataclass(
         else:
             value = cls.from_any(value, device=device, batch_size=batch_size)
         source[field.name] = value
-    td = new_tensordict(source, batch_size=batch_size, device=device)
+    td = cls._new_tensordict(source, batch_size=batch_size, device=device)
     return _finish_batch(td, "from_dataclass", auto_batch_size, batch_dims, batch_size)
 
 
@@ -206,7 +206,7 @@ def from_list(
     ]
     td = stack(members, 0)
     if names is not None:
-        td = new_tensordict(td, batch_size=td.batch_size, device=device, names=names)
+        td = cls._new_tensordict(td, batch_size=td.batch_size, device=device, names=names)
     return td
 
 
@@ -214,7 +214,7 @@ def fromkeys(
     cls: type[TensorDictBase], /, keys: Sequence[NestedKey], value: Any = 0
 ) -> TensorDictBase:
     """A 0-d tensordict with ``value`` at every key."""
-    return new_tensordict(dict.fromkeys(keys, value), batch_size=[])
+    return cls._new_tensordict(dict.fromkeys(keys, value), batch_size=[])
 
 
 def from_dict(
@@ -291,7 +291,7 @@ def from_tuple(
     batch_size: Sequence[int] | None = None,
 ) -> TensorDictBase:
     """A tensordict with keys ``"0"``, ``"1"``... (nested for nested tuples)."""
-    td = new_tensordict(
+    td = cls._new_tensordict(
         {str(i): cls.from_any(v, batch_size=batch_size, device=device) for i, v in enumerate(obj)},
         batch_size=batch_size,
         device=device,
@@ -315,7 +315,7 @@ def from_namedtuple(
         if hasattr(named_tuple, "_asdict")
         else {n: getattr(named_tuple, n) for n in type(named_tuple).__match_args__}
     )
-    td = new_tensordict(
+    td = cls._new_tensordict(
         {k: cls.from_any(v, batch_size=batch_size, device=device) for k, v in fields.items()},
         batch_size=batch_size,
         device=device,
@@ -346,7 +346,7 @@ def from_struct_array(
             source[name] = NonTensorData(field.tolist(), bs)
         else:
             source[name] = torch.from_numpy(np.ascontiguousarray(field))
-    td = new_tensordict(source, batch_size=bs, device=device)
+    td = cls._new_tensordict(source, batch_size=bs, device=device)
     if auto_batch_size and batch_size is not None:
         raise PtdTypeError(
             "Cannot pass both batch_size and auto_batch_size=True to from_struct_array."
@@ -382,7 +382,7 @@ def from_pytree(
         k: cls.from_pytree(v) if isinstance(v, (dict, list, tuple)) else v for k, v in items.items()
     }
     source["_pytree_type"] = NonTensorData(type(pytree))
-    td = new_tensordict(source, batch_size=batch_size)
+    td = cls._new_tensordict(source, batch_size=batch_size)
     return _finish_batch(td, "from_pytree", auto_batch_size, batch_dims, batch_size)
 
 
@@ -402,11 +402,11 @@ def _from_dict(
         k: from_any(cls, v, device=device) if isinstance(v, tuple) or _is_struct_array(v) else v
         for k, v in input_dict.items()
     }
-    td = new_tensordict(source, batch_size=batch_size or [], device=device)
+    td = cls._new_tensordict(source, batch_size=batch_size or [], device=device)
     if batch_size is None:
         td = _finish_batch(td, "from_dict", auto_batch_size, batch_dims, None)
     if names is not None:
-        td = new_tensordict(td, batch_size=td.batch_size, device=device, names=names)
+        td = cls._new_tensordict(td, batch_size=td.batch_size, device=device, names=names)
     return td
 
 

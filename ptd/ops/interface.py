@@ -22,7 +22,18 @@ primitive                         what it does
 ``_index(index)``                 the container indexed along its batch dims
 ``_set_at(index, value)``         write a value into the rows ``index`` selects
 ``_leaves``                       the leaf strategy (:mod:`ptd.ops.leaf_access`)
+``_new_tensordict(...)``          a new in-memory container (``ptd.TensorDict``'s arguments):
+                                  what every family builds its results with; reachable from a
+                                  class as well as from an instance (``cls._new_tensordict``)
+``_io``                           what lives above :mod:`ptd.ops` and a family calls:
+                                  the store-backed openers and the memmap directory format
+                                  (:class:`ContainerIO`)
 ================================  ===========================================================
+
+The families never import :mod:`ptd.containers` (not even for typing): a function builds its
+result with ``td._new_tensordict(...)`` and reaches a store or a memmap directory through
+``td._io``, so :mod:`ptd.ops` stays below the classes and can be driven by any object that
+satisfies :class:`Container`.
 
 Derived by the base class: ``_walk(parts)`` (the container holding the last part of a nested
 key), ``_has(parts)``, ``_get_strict(key)`` (KeyError when missing), ``_metas(nested)`` (every
@@ -45,7 +56,22 @@ if TYPE_CHECKING:
     from ptd.ops.keys import NestedKey
     from ptd.ops.leaf_access import LeafAccess
 
-__all__ = ["Container"]
+__all__ = ["Container", "ContainerIO"]
+
+
+class ContainerIO(Protocol):
+    """What the families reach of the layers above them through a container's ``_io``: the
+    store-backed class's openers (``PersistentTensorDict.from_h5``/``from_zarr``/``from_dict``)
+    and the memmap directory format (:mod:`ptd.containers.memmap`). One object serves every
+    container class; :mod:`ptd.containers` sets it on the base class."""
+
+    def from_h5(self, filename: Any, *, mode: str = ..., **kwargs: Any) -> TensorDictBase: ...
+    def from_zarr(self, filename: Any, *, mode: str = ..., **kwargs: Any) -> TensorDictBase: ...
+    def write_store(self, source: Any, filename: Any, **kwargs: Any) -> TensorDictBase: ...
+    def memmap_tensordict(self, src: Any, prefix: Any = ..., **kwargs: Any) -> Any: ...
+    def memmap_inplace(self, td: Any, prefix: Any = ..., **kwargs: Any) -> Any: ...
+    def load_memmap(self, prefix: Any, **kwargs: Any) -> TensorDictBase: ...
+    def make_memmap(self, td: Any, key: Any, **kwargs: Any) -> torch.Tensor: ...
 
 
 class Container(Protocol):
@@ -57,6 +83,8 @@ class Container(Protocol):
     #: what a ``with td.method():`` block undoes on exit (:mod:`ptd.ops.lastop`)
     _last_op: tuple[str, tuple[Any, ...], dict[str, Any], Any] | None
     _last_op_queue: list[Any] | None
+    #: the store-backed openers and the memmap format (set by :mod:`ptd.containers`)
+    _io: ContainerIO
 
     @property
     def batch_size(self) -> torch.Size: ...
@@ -72,6 +100,14 @@ class Container(Protocol):
     def _new_nested(self, key: str) -> TensorDictBase: ...
     def _index(self, index: Any) -> TensorDictBase: ...
     def _set_at(self, index: Any, value: Any) -> None: ...
+    def _new_tensordict(
+        self,
+        source: Any = None,
+        batch_size: Any = None,
+        device: Any = None,
+        names: Any = None,
+        **kwargs: Any,
+    ) -> TensorDictBase: ...
 
     # derived by the base class
     def _walk(

@@ -31,7 +31,7 @@ from ptd.errors import (
     UnsupportedOperationError,
 )
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
-from ptd.ops.registry import is_tensordict, new_tensordict
+from ptd.ops.root import is_tensordict
 from ptd.ops.rows import flat_list
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def _join(
     joiner: Callable[[list[Any]], Any],
     what: str,
 ) -> TensorDictBase:
-    out = new_tensordict({}, batch_size=new_bs, device=tds[0].device)
+    out = tds[0]._new_tensordict({}, batch_size=new_bs, device=tds[0].device)
     for key in _check_keys(tds, what):
         values = [td._get_str(key) for td in tds]
         if is_tensordict(values[0]):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ptd.errors import PtdKeyError
 from ptd.ops import locking as locking_ops
 from ptd.ops.keys import out_key, unravel_key
-from ptd.ops.registry import is_tensordict
+from ptd.ops.root import is_tensordict
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase

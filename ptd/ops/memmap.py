@@ -2,8 +2,8 @@
 ``dumps``, ``load`` / ``load_memmap`` (class methods), ``load_memmap_`` / ``load_``,
 ``memmap_refresh_``, ``is_memmap`` and ``saved_path``.
 
-The work is done by :mod:`ptd.containers.memmap` (found through :mod:`ptd.ops.registry`: this package
-sits below it); :mod:`ptd.containers.memmap.methods` says what is written and how. On a
+The work is done by :mod:`ptd.containers.memmap`, reached through the container's ``_io``
+(:class:`ptd.ops.interface.ContainerIO`: this package sits below it); :mod:`ptd.containers.memmap.methods` says what is written and how. On a
 PersistentTensorDict, ``memmap``/``save``/``memmap_like`` stream the store leaf by leaf, slab by
 slab, and return an in-memory TensorDict mapped from the files (``memmap_`` is refused, as in
 tensordict).
@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ptd.errors import ArgumentError, UnsupportedOperationError
-from ptd.ops.registry import lookup
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
@@ -76,7 +75,7 @@ def memmap(
     ``existsok``; ``progress`` is called with the bytes of each slab written.
     """
     _check_robust_key(robust_key)
-    return lookup("memmap_tensordict")(
+    return td._io.memmap_tensordict(
         td,
         prefix,
         overwrite=existsok if overwrite is None else overwrite,
@@ -137,7 +136,7 @@ def memmap_(
     lock it; returns ``self``. Without ``prefix``, a memory-mapped tensordict is written
     back to its own directory."""
     _check_robust_key(robust_key)
-    return lookup("memmap_inplace")(
+    return td._io.memmap_inplace(
         td,
         prefix,
         overwrite=existsok if overwrite is None else overwrite,
@@ -163,7 +162,7 @@ def memmap_like(
     Locked, as :meth:`memmap`'s result. ptd writes a fresh directory: an existing prefix is
     replaced, its files are not reused."""
     _check_robust_key(robust_key)
-    return lookup("memmap_tensordict")(
+    return td._io.memmap_tensordict(
         td,
         prefix,
         overwrite=existsok,
@@ -193,7 +192,7 @@ def load_memmap(
     :func:`ptd.containers.memmap.methods.load_memmap`. Pickled non-tensors are refused unless
     ``allow_pickle`` is True (trusted data); None refuses too (tensordict 0.15 loads them with a
     FutureWarning)."""
-    return lookup("load_memmap")(
+    return cls._io.load_memmap(
         prefix,
         mode=mode,
         allow_pickle=allow_pickle,
@@ -224,7 +223,7 @@ def load_memmap_(
     was = td.is_memmap()
     if was:
         td.unlock_()
-    lookup("load_memmap")(prefix, mode=mode, allow_pickle=allow_pickle, device=td.device, out=td)
+    td._io.load_memmap(prefix, mode=mode, allow_pickle=allow_pickle, device=td.device, out=td)
     path = os.path.abspath(os.fspath(prefix))
     if was and mode != "r" and os.path.isdir(path):
         td.lock_()
@@ -282,7 +281,7 @@ def make_memmap(
     of a memory-mapped tensordict, with its file in the tensordict's directory; returns
     it. Missing nested levels are created; an existing key is refused (RuntimeError)."""
     _check_robust_key(robust_key)
-    return lookup("make_memmap")(td, key, shape=shape, dtype=dtype)
+    return td._io.make_memmap(td, key, shape=shape, dtype=dtype)
 
 
 def make_memmap_from_tensor(
@@ -298,8 +297,8 @@ def make_memmap_from_tensor(
     its values."""
     _check_robust_key(robust_key)
     if not copy_data:
-        return lookup("make_memmap")(td, key, shape=tensor.shape, dtype=tensor.dtype)
-    return lookup("make_memmap")(td, key, tensor=tensor)
+        return td._io.make_memmap(td, key, shape=tensor.shape, dtype=tensor.dtype)
+    return td._io.make_memmap(td, key, tensor=tensor)
 
 
 def make_memmap_from_storage(
@@ -315,7 +314,7 @@ def make_memmap_from_storage(
     as ``dtype`` and ``shape``. ptd copies them into the tensordict's directory (tensordict
     maps the storage's own file when it has one)."""
     _check_robust_key(robust_key)
-    return lookup("make_memmap")(td, key, shape=shape, dtype=dtype, storage=storage)
+    return td._io.make_memmap(td, key, shape=shape, dtype=dtype, storage=storage)
 
 
 def mark_memmap(td: TensorDictBase, path: str | None) -> None:

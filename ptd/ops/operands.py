@@ -16,7 +16,7 @@ import torch
 
 from ptd.errors import PtdKeyError, PtdValueError
 from ptd.ops.keys import unravel_key
-from ptd.ops.registry import is_tensordict, new_tensordict
+from ptd.ops.root import is_tensordict
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
@@ -69,7 +69,7 @@ def _map_tree(
 ) -> TensorDictBase:
     """A new TensorDict (same batch size, names) of ``fn(leaf, matching leaves of others)``;
     non-tensor entries are kept as they are."""
-    out = new_tensordict({}, batch_size=td.batch_size, device=td.device, names=td._names)
+    out = td._new_tensordict({}, batch_size=td.batch_size, device=td.device, names=td._names)
     for key in td._keys_str():
         meta = td._meta_str(key)
         value = td._get_str(key)
@@ -85,7 +85,9 @@ def _where_td(
     me: TensorDictBase, cond: torch.Tensor, other: Any, out: Any, pad: Any
 ) -> TensorDictBase:
     result = (
-        out if out is not None else new_tensordict({}, batch_size=me.batch_size, device=me.device)
+        out
+        if out is not None
+        else me._new_tensordict({}, batch_size=me.batch_size, device=me.device)
     )
     mine = me._keys_str()
 
@@ -108,7 +110,7 @@ def _where_td(
         if is_tensordict(value):
             sub_out = out._get_str(key) if out is not None and key in out._keys_str() else None
             if theirs is None:
-                theirs = new_tensordict({}, batch_size=value.batch_size)
+                theirs = me._new_tensordict({}, batch_size=value.batch_size)
             result._set_str(key, value.where(cond, theirs, out=sub_out, pad=pad), inplace=False)
         elif isinstance(value, torch.Tensor):
             result._set_str(key, leaf(value, theirs, key), inplace=False)
@@ -117,7 +119,7 @@ def _where_td(
             continue
         theirs = other._get_str(key)
         if is_tensordict(theirs):
-            empty = new_tensordict({}, batch_size=theirs.batch_size)
+            empty = me._new_tensordict({}, batch_size=theirs.batch_size)
             result._set_str(key, theirs.where(~cond, empty, pad=pad), inplace=False)
         elif isinstance(theirs, torch.Tensor):
             result._set_str(key, leaf(None, theirs, key), inplace=False)
@@ -138,7 +140,7 @@ def _as_leaf_tensordict(host: Any, operand: Any) -> Any:
     """A batch-aligned tensor operand as a tensordict of per-leaf expanded views (no copy)."""
     if not isinstance(operand, _BatchTensor):
         return operand
-    out = new_tensordict({}, batch_size=host.batch_size)
+    out = host._new_tensordict({}, batch_size=host.batch_size)
     for parts, meta in host._metas(True):
         if meta.kind == "tensor":
             out.set(parts, _expanded(operand.tensor, meta.shape))
@@ -166,7 +168,7 @@ def _with_default(
         keys = [k for k in mine if k in their_set]
     else:
         keys = mine + [k for k in theirs if k not in my_set]
-    out = new_tensordict({}, batch_size=me.batch_size, device=me.device)
+    out = me._new_tensordict({}, batch_size=me.batch_size, device=me.device)
     for parts in keys:
         a = me.get(parts) if parts in my_set else default
         b = other.get(parts) if parts in their_set else default

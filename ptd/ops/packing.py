@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -34,7 +35,6 @@ from ptd.errors import (
     UnsupportedOperationError,
 )
 from ptd.ops.keys import NestedKey
-from ptd.ops.registry import new_tensordict
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
@@ -50,7 +50,9 @@ class PackLayout:
     ``nested`` tensordicts as ``(key, batch shape after the root's, None)``, the ``device``;
     ``offsets`` (first column of each leaf) and ``numel`` (columns in all) are derived.
     Frozen, hashable, compared by value. ``cls`` is always ``None`` (tensordict's
-    tensorclasses are not ptd's)."""
+    tensorclasses are not ptd's). ``constructor`` builds the unpacked container (the packed
+    container's ``_new_tensordict``, set by :meth:`~ptd.TensorDictBase.pack`; a layout made by
+    hand needs it to unpack); it is not compared."""
 
     keys: tuple[NestedKey, ...]
     shapes: tuple[torch.Size, ...]
@@ -58,6 +60,9 @@ class PackLayout:
     nested: tuple[tuple[NestedKey, torch.Size, Any], ...] = ()
     device: torch.device | None = None
     cls: Any = None
+    constructor: Callable[..., TensorDictBase] | None = dataclasses.field(
+        default=None, compare=False, repr=False
+    )
     offsets: tuple[int, ...] = dataclasses.field(init=False)
     numel: int = dataclasses.field(init=False)
 
@@ -74,6 +79,12 @@ class PackLayout:
         the shape of ``flat`` without the packed dim (so ``flat[idx]`` unpacks to the rows
         picked). Raises ``IndexError`` if ``dim`` is out of range for ``flat``, ``ValueError``
         if ``flat`` has not :attr:`numel` entries along it."""
+        new = self.constructor
+        if new is None:
+            raise ArgumentError(
+                "unpack: this PackLayout has no constructor (made by hand, not by td.pack()); "
+                "pass constructor=ptd.TensorDict when making it"
+            )
         pos = self.dim + flat.ndim if self.dim < 0 else self.dim
         if not 0 <= pos < flat.ndim:
             raise PtdIndexError(
@@ -87,9 +98,9 @@ class PackLayout:
         flat = flat.movedim(pos, -1)
         batch = flat.shape[:-1]
         device = flat.device if self.device is not None else None
-        out = new_tensordict({}, batch_size=batch, device=device)
+        out = new({}, batch_size=batch, device=device)
         for key, extra, _ in self.nested:
-            out.set(key, new_tensordict({}, batch_size=batch + extra, device=device))
+            out.set(key, new({}, batch_size=batch + extra, device=device))
         for key, shape, offset in zip(self.keys, self.shapes, self.offsets, strict=True):
             value = flat.narrow(-1, offset, math.prod(shape))
             out.set(key, value.unflatten(-1, shape) if shape else value.squeeze(-1))
@@ -171,5 +182,6 @@ def pack(
         dim=pos - nb - 1,
         nested=tuple(nested),
         device=td.device,
+        constructor=td._new_tensordict,
     )
     return flat, out_layout

@@ -53,7 +53,7 @@ from ptd.ops.operands import (
     _where_td,
     _with_default,
 )
-from ptd.ops.registry import is_tensordict
+from ptd.ops.root import is_tensordict
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase

@@ -50,7 +50,7 @@ from ptd.ops.leafop import (
     _warn_tuple_dim,
 )
 from ptd.ops.nontensor import NonTensorData
-from ptd.ops.registry import is_tensordict, new_tensordict
+from ptd.ops.root import is_tensordict
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
@@ -78,7 +78,7 @@ def _reduce_tree(
     bs = torch.Size(batch_size)
     pair = not op.values_only and op.name in _WITH_INDICES
     outs = [
-        new_tensordict({}, batch_size=bs, device=td.device, names=names)
+        td._new_tensordict({}, batch_size=bs, device=td.device, names=names)
         for _ in range(2 if pair else 1)
     ]
     for key in td._keys_str():
@@ -613,7 +613,7 @@ def _transform(
     """The result with every part of every key renamed by ``key_transform``."""
     if key_transform is None or reduce or not is_tensordict(result):
         return result
-    out = new_tensordict({}, batch_size=result.batch_size, device=result.device)
+    out = result._new_tensordict({}, batch_size=result.batch_size, device=result.device)
     for key in result._keys_str():
         value = result._get_str(key)
         if is_tensordict(value):

@@ -36,7 +36,7 @@ import torch
 from ptd.errors import ArgumentError, NotSupportedError, PtdTypeError
 from ptd.ops import locking as locking_ops
 from ptd.ops.nontensor import NonTensorStack
-from ptd.ops.registry import is_tensordict, new_tensordict
+from ptd.ops.root import is_tensordict
 from ptd.ops.rows import non_tensor_grid_map
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ def _batch_map(
         new_bs = fn(torch.empty(tuple(td.batch_size), device="meta")).shape
     else:
         new_bs = torch.Size(batch_size)
-    out = new_tensordict({}, batch_size=new_bs, device=td.device)
+    out = td._new_tensordict({}, batch_size=new_bs, device=td.device)
     for key in td._keys_str():
         value = td._get_str(key)
         if is_tensordict(value):

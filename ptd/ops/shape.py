@@ -35,8 +35,8 @@ from ptd.errors import (
 )
 from ptd.ops import reshaping
 from ptd.ops.lastop import last_op
-from ptd.ops.registry import is_tensordict
 from ptd.ops.reshaping import _batch_map, _rebind
+from ptd.ops.root import is_tensordict
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase

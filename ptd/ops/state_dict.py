@@ -31,7 +31,6 @@ import torch
 
 from ptd.errors import ArgumentError, PtdKeyError, PtdTypeError, UnsupportedOperationError
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
-from ptd.ops.registry import new_tensordict
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase
@@ -222,7 +221,7 @@ def data_ptr(td: TensorDictBase, *, storage: bool = False) -> Any:
     untyped storage with ``storage=True``), nested as this one. Leaves of a
     PersistentTensorDict have no memory address until read: their entries are 0 (no data
     is read)."""
-    out = new_tensordict({}, batch_size=[], device="cpu")
+    out = td._new_tensordict({}, batch_size=[], device="cpu")
     for key in td._keys_str():
         kind = td._meta_str(key).kind
         if kind == "nested":

@@ -28,7 +28,7 @@ import torch
 
 from ptd.errors import NotSupportedError, PtdTypeError, PtdValueError
 from ptd.ops.joining import cat, stack
-from ptd.ops.registry import TensorDictRoot, is_tensordict
+from ptd.ops.root import TensorDictRoot, is_tensordict
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase

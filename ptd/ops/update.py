@@ -27,7 +27,7 @@ from ptd.ops import locking as locking_ops
 from ptd.ops.foreign import adopt_non_tensor
 from ptd.ops.keys import NestedKey, out_key, unravel_key
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
-from ptd.ops.registry import is_tensordict
+from ptd.ops.root import is_tensordict
 
 if TYPE_CHECKING:
     from ptd.containers.base import TensorDictBase

@@ -184,6 +184,12 @@ def test_pack_layout_and_views() -> None:
     assert hash(layout) == hash(td.pack(1)[1])  # pack(1) == pack(-1) with one batch dim
     out = layout.unpack(flat)
     assert out["a"].data_ptr() == flat.data_ptr()
+    # a layout made by hand has no constructor until given one (ptd.ops is below the classes)
+    by_hand = PackLayout(layout.keys, layout.shapes, -1, layout.nested)
+    with pytest.raises(ArgumentError, match="no constructor"):
+        by_hand.unpack(flat)
+    given = PackLayout(layout.keys, layout.shapes, -1, layout.nested, constructor=TensorDict)
+    assert (given.unpack(flat) == td).all()
     assert (out == td).all()
     with pytest.raises(ValueError, match="expected 5 entries"):
         layout.unpack(flat[:, :4])

@@ -15,7 +15,6 @@ from ptd.containers.memmap.methods import (
     memmap_tensordict,
 )
 from ptd.containers.memmap.writer import MemmapSummary, export_memmap, tensor_nbytes
-from ptd.ops import registry
 from ptd.transfer.slabs import SLAB_BYTES
 
 __all__ = [
@@ -28,15 +27,8 @@ __all__ = [
     "is_archive",
     "load_into",
     "load_memmap",
+    "make_memmap",
     "memmap_inplace",
     "memmap_tensordict",
     "tensor_nbytes",
 ]
-
-# the containers' memmap methods (TensorDict.memmap, PersistentTensorDict.memmap...) find these
-# through the registry: ptd.ops sits below this package and does not import it
-registry.register("memmap_tensordict", memmap_tensordict)
-registry.register("memmap_inplace", memmap_inplace)
-registry.register("load_memmap", load_memmap)
-registry.register("load_into", load_into)
-registry.register("make_memmap", make_memmap)

@@ -1,5 +1,6 @@
 """New leaves in a memory-mapped tensordict: ``make_memmap``, ``make_memmap_from_tensor`` and
-``make_memmap_from_storage`` (tensordict 0.15's), found through :mod:`ptd.ops.registry`.
+``make_memmap_from_storage`` (tensordict 0.15's), reached by :mod:`ptd.ops.memmap`
+through a container's ``_io`` (:mod:`ptd.containers.io`).
 
 On a tensordict mapped from a directory (``td.memmap_(prefix)``, ``td.memmap(prefix)``), the new
 leaf gets its ``<key>.memmap`` file there and its entry in the level's ``meta.json`` (so

@@ -1,7 +1,7 @@
 """What the memmap methods of every tensordict do (``memmap``, ``memmap_``, ``memmap_like``,
 ``save``, ``load_memmap``, ``load_memmap_``, ``memmap_refresh_``): :mod:`ptd.ops.memmap`
-declares them with tensordict 0.15's signatures and finds these functions through
-:mod:`ptd.ops.registry`.
+declares them with tensordict 0.15's signatures and reaches these functions through a
+container's ``_io`` (:mod:`ptd.containers.io`).
 
 - A directory is written by :mod:`ptd.containers.memmap.writer` (a hidden sibling renamed into place: an
   error leaves the prefix as it was; a store is streamed slab by slab) and the result maps its

@@ -37,6 +37,7 @@ from ptd.containers.persistent.store import _check_allow_pickle, _key_parts, _St
 from ptd.containers.persistent.streaming import STREAMED
 from ptd.containers.persistent.write import warn_replace as _warn_replace
 from ptd.containers.persistent.write import write_value
+from ptd.containers.tensordict import TensorDict
 from ptd.errors import (
     BatchSizeError,
     ClosedStoreError,
@@ -53,7 +54,6 @@ from ptd.ops.dtypes import dtype_from_str
 from ptd.ops.elementwise import parse_to
 from ptd.ops.lastop import caller_site, entered_from_call
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
-from ptd.ops.registry import new_tensordict, register
 from ptd.ops.tdhooks import REQUIRED, wants_default
 from ptd.storage.api import NodeKind, Path, ValueKind
 from ptd.storage.registry import get_backend
@@ -472,10 +472,21 @@ class PersistentTensorDict(TensorDictBase):
         entries = ix.compose(self._entries_full(), self._batch, index)
         return type(self)._view(self._store, self._path, self._stored_batch, entries, self._device)
 
+    @classmethod
+    def _new_tensordict(
+        cls,
+        source: Any = None,
+        batch_size: Any = None,
+        device: Any = None,
+        names: Any = None,
+        **kwargs: Any,
+    ) -> TensorDict:
+        return TensorDict(source, batch_size, device, names, **kwargs)
+
     def _set_at(self, index: Any, value: Any) -> None:
         view = self._index(index)
         if isinstance(value, Mapping):
-            value = new_tensordict(dict(value), batch_size=[])
+            value = TensorDict(dict(value), batch_size=[])
         if isinstance(value, TensorDictBase):
             vb = value.batch_size
             if not (fits(view.batch_size, vb) or _broadcastable(vb, view.batch_size)):
@@ -674,6 +685,3 @@ def _broadcastable(a: Sequence[int], b: Sequence[int]) -> bool:
         return tuple(torch.broadcast_shapes(tuple(a), tuple(b))) == tuple(b)
     except RuntimeError:
         return False
-
-
-register("PersistentTensorDict", PersistentTensorDict)
