@@ -53,6 +53,7 @@ __all__ = [
     "LibraryPost",
     "project",
     "read",
+    "read_whole",
     "scatter",
 ]
 
@@ -99,12 +100,27 @@ class Indexer:
     #: one entry per dim (trailing whole slices added): int, slice, int array, or Joint
     selection: tuple[Any, ...]
     shape: tuple[int, ...]
+    #: the index arrays were left for numpy to check (``project(..., taken_whole=True)``)
+    unchecked: bool = False
 
     @property
     def chunks(self) -> list[ChunkProjection]:
         """Every chunk the selection touches, once each."""
         if 0 in self.shape:
             return []
+        if self.chunk_shape == self.array_shape and not any(
+            isinstance(x, Joint) or (isinstance(x, slice) and x.step is not None and x.step < 0)
+            for x in self.selection
+        ):
+            # one chunk, the whole array (a memory map): the selection is its own local part,
+            # the user's order already in it; nothing to plan per dim
+            return [
+                ChunkProjection(
+                    (0,) * len(self.array_shape),
+                    self.selection,
+                    tuple(slice(0, n) for n in self.shape),
+                )
+            ]
         plans: list[list[_Piece]] = []
         dim = 0
         for item in self.selection:
@@ -221,7 +237,12 @@ class LibraryPost:
         return cast("np.ndarray", got[tuple(idx)])
 
 
-def _check_array(a: Any, size: int) -> np.ndarray:
+def _check_array(a: Any, size: int, *, bounds: bool = True) -> np.ndarray:
+    """``a`` as a 1-D int64 index array of a dim of ``size`` (a bool mask as its positions),
+    negative values counted from the end. ``bounds=False`` leaves the range check (and the
+    negative values) to numpy's own indexing, which raises the same IndexError while taking
+    the rows: a one-chunk read (a memory map) takes them straight from the array, and two
+    reductions over the index cost more than the take of a small minibatch."""
     a = np.asarray(a)
     if a.dtype == bool:
         if a.shape != (size,):
@@ -232,7 +253,7 @@ def _check_array(a: Any, size: int) -> np.ndarray:
     if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
         raise IndexError(f"an index array must be 1-D integers, not {a.ndim}-D {a.dtype}")
     a = a.astype(np.int64, copy=False)
-    if a.size:
+    if a.size and bounds:
         lo, hi = int(a.min()), int(a.max())
         if lo < -size or hi >= size:
             bad = lo if lo < -size else hi
@@ -243,12 +264,32 @@ def _check_array(a: Any, size: int) -> np.ndarray:
 
 
 def project(
-    selection: Sequence[Any], shape: Sequence[int], chunks: Sequence[int] | None = None
+    selection: Sequence[Any],
+    shape: Sequence[int],
+    chunks: Sequence[int] | None = None,
+    *,
+    taken_whole: bool = False,
 ) -> Indexer:
     """The :class:`Indexer` of ``selection`` over an array of ``shape`` cut in ``chunks`` (None:
-    one chunk, the whole array, as a memory map). Out-of-range entries raise IndexError."""
+    one chunk, the whole array, as a memory map). Out-of-range entries raise IndexError.
+
+    ``taken_whole``: the caller reads the :attr:`Indexer.chunks` of a one-chunk array (a memory
+    map), where the selection is handed over as it is: its index arrays are then left to
+    numpy's indexing to check (the same IndexError, raised while taking the rows) and keep
+    their negative values, which numpy counts from the end as ptd does. Two reductions over
+    the index cost more than the take of a small minibatch."""
     shape = tuple(int(s) for s in shape)
     chunk_shape = shape if chunks is None else tuple(int(c) for c in chunks)
+    # a one-chunk read that :attr:`Indexer.chunks` hands over as it is: numpy checks its
+    # index arrays while taking the rows
+    numpy_checks = (
+        taken_whole
+        and chunks is None
+        and not any(
+            isinstance(x, Joint) or (isinstance(x, slice) and x.step is not None and x.step < 0)
+            for x in selection
+        )
+    )
     sel: list[Any] = []
     out: list[int] = []
     dim = 0
@@ -273,7 +314,7 @@ def project(
             sel.append(item)
             out.append(len(range(*item.indices(size))))
         elif isinstance(item, (np.ndarray, list)):
-            a = _check_array(item, size)
+            a = _check_array(item, size, bounds=not numpy_checks)
             sel.append(a)
             out.append(len(a))
         else:
@@ -284,7 +325,9 @@ def project(
         dim += 1
     sel.extend(slice(0, s, 1) for s in shape[dim:])
     out.extend(shape[dim:])
-    return Indexer(shape, tuple(max(1, c) for c in chunk_shape), tuple(sel), tuple(out))
+    return Indexer(
+        shape, tuple(max(1, c) for c in chunk_shape), tuple(sel), tuple(out), numpy_checks
+    )
 
 
 def _one_dim(item: Any, size: int, c: int) -> list[_Piece]:
@@ -383,11 +426,15 @@ def _joint(item: Joint, shape: Sequence[int], chunks: Sequence[int]) -> list[_Pi
 # moving a chunk's part into the output
 
 
-def scatter(out: np.ndarray, proj: ChunkProjection, chunk: np.ndarray) -> None:
+def scatter(
+    out: np.ndarray, proj: ChunkProjection, chunk: np.ndarray, *, checked: bool = True
+) -> None:
     """``out[proj.out] = chunk[proj.local]`` (orthogonal), in one copy where it can: slices are
     views, a small index array is copied row by row, one chunk's rows in the asked order are
     taken straight into the output. ``chunk`` may have trailing dims beyond ``out``'s (a byte
-    view of a shuffled chunk into a byte view of ``out``)."""
+    view of a shuffled chunk into a byte view of ``out``). ``checked``: the index arrays are
+    known to be in range (:func:`project` checked them), so a take writes straight into
+    ``out`` (numpy buffers a range-checking take into ``out``: a second copy)."""
     local, dst = proj.local, proj.out
     if any(isinstance(x, (int, np.integer)) for x in local):  # ints first: they drop dims
         first: list[Any] = []
@@ -408,7 +455,8 @@ def scatter(out: np.ndarray, proj: ChunkProjection, chunk: np.ndarray) -> None:
         x = local[i]
         whole = all(_is_all(d, n) for d, n in zip(dst, out.shape, strict=False))
         if isinstance(x, np.ndarray) and whole and chunk.dtype == out.dtype:
-            np.take(chunk[local[:i] + (slice(None),) + local[i + 1 :]], x, axis=i, out=out)
+            view = chunk[local[:i] + (slice(None),) + local[i + 1 :]]
+            np.take(view, x, axis=i, out=out, mode="clip" if checked else "raise")
             return
         out[dst] = _gather(chunk, local)
         return
@@ -471,11 +519,58 @@ def read(
     """The selection read chunk by chunk on this thread: ``chunk(coords)`` gives a chunk (an
     array of the chunk's shape, or None for the fill value), and its part is scattered into
     ``out`` (a new array of ``dtype`` when None)."""
+    projections = indexer.chunks
+    if out is None and len(projections) == 1:
+        # one chunk (a memory map, or rows of one chunk): a fancy take makes the result
+        proj = projections[0]
+        got = chunk(proj.coords)
+        taken = None if got is None else _take_new(got, proj)
+        if taken is not None:
+            return taken
     result = np.empty(indexer.shape, dtype) if out is None else out
-    for proj in indexer.chunks:
+    for proj in projections:
         got = chunk(proj.coords)
         if got is None:
             result[proj.out] = fill
         else:
-            scatter(result, proj, got)
+            scatter(result, proj, got, checked=not indexer.unchecked)
     return result
+
+
+def read_whole(
+    src: np.ndarray, selection: Sequence[Any], out: np.ndarray | None = None
+) -> np.ndarray:
+    """``src[selection]`` of an array that is one chunk (a memory map), into ``out`` when
+    given: :func:`read` of its :func:`project` (``taken_whole``). A minibatch of rows, one
+    index array over the first dim, has a plan of one piece, the selection itself: it is
+    taken straight away (numpy checks the range), without building the plan."""
+    if (
+        out is None
+        and len(selection) == 1
+        and type(selection[0]) is np.ndarray
+        and selection[0].ndim == 1
+        and selection[0].dtype.kind in "iu"
+        and src.ndim
+    ):
+        return cast("np.ndarray", np.take(src, selection[0], axis=0))
+    return read(project(selection, src.shape, taken_whole=True), lambda _: src, src.dtype, out)
+
+
+def _take_new(chunk: np.ndarray, proj: ChunkProjection) -> np.ndarray | None:
+    """``chunk[proj.local]`` as a new array in one copy, when ``proj`` is the whole output and
+    holds one index array among slices (numpy's take checks its range); else None."""
+    local = proj.local
+    if len(local) != chunk.ndim or not all(isinstance(d, slice) and d.start == 0 for d in proj.out):
+        return None
+    i = -1
+    for j, x in enumerate(local):
+        if type(x) is np.ndarray:
+            if i >= 0:
+                return None
+            i = j
+        elif not isinstance(x, slice):
+            return None
+    if i < 0:
+        return None
+    view = chunk[local[:i] + (slice(None),) + local[i + 1 :]]
+    return cast("np.ndarray", np.take(view, local[i], axis=i))

@@ -19,8 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ptd.storage.indexer import project
-from ptd.storage.indexer import read as read_chunks
+from ptd.storage.indexer import read_whole
 from ptd.storage.read.alloc import tune_malloc
 from ptd.storage.read.mapped import (
     close_maps,
@@ -176,7 +175,7 @@ class H5Maps:
                     return got
             if not any(isinstance(x, np.ndarray) for x in selection):
                 return read_selection(src, selection)
-        return read_chunks(project(selection, src.shape), lambda _: src, src.dtype, out)
+        return read_whole(src, selection, out)
 
     def _locate(self, ds: Any) -> tuple[np.ndarray | None, bool]:
         """``(view, final)``: the view, or None with ``final`` False when the dataset may become
