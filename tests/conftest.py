@@ -39,6 +39,17 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def recorder() -> Iterator[Any]:
+    """A :class:`ptd.testing.recording.Recorder` watching every store opened while the test
+    runs: request it *before* the fixtures that open stores (``def test(recorder,
+    sample_ptd)``), since a store opened earlier is not seen."""
+    from ptd.testing.recording import recording
+
+    with recording() as rec:
+        yield rec
+
+
+@pytest.fixture
 def store_path(tmp_path: Path, backend: str) -> Path:
     """A path that does not exist yet, with the suffix of ``backend`` (.h5 / .zarr)."""
     return tmp_path / f"data{SUFFIX[backend]}"

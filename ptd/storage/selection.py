@@ -8,11 +8,10 @@ dimension of the array, each entry being
 * a 1-D ``numpy.ndarray`` of int64, **sorted, without duplicates, in bounds** (at most one such
   entry per selection).
 
-Missing trailing entries mean "everything". Unsorted and repeated indices, bool masks, several
-arrays and so on are reduced to that form by :mod:`ptd.ops.indexing`, once for both backends.
-The optional ``Backend.read_direct`` also takes the index array unsorted and with repeats:
-backends that read from memory maps (:mod:`ptd.storage.read.mapped`) serve it as one
-fancy index.
+Missing trailing entries mean "everything". This is the form ``Backend.write`` and the store
+libraries' own reads take. ``Backend.read`` takes more (index arrays unsorted and with
+repeats, bool masks, joint arrays): the indexer (:mod:`ptd.storage.indexer`) projects it onto
+the chunks, and hands a store library this form (:meth:`~ptd.storage.indexer.Indexer.library_form`).
 
     >>> selection_shape((10, 4, 3), (slice(0, 10, 2), 1))
     (5, 3)

@@ -19,6 +19,7 @@ from typing import Any
 from ptd.errors import ArgumentError, StoreNotFoundError
 from ptd.storage.api import Backend
 from ptd.storage.location import OpenOptions, ReopenSpec, StoreLocation
+from ptd.storage.observers import opened
 from ptd.storage.registry import (
     default_suffix,
     detect_backend,
@@ -66,7 +67,8 @@ def open_store(
 
     ``options`` (with ``changes``: ``fast_path=``, ``locking=``...) go to the backend; storage
     options come from the location. A location with an ``inner`` key opens the store narrowed
-    to it (a missing key raises StoreNotFoundError naming the store and the key)."""
+    to it (a missing key raises StoreNotFoundError naming the store and the key). The store
+    passes through the wrappers of :mod:`ptd.storage.observers` (none outside tests)."""
     from ptd.storage.subtree import narrow
 
     loc = detect(loc)
@@ -76,7 +78,7 @@ def open_store(
     if loc.storage_options:
         opts = OpenOptions.of(opts, storage_options=loc.options)
     be = get_backend(loc.format).open(loc.path, mode, opts)
-    return narrow(be, loc.inner, loc.described)
+    return opened(narrow(be, loc.inner, loc.described))
 
 
 def open_stream(loc: StoreLocation, follow_virtual: bool = False) -> Backend:

@@ -12,6 +12,7 @@ import torch
 import ptd
 from ptd.storage.h5.backend import H5Backend
 from ptd.storage.zarr.backend import ZarrBackend
+from ptd.testing.recording import recording
 from ptd.transfer import slabs
 
 from .conftest import (
@@ -417,18 +418,13 @@ def test_large_leaf_streams_in_slabs(tmp_path: Path, monkeypatch: pytest.MonkeyP
     src = tmp_path / "big.h5"
     data = {"x": torch.arange(2000 * 16, dtype=torch.float32).reshape(2000, 16)}
     ptd.PersistentTensorDict.from_dict(data, str(src)).close()
-    writes: list[tuple] = []
-    original = ZarrBackend.write
-
-    def write(self, path, selection, value):
-        writes.append((path, selection, value.nbytes))
-        return original(self, path, selection, value)
-
-    monkeypatch.setattr(ZarrBackend, "write", write)
-    ptd.convert(src, chunks=64)
+    with recording() as rec:
+        ptd.convert(src, chunks=64)
+    writes = rec.writes_of("x")
     assert len(writes) > 10
-    assert max(n for _, _, n in writes) <= 4096 * 2
-    assert all(sel[0].start % 64 == 0 for _, sel, _ in writes)
+    assert max(c.nbytes for c in writes) <= 4096 * 2
+    assert all(c.rows[0] % 64 == 0 for c in writes)
+    assert rec.bytes_read("x") == data["x"].numel() * 4  # each row read once
     got = read_all(tmp_path / "big.zarr")
     assert torch.equal(got["x"], data["x"])
 
@@ -501,14 +497,9 @@ def test_single_chunk_source_is_decoded_once(
     data = {"x": torch.arange(2000 * 16, dtype=torch.float32).reshape(2000, 16)}
     ptd.PersistentTensorDict.from_dict(data, str(src), backend="zarr").close()
     assert ptd.info(src).entries[0].chunks == [2000, 16]
-    reads: list[tuple] = []
-    original = ZarrBackend.read
-
-    def read(self, path, selection=()):
-        reads.append(selection)
-        return original(self, path, selection)
-
-    monkeypatch.setattr(ZarrBackend, "read", read)
-    ptd.convert(src, tmp_path / "one.h5")
-    assert len(reads) == 1
+    with recording() as rec:
+        ptd.convert(src, tmp_path / "one.h5")
+    (read,) = rec.reads()
+    assert read.key == "x"
+    assert read.store == str(src)
     assert torch.equal(read_all(tmp_path / "one.h5")["x"], data["x"])

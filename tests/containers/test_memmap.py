@@ -35,6 +35,7 @@ from ptd.errors import (
     StoreNotFoundError,
     UnsupportedDtypeError,
 )
+from ptd.testing.recording import recording
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(HERE, "data", "memmap_td015")
@@ -308,7 +309,7 @@ def test_ptd_view_memmap(tmp_path, store):
     assert torch.equal(mm3["i64"], store["i64"][torch.tensor([3, 0])])
 
 
-def test_streaming_reads_bounded_chunk_aligned_slabs(tmp_path, backend, monkeypatch):
+def test_streaming_reads_bounded_chunk_aligned_slabs(recorder, tmp_path, backend):
     n = 1000
     data = torch.arange(n * 64, dtype=torch.float32).reshape(n, 64)  # 256 kB
     fname = str(tmp_path / ("big.h5" if backend == "h5" else "big.zarr"))
@@ -316,25 +317,17 @@ def test_streaming_reads_bounded_chunk_aligned_slabs(tmp_path, backend, monkeypa
     p = PersistentTensorDict(filename=fname, batch_size=[n], mode="w", backend=backend, **chunk_kw)
     p["x"] = data
     p["n", "y"] = torch.arange(n)
-    reads = []
-    be_cls = type(p._store.backend)
-    orig = be_cls.read
-
-    def spy(self, path, selection=()):
-        out = orig(self, path, selection)
-        reads.append((path, selection, out.nbytes))
-        return out
-
-    monkeypatch.setattr(be_cls, "read", spy)
+    recorder.clear()
     seen = []
     summary = export_memmap(p, tmp_path / "mm", progress=seen.append, slab_bytes=40_000)
     assert isinstance(summary, MemmapSummary)
     assert tensor_nbytes(p) == summary.nbytes
-    x_reads = [r for r in reads if r[0] == ("x",)]
+    x_reads = recorder.reads_of("x")
     assert len(x_reads) > 5
-    for _, sel, nbytes in x_reads:
-        assert nbytes <= 40_000 + 30 * 64 * 4
-        assert sel[0].start % 30 == 0  # aligned to the store's chunks
+    for call in x_reads:
+        assert call.nbytes <= 40_000 + 30 * 64 * 4
+        assert call.rows[0] % 30 == 0  # aligned to the store's chunks
+    assert recorder.rows_read("x").tolist() == list(range(n))
     assert sum(seen) == summary.nbytes == data.numel() * 4 + n * 8
     assert summary.leaves == 2
     assert summary.groups == 1
@@ -417,20 +410,25 @@ def test_failure_midway_leaves_nothing(tmp_path):
     assert torch.equal(load_memmap(tmp_path / "out")["old"], torch.arange(3))
 
 
-def test_failure_midway_from_store(tmp_path, store, monkeypatch):
-    be_cls = type(store._store.backend)
-    orig = be_cls.read
+def test_failure_midway_from_store(tmp_path, store):
     calls = []
 
-    def failing(self, path, selection=()):
-        calls.append(path)
-        if len(calls) == 5:
-            raise OSError("disk on fire")
-        return orig(self, path, selection)
+    def failing(call):
+        if call.op == "read":
+            calls.append(call.path)
+            if len(calls) == 5:
+                raise OSError("disk on fire")
 
-    monkeypatch.setattr(be_cls, "read", failing)
-    with pytest.raises(OSError, match="disk on fire"):
-        store.memmap(tmp_path / "out")
+    # the store reopened with the failing reads (the fixture opened it before)
+    with recording(fault=failing) as rec:
+        failing_store = PersistentTensorDict(
+            filename=store.filename, batch_size=[4], mode="r", backend=store.backend
+        )
+        with pytest.raises(OSError, match="disk on fire"):
+            failing_store.memmap(tmp_path / "out")
+        failing_store.close()
+    assert len(calls) == 5
+    assert rec.backends
     assert not (tmp_path / "out").exists()
     assert [n for n in os.listdir(tmp_path) if "ptd-tmp" in n] == []
 

@@ -55,23 +55,15 @@ def test_store_memmap_round_trip_opens_in_tensordict(sample_ptd, sample_td, tmp_
         _ = sample_ptd.saved_path
 
 
-def test_store_memmap_streams_leaf_by_leaf(make_ptd, tmp_path, monkeypatch):
+def test_store_memmap_streams_leaf_by_leaf(recorder, make_ptd, tmp_path, monkeypatch):
     """With a tiny slab budget and one-row chunks, each leaf is read in row slabs, never
     whole."""
     sample_ptd = make_ptd(chunks=(1,))
     monkeypatch.setattr(ptd.transfer.slabs, "SLAB_BYTES", 16)
-    backend = sample_ptd._backend
-    real_read = backend.read
-    rows_read: list[int] = []
-
-    def spy(path: Any, sel: Any) -> Any:
-        out = real_read(path, sel)
-        rows_read.append(out.shape[0] if out.ndim else 1)
-        return out
-
-    monkeypatch.setattr(backend, "read", spy)
+    recorder.clear()
     progress: list[int] = []
     mm = sample_ptd.memmap(tmp_path / "mm", progress=progress.append)
+    rows_read = [c.shape[0] if c.shape else 1 for c in recorder.reads("read")]
     assert len(rows_read) > 4
     assert max(rows_read) < 6
     assert max(progress) <= 16 * 4  # a slab is a row or a few, whatever the leaf
@@ -91,11 +83,13 @@ def test_save_with_threads_and_future(sample_ptd, sample_td, tmp_path):
     assert sample_ptd.dumps(tmp_path / "d").is_memmap()
 
 
-def test_memmap_like_reads_nothing(sample_ptd, tmp_path, monkeypatch):
-    def boom(*args: Any) -> Any:
-        raise AssertionError("memmap_like read data")
+def test_memmap_like_reads_nothing(recorder, sample_ptd, tmp_path):
+    def boom(call: Any) -> None:
+        if call.op.startswith("read"):
+            raise AssertionError(f"memmap_like read data: {call}")
 
-    monkeypatch.setattr(sample_ptd._backend, "read", boom)
+    recorder.fault = boom
+    recorder.clear()
     for threads in (0, 2):
         like = sample_ptd.memmap_like(tmp_path / f"like{threads}", num_threads=threads)
         assert like.is_memmap()
@@ -113,6 +107,8 @@ def test_memmap_like_reads_nothing(sample_ptd, tmp_path, monkeypatch):
     assert not anon["a"].any()
     anon["a"][0] = 1.0  # writable buffer
     assert anon["a"][0].sum() == 4
+    assert recorder.backends
+    assert recorder.reads() == []
 
 
 def test_memmap_in_place_is_refused_on_a_store(sample_ptd, tmp_path):

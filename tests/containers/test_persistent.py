@@ -76,42 +76,6 @@ def rows_of(selection, n: int) -> int:
 
 
 @pytest.fixture
-def read_log(monkeypatch):
-    """Every ``Backend.read(path, selection)`` call, on both backends."""
-    from ptd.storage.h5.backend import H5Backend
-    from ptd.storage.zarr.backend import ZarrBackend
-
-    log: list = []
-    for cls in (H5Backend, ZarrBackend):
-        orig = cls.read
-
-        def read(self, path, selection=(), _orig=orig, **kw):
-            log.append((path, selection))
-            return _orig(self, path, selection, **kw)
-
-        monkeypatch.setattr(cls, "read", read)
-    return log
-
-
-@pytest.fixture
-def write_log(monkeypatch):
-    """Every ``Backend.write(path, selection, value)`` call, on both backends."""
-    from ptd.storage.h5.backend import H5Backend
-    from ptd.storage.zarr.backend import ZarrBackend
-
-    log: list = []
-    for cls in (H5Backend, ZarrBackend):
-        orig = cls.write
-
-        def write(self, path, selection, value, _orig=orig):
-            log.append((path, selection, np.asarray(value).shape))
-            return _orig(self, path, selection, value)
-
-        monkeypatch.setattr(cls, "write", write)
-    return log
-
-
-@pytest.fixture
 def library_read_log(monkeypatch):
     """The selections ptd hands to h5py / zarr themselves (below the Backend interface)."""
     log: list = []
@@ -1085,14 +1049,16 @@ def _random_chain_store(make_ptd):
     return store
 
 
-def test_creating_a_view_reads_nothing(sample_ptd, read_log) -> None:
+def test_creating_a_view_reads_nothing(recorder, sample_ptd) -> None:
+    recorder.clear()
     v = sample_ptd[torch.tensor([4, 1, 4])]
     v = v[1:]
     v = v[torch.tensor([True, False])]
     assert v.batch_size == torch.Size([1])
-    assert read_log == []
+    assert recorder.backends
+    assert recorder.reads() == []
     assert torch.equal(v["a"], torch.arange(4.0, 8.0).reshape(1, 4))
-    assert len(read_log) == 1
+    assert len(recorder.reads()) == 1
 
 
 def test_view_of_bad_index_raises_at_once(sample_ptd) -> None:
@@ -1108,7 +1074,7 @@ def test_view_of_bad_index_raises_at_once(sample_ptd) -> None:
         sample_ptd[torch.tensor([True, False])]
 
 
-def test_leaf_read_reads_only_the_rows_asked(make_ptd, read_log, monkeypatch) -> None:
+def test_leaf_read_reads_only_the_rows_asked(recorder, make_ptd, monkeypatch) -> None:
     # the library path; the memory-map fast path is checked in test_fast_path.py
     monkeypatch.setenv("PTD_FAST_PATH", "0")
     n = 100_000
@@ -1120,21 +1086,21 @@ def test_leaf_read_reads_only_the_rows_asked(make_ptd, read_log, monkeypatch) ->
         name="big",
     )
     idx = torch.from_numpy(np.random.default_rng(0).choice(n, 256, replace=False))
-    read_log.clear()
+    recorder.clear()
     view = p[idx]
     got = view["x"]
     assert torch.equal(got, idx.double())
     assert torch.equal(view["y"][:, 0], 2 * idx.int())
-    assert len(read_log) == 2
-    for path, selection in read_log:
-        assert selection != (), f"full read of {path}"
-        assert rows_of(selection, n) <= 256, (path, selection)
+    assert len(recorder.reads()) == 2
+    for call in recorder.reads():
+        assert call.selection != (), f"full read of {call.key}"
+        assert len(np.unique(call.rows)) <= 256, call
     # an unsorted index with repeats: still no more rows than asked
-    read_log.clear()
+    recorder.clear()
     idx2 = torch.cat([idx[:100], idx[:50]])
     assert torch.equal(p[idx2]["x"], idx2.double())
-    ((path, selection),) = read_log
-    assert rows_of(selection, n) <= 100
+    (call,) = recorder.reads()
+    assert len(np.unique(call.rows)) <= 100
 
 
 def test_storage_reads_only_the_rows_asked(
@@ -1272,17 +1238,17 @@ def test_inplace_ops_on_views_write_to_file(sample_ptd, sample_td, backend) -> N
     _check_written(sample_ptd, sample_td, backend)
 
 
-def test_writes_touch_only_the_rows_asked(make_ptd, write_log) -> None:
+def test_writes_touch_only_the_rows_asked(recorder, make_ptd) -> None:
     n = 10_000
     p = make_ptd({"x": torch.zeros(n)}, name="w")
     idx = torch.from_numpy(np.random.default_rng(1).choice(n, 64, replace=False))
-    write_log.clear()
+    recorder.clear()
     p[idx] = 1.0
-    assert write_log
-    for _path, selection, shape in write_log:
-        assert selection != ()
-        assert rows_of(selection, n) <= 64, selection
-        assert shape[0] <= 64
+    assert recorder.writes()
+    for call in recorder.writes():
+        assert call.selection != ()
+        assert len(np.unique(call.rows)) <= 64, call.selection
+        assert call.shape[0] <= 64
     assert p["x"].sum() == 64
     assert torch.equal(p["x"][idx], torch.ones(64))
 
@@ -1363,12 +1329,12 @@ def test_zarr_store_instances(tmp_path) -> None:
     q.close()
 
 
-def test_slice_write_touches_only_its_rows(make_ptd, write_log) -> None:
+def test_slice_write_touches_only_its_rows(recorder, make_ptd) -> None:
     p = make_ptd({"x": torch.zeros(1000, 2)}, name="w")
-    write_log.clear()
+    recorder.clear()
     p[200:203] = TensorDict({"x": torch.ones(3, 2)}, [3])
     p[500]["x"] = torch.ones(2)
-    assert [rows_of(sel, 1000) for _, sel, _ in write_log] == [3, 1]
+    assert [c.rows.tolist() for c in recorder.writes()] == [[200, 201, 202], [500]]
     assert p["x"].sum() == 8
 
 
@@ -1883,10 +1849,12 @@ def test_repr_nested_extra_batch_dims(sample_ptd) -> None:
     assert repr(sample_ptd[1:3]).startswith("PersistentTensorDict(batch_size=[2], fields={")
 
 
-def test_repr_reads_no_data(sample_ptd, read_log) -> None:
+def test_repr_reads_no_data(recorder, sample_ptd) -> None:
+    recorder.clear()
     repr(sample_ptd)
     repr(sample_ptd[[1, 0]])
-    assert read_log == []
+    assert recorder.backends
+    assert recorder.reads() == []
 
 
 @pytest.mark.interop

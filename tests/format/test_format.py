@@ -294,39 +294,8 @@ def test_stack_views_match_in_memory(tmp_path, backend, stack, shape) -> None:
     p.close()
 
 
-@pytest.fixture
-def non_tensor_read_log(monkeypatch):
-    """Every ``Backend.read_non_tensor(path, selection)`` call, on both backends."""
-    from ptd.storage.h5.backend import H5Backend
-    from ptd.storage.zarr.backend import ZarrBackend
-
-    log: list = []
-    for cls in (H5Backend, ZarrBackend):
-        orig = cls.read_non_tensor
-
-        def read_non_tensor(self, path, selection=(), _orig=orig, **kwargs):
-            log.append((path, selection))
-            return _orig(self, path, selection, **kwargs)
-
-        monkeypatch.setattr(cls, "read_non_tensor", read_non_tensor)
-    return log
-
-
-def _selected_rows(selection: tuple, n: int) -> int:
-    if not selection:
-        return n
-    first = selection[0]
-    if isinstance(first, slice):
-        return len(range(*first.indices(n)))
-    if isinstance(first, (int, np.integer)):
-        return 1
-    return len(first)
-
-
 @pytest.mark.parametrize("foreign", [False, True], ids=["marked", "foreign"])
-def test_stack_view_reads_only_the_selected_rows(
-    tmp_path, backend, foreign, non_tensor_read_log
-) -> None:
+def test_stack_view_reads_only_the_selected_rows(recorder, tmp_path, backend, foreign) -> None:
     n = 1000
     names = [f"row{i}" for i in range(n)]
     path = tmp_path / f"rows{SUFFIX[backend]}"
@@ -345,13 +314,15 @@ def test_stack_view_reads_only_the_selected_rows(
         (7, 7),
     ]
     for idx, rows in cases:
-        non_tensor_read_log.clear()
+        recorder.clear()
         got = p[idx]["names"]
         expected = names[rows] if isinstance(rows, int) else [names[r] for r in rows]
         assert to_py(got) == expected, idx
-        ((path_read, selection),) = non_tensor_read_log
-        assert path_read == ("names",)
-        assert 0 < _selected_rows(selection, n) <= 3, selection
+        (call,) = recorder.reads()
+        assert call.op == "read_non_tensor"
+        assert call.path == ("names",)
+        assert 0 < len(call.rows) <= 3, call.selection
+        assert set(call.rows.tolist()) == set(np.atleast_1d(rows).tolist())
     p.close()
 
 

@@ -306,44 +306,10 @@ def test_entry_class_names_the_container_class(tmp_path, backend) -> None:
 
 
 # ------------------------------------------------------------------ what reaches the file
-@pytest.fixture
-def io_log(monkeypatch):
-    """Every ``Backend.read``/``write`` call: (kind, path, selection)."""
-    from ptd.storage.h5.backend import H5Backend
-    from ptd.storage.zarr.backend import ZarrBackend
-
+def test_get_at_and_set_at_touch_only_the_rows_asked(
+    recorder, tmp_path, backend, monkeypatch
+) -> None:
     monkeypatch.setenv("PTD_FAST_PATH", "0")
-    log: list = []
-    for cls in (H5Backend, ZarrBackend):
-        orig_read, orig_write = cls.read, cls.write
-
-        def read(self, path, selection=(), _orig=orig_read, **kw):
-            log.append(("read", path, selection))
-            return _orig(self, path, selection, **kw)
-
-        def write(self, path, selection, value, _orig=orig_write):
-            log.append(("write", path, selection))
-            return _orig(self, path, selection, value)
-
-        monkeypatch.setattr(cls, "read", read)
-        monkeypatch.setattr(cls, "write", write)
-    return log
-
-
-def _rows(selection: Any, n: int) -> int:
-    if not isinstance(selection, tuple):
-        selection = (selection,)
-    if not selection or selection[0] is Ellipsis:
-        return n
-    first = selection[0]
-    if isinstance(first, slice):
-        return len(range(*first.indices(n)))
-    if isinstance(first, (int, np.integer)):
-        return 1
-    return len(first)
-
-
-def test_get_at_and_set_at_touch_only_the_rows_asked(tmp_path, backend, io_log) -> None:
     n = 10_000
     p = ptd.PersistentTensorDict.from_dict(
         {"x": torch.arange(n, dtype=torch.float64), "n": {"y": torch.zeros(n, 3)}},
@@ -351,16 +317,18 @@ def test_get_at_and_set_at_touch_only_the_rows_asked(tmp_path, backend, io_log) 
         backend=backend,
         batch_size=[n],
     )
-    io_log.clear()
+    recorder.clear()
     assert torch.equal(p.get_at("x", slice(100, 104)), torch.arange(100, 104).double())
     assert p.get_at(("n", "y"), 7).shape == (3,)
     p.set_at_("x", -1.0, torch.tensor([5, 9]))
     p.set_at_(("n", "y"), torch.ones(3), 3)
     p.update_at_({"x": torch.tensor(2.0), "n": {"y": torch.tensor(2.0)}}, slice(20, 22))
     p.copy_at_(ptd.TensorDict({"x": torch.zeros(2), "n": {"y": torch.zeros(2, 3)}}, [2]), [0, 1])
-    assert io_log, "nothing reached the store"
-    for kind, path, selection in io_log:
-        assert _rows(selection, n) <= 4, (kind, path, selection)
+    assert recorder.reads(), "nothing was read"
+    assert recorder.writes(), "nothing was written"
+    for call in recorder.calls:
+        assert call.rows is not None
+        assert len(call.rows) <= 4, call
     assert p["x"][[5, 9, 20, 0]].tolist() == [-1.0, -1.0, 2.0, 0.0]
     assert p["n", "y"][3].tolist() == [1.0, 1.0, 1.0]
     p.close()

@@ -68,43 +68,6 @@ def assert_same(got: Any, expected: Any) -> None:
         assert torch.equal(g[k], e[k]), k
 
 
-def rows_of(selection: Any, n: int) -> int:
-    """How many distinct rows of dim 0 a backend selection asks for (storage's indexer reads
-    each once, repeats folded into the output)."""
-    if not selection:
-        return n
-    first = selection[0]
-    if isinstance(first, slice):
-        return len(range(*first.indices(n)))
-    if isinstance(first, (int, np.integer)):
-        return 1
-    return len(np.unique(first))
-
-
-@pytest.fixture
-def io_log(monkeypatch) -> dict[str, list]:
-    """Every ``Backend.read`` and ``Backend.write`` call."""
-    from ptd.storage.h5.backend import H5Backend
-    from ptd.storage.zarr.backend import ZarrBackend
-
-    log: dict[str, list] = {"read": [], "write": []}
-    monkeypatch.setenv("PTD_FAST_PATH", "0")
-    for cls in (H5Backend, ZarrBackend):
-        orig_read, orig_write = cls.read, cls.write
-
-        def read(self, path, selection=(), _orig=orig_read, **kw):
-            log["read"].append((path, selection))
-            return _orig(self, path, selection, **kw)
-
-        def write(self, path, selection, value, _orig=orig_write):
-            log["write"].append((path, selection, np.asarray(value).shape))
-            return _orig(self, path, selection, value)
-
-        monkeypatch.setattr(cls, "read", read)
-        monkeypatch.setattr(cls, "write", write)
-    return log
-
-
 # tensordict's own test list (test_index_none) and a few more mixes
 READ_INDICES = [
     None,
@@ -154,34 +117,38 @@ def test_empty_batch_store(make_ptd) -> None:
     assert p[None, None][0].batch_size == torch.Size([1])
 
 
-def test_view_creation_reads_nothing_and_reads_only_the_rows_asked(make_ptd, io_log) -> None:
+def test_view_creation_reads_nothing_and_reads_only_the_rows_asked(
+    recorder, make_ptd, monkeypatch
+) -> None:
+    monkeypatch.setenv("PTD_FAST_PATH", "0")
     n = 1000
     p = make_ptd({"x": torch.arange(n * 2.0).reshape(n, 2)}, name="big", batch_size=[n])
-    io_log["read"].clear()
+    recorder.clear()
     view = p[None, 200:203]
     view = view[:, :, None]
     assert view.batch_size == torch.Size([1, 3, 1])
-    assert io_log["read"] == []
+    assert recorder.backends
+    assert recorder.reads() == []
     assert torch.equal(view["x"], torch.arange(400.0, 406.0).reshape(1, 3, 1, 2))
-    ((_, sel),) = io_log["read"]
-    assert rows_of(sel, n) == 3
+    (call,) = recorder.reads()
+    assert len(np.unique(call.rows)) == 3
     # an unsorted index with repeats: the same backend reads as without the new dim
     idx = torch.tensor([900, 7, 900, 31])
     expected = p.to_tensordict()["x"][idx][:, None]
-    io_log["read"].clear()
+    recorder.clear()
     assert torch.equal(p[:, None][idx]["x"], expected)
     assert torch.equal(p[idx][:, None]["x"], expected)
-    with_none, after_none = io_log["read"]
-    io_log["read"].clear()
+    with_none, after_none = recorder.reads()
+    recorder.clear()
     p[idx]["x"]
-    (without,) = io_log["read"]
-    assert repr(with_none) == repr(after_none) == repr(without)
+    (without,) = recorder.reads()
+    assert repr(with_none.selection) == repr(after_none.selection) == repr(without.selection)
     # rows of 4 KiB: the unique rows asked are read, not the span between them
     q = make_ptd({"y": torch.zeros(n, 1024)}, name="wide", batch_size=[n])
-    io_log["read"].clear()
+    recorder.clear()
     assert q[None][:, [900, 7, 900], None]["y"].shape == (1, 3, 1, 1024)
-    ((_, sel),) = io_log["read"]
-    assert rows_of(sel, n) == 2
+    (call,) = recorder.reads()
+    assert len(np.unique(call.rows)) == 2
 
 
 def test_composition_with_none_again(grid) -> None:
@@ -284,14 +251,14 @@ def test_write_keeps_the_last_copy_of_a_new_dim(grid) -> None:
     assert torch.equal(grid["a"], torch.ones(6, 3, 4))
 
 
-def test_write_touches_only_the_selected_rows(make_ptd, io_log) -> None:
+def test_write_touches_only_the_selected_rows(recorder, make_ptd) -> None:
     n = 1000
     p = make_ptd({"x": torch.zeros(n, 2)}, name="big", batch_size=[n])
-    io_log["write"].clear()
+    recorder.clear()
     p[None, 500:502, None] = TensorDict({"x": torch.ones(1, 2, 1, 2)}, [1, 2, 1])
-    ((_, sel, shape),) = io_log["write"]
-    assert rows_of(sel, n) == 2
-    assert shape == (2, 2)
+    (call,) = recorder.writes()
+    assert call.rows.tolist() == [500, 501]
+    assert call.shape == (2, 2)
     assert p["x"].sum() == 4
     assert torch.equal(p["x"][500:502], torch.ones(2, 2))
 

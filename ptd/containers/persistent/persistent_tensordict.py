@@ -56,6 +56,7 @@ from ptd.ops.lastop import caller_site, entered_from_call
 from ptd.ops.nontensor import NonTensorData, NonTensorStack
 from ptd.ops.tdhooks import REQUIRED, wants_default
 from ptd.storage.api import NodeKind, Path, ValueKind
+from ptd.storage.observers import opened
 from ptd.storage.registry import get_backend
 
 __all__ = ["PersistentTensorDict"]
@@ -151,7 +152,7 @@ class PersistentTensorDict(TensorDictBase):
             follow_virtual=follow_virtual,
         )
         target = group if group is not None else filename
-        be = cls.open(target, mode, opts)
+        be = opened(cls.open(target, mode, opts))  # test helpers may watch it
         store = _Store(
             be,
             filename=filename,

@@ -214,8 +214,8 @@ def read_selection(src: np.ndarray, selection: Sequence[Any] = ()) -> np.ndarray
 
     ``selection`` is a normalised backend selection: ints (dims dropped), slices with a positive
     step, and at most one 1-D int64 array (its dim kept in place; unlike numpy, ints do not
-    combine with it into one advanced index). The array may be unsorted and hold repeats (what
-    ``Backend.read_direct`` takes): the rows come back in its order.
+    combine with it into one advanced index). The array may be unsorted and hold repeats (as
+    ``Backend.read`` takes it): the rows come back in its order.
     """
     if not selection:
         return _copy(src)
