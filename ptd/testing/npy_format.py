@@ -127,6 +127,7 @@ class NpyPolicy(FormatPolicy):
     label = "npy directory"
     suffix = ".npyd"
     stores_contiguous = True
+    stores_chunks = False
 
     def codec_options(self, name: str | None, level: int) -> dict[str, Any]:
         if name in (None, "none"):
@@ -164,19 +165,46 @@ class NpyFile:
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
     def mapped(self, writable: bool = False) -> np.ndarray:
-        """The values as a memory map (a plain array when there are none to map); a file
-        shorter than its header says raises CorruptStoreError naming the key."""
-        size = os.path.getsize(self.file)
-        if size < self.offset + self.nbytes:
-            raise CorruptStoreError(
-                f"the file {self.file} of key {self.key!r} is too short: it holds "
-                f"{size - self.offset} bytes of values, but {self.dtype} of shape "
-                f"{list(self.shape)} needs {self.nbytes}"
-            )
-        if self.nbytes == 0:
-            return np.zeros(self.shape, self.dtype)
-        return np.memmap(
-            self.file, self.dtype, "r+" if writable else "r", self.offset, self.shape, "C"
+        """The values as a memory map (a plain array when there are none to map). A file
+        shorter than its header says maps the whole rows it holds (:meth:`check_rows` refuses
+        a read past them)."""
+        size = os.path.getsize(self.file) - self.offset
+        shape = self.shape
+        if size < self.nbytes:
+            if not shape:
+                raise self._short(size)
+            row = self.nbytes // max(1, shape[0])
+            shape = (size // row,) + shape[1:]
+        if 0 in shape:
+            return np.zeros(shape, self.dtype)
+        return np.memmap(self.file, self.dtype, "r+" if writable else "r", self.offset, shape, "C")
+
+    def check_rows(self, selection: Selection, mapped: np.ndarray) -> None:
+        """CorruptStoreError naming the key when ``selection`` reaches past the rows the file
+        holds (a file cut short)."""
+        if mapped.shape == self.shape:
+            return
+        first = project(selection, self.shape).selection[0]
+        if isinstance(first, slice):
+            rows = range(*first.indices(self.shape[0]))
+            last = max(rows) if len(rows) else -1
+        elif isinstance(first, np.ndarray):
+            last = int(first.max()) if first.size else -1
+        else:
+            last = max(int(a.max()) for a in first.arrays) if hasattr(first, "arrays") else first
+        if last >= mapped.shape[0]:
+            raise self._short(os.path.getsize(self.file) - self.offset)
+
+    def whole(self) -> np.ndarray:
+        """Every value, as a new array (CorruptStoreError for a file cut short)."""
+        mapped = self.mapped()
+        self.check_rows((), mapped)
+        return np.array(mapped)
+
+    def _short(self, size: int) -> CorruptStoreError:
+        return CorruptStoreError(
+            f"the file {self.file} of key {self.key!r} is too short: it holds {size} bytes of "
+            f"values, but {self.dtype} of shape {list(self.shape)} needs {self.nbytes}"
         )
 
 
@@ -404,14 +432,17 @@ class NpyDirBackend(Backend):
         if not self._mapped_reads:
             return None
         mapped = handle.mapped()
+        handle.check_rows(selection, mapped)
         return read_chunks(project(selection, handle.shape), lambda _: mapped, handle.dtype, out)
 
     def _read(self, handle: NpyFile, selection: Selection) -> np.ndarray:
         mapped = handle.mapped()
+        handle.check_rows(selection, mapped)
         return np.array(mapped[_orthogonal(selection, handle.shape)], copy=True)
 
     def _write(self, handle: NpyFile, selection: Selection, value: np.ndarray) -> None:
         mapped = handle.mapped(writable=True)
+        handle.check_rows(selection, mapped)
         if mapped.ndim == 0:
             mapped[()] = value
         else:
@@ -554,14 +585,14 @@ class NpyDirBackend(Backend):
         handle, attrs = entry
         marker = attrs.get(TD_NON_TENSOR_ATTR)
         if marker is None:  # an array numpy wrote (a string column): its values
-            data = np.array(handle.mapped())
+            data = handle.whole()
             if as_stack and data.ndim:
                 return NonTensorPayload.of_rows(data[_orthogonal(selection, data.shape)])
             return NonTensorPayload(data if data.ndim else data[()])
         encoding = marker.get("encoding") if isinstance(marker, dict) else None
         if encoding == ENCODING_PICKLE:
             refuse_pickle(allow_pickle, key=key, location=self._location, source="memmap")
-        raw = np.array(handle.mapped()).tobytes()
+        raw = handle.whole().tobytes()
         value = decode_payload(
             raw, encoding, allow_pickle=allow_pickle, key=key, location=self._location
         )
