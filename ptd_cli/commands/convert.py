@@ -10,8 +10,6 @@ import typer
 from rich.text import Text
 from typer.core import TyperCommand
 
-from ptd.storage.registry import counterpart, entries, writable_formats
-
 from .._common import (
     EXPAND_HELP,
     FOLLOW_VIRTUAL_HELP,
@@ -46,6 +44,8 @@ SRC and DST may be URLs (s3://bucket/data.zarr; s3://bucket/data.h5 as a source 
 def help_text() -> str:
     """The command's help, with the suffixes and "the other format" of the formats registered
     when it is shown (a format registered after import is listed too)."""
+    from ptd.storage.registry import counterpart, entries, writable_formats
+
     return _HELP.format(
         suffixes="; ".join(
             f"{', '.join(e.suffixes[:-1])} or {e.suffixes[-1]} for {e.label}"
@@ -73,6 +73,8 @@ class ConvertCommand(TyperCommand):
 def format_name(value: str) -> str:
     """--to's value, checked against the formats ptd writes when it is parsed (so a format
     registered after import, ``register_format``, is one of them)."""
+    from ptd.storage.registry import writable_formats
+
     names = writable_formats()
     if value not in names:
         raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, names))}.")
@@ -81,6 +83,8 @@ def format_name(value: str) -> str:
 
 def complete_format(incomplete: str) -> list[str]:
     """--to's completions: the writable formats registered now."""
+    from ptd.storage.registry import writable_formats
+
     return [name for name in writable_formats() if name.startswith(incomplete)]
 
 
