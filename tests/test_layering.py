@@ -281,6 +281,34 @@ def test_private_attributes_of_another_package_are_found(
     assert "d.py:3" not in out
 
 
+def test_a_backend_subclass_anywhere_may_use_the_backend_hooks(
+    checker: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A format of one's own (ptd/testing/npy_format.py) implements the hooks outside
+    ptd/storage; a module that defines no Backend subclass still may not read them."""
+    root = _fake_tree(tmp_path, {
+        "ptd/storage/__init__.py": "",
+        "ptd/storage/api.py": (
+            "class Backend:\n    def __init__(self):\n        self._location = 'x'\n"
+            "    def _not_found(self, p): ...\n"
+        ),
+        "ptd/testing/__init__.py": "",
+        "ptd/testing/fmt.py": (
+            "from ptd.storage.api import Backend\n"
+            "class Mine(Backend):\n"
+            "    def kind(self, p):\n"
+            "        raise self._not_found(p)\n"
+        ),
+        "ptd/testing/other.py": "def f(be):\n    return be._location\n",
+    })  # fmt: skip
+    out = _run(checker, monkeypatch, root, capsys)
+    assert "ptd.testing.fmt reads" not in out
+    assert "ptd.testing.other reads the private attribute ._location of ptd.storage" in out
+
+
 def test_ops_looks_nothing_up_by_name(
     checker: ModuleType,
     monkeypatch: pytest.MonkeyPatch,

@@ -201,9 +201,10 @@ def private_imports(path: Path, module: str) -> list[tuple[str, int]]:
 #: may use (``class Container(Protocol)`` in it lists them)
 INTERFACE = ROOT / "ptd" / "ops" / "interface.py"
 #: the module declaring the backend interface: the private members of ``class Backend`` in it
-#: (its hooks and the state it keeps) are the contract between the interface and the formats'
-#: subpackages, which ``ptd.storage``'s packages may use (``ptd.storage.h5`` implementing
-#: ``_read``, ``ptd.storage.read`` reading ``_maps``)
+#: (its hooks and the state it keeps) are the contract between the interface and the formats:
+#: ``ptd.storage``'s packages may use them (``ptd.storage.h5`` implementing ``_read``,
+#: ``ptd.storage.read`` reading ``_maps``), and so may a module anywhere that defines a
+#: ``Backend`` subclass (a format of its own, as ``ptd/testing/npy_format.py``)
 BACKEND_INTERFACE = ROOT / "ptd" / "storage" / "api.py"
 
 
@@ -267,6 +268,18 @@ def backend_interface_names() -> set[str]:
     return set()
 
 
+def defines_backend(tree: ast.AST) -> bool:
+    """Whether a module defines a subclass of ``Backend`` (a format's backend, wherever it
+    lives): its hooks are then the module's to implement and use."""
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ClassDef):
+            for base in n.bases:
+                name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+                if name == "Backend":
+                    return True
+    return False
+
+
 def private_attributes(
     tree: ast.AST,
     module: str,
@@ -277,12 +290,12 @@ def private_attributes(
     """(attribute, packages declaring it, line) for every ``x._name`` read in ``module`` whose
     name its own package never declares but another ptd package does. The container
     interface's names are allowed in every layer above ``ptd.ops``, the backend interface's
-    in ``ptd.storage`` and its subpackages."""
+    in ``ptd.storage`` and its subpackages and in any module defining a ``Backend`` subclass."""
     own = declared.get(package_of(module), set())
     layer = layer_of(module)
     above_ops = layer == "ptd.ops" or "ptd.ops" in LAYERS.get(layer, set())
     allowed = (interface if above_ops else set()) | (
-        backend_interface if module.startswith("ptd.storage.") else set()
+        backend_interface if module.startswith("ptd.storage.") or defines_backend(tree) else set()
     )
     out: list[tuple[str, str, int]] = []
     for n in ast.walk(tree):

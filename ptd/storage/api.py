@@ -141,6 +141,10 @@ class FormatPolicy:
     # --- layout ------------------------------------------------------------------------------
     #: arrays can be stored unchunked, as one byte range (HDF5's contiguous layout)
     stores_contiguous: bool = False
+    #: arrays can be stored in chunks (and so compressed); False: every array is one raw byte
+    #: range, never chunked, filtered or compressed (a directory of raw files): a copy into
+    #: the format drops chunks and codecs, and refuses a chosen compression
+    stores_chunks: bool = True
     #: every array is stored in chunks, so a source's chunk shape may say nothing about how
     #: its data wants to be stored (zarr)
     chunks_required: bool = False

@@ -179,6 +179,7 @@ class MemmapPolicy(FormatPolicy):
     label = "memmap directory"
     suffix = MEMMAP_SUFFIX
     stores_contiguous = True
+    stores_chunks = False
 
     def codec_options(self, name: str | None, level: int) -> dict[str, Any]:
         raise UnsupportedOperationError("a memmap directory stores raw, uncompressed files")

@@ -257,6 +257,12 @@ def leaf_target(
         return replace(base, encoding=leaf)
     chosen = opts.compression not in (None, "none")
     source_coded = any(c.stage is not Stage.SERIALIZER for c in props.pipeline)
+    if not dst.policy.stores_chunks:  # raw files: no chunks, no codecs (a chosen one refused)
+        if chosen:
+            dst.policy.chosen_steps(opts.compression, opts.level or 0)
+        leaf = leaf_encoding(props, dst, compression=None, level=None, compressible=False)
+        _add_notes(notes, leaf.notes)
+        return LeafLayout(None, None, None, None, leaf)
     if (
         opts.chunks is None
         and not chosen

@@ -15,7 +15,9 @@ def register(app: typer.Typer) -> None:
     from . import convert, demo, diff, inspect, memmap, validate
 
     app.command("inspect", help=inspect.HELP, short_help=inspect.SHORT_HELP)(inspect.inspect)
-    app.command("convert", help=convert.HELP, short_help=convert.SHORT_HELP)(convert.convert)
+    app.command("convert", cls=convert.ConvertCommand, short_help=convert.SHORT_HELP)(
+        convert.convert
+    )
     app.command("validate", help=validate.HELP, short_help=validate.SHORT_HELP)(validate.validate)
     app.command("diff", help=diff.HELP, short_help=diff.SHORT_HELP)(diff.diff)
     app.command("memmap", help=memmap.HELP, short_help=memmap.SHORT_HELP)(memmap.memmap)

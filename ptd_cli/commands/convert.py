@@ -8,8 +8,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.text import Text
-
-from ptd.storage.registry import counterpart, entries, writable_formats
+from typer.core import TyperCommand
 
 from .._common import (
     EXPAND_HELP,
@@ -33,26 +32,60 @@ from ._progress import byte_progress
 
 SHORT_HELP = "Convert HDF5 <-> Zarr v3 (or re-chunk), streamed and never half-written."
 
-HELP = """Convert an HDF5 file to a Zarr v3 store or back (or re-chunk within one format).
+_HELP = """Convert an HDF5 file to a Zarr v3 store or back (or re-chunk within one format).
 
 DST defaults to SRC with its suffix swapped (data.h5 -> data.zarr). The copy is streamed chunk by chunk in bounded memory and keeps every leaf's dtype, the batch-size metadata, non-tensor entries, string columns and user attributes. It is written to a temporary sibling and renamed into place only on success, so DST is never half-written; an existing DST is refused unless --overwrite. Without --compression each leaf keeps its codec where the target has it.
 
 DST's suffix names the format: {suffixes}; a name without a suffix gets the format SRC is not ({others}) unless --to says otherwise; any other suffix is refused unless --to says the format.
 
-SRC and DST may be URLs (s3://bucket/data.zarr; s3://bucket/data.h5 as a source only), with -O for the credentials and endpoint; a URL DST is written in place and removed again on failure. --workers N copies N chunk regions at a time on threads; --scheduler tcp://HOST:PORT runs one task per chunk region on a Dask cluster whose workers read SRC and write DST themselves (zarr DST on a shared filesystem or object store; needs ptd\\[distributed]).""".format(
-    suffixes="; ".join(
-        f"{', '.join(e.suffixes[:-1])} or {e.suffixes[-1]} for {e.label}"
-        if len(e.suffixes) > 1
-        else f"{e.suffix} for {e.label}"
-        for e in entries()
-        if e.writable and e.suffixes
-    ),
-    others=", ".join(f"{f} -> {counterpart(f)}" for f in writable_formats()),
-)
+SRC and DST may be URLs (s3://bucket/data.zarr; s3://bucket/data.h5 as a source only), with -O for the credentials and endpoint; a URL DST is written in place and removed again on failure. --workers N copies N chunk regions at a time on threads; --scheduler tcp://HOST:PORT runs one task per chunk region on a Dask cluster whose workers read SRC and write DST themselves (zarr DST on a shared filesystem or object store; needs ptd\\[distributed])."""
 
 
-#: --to's choices: the formats ptd writes, from the registry
-Format = enum.StrEnum("Format", {name: name for name in writable_formats()})  # type: ignore[misc]
+def help_text() -> str:
+    """The command's help, with the suffixes and "the other format" of the formats registered
+    when it is shown (a format registered after import is listed too)."""
+    from ptd.storage.registry import counterpart, entries, writable_formats
+
+    return _HELP.format(
+        suffixes="; ".join(
+            f"{', '.join(e.suffixes[:-1])} or {e.suffixes[-1]} for {e.label}"
+            if len(e.suffixes) > 1
+            else f"{e.suffix} for {e.label}"
+            for e in entries()
+            if e.writable and e.suffixes
+        ),
+        others=", ".join(f"{f} -> {counterpart(f)}" for f in writable_formats()),
+    )
+
+
+class ConvertCommand(TyperCommand):
+    """The ``convert`` command, its help read from the registry each time it is shown."""
+
+    @property  # type: ignore[override]
+    def help(self) -> str:
+        return help_text()
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        pass  # (typer sets it once; the registry's is shown)
+
+
+def format_name(value: str) -> str:
+    """--to's value, checked against the formats ptd writes when it is parsed (so a format
+    registered after import, ``register_format``, is one of them)."""
+    from ptd.storage.registry import writable_formats
+
+    names = writable_formats()
+    if value not in names:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, names))}.")
+    return value
+
+
+def complete_format(incomplete: str) -> list[str]:
+    """--to's completions: the writable formats registered now."""
+    from ptd.storage.registry import writable_formats
+
+    return [name for name in writable_formats() if name.startswith(incomplete)]
 
 
 class Layout(enum.StrEnum):
@@ -81,9 +114,14 @@ def convert(
         show_default=False,
     ),
     to: Annotated[
-        Format | None,
+        str | None,
         typer.Option(
-            "--to", help="Target format (default: from DST's suffix, else the other one)."
+            "--to",
+            parser=format_name,
+            metavar="FORMAT",
+            autocompletion=complete_format,
+            help="Target format: h5, zarr, or another registered writable format (default: "
+            "from DST's suffix, else the other one).",
         ),
     ] = None,
     chunks: int | None = typer.Option(
@@ -197,7 +235,7 @@ def convert(
         opts = ConvertOptions.parse(
             src,
             dst,
-            to=to.value if to else None,
+            to=to,
             chunks=chunks,
             compression=compression.value if compression else None,
             level=level,
