@@ -227,6 +227,12 @@ class ArrayProperties:
     #: (netCDF's ``_FillValue`` attribute, xarray's in zarr: :mod:`ptd.storage.spelled`); None
     #: when not stated. In netCDF-4 it is also the HDF5 fill value; in Zarr v3 it need not be.
     cf_fill_value: Any = None
+    #: the dimension names are plain HDF5 dimension labels, no dimension scale attached (HDF5's
+    #: own spelling, not netCDF's): an HDF5 copy writes them as labels again, and neither
+    #: attaches scales nor adds netCDF's dimension-only datasets, so an h5 -> h5 copy of a
+    #: plain HDF5 file holds the same nodes. How a name is spelled, not a property of its own:
+    #: not compared.
+    dimension_labels_only: bool = False
 
     @property
     def resizable(self) -> tuple[int, ...]:
@@ -302,6 +308,9 @@ class Encoding:
     maxshape: tuple[int | None, ...] | None = None
     #: :attr:`ArrayProperties.cf_fill_value`, to be spelled the destination's way
     cf_fill_value: Any = None
+    #: :attr:`ArrayProperties.dimension_labels_only`: an HDF5 destination writes the names
+    #: as labels only
+    dimension_labels_only: bool = False
 
 
 def fill_text(value: Any) -> str | None:

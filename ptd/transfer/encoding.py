@@ -215,6 +215,7 @@ def leaf_encoding(
         dimension_names=props.dimension_names,
         maxshape=_maxshape(props),
         cf_fill_value=props.cf_fill_value,
+        dimension_labels_only=props.dimension_labels_only,
     )
     return out
 

@@ -510,6 +510,7 @@ class H5Backend(Backend):
             layout=h5_properties.layout(dcpl),
             link=self.walk_links.get(path),
             cf_fill_value=h5_properties.cf_fill_value(attrs, meta.dtype),
+            dimension_labels_only=names is not None and h5_properties.labels_only(ds, attrs),
         )
 
     def store_properties(self) -> StoreProperties:
@@ -643,7 +644,9 @@ class H5Backend(Backend):
     ) -> h5py.Dataset:
         size = int(np.prod(shape)) if shape else 1
         after: dict[str, Any] = {
-            k: opts.pop(k) for k in ("dimension_names", "cf_fill_value") if k in opts
+            k: opts.pop(k)
+            for k in ("dimension_names", "cf_fill_value", "dimension_labels_only")
+            if k in opts
         }
         if not shape:
             opts = {k: v for k, v in opts.items() if k not in _CHUNK_OPTIONS}
@@ -671,8 +674,8 @@ class H5Backend(Backend):
         """Set what the dataset's creation left (:func:`h5_properties.set_properties`); an
         array whose dimensions are named waits for the finishing step (:meth:`finalize`)."""
         h5_properties.set_properties(ds, options)
-        if options.get("dimension_names"):
-            self._named_dims.add(path)
+        if options.get("dimension_names") and not options.get("dimension_labels_only"):
+            self._named_dims.add(path)  # netCDF's spelling, made when the write finishes
 
     def _delete(self, path: Path, key: str) -> None:
         self._check_inside(path[:-1])

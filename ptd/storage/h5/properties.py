@@ -147,6 +147,14 @@ def dimension_names(ds: h5py.Dataset, attrs: Mapping[str, Any]) -> tuple[str | N
     return tuple(out) if any(out) else None
 
 
+def labels_only(ds: h5py.Dataset, attrs: Mapping[str, Any]) -> bool:
+    """Whether the dataset names its dimensions by plain labels (``DIMENSION_LABELS``) with no
+    dimension scale attached and is no scale itself: HDF5's own spelling, not netCDF's."""
+    if "DIMENSION_LABELS" not in attrs or spelled.is_scale(attrs):
+        return False
+    return not h5py.h5a.exists(ds.id, b"DIMENSION_LIST")
+
+
 def cf_fill_value(attrs: Mapping[str, Any], dtype: np.dtype) -> Any:
     """netCDF's ``_FillValue`` attribute as a scalar of the array's type, None when there is
     none (or it is no single value)."""
@@ -339,6 +347,8 @@ def creation_options(encoding: Encoding, dtype: np.dtype) -> dict[str, Any]:
         out["maxshape"] = tuple(encoding.maxshape)
     if encoding.dimension_names is not None:
         out["dimension_names"] = tuple(encoding.dimension_names)
+        if encoding.dimension_labels_only:
+            out["dimension_labels_only"] = True
     if encoding.cf_fill_value is not None and dtype.kind in "biufc":
         # netCDF states it twice: the HDF5 fill value and the attribute readers mask with
         out.setdefault("fillvalue", encoding.cf_fill_value)
