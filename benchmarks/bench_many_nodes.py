@@ -99,8 +99,8 @@ def run_once(dst):
                 else:
                     g.create_dataset(name, data=node[...])
     elif what == "ptd-memmap":
-        import ptd
-        ptd.containers.memmap.export_memmap(src, dst)
+        from ptd.containers.memmap import export_memmap
+        export_memmap(src, dst)
     elif what == "plain-memmap":
         # what a user's script does: each dataset's bytes to a file, one meta.json per group
         import h5py, numpy as np

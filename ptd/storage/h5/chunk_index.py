@@ -27,10 +27,12 @@ H5_PLUGIN_PACKAGES: dict[int, tuple[str, str]] = {
 }
 
 
-def h5_chunk_info(ds: Any, list_stored: bool) -> ChunkInfo:
+def h5_chunk_info(ds: Any, list_stored: bool, dcpl: Any = None) -> ChunkInfo:
+    """The chunk facts of the dataset ``ds`` (``dcpl``: its creation property list, when the
+    caller holds it)."""
     dsid = ds.id
     shape = tuple(dsid.shape or ())
-    dcpl = dsid.get_create_plist()
+    dcpl = dcpl if dcpl is not None else dsid.get_create_plist()
     if dcpl.get_layout() != h5py.h5d.CHUNKED:
         return ChunkInfo(
             chunks=shape,
