@@ -528,6 +528,13 @@ class H5Backend(Backend):
             cf_fill_value=h5_properties.cf_fill_value(attrs, meta.dtype),
         )
 
+    def dimension_names(
+        self, path: Path, meta: ArrayMeta | None = None
+    ) -> tuple[str | None, ...] | None:
+        # the labels and scales only: no fill value, pipeline or attribute types read
+        meta = meta if meta is not None else self.array_meta(path)
+        return h5_properties.dimension_names(self._entry(path, data=False).ds, dict(meta.attrs))
+
     def store_properties(self) -> StoreProperties:
         return StoreProperties(
             format=self.name, userblock_size=h5_properties.userblock_size(self._root.file)
@@ -795,7 +802,7 @@ class H5Backend(Backend):
         return self._entry(path)
 
     def _chunk_info(self, handle: _Entry, list_stored: bool) -> ChunkInfo:
-        return h5_chunk_info(handle.ds, list_stored, handle.dcpl)
+        return h5_chunk_info(handle.ds, list_stored, handle.dcpl, handle.shape)
 
     def _read_mapped(
         self, path: Path, handle: _Entry, selection: Selection, out: np.ndarray | None = None
