@@ -332,34 +332,31 @@ def info(
             key = "/".join(q)
             if kind is NodeKind.GROUP:
                 totals.groups += 1
-                if depth is not None:
-                    walked.append(
-                        EntryInfo(
-                            key=key,
-                            name=q[-1],
-                            depth=d,
-                            kind="group",
-                            batch_size=list(s.batches[q].batch),
-                        )
-                    )
+                gb = s.batches[q]
                 if listed:
-                    gb = s.batches[q]
-                    entries.append(
-                        EntryInfo(
-                            key=key,
-                            name=q[-1],
-                            depth=d,
-                            kind="group",
-                            batch_size=list(gb.batch),
-                            batch_size_source=gb.source,
-                            stored_batch_size=gb.stored,
-                            metadata_problem=_with_attrs_note(gb.problem, be, q),
-                            attrs=user_attrs(spelled.user_attrs(be.name, s.group_attrs.get(q, {})))
-                            if attrs
-                            else None,
-                            link=s.links.get(q),
-                        )
+                    g = EntryInfo(
+                        key=key,
+                        name=q[-1],
+                        depth=d,
+                        kind="group",
+                        batch_size=list(gb.batch),
+                        batch_size_source=gb.source,
+                        stored_batch_size=gb.stored,
+                        metadata_problem=_with_attrs_note(gb.problem, be, q),
+                        attrs=user_attrs(spelled.user_attrs(be.name, s.group_attrs.get(q, {})))
+                        if attrs
+                        else None,
+                        link=s.links.get(q),
                     )
+                    entries.append(g)
+                else:  # below the depth limit: walked only, for the signatures of the groups
+                    g = EntryInfo(
+                        key=key, name=q[-1], depth=d, kind="group", batch_size=list(gb.batch)
+                    )
+                if depth is not None:
+                    # one entry per group (a signature reads its kind, key and batch size, which
+                    # the listed entry has too; ``subtree`` is set after the signatures)
+                    walked.append(g)
                 continue
             assert meta is not None
             group_batch = s.batches[q[:-1]].batch

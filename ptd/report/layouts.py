@@ -136,7 +136,7 @@ class View:
             names = None
             if meta is not None and not meta.unreadable and meta.shape:
                 try:
-                    names = self.scan.backend.array_properties(path, meta).dimension_names
+                    names = self.scan.backend.dimension_names(path, meta)
                 except _ERRORS:
                     names = None
             self._dims[path] = names

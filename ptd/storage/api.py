@@ -517,6 +517,15 @@ class Backend(ABC):
             link=self.walk_links.get(path),
         )
 
+    def dimension_names(
+        self, path: Path, meta: ArrayMeta | None = None
+    ) -> tuple[str | None, ...] | None:
+        """The names of the array at ``path``'s dimensions as its format states them (None
+        when no dimension is named): :meth:`array_properties`' ``dimension_names``, which a
+        backend may answer without the rest of the inventory (a check of many arrays asks
+        only this)."""
+        return self.array_properties(path, meta).dimension_names
+
     def store_properties(self) -> StoreProperties:
         """What the store states about itself (the HDF5 user block, the zarr format...)."""
         return StoreProperties(format=self.name, format_version=self.format_version)

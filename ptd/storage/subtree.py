@@ -211,6 +211,12 @@ class SubtreeBackend(Backend):
         )
         return replace(props, path=tuple(path))
 
+    def dimension_names(
+        self, path: Path, meta: ArrayMeta | None = None
+    ) -> tuple[str | None, ...] | None:
+        full = self._full(path)
+        return self._inner.dimension_names(full, None if meta is None else replace(meta, path=full))
+
     def store_properties(self) -> StoreProperties:
         return self._inner.store_properties()
 

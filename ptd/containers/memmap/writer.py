@@ -390,6 +390,9 @@ class _Writer:
             rows = slab_rows(
                 stored, np_dtype.itemsize, src_chunk_rows=chunk_rows, budget=self.slab_bytes
             )
+            if rows >= stored[0]:  # one slab: the whole array, read as such (a small leaf)
+                yield np.asarray(store.read((key,)))
+                return
             for start in range(0, stored[0], rows):
                 yield np.asarray(store.read((key,), (slice(start, min(stored[0], start + rows)),)))
             return

@@ -100,12 +100,19 @@ _SMALL_WHOLE_READ = 64 << 10
 
 
 class _Entry(NamedTuple):
-    """A cached dataset and what reads need of it."""
+    """A cached dataset and what reads need of it, each read of HDF5 once per dataset: its
+    creation property list is fixed when the dataset is made, and ptd never resizes one."""
 
     ds: h5py.Dataset
     shape: tuple[int, ...]
     dtype: np.dtype
     nbytes: int
+    #: the dataset's creation property list (layout, filters, fill value)
+    dcpl: Any
+    #: whether its layout is chunked (else no chunk reader serves it)
+    chunked: bool
+    #: whether its dataspace is HDF5's null one (``h5py.Empty``: no data)
+    null: bool
 
 
 class H5Backend(Backend):
@@ -325,11 +332,12 @@ class H5Backend(Backend):
             self._refuse_outside(path)
         return entry
 
-    def _remember(self, path: Path, node: h5py.Dataset, dcpl: Any = None) -> _Entry:
+    def _remember(self, path: Path, node: h5py.Dataset) -> _Entry:
         """Cache the dataset ``node`` found at ``path`` (noting data outside the file)."""
         dsid = node.id
-        dcpl = dcpl if dcpl is not None else dsid.get_create_plist()
-        if dcpl.get_layout() == h5py.h5d.VIRTUAL or dcpl.get_external_count():
+        dcpl = dsid.get_create_plist()
+        layout = dcpl.get_layout()
+        if layout == h5py.h5d.VIRTUAL or dcpl.get_external_count():
             why = h5_elsewhere.refusal(dcpl, self._named_file(), self._follow_virtual)
             if why is not None:
                 self.data_elsewhere[path] = h5_elsewhere.sources(dcpl)
@@ -337,8 +345,17 @@ class H5Backend(Backend):
                 self._elsewhere_why[path] = f"{what}: {why}"
         shape, dtype = dsid.shape, dsid.dtype
         # a null dataspace (h5py.Empty) has no shape: no data (described as unsupported)
+        null = shape is None
         shape = () if shape is None else shape
-        entry = _Entry(node, shape, dtype, math.prod(shape) * dtype.itemsize)
+        entry = _Entry(
+            node,
+            shape,
+            dtype,
+            math.prod(shape) * dtype.itemsize,
+            dcpl,
+            layout == h5py.h5d.CHUNKED,
+            null,
+        )
         self._ds_cache[path] = entry
         return entry
 
@@ -407,21 +424,20 @@ class H5Backend(Backend):
             "file use for their dimension names; write the value under another key"
         )
 
-    def _meta(self, path: Path, ds: h5py.Dataset, dcpl: Any = None, entry: Any = None) -> ArrayMeta:
-        dsid = ds.id
-        dcpl = dcpl if dcpl is not None else dsid.get_create_plist()
-        chunks = dcpl.get_chunk() if dcpl.get_layout() == h5py.h5d.CHUNKED else None
-        shape = dsid.shape if entry is None else entry.shape
+    def _meta(self, path: Path, entry: _Entry) -> ArrayMeta:
+        """The metadata of the dataset of ``entry`` (what was read of it once, reused)."""
+        ds, dcpl = entry.ds, entry.dcpl
+        chunks = dcpl.get_chunk() if entry.chunked else None
         meta = self._describe_array(
             path,
-            shape or (),
-            dsid.dtype if entry is None else entry.dtype,
+            entry.shape,
+            entry.dtype,
             self._read_attrs(path, ds),
             chunks=chunks,
             compression=None if chunks is None else h5_plugins.describe_pipeline(dcpl),
-            stored_nbytes=dsid.get_storage_size(),
+            stored_nbytes=ds.id.get_storage_size(),
         )
-        if dsid.get_space().get_simple_extent_type() == h5py.h5s.NULL:
+        if entry.null:
             why = "no data (an HDF5 null dataspace, h5py.Empty)"
             meta = replace(meta, kind=ValueKind.UNSUPPORTED, torch_dtype=None, unsupported=why)
         elif (ref := h5_codec.reference_kind(meta.dtype)) is not None:
@@ -490,8 +506,8 @@ class H5Backend(Backend):
 
     def array_properties(self, path: Path, meta: ArrayMeta | None = None) -> ArrayProperties:
         meta = meta if meta is not None else self.array_meta(path)
-        ds = self._entry(path, data=False).ds
-        dcpl = getattr(ds, "_dcpl", None) or ds.id.get_create_plist()
+        entry = self._entry(path, data=False)
+        ds, dcpl = entry.ds, entry.dcpl
         attrs = dict(meta.attrs)
         names = h5_properties.dimension_names(ds, attrs)
         user = spelled.user_attrs(self.name, attrs)
@@ -512,6 +528,13 @@ class H5Backend(Backend):
             cf_fill_value=h5_properties.cf_fill_value(attrs, meta.dtype),
             dimension_labels_only=names is not None and h5_properties.labels_only(ds, attrs),
         )
+
+    def dimension_names(
+        self, path: Path, meta: ArrayMeta | None = None
+    ) -> tuple[str | None, ...] | None:
+        # the labels and scales only: no fill value, pipeline or attribute types read
+        meta = meta if meta is not None else self.array_meta(path)
+        return h5_properties.dimension_names(self._entry(path, data=False).ds, dict(meta.attrs))
 
     def store_properties(self) -> StoreProperties:
         return StoreProperties(
@@ -547,7 +570,7 @@ class H5Backend(Backend):
             if not isinstance(node, h5py.Dataset):
                 raise
             return h5_codec.unmappable_meta(path, node, err)
-        return self._meta(path, entry.ds)
+        return self._meta(path, entry)
 
     def walk(self, path: Path = ()) -> list[tuple[Path, NodeKind, ArrayMeta | None]]:
         """One pass over the links below ``path`` (name order, parents first), opening only
@@ -564,9 +587,7 @@ class H5Backend(Backend):
                 out.append((p, NodeKind.GROUP, None))
                 return
             try:
-                # (h5py's Dataset holds its creation property list already)
-                dcpl = getattr(obj, "_dcpl", None) or obj.id.get_create_plist()
-                meta = self._meta(p, obj, dcpl, self._remember(p, obj, dcpl))
+                meta = self._meta(p, self._remember(p, obj))
             except (TypeError, ValueError) as err:
                 # a type h5py cannot map to numpy (e.g. an opaque tag naming no dtype):
                 # listed, and reading it raises an error naming the key
@@ -784,7 +805,7 @@ class H5Backend(Backend):
         return self._entry(path)
 
     def _chunk_info(self, handle: _Entry, list_stored: bool) -> ChunkInfo:
-        return h5_chunk_info(handle.ds, list_stored)
+        return h5_chunk_info(handle.ds, list_stored, handle.dcpl, handle.shape)
 
     def _read_mapped(
         self, path: Path, handle: _Entry, selection: Selection, out: np.ndarray | None = None
@@ -796,10 +817,10 @@ class H5Backend(Backend):
             return False
         # a dataset ptd decodes itself is never handed to HDF5's filters, which trust what a
         # chunk's header says (see ptd.storage.h5.decode)
-        return self._chunked is None or not self._chunked.serves(handle)
+        return not handle.chunked or self._chunked is None or not self._chunked.serves(handle)
 
     def _read(self, handle: _Entry, selection: Selection) -> np.ndarray:
-        ds, shape, dtype, nbytes = handle
+        ds, shape, dtype, nbytes = handle.ds, handle.shape, handle.dtype, handle.nbytes
         if not selection:
             if not shape:
                 return np.asarray(ds[()])
@@ -820,7 +841,7 @@ class H5Backend(Backend):
         handle.ds[selection if selection else ()] = value
 
     def _read_error(self, path: Path, selection: Selection, err: Exception) -> PtdError:
-        missing = h5_plugins.missing_filters(self._entry(path, data=False).ds.id.get_create_plist())
+        missing = h5_plugins.missing_filters(self._entry(path, data=False).dcpl)
         if not missing:
             return super()._read_error(path, selection, err)
         self._check_open(self.key_str(path))

@@ -118,7 +118,7 @@ def read_many(be: Any, paths: Sequence[Path]) -> list[np.ndarray]:
     chunked = be._chunked
     for path in paths:
         entry = be._entry(path)
-        ds, shape, dtype, _ = entry
+        ds, shape, dtype = entry.ds, entry.shape, entry.dtype
         if chunked is not None and chunked.serves(entry):
             # decoded by ptd, its chunks' headers checked: never HDF5's filters
             out.append(be.read(path, ()))

@@ -27,10 +27,14 @@ H5_PLUGIN_PACKAGES: dict[int, tuple[str, str]] = {
 }
 
 
-def h5_chunk_info(ds: Any, list_stored: bool) -> ChunkInfo:
+def h5_chunk_info(
+    ds: Any, list_stored: bool, dcpl: Any = None, shape: tuple[int, ...] | None = None
+) -> ChunkInfo:
+    """The chunk facts of the dataset ``ds`` (``dcpl``, ``shape``: its creation property list
+    and shape, when the caller holds them)."""
     dsid = ds.id
-    shape = tuple(dsid.shape or ())
-    dcpl = dsid.get_create_plist()
+    shape = tuple(dsid.shape or ()) if shape is None else tuple(shape)
+    dcpl = dcpl if dcpl is not None else dsid.get_create_plist()
     if dcpl.get_layout() != h5py.h5d.CHUNKED:
         return ChunkInfo(
             chunks=shape,

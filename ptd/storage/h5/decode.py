@@ -249,7 +249,7 @@ class H5Chunks:
     def serves(self, handle: Any) -> bool:
         """Whether this reader decodes the dataset of ``handle`` (then every read of it,
         small whole ones too, must come here: HDF5's own filters trust a chunk's headers)."""
-        return self._entry(handle.ds) is not None
+        return handle.chunked and self._entry(handle.ds) is not None
 
     def _entry(self, ds: Any) -> ChunkedArray | None:
         name = ds.name  # unique in the file, whatever group the store was opened at
@@ -265,7 +265,7 @@ class H5Chunks:
         """``ds[selection]`` for the dataset ``handle.ds`` (the backend's entry), the index
         array possibly unsorted with repeats (into ``out`` when given), or None when h5py
         must read it."""
-        arr = self._entry(handle.ds)
+        arr = self._entry(handle.ds) if handle.chunked else None
         if arr is None:
             return None
         return read_chunked(arr, selection, self.cache, out)

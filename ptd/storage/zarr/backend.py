@@ -476,6 +476,15 @@ class ZarrBackend(Backend):
             cf_fill_value=zarr_properties.cf_fill_value(node, attrs),
         )
 
+    def dimension_names(
+        self, path: Path, meta: ArrayMeta | None = None
+    ) -> tuple[str | None, ...] | None:
+        meta = meta if meta is not None else self.array_meta(path)
+        node = self._get(path)
+        if not isinstance(node, zarr.Array):  # an unreadable node: its document names none
+            return None
+        return zarr_properties.dimension_names(node, dict(meta.attrs))
+
     def store_properties(self) -> StoreProperties:
         return StoreProperties(
             format=self.name,
