@@ -3,6 +3,7 @@ reads of a selection through zarr."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -53,5 +54,9 @@ def read_selection(arr: Any, selection: Selection) -> np.ndarray:
     if 0 in out_shape:
         return np.empty(out_shape, arr.dtype)
     if any(isinstance(s, np.ndarray) for s in selection):
-        return np.asarray(arr.oindex[selection])
+        got = np.asarray(arr.oindex[selection])
+        if got.shape != out_shape and got.size == math.prod(out_shape):
+            # zarr before 3.1.6 keeps the dim of an int among index arrays (size 1)
+            got = got.reshape(out_shape)
+        return got
     return np.asarray(arr[selection])
