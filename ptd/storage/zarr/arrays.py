@@ -3,7 +3,6 @@ reads of a selection through zarr."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -54,9 +53,10 @@ def read_selection(arr: Any, selection: Selection) -> np.ndarray:
     if 0 in out_shape:
         return np.empty(out_shape, arr.dtype)
     if any(isinstance(s, np.ndarray) for s in selection):
-        got = np.asarray(arr.oindex[selection])
-        if got.shape != out_shape and got.size == math.prod(out_shape):
-            # zarr before 3.1.6 keeps the dim of an int among index arrays (size 1)
-            got = got.reshape(out_shape)
-        return got
+        # an int among index arrays is asked as a one-element slice, its dim dropped after:
+        # zarr 3.1.2's orthogonal read of sharded arrays fails on it (a broadcast error)
+        kept = tuple(
+            slice(int(s), int(s) + 1) if isinstance(s, (int, np.integer)) else s for s in selection
+        )
+        return np.asarray(arr.oindex[kept]).reshape(out_shape)
     return np.asarray(arr[selection])
