@@ -473,16 +473,8 @@ class PersistentTensorDict(TensorDictBase):
         entries = ix.compose(self._entries_full(), self._batch, index)
         return type(self)._view(self._store, self._path, self._stored_batch, entries, self._device)
 
-    @classmethod
-    def _new_tensordict(
-        cls,
-        source: Any = None,
-        batch_size: Any = None,
-        device: Any = None,
-        names: Any = None,
-        **kwargs: Any,
-    ) -> TensorDict:
-        return TensorDict(source, batch_size, device, names, **kwargs)
+    #: results of the shared methods are in-memory TensorDicts: TensorDict's own constructor
+    _new_tensordict = TensorDict._new_tensordict
 
     def _set_at(self, index: Any, value: Any) -> None:
         view = self._index(index)
